@@ -1,0 +1,116 @@
+"""Checks the six built wheels as a user's pip would see them.
+
+The wheels are this test's Bazel data, so these checks run on exactly what `tools/dev wheels`
+ships: sibling version ranges hold for the versions in the tree, platform tags tell the
+truth about the glibc the native libraries need, the `jaxsolve` namespace stays a PEP 420
+namespace, and each wheel installs and imports on its own.
+"""
+
+import email.parser
+import pathlib
+import re
+import subprocess
+import sys
+import zipfile
+
+import pytest
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+from packaging.version import Version
+
+# Debian 12, where our native libraries are built: the newest glibc symbol version they may use.
+_BUILD_GLIBC = (2, 36)
+_DISTRIBUTIONS = {
+    "jaxsolve": None,
+    "jaxsolve-layout": "layout",
+    "jaxsolve-autodiff": "autodiff",
+    "jaxsolve-sharding": "sharding",
+    "jaxsolve-dense": "dense",
+    "jaxsolve-sparse": "sparse",
+}
+
+
+def _wheels() -> dict[str, pathlib.Path]:
+    found = {}
+    for path in pathlib.Path.cwd().rglob("*.whl"):
+        name = canonicalize_name(path.name.split("-")[0])
+        assert name not in found, f"two wheels of {name}: {found[name]} and {path}"
+        found[name] = path
+    return found
+
+
+WHEELS = _wheels()
+
+
+def _metadata(wheel: pathlib.Path):
+    with zipfile.ZipFile(wheel) as archive:
+        (name,) = [n for n in archive.namelist() if n.endswith(".dist-info/METADATA")]
+        return email.parser.Parser().parsestr(archive.read(name).decode())
+
+
+def test_all_six_distributions_are_built():
+    assert sorted(WHEELS) == sorted(_DISTRIBUTIONS)
+
+
+def test_sibling_requirements_hold_for_the_versions_in_the_tree():
+    versions = {name: Version(_metadata(w)["Version"]) for name, w in WHEELS.items()}
+    checked = 0
+    for name, wheel in WHEELS.items():
+        for line in _metadata(wheel).get_all("Requires-Dist") or []:
+            requirement = Requirement(line)
+            sibling = canonicalize_name(requirement.name)
+            if sibling in versions:
+                assert requirement.specifier.contains(versions[sibling]), (
+                    f"{name} requires {requirement}, but the tree has {sibling} {versions[sibling]}")
+                checked += 1
+    assert checked >= 5 + 3 + 2  # the meta-package's five parts, dense's three, sparse's two
+
+
+def test_meta_package_offers_cuda_extras():
+    extras = _metadata(WHEELS["jaxsolve"]).get_all("Provides-Extra")
+    assert sorted(extras) == ["cuda12", "cuda13"]
+
+
+@pytest.mark.parametrize("name", sorted(_DISTRIBUTIONS))
+def test_platform_tag_matches_native_content(name):
+    wheel = WHEELS[name]
+    with zipfile.ZipFile(wheel) as archive:
+        libraries = [n for n in archive.namelist() if n.endswith(".so")]
+    platform = wheel.name[:-len(".whl")].split("-")[-1]
+    if libraries:
+        assert platform == "manylinux_%d_%d_x86_64" % _BUILD_GLIBC
+    else:
+        assert platform == "any"
+
+
+@pytest.mark.parametrize("name", [n for n, pkg in _DISTRIBUTIONS.items() if pkg])
+def test_wheel_contributes_one_namespace_subpackage(name):
+    with zipfile.ZipFile(WHEELS[name]) as archive:
+        top = {n.split("/")[0] for n in archive.namelist() if not n.split("/")[0].endswith(".dist-info")}
+        packages = {"/".join(n.split("/")[:2]) for n in archive.namelist() if n.startswith("jaxsolve/")}
+        assert "jaxsolve/__init__.py" not in archive.namelist()
+    assert top == {"jaxsolve"}
+    assert packages == {f"jaxsolve/{_DISTRIBUTIONS[name]}"}
+
+
+def _glibc_versions_needed(library: pathlib.Path) -> set[tuple[int, int]]:
+    dump = subprocess.run(["objdump", "-T", str(library)], check=True, capture_output=True, text=True)
+    return {tuple(map(int, m)) for m in re.findall(r"GLIBC_(\d+)\.(\d+)", dump.stdout)}
+
+
+@pytest.mark.parametrize("name", [n for n, pkg in _DISTRIBUTIONS.items() if pkg])
+def test_wheel_installs_alone_and_imports(name, tmp_path):
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-index",
+                    "--disable-pip-version-check", "--target", str(tmp_path), str(WHEELS[name])],
+                   check=True)
+    for library in tmp_path.rglob("*.so"):
+        assert max(_glibc_versions_needed(library)) <= _BUILD_GLIBC, library
+    module = f"jaxsolve.{_DISTRIBUTIONS[name]}"
+    probe = (f"import importlib.metadata, {module} as m; "
+             f"assert m.__file__.startswith({str(tmp_path)!r}), m.__file__; "
+             f"assert m.__version__ == importlib.metadata.version({name!r}), m.__version__; "
+             f"print(m.__version__)")
+    result = subprocess.run([sys.executable, "-c", probe], env={"PYTHONPATH": str(tmp_path)},
+                            capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == _metadata(WHEELS[name])["Version"]

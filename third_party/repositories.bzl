@@ -1,0 +1,131 @@
+"""Repository rules that find jaxsolve's build toolchains on the machine.
+
+None of them downloads anything: `tools/dev` installs the pinned Python packages (JAX, and
+the pip wheels of the CUDA compiler) into the project's venv, and these rules point Bazel at
+them. Each can be redirected with `--repo_env`:
+
+- `JAXSOLVE_PYTHON`: the interpreter (default: `<workspace>/.venv/bin/python`). It is used
+  by its own path, never resolved through symlinks: a venv's `bin/python` is a symlink to
+  the base interpreter, and resolving it would lose the venv's site-packages.
+- `JAXSOLVE_CUDA<major>_PATH`: a local CUDA toolkit (with `bin/nvcc`, `include/`,
+  `lib64/` or `lib/`) to use instead of the `nvidia/cu<major>` pip wheels in the venv.
+"""
+
+def _interpreter(rctx):
+    python = rctx.os.environ.get("JAXSOLVE_PYTHON", "")
+    if not python:
+        python = str(rctx.workspace_root) + "/.venv/bin/python"
+    if not rctx.path(python).exists:
+        fail("No Python at %s. Run `tools/dev test` (it creates the venv), or pass " % python +
+             "--repo_env=JAXSOLVE_PYTHON=/path/to/venv/bin/python.")
+    return python
+
+def _run_python(rctx, python, code):
+    result = rctx.execute([python, "-c", code])
+    if result.return_code != 0:
+        fail("%s failed:\n%s" % (python, result.stderr))
+    return result.stdout.strip()
+
+def _local_python_impl(rctx):
+    python = _interpreter(rctx)
+    rctx.file("BUILD.bazel", """\
+load("@bazel_tools//tools/python:toolchain.bzl", "py_runtime_pair")
+
+py_runtime(
+    name = "runtime",
+    interpreter_path = "{python}",
+    python_version = "PY3",
+)
+
+py_runtime_pair(
+    name = "runtime_pair",
+    py3_runtime = ":runtime",
+)
+
+toolchain(
+    name = "toolchain",
+    toolchain = ":runtime_pair",
+    toolchain_type = "@bazel_tools//tools/python:toolchain_type",
+)
+""".format(python = python))
+
+local_python = repository_rule(
+    implementation = _local_python_impl,
+    environ = ["JAXSOLVE_PYTHON"],
+    local = True,
+    doc = "The project's Python interpreter as Bazel's Python toolchain.",
+)
+
+def _xla_ffi_headers_impl(rctx):
+    python = _interpreter(rctx)
+    include = _run_python(rctx, python, "import jax.ffi; print(jax.ffi.include_dir())")
+    rctx.symlink(include + "/xla", "include/xla")
+    rctx.file("BUILD.bazel", """\
+exports_files(["include/xla/ffi/api/ffi.h"])
+
+cc_library(
+    name = "headers",
+    hdrs = glob(["include/xla/ffi/api/*.h"]),
+    includes = ["include"],
+    visibility = ["//visibility:public"],
+)
+""")
+
+xla_ffi_headers = repository_rule(
+    implementation = _xla_ffi_headers_impl,
+    environ = ["JAXSOLVE_PYTHON"],
+    local = True,
+    doc = "XLA's header-only FFI API, taken from the installed jaxlib (`jax.ffi.include_dir()`).",
+)
+
+def _cuda_toolkit_impl(rctx):
+    major = rctx.attr.major
+    root = rctx.os.environ.get("JAXSOLVE_CUDA%d_PATH" % major, "")
+    if not root:
+        python = _interpreter(rctx)
+        root = _run_python(
+            rctx,
+            python,
+            "import importlib.util, os; s = importlib.util.find_spec('nvidia');" +
+            "print(next((os.path.join(p, 'cu%d') for p in (s.submodule_search_locations if s else [])" % major +
+            " if os.path.isdir(os.path.join(p, 'cu%d'))), ''))" % major,
+        )
+    if not root or not rctx.path(root + "/bin/nvcc").exists:
+        fail(("No CUDA %d compiler found (looked for the nvidia-cuda-nvcc pip wheel in the venv). " +
+              "Run `tools/dev test`, which installs the pinned wheels, or point " +
+              "--repo_env=JAXSOLVE_CUDA%d_PATH at a local toolkit.") % (major, major))
+    libdir = root + "/lib64" if rctx.path(root + "/lib64/libcudart_static.a").exists else root + "/lib"
+    rctx.symlink(root + "/include", "include")
+    rctx.symlink(libdir + "/libcudart_static.a", "lib/libcudart_static.a")
+
+    # A wrapper, not a symlink: nvcc finds nvcc.profile, cicc and ptxas from its own path.
+    rctx.file("nvcc", "#!/bin/sh\nexec '%s/bin/nvcc' \"$@\"\n" % root, executable = True)
+    version = rctx.execute([root + "/bin/nvcc", "--version"]).stdout.strip().split("\n")[-1]
+    rctx.file("BUILD.bazel", """\
+package(default_visibility = ["//visibility:public"])
+
+# {version}
+exports_files(["nvcc"])
+
+cc_library(
+    name = "headers",
+    hdrs = glob(["include/**/*.h", "include/**/*.hpp", "include/**/*.cuh"], allow_empty = True),
+    includes = ["include"],
+)
+
+# Linked statically: our libraries then need no libcudart.so.{major} at run time and work
+# beside any CUDA {major} JAX plugin (the driver API underneath is shared).
+cc_library(
+    name = "cudart_static",
+    srcs = ["lib/libcudart_static.a"],
+    linkopts = ["-ldl", "-lpthread", "-lrt"],
+)
+""".format(major = major, version = version))
+
+cuda_toolkit = repository_rule(
+    implementation = _cuda_toolkit_impl,
+    attrs = {"major": attr.int(mandatory = True, values = [12, 13])},
+    environ = ["JAXSOLVE_PYTHON", "JAXSOLVE_CUDA12_PATH", "JAXSOLVE_CUDA13_PATH"],
+    local = True,
+    doc = "A CUDA toolkit of one major version: nvcc, headers, the static runtime.",
+)

@@ -1,0 +1,136 @@
+"""Bazel macros shared by jaxsolve's packages."""
+
+load("@rules_cc//cc:defs.bzl", "cc_library")
+load("@rules_python//python:defs.bzl", "py_test")
+
+# The glibc our native libraries are built against (Debian 12); wheels must say so.
+NATIVE_WHEEL_PLATFORM = "manylinux_2_36_x86_64"
+
+# The JAX releases jaxsolve is tested on are 0.10.2 (CI, CPython 3.11) and 0.11.2 (the GPU
+# host, CPython 3.12); packages allow the range around them.
+JAX_REQUIREMENT = "jax>=0.10.2,<0.12"
+
+def jaxsolve_py_tests(srcs, deps = [], data = [], size = "medium", **kwargs):
+    """One pytest-driven `py_test` per `*_test.py` file, named after it.
+
+    `conftest.py` files beside the tests travel as data. No `__init__.py` is generated
+    (`legacy_create_init = False`): one would break the PEP 420 `jaxsolve` namespace.
+    """
+    conftests = native.glob(["conftest.py"])
+    for src in srcs:
+        py_test(
+            name = src[:-len(".py")],
+            srcs = [src, "//tools:pytest_main.py"],
+            main = "//tools:pytest_main.py",
+            args = ["-c", "$(rootpath //:pytest.ini)", "$(rootpath %s)" % src],
+            data = data + conftests + ["//:pytest.ini"],
+            deps = deps,
+            legacy_create_init = False,
+            size = size,
+            **kwargs
+        )
+
+def cuda_library(name, srcs, hdrs = [], deps = [], cuda = "@cuda13", copts = []):
+    """Compiles `.cu` sources with nvcc into a static, position-independent library.
+
+    Builds SASS for sm_80 and sm_90 and PTX for sm_100 (forward compatible). The result is
+    an ordinary `cc_library`, linked into a `cc_binary(linkshared = True)` as usual.
+    """
+    ffi_h = "@xla_ffi//:include/xla/ffi/api/ffi.h"
+    objects = []
+    for src in srcs:
+        obj = "_%s_%s.o" % (name, src.replace("/", "_"))
+        native.genrule(
+            name = obj + "_compile",
+            srcs = [src, ffi_h] + hdrs,
+            outs = [obj],
+            cmd = " ".join([
+                "$(execpath %s//:nvcc)" % cuda,
+                "-c -O3 -std=c++17 -Xcompiler -fPIC",
+                "-gencode arch=compute_80,code=sm_80",
+                "-gencode arch=compute_90,code=sm_90",
+                "-gencode arch=compute_100,code=compute_100",
+                "-I. -I$$(dirname $(execpath %s))/../../.." % ffi_h,
+                " ".join(copts),
+                "-o $@ $(execpath %s)" % src,
+            ]),
+            tools = [cuda + "//:nvcc"],
+        )
+        objects.append(obj)
+    cc_library(
+        name = name,
+        srcs = objects,
+        hdrs = hdrs,
+        deps = deps + ["@xla_ffi//:headers", cuda + "//:headers", cuda + "//:cudart_static"],
+        alwayslink = True,
+    )
+
+def _wheel_impl(ctx):
+    # Files of the deps (sources, generated files and native libraries in their runfiles)
+    # below `<package folder>/jaxsolve/<name>/` go to `jaxsolve/<name>/` in the wheel.
+    prefix = ctx.label.package + "/" if ctx.label.package else ""
+    wanted = prefix + ctx.attr.package.replace(".", "/") + "/"
+    files = depset(transitive = [dep[DefaultInfo].default_runfiles.files for dep in ctx.attr.deps] +
+                                [dep[DefaultInfo].files for dep in ctx.attr.deps])
+    lines = []
+    inputs = []
+    for f in files.to_list():
+        if f.short_path.startswith(wanted) and not f.short_path.endswith(".pyc"):
+            lines.append("%s\t%s" % (f.short_path[len(prefix):], f.path))
+            inputs.append(f)
+    listing = ctx.actions.declare_file(ctx.label.name + ".files")
+    ctx.actions.write(listing, "\n".join(lines) + "\n")
+    stem = ctx.attr.distribution.replace("-", "_")
+    out = ctx.actions.declare_file("%s-%s-py3-none-%s.whl" % (stem, ctx.attr.version, ctx.attr.platform))
+    args = ctx.actions.args()
+    args.add_all(["--out", out, "--name", ctx.attr.distribution, "--version", ctx.attr.version,
+                  "--platform", ctx.attr.platform, "--python-requires", ctx.attr.python_requires,
+                  "--files", listing])
+    args.add_all(ctx.attr.requires, before_each = "--requires")
+    args.add_all(["%s=%s" % (extra, r) for extra, reqs in ctx.attr.extra_requires.items() for r in reqs],
+                 before_each = "--extra")
+    ctx.actions.run(
+        executable = ctx.executable._wheelmaker,
+        arguments = [args],
+        inputs = inputs + [listing],
+        outputs = [out],
+        mnemonic = "PyWheel",
+        progress_message = "Building wheel %s" % out.basename,
+    )
+    return [DefaultInfo(files = depset([out]), runfiles = ctx.runfiles([out]))]
+
+_wheel = rule(
+    implementation = _wheel_impl,
+    attrs = {
+        "deps": attr.label_list(),
+        "distribution": attr.string(mandatory = True),
+        "extra_requires": attr.string_list_dict(),
+        "package": attr.string(mandatory = True),
+        "platform": attr.string(default = "any"),
+        "python_requires": attr.string(default = ">=3.11"),
+        "requires": attr.string_list(),
+        "version": attr.string(mandatory = True),
+        "_wheelmaker": attr.label(default = "//tools:wheelmaker", executable = True, cfg = "exec"),
+    },
+)
+
+def jaxsolve_wheel(name, distribution, version, package, deps = [], requires = [],
+                   extra_requires = {}, platform = "any"):
+    """One distribution of the jaxsolve family, built as a wheel (`bazel build //layout:wheel`).
+
+    `package` is the dotted package the distribution contributes to the `jaxsolve`
+    namespace, e.g. "jaxsolve.layout": the files of `deps` (with their runfiles, so native
+    libraries too) found below `<this folder>/jaxsolve/layout/` are packed at
+    `jaxsolve/layout/`. `platform` is "any" for pure Python, else a manylinux tag.
+    """
+    _wheel(
+        name = name,
+        distribution = distribution,
+        version = version,
+        package = package,
+        deps = deps,
+        requires = requires,
+        extra_requires = extra_requires,
+        platform = platform,
+        visibility = ["//visibility:public"],
+    )
