@@ -63,6 +63,12 @@ def _xla_ffi_headers_impl(rctx):
     rctx.file("BUILD.bazel", """\
 exports_files(["include/xla/ffi/api/ffi.h"])
 
+filegroup(
+    name = "header_files",
+    srcs = glob(["include/xla/ffi/api/*.h"]),
+    visibility = ["//visibility:public"],
+)
+
 cc_library(
     name = "headers",
     hdrs = glob(["include/xla/ffi/api/*.h"]),

@@ -42,7 +42,7 @@ def cuda_library(name, srcs, hdrs = [], deps = [], cuda = "@cuda13", copts = [])
         obj = "_%s_%s.o" % (name, src.replace("/", "_"))
         native.genrule(
             name = obj + "_compile",
-            srcs = [src, ffi_h] + hdrs,
+            srcs = [src, ffi_h, "@xla_ffi//:header_files"] + hdrs,
             outs = [obj],
             cmd = " ".join([
                 "$(execpath %s//:nvcc)" % cuda,
