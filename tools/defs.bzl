@@ -13,10 +13,10 @@ JAX_REQUIREMENT = "jax>=0.10.2,<0.12"
 def jaxsolve_py_tests(srcs, deps = [], data = [], size = "medium", **kwargs):
     """One pytest-driven `py_test` per `*_test.py` file, named after it.
 
-    `conftest.py` files beside the tests travel as data. No `__init__.py` is generated
+    The other Python files beside the tests (`conftest.py`, shared helpers) travel as data. No `__init__.py` is generated
     (`legacy_create_init = False`): one would break the PEP 420 `jaxsolve` namespace.
     """
-    conftests = native.glob(["conftest.py"])
+    conftests = native.glob(["*.py"], exclude = ["*_test.py"])
     for src in srcs:
         py_test(
             name = src[:-len(".py")],
@@ -46,7 +46,7 @@ def cuda_library(name, srcs, hdrs = [], deps = [], cuda = "@cuda13", copts = [])
             outs = [obj],
             cmd = " ".join([
                 "$(execpath %s//:nvcc)" % cuda,
-                "-c -O3 -std=c++17 -Xcompiler -fPIC",
+                "-c -O3 -std=c++17 -Xcompiler -fPIC,-fvisibility=hidden",
                 "-gencode arch=compute_80,code=sm_80",
                 "-gencode arch=compute_90,code=sm_90",
                 "-gencode arch=compute_100,code=compute_100",

@@ -90,3 +90,12 @@ def _submesh(grid_rows, grid_cols, axis_names=("x", "y"), axis_types=None):
     count = grid_rows * grid_cols
     shape = (grid_rows, grid_cols) if len(axis_names) == 2 else (count,)
     return jax.make_mesh(shape, axis_names, axis_types=axis_types, devices=jax.devices()[:count])
+
+
+@pytest.fixture
+def x64():
+    """Enables 64-bit types for the test, restoring the previous setting afterwards."""
+    previous = jax.config.jax_enable_x64
+    jax.config.update("jax_enable_x64", True)
+    yield
+    jax.config.update("jax_enable_x64", previous)
