@@ -29,7 +29,9 @@ _SYMBOLS = {
     LOCAL_ROW_TO_COLUMN_MAJOR: "JaxsolveLayoutLocalRowToColumnMajor",
     LOCAL_COLUMN_TO_ROW_MAJOR: "JaxsolveLayoutLocalColumnToRowMajor",
 }
-_HERE = pathlib.Path(__file__).resolve().parent
+# Not resolved: under Bazel the module is a symlink into the source tree, while the library
+# sits beside the link (in the runfiles), as it sits beside the module in a wheel.
+_HERE = pathlib.Path(__file__).absolute().parent
 _CPU_LIBRARY = "libjaxsolve_layout.so"
 
 
