@@ -14,6 +14,8 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from jax.sharding import NamedSharding
+from jax.sharding import PartitionSpec as P
 
 from native_model import (
     CASE_IDS,
@@ -25,7 +27,7 @@ from native_model import (
     random_tile_permutation,
 )
 
-from jaxsolve.layout import _ffi, _native
+from jaxsolve.layout import BlockCyclicPlan, _ffi, _native, to_block_cyclic
 from jaxsolve.layout._native import (
     local_column_to_row_major,
     local_row_to_column_major,
@@ -282,3 +284,19 @@ class TestLocalScratchElements:
             ValueError, match=re.escape("local_scratch_elements: tile must be a positive integer")
         ):
             local_scratch_elements((4, 4), 0)
+
+
+class TestAgainstBlockCyclicReference:
+    """On a 1 × 1 grid the whole block-cyclic conversion is the native kernel's local part."""
+
+    @pytest.mark.parametrize(("shape", "tile"), [((96, 96), 32), ((64, 128), 16), ((70, 50), 8)])
+    def test_native_kernel_equals_reference_conversion_on_one_process(self, submesh, shape, tile):
+        mesh = submesh(1, 1)
+        plan = BlockCyclicPlan(m=shape[0], n=shape[1], tile=tile, grid_rows=1, grid_cols=1)
+        a = random_matrix(np.random.default_rng(3), shape, np.float32)
+        reference = to_block_cyclic(jax.device_put(a, NamedSharding(mesh, P("x", "y"))),
+                                    plan, mesh, ("x", "y"))
+        padded = np.zeros(plan.padded_shape, np.float32)
+        padded[: shape[0], : shape[1]] = a
+        native = local_row_to_column_major(jnp.asarray(padded), tile=tile)
+        np.testing.assert_array_equal(np.asarray(native), np.asarray(reference[0, 0]))
