@@ -13,11 +13,16 @@ JAX_REQUIREMENT = "jax>=0.10.2,<0.12"
 def jaxsolve_py_tests(srcs, deps = [], data = [], size = "medium", **kwargs):
     """One pytest-driven `py_test` per `*_test.py` file, named after it.
 
-    The other Python files beside the tests (`conftest.py`, shared helpers) travel as data. No `__init__.py` is generated
-    (`legacy_create_init = False`): one would break the PEP 420 `jaxsolve` namespace.
+    The other Python files beside the tests (`conftest.py`, shared helpers) travel as data.
+    Files named `*_gpu_test.py` hold only tests marked `gpu`; Bazel runs on machines without
+    GPUs, so they get no target here and run on a GPU host through `tools/dev gpu-test`.
+    No `__init__.py` is generated (`legacy_create_init = False`): one would break the
+    PEP 420 `jaxsolve` namespace.
     """
     conftests = native.glob(["*.py"], exclude = ["*_test.py"])
     for src in srcs:
+        if src.endswith("_gpu_test.py"):
+            continue
         py_test(
             name = src[:-len(".py")],
             srcs = [src, "//tools:pytest_main.py"],
