@@ -1,6 +1,9 @@
-"""Sums the JUnit XML of every Bazel test into one closing line: `N passed, N failed, N skipped`.
+"""Sums the JUnit XML of Bazel tests into one closing line: `N passed, N failed, N skipped`.
 
-Usage: test_summary.py BAZEL_TESTLOGS_DIR
+Only the named targets count: the testlogs folder also keeps logs of targets that no
+longer exist.
+
+Usage: test_summary.py BAZEL_TESTLOGS_DIR //pkg:target [//pkg:target ...]
 """
 
 import pathlib
@@ -8,9 +11,13 @@ import sys
 import xml.etree.ElementTree as ElementTree
 
 
-def main(testlogs: str) -> None:
+def main(testlogs: str, *targets: str) -> None:
     passed = failed = skipped = 0
-    for report in pathlib.Path(testlogs).rglob("test.xml"):
+    for target in targets:
+        package, name = target.removeprefix("//").split(":")
+        report = pathlib.Path(testlogs, package, name, "test.xml")
+        if not report.exists():  # not run: bazel has reported why
+            continue
         for case in ElementTree.parse(report).iter("testcase"):
             outcome = {child.tag for child in case}
             if outcome & {"failure", "error"}:
