@@ -1,16 +1,69 @@
 """Launching, meshes and communicators for multi-device jaxsolve runs (``jaxsolve.sharding``).
 
-This distribution, ``jaxsolve-sharding``, will hold the multi-process launcher,
-``initialize()``, mesh helpers, sparse row partitioning and the NCCL communicator bootstrap
-that :mod:`jaxsolve.dense` and :mod:`jaxsolve.sparse` share. Nothing has landed yet: the
-package exports only its version.
+jaxsolve's multi-GPU solvers run as one process per GPU, as NCCL and cuSOLVERMp want, and JAX
+joins those processes into one run with `jax.distributed.initialize`. This package makes that
+step dependable on one host and on clusters:
+
+* ``python -m jaxsolve.sharding.launch -n 4 script.py`` (or `launch_processes` from Python) starts the
+  processes on this host, one per GPU, gives each its process id and a free coordinator port,
+  prefixes their output with ``[rank i]``, and stops them all, saying which one failed and why,
+  as soon as one fails, on a timeout, or on Ctrl-C. ``--platform cpu`` runs them on virtual CPU
+  devices, to try things out without GPUs.
+* `initialize` starts JAX's distributed runtime from the environment of whatever launched the
+  process: our launcher, ``mpirun`` (Open MPI), ``mpiexec`` (MPICH, Intel MPI), Slurm's ``srun``,
+  or nothing (a single process, left alone). It checks the environment first and says what is
+  wrong instead of hanging. `detect_process` shows what it would do.
+* `make_grid_mesh` lays devices over a dense 2D process grid in the row- or column-major order of
+  cuSOLVERMp's ``cusolverMpGridMapping_t``; `row_mesh` is the 1D mesh of matrices and vectors
+  split in blocks of rows (sparse solvers).
+
+Examples:
+  A script, run with ``python -m jaxsolve.sharding.launch -n 4 --platform cpu script.py``, in
+  which the four processes sum their ids over a mesh of all their devices:
+
+  .. code-block:: python
+
+      import jax
+      import numpy as np
+      from jax.sharding import NamedSharding, PartitionSpec as P
+      import jaxsolve.sharding as js
+
+      info = js.initialize()                   # before anything else touches JAX
+      mesh = js.row_mesh()                     # all devices of all processes
+      local = np.full(jax.local_device_count(), info.process_id)
+      x = jax.make_array_from_process_local_data(NamedSharding(mesh, P("rows")), local)
+      total = jax.shard_map(lambda v: jax.lax.psum(v, "rows"), mesh=mesh,
+                            in_specs=P("rows"), out_specs=P())(x)
+      print(total.addressable_data(0))        # [6] on every process: 0 + 1 + 2 + 3
+
+  The mesh of a 2 × 3 process grid, here over six CPU devices of a single process:
+
+  >>> import jax
+  >>> import jaxsolve.sharding as js
+  >>> mesh = js.make_grid_mesh(2, 3, order="column", devices=jax.devices("cpu")[:6])
+  >>> [[d.id for d in row] for row in mesh.devices]
+  [[0, 2, 4], [1, 3, 5]]
 """
 
 import importlib.metadata as _metadata
+
+from ._initialize import ProcessInfo as ProcessInfo
+from ._initialize import detect_process as detect_process
+from ._initialize import initialize as initialize
+from ._launcher import launch_processes as launch_processes
+from ._mesh import make_grid_mesh as make_grid_mesh
+from ._mesh import row_mesh as row_mesh
 
 try:
     __version__ = _metadata.version("jaxsolve-sharding")
 except _metadata.PackageNotFoundError:  # a source checkout, not an installed distribution
     __version__ = "unknown"
 
-__all__ = ["__version__"]
+__all__ = [
+    "ProcessInfo",
+    "detect_process",
+    "initialize",
+    "launch_processes",
+    "make_grid_mesh",
+    "row_mesh",
+]
