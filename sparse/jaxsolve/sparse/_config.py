@@ -1,0 +1,834 @@
+"""AmgX solver configurations, parsed into a frozen, typed tree.
+
+jaxsolve is configured in NVIDIA AmgX's own vocabulary, so that a JSON file
+written for AmgX (or a dict written for JAX-AMG, which passes it to AmgX)
+keeps working.  :func:`parse_amgx_config` reads one and returns a
+:class:`SolverConfig`: a tree of frozen dataclasses that is hashable, so it
+can be a static argument of :func:`jax.jit` and part of a cache key, and that
+:meth:`SolverConfig.to_amgx_dict` writes back out.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import json
+import math
+import os
+from collections.abc import Callable, Collection, Mapping, Sequence
+from typing import Any
+
+_CALLER = "parse_amgx_config"
+
+# -----------------------------------------------------------------------------
+# AmgX's vocabulary (its src/core.cu registers these names) and the part of it
+# jaxsolve implements.
+
+_AMGX_SOLVERS = (
+    "AMG", "CG", "PCG", "PCGF", "BICGSTAB", "PBICGSTAB", "GMRES", "FGMRES", "IDR", "IDRMSYNC",
+    "CHEBYSHEV", "BLOCK_JACOBI", "JACOBI_L1", "CF_JACOBI", "GS", "FIXCOLOR_GS",
+    "MULTICOLOR_GS", "MULTICOLOR_ILU", "MULTICOLOR_DILU", "POLYNOMIAL", "KPZ_POLYNOMIAL",
+    "CHEBYSHEV_POLY", "KACZMARZ", "DENSE_LU_SOLVER", "NOSOLVER",
+)
+_PRECONDITIONED = ("PCG", "PBICGSTAB", "GMRES", "FGMRES")
+_RELAXATIONS = ("BLOCK_JACOBI", "JACOBI_L1", "CHEBYSHEV_POLY")
+_WEIGHTED_RELAXATIONS = ("BLOCK_JACOBI", "JACOBI_L1")
+_SOLVERS = ("CG", "PCG", "BICGSTAB", "PBICGSTAB", "GMRES", "FGMRES", "AMG", *_RELAXATIONS,
+            "NOSOLVER")
+_PRECONDITIONERS = ("AMG", *_RELAXATIONS, "NOSOLVER")
+_COARSE_SOLVERS = ("DENSE_LU_SOLVER", "NOSOLVER")
+_COLOURING = "is not implemented yet: it arrives with the matrix-free issue's graph colouring"
+_SOLVER_REASONS = {name: _COLOURING for name in
+                   ("MULTICOLOR_GS", "MULTICOLOR_DILU", "MULTICOLOR_ILU")}
+_CLASSICAL_SELECTOR = ("chooses coarse points for classical AMG, but jaxsolve's AMG is"
+                       " AGGREGATION")
+_SELECTOR_REASONS = {name: _CLASSICAL_SELECTOR for name in
+                     ("PMIS", "AGGRESSIVE_PMIS", "HMIS", "AGGRESSIVE_HMIS", "CR")}
+
+# Parameters jaxsolve reads, by the component that reads them.
+_STOPPING_KEYS = frozenset({"max_iters", "tolerance", "convergence", "norm", "monitor_residual"})
+_REPORTING_KEYS = frozenset({"print_solve_stats", "print_grid_stats", "store_res_history"})
+_AMG_KEYS = frozenset({
+    "algorithm", "selector", "jaxsolve_smoothed_aggregation", "smoother", "presweeps",
+    "postsweeps", "cycle", "max_levels", "min_coarse_rows", "coarse_solver", "coarsest_sweeps",
+})
+_RELAXATION_KEYS = frozenset({"relaxation_factor", "chebyshev_polynomial_order"})
+# Where each parameter applies, for the error about one that applies to nothing in its scope.
+_APPLIES_TO = {
+    "preconditioner": "PCG, PBICGSTAB, GMRES and FGMRES",
+    "gmres_n_restart": "GMRES and FGMRES",
+    "relaxation_factor": "BLOCK_JACOBI and JACOBI_L1",
+    "chebyshev_polynomial_order": "CHEBYSHEV_POLY",
+    "coarsest_sweeps": "AMG with coarse_solver NOSOLVER",
+    **{key: "AMG" for key in _AMG_KEYS - {"coarsest_sweeps"}},
+}
+_IMPLEMENTED_KEYS = {"solver"} | _STOPPING_KEYS | _REPORTING_KEYS | set(_APPLIES_TO)
+
+# AmgX parameters that cannot change the solution of any configuration jaxsolve accepts:
+# printing and timing; config structure; AmgX's memory pools, streams, MPI, file I/O and
+# block-matrix options (jaxsolve solves scalar systems); and the options of components
+# jaxsolve rejects (classical and energy-minimising AMG, the MULTI_PAIRWISE and DUMMY
+# selectors, colouring-based and Gauss-Seidel-type smoothers, CHEBYSHEV, IDR, CG cycles,
+# iterative coarse solvers, the COMBINED_REL_INI_ABS criterion).
+_IGNORED_KEYS = frozenset({
+    "obtain_timings", "print_config", "solver_verbose", "verbosity_level", "print_vis_data",
+    "print_aggregation_info", "print_coloring_info", "spmm_verbose", "convergence_analysis",
+    "config_version", "scope",
+    "determinism_flag", "exception_handling", "fine_level_consolidation",
+    "use_cuda_ipc_consolidation", "amg_consolidation_flag",
+    "matrix_consolidation_lower_threshold", "matrix_consolidation_upper_threshold",
+    "device_mem_pool_size", "device_consolidation_pool_size", "device_mem_pool_max_alloc_size",
+    "device_alloc_scaling_factor", "device_alloc_scaling_threshold",
+    "device_mem_pool_size_limit", "num_streams", "serialize_threads", "high_priority_stream",
+    "communicator", "separation_interior", "separation_exterior", "min_rows_latency_hiding",
+    "matrix_halo_exchange", "use_sum_stopping_criteria", "rhs_from_a", "complex_conversion",
+    "matrix_writer", "block_format", "block_convert", "spmm_gmem_size", "spmm_no_sort",
+    "spmm_max_attempts", "coarseAgenerator", "coarseAgenerator_coarse", "amg_host_levels_rows",
+    "structure_reuse_levels", "use_scalar_norm", "aggregation_edge_weight_component",
+    "exact_coarse_solve", "interpolator", "energymin_interpolator", "energymin_selector",
+    "aggressive_levels", "aggressive_selector", "aggressive_interpolator", "strength",
+    "strength_threshold", "max_row_sum", "interp_truncation_factor", "interp_max_elements",
+    "affinity_iterations", "affinity_vectors", "weight_formula", "aggregation_passes",
+    "filter_weights", "filter_weights_alpha", "full_ghost_level", "notay_weights",
+    "ghost_offdiag_limit", "serial_matching", "modified_handshake", "aggregate_size",
+    "coloring_level", "reorder_cols_by_color", "insert_diag_while_reordering",
+    "matrix_coloring_scheme", "max_num_hash", "num_colors", "max_uncolored_percentage",
+    "initial_color", "use_bsrxmv", "fine_levels", "coloring_try_remove_last_colors",
+    "coloring_custom_arg", "weakness_bound", "late_rejection", "geometric_dim",
+    "boundary_coloring", "halo_coloring", "ilu_sparsity_level", "symmetric_GS", "jacobi_iters",
+    "GS_L1_variant", "kpz_mu", "kpz_order", "kaczmarz_coloring_needed", "cf_smoothing_mode",
+    "subspace_dim_s", "cycle_iters", "chebyshev_lambda_estimate_mode", "cheby_max_lambda",
+    "cheby_min_lambda", "max_coarse_iters", "alt_rel_tolerance",
+})
+# AmgX parameters that would change the solution and that jaxsolve does not implement:
+# accepted only at AmgX's default, which leaves them off (None: no value is accepted).
+_DEFAULT_ONLY_KEYS: dict[str, Any] = {
+    "gmres_krylov_dim": 0, "dense_lu_num_rows": 128, "dense_lu_max_rows": 0,
+    "min_fine_rows": 1, "coarsen_threshold": 1.0, "finest_sweeps": -1, "error_scaling": 0,
+    "reuse_scale": 0, "scaling_smoother_steps": 2, "intensive_smoothing": 0,
+    "handshaking_phases": 1, "max_matching_iterations": 15, "max_unassigned_percentage": 0.05,
+    "merge_singletons": 1, "rel_div_tolerance": -1, "scaling": "NONE",
+    "fine_smoother": None, "coarse_smoother": None,
+}
+_AMGX_KEYS = _IMPLEMENTED_KEYS | _IGNORED_KEYS | set(_DEFAULT_ONLY_KEYS)
+
+# jaxsolve's defaults, per role; AmgX's own defaults differ where noted in the docstring.
+_SOLVER_DEFAULTS = {
+    "solver": "PBICGSTAB", "preconditioner": "AMG", "max_iters": 1000, "tolerance": 1e-6,
+    "convergence": "RELATIVE_INI", "norm": "L2", "monitor_residual": 1,
+    "print_solve_stats": 0, "print_grid_stats": 0, "store_res_history": 0,
+    "gmres_n_restart": 20,
+}
+_PRECONDITIONER_DEFAULTS = {**_SOLVER_DEFAULTS, "solver": "AMG", "max_iters": 1,
+                            "monitor_residual": 0}
+_AMG_DEFAULTS = {
+    "algorithm": "AGGREGATION", "selector": "SIZE_2", "jaxsolve_smoothed_aggregation": 0,
+    "smoother": "BLOCK_JACOBI", "presweeps": 1, "postsweeps": 1, "cycle": "V",
+    "max_levels": 100, "min_coarse_rows": 32, "coarse_solver": "DENSE_LU_SOLVER",
+    "coarsest_sweeps": 2,
+}
+_RELAXATION_DEFAULTS = {"relaxation_factor": 0.9, "chebyshev_polynomial_order": 5}
+
+
+# -----------------------------------------------------------------------------
+# Field checks, shared by the dataclasses (which run them) and the parser (whose
+# errors name the AmgX key and scope instead of the class).
+
+
+def _did_you_mean(word: str, candidates: Collection[str]) -> str:
+    matches = difflib.get_close_matches(word, sorted(candidates), n=3)
+    if not matches:
+        return ""
+    quoted = [repr(match) for match in matches]
+    listed = " or ".join([", ".join(quoted[:-1]), quoted[-1]] if len(quoted) > 1 else quoted)
+    return f" (did you mean {listed}?)"
+
+
+def _check_choice(
+    key: str,
+    value: object,
+    supported: Sequence[str],
+    known: Collection[str],
+    reasons: Mapping[str, str] | None = None,
+) -> None:
+    """Raises unless ``value`` is one of ``supported``, saying why not and what is."""
+    if value in supported:
+        return
+    tail = f"; supported: {', '.join(supported)}."
+    if not isinstance(value, str):
+        raise TypeError(f"{key} must be a name (str), got {value!r}{tail}")
+    if value in (reasons or {}):
+        raise ValueError(f"{key} {value!r} {reasons[value]}{tail}")
+    if value in known:
+        raise ValueError(f"{key} {value!r} is not implemented yet{tail}")
+    raise ValueError(f"{key} {value!r} is not an AmgX {key}{_did_you_mean(value, known)}{tail}")
+
+
+def _check_int(key: str, value: object, minimum: int, maximum: int | None = None) -> None:
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise TypeError(f"{key} must be an int, got {value!r}.")
+    if value < minimum or (maximum is not None and value > maximum):
+        bound = f">= {minimum}" if maximum is None else f"in [{minimum}, {maximum}]"
+        raise ValueError(f"{key} must be {bound}, got {value}.")
+
+
+def _normalized_float(
+    instance: object, key: str, holds: Callable[[float], bool], requirement: str
+) -> None:
+    """Checks the float field ``key`` (an int is taken as a float) and stores it as a float."""
+    value = getattr(instance, key)
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        raise TypeError(f"{key} must be a float, got {value!r}.")
+    if not (math.isfinite(value) and holds(value)):
+        raise ValueError(f"{key} must be {requirement}, got {value}.")
+    object.__setattr__(instance, key, float(value))
+
+
+def _check_flag(key: str, value: object) -> None:
+    if not isinstance(value, bool):
+        raise TypeError(f"{key} must be a bool, got {value!r}.")
+
+
+def _check_set_iff(field: str, value: object, needed: bool, context: str) -> None:
+    if needed and value is None:
+        raise ValueError(f"{field} must be set for {context}.")
+    if not needed and value is not None:
+        raise ValueError(f"{field} must be None for {context}, got {value!r}.")
+
+
+def _checked_init(instance: object, check: Callable[[], None]) -> None:
+    """Runs ``check``, prefixing any error with the class name."""
+    try:
+        check()
+    except (TypeError, ValueError) as error:
+        raise type(error)(f"{type(instance).__name__}: {error}") from None
+
+
+# -----------------------------------------------------------------------------
+# The config tree
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class RelaxationConfig:
+    """A stationary relaxation: an AMG smoother, or a solver/preconditioner of its own.
+
+    Each sweep updates ``x ← x + M⁻¹ (b - A x)``:
+
+    * ``BLOCK_JACOBI``: damped Jacobi, ``M = D / ω`` with ``D = diag(A)``
+      (AmgX's name; blocks are 1 × 1 for scalar systems).
+    * ``JACOBI_L1``: ℓ1-Jacobi, ``M = D_ℓ1 / ω`` with ``D_ℓ1[i] = Σ_j |A[i, j]|``,
+      convergent for every SPD matrix without a damping estimate (AmgX itself
+      applies ``ω`` only to a first sweep from ``x = 0``).
+    * ``CHEBYSHEV_POLY``: AmgX's Chebyshev polynomial of degree
+      ``chebyshev_polynomial_order`` in ``A``, scaled by the Gershgorin bound
+      ``max_i Σ_j |A[i, j]|`` of its largest eigenvalue.
+
+    Attributes:
+      solver: ``"BLOCK_JACOBI"``, ``"JACOBI_L1"`` or ``"CHEBYSHEV_POLY"``.
+      relaxation_factor: damping ``ω`` in ``(0, 2]`` for the two Jacobis, else None.
+      chebyshev_polynomial_order: degree in ``[1, 10]`` for CHEBYSHEV_POLY, else None.
+
+    Raises:
+      TypeError, ValueError: if a field has the wrong type, is out of range, or
+        is set for a relaxation that does not use it.
+
+    Examples:
+      >>> from jaxsolve.sparse import RelaxationConfig
+      >>> RelaxationConfig(solver="CHEBYSHEV_POLY", relaxation_factor=None,
+      ...                  chebyshev_polynomial_order=3)
+      RelaxationConfig(solver='CHEBYSHEV_POLY', relaxation_factor=None, chebyshev_polynomial_order=3)
+    """
+
+    solver: str
+    relaxation_factor: float | None
+    chebyshev_polynomial_order: int | None
+
+    def __post_init__(self) -> None:
+        _checked_init(self, self._check)
+
+    def _check(self) -> None:
+        _check_choice("solver", self.solver, _RELAXATIONS, _AMGX_SOLVERS, _SOLVER_REASONS)
+        weighted = self.solver in _WEIGHTED_RELAXATIONS
+        context = f"solver {self.solver!r}"
+        _check_set_iff("relaxation_factor", self.relaxation_factor, weighted, context)
+        if weighted:
+            _normalized_float(self, "relaxation_factor", lambda w: 0 < w <= 2, "in (0, 2]")
+        _check_set_iff("chebyshev_polynomial_order", self.chebyshev_polynomial_order,
+                       not weighted, context)
+        if not weighted:
+            _check_int("chebyshev_polynomial_order", self.chebyshev_polynomial_order, 1, 10)
+
+    def _amgx_keys(self) -> dict[str, Any]:
+        keys = {"relaxation_factor": self.relaxation_factor,
+                "chebyshev_polynomial_order": self.chebyshev_polynomial_order}
+        return {key: value for key, value in keys.items() if value is not None}
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class AMGConfig:
+    """An aggregation AMG hierarchy and the cycle that applies it.
+
+    Setup matches strongly coupled unknowns into aggregates of about 2, 4 or 8
+    (``SIZE_2``, ``SIZE_4``, ``SIZE_8``: one, two or three rounds of pairwise
+    matching), level after level, until a level has at most
+    ``min_coarse_rows`` rows or there are ``max_levels`` levels.
+    The prolongation ``P`` is piecewise constant on the aggregates (AmgX's
+    unsmoothed aggregation) or, with ``smoothed_aggregation``, smoothed by one
+    damped-Jacobi step, ``(I - ω D⁻¹A) P`` with ``ω = 4 / (3 ρ(D⁻¹A))`` as in
+    PyAMG; the coarse operator is ``Pᵀ A P``.  A cycle smooths ``presweeps``
+    times, corrects from the next level (once for ``V``, twice for ``W``, an
+    F-cycle for ``F``) and smooths ``postsweeps`` times.  The coarsest level is
+    solved by dense LU (``DENSE_LU_SOLVER``) or, with ``NOSOLVER``, only
+    smoothed ``coarsest_sweeps`` times, as AmgX does.
+
+    Attributes:
+      algorithm: ``"AGGREGATION"``.
+      selector: ``"SIZE_2"``, ``"SIZE_4"`` or ``"SIZE_8"``.
+      smoothed_aggregation: smooth the prolongation (AmgX key
+        ``jaxsolve_smoothed_aggregation``; AmgX has no smoothed aggregation).
+      smoother: the relaxation applied on every level but the coarsest.
+      presweeps, postsweeps: smoothing sweeps before and after the correction, ``>= 0``.
+      cycle: ``"V"``, ``"W"`` or ``"F"``.
+      max_levels: most levels, the finest included, ``>= 1``.
+      min_coarse_rows: stop coarsening at this many rows or fewer, ``>= 1``.
+      coarse_solver: ``"DENSE_LU_SOLVER"`` or ``"NOSOLVER"``.
+      coarsest_sweeps: sweeps on the coarsest level for ``NOSOLVER``, else None.
+
+    Raises:
+      TypeError, ValueError: if a field has the wrong type or value.
+
+    Examples:
+      >>> from jaxsolve.sparse import parse_amgx_config
+      >>> parse_amgx_config({"solver": "AMG", "selector": "SIZE_8"}).amg.selector
+      'SIZE_8'
+    """
+
+    algorithm: str
+    selector: str
+    smoothed_aggregation: bool
+    smoother: RelaxationConfig
+    presweeps: int
+    postsweeps: int
+    cycle: str
+    max_levels: int
+    min_coarse_rows: int
+    coarse_solver: str
+    coarsest_sweeps: int | None
+
+    def __post_init__(self) -> None:
+        _checked_init(self, self._check)
+
+    def _check(self) -> None:
+        _check_choice("algorithm", self.algorithm, ("AGGREGATION",),
+                      ("CLASSICAL", "ENERGYMIN"),
+                      {"CLASSICAL": "is not implemented yet: classical AMG arrives with its"
+                                    " own issue"})
+        _check_choice("selector", self.selector, ("SIZE_2", "SIZE_4", "SIZE_8"),
+                      ("MULTI_PAIRWISE", "DUMMY", "GEO", "PARALLEL_GREEDY_SELECTOR",
+                       *_SELECTOR_REASONS), _SELECTOR_REASONS)
+        _check_flag("smoothed_aggregation", self.smoothed_aggregation)
+        if not isinstance(self.smoother, RelaxationConfig):
+            raise TypeError(f"smoother must be a RelaxationConfig, got {self.smoother!r}.")
+        _check_int("presweeps", self.presweeps, 0)
+        _check_int("postsweeps", self.postsweeps, 0)
+        _check_choice("cycle", self.cycle, ("V", "W", "F"), ("CG", "CGF"))
+        _check_int("max_levels", self.max_levels, 1)
+        _check_int("min_coarse_rows", self.min_coarse_rows, 1)
+        _check_choice("coarse_solver", self.coarse_solver, _COARSE_SOLVERS, _AMGX_SOLVERS)
+        smoothed_only = self.coarse_solver == "NOSOLVER"
+        _check_set_iff("coarsest_sweeps", self.coarsest_sweeps, smoothed_only,
+                       f"coarse_solver {self.coarse_solver!r}")
+        if smoothed_only:
+            _check_int("coarsest_sweeps", self.coarsest_sweeps, 0)
+
+    def _amgx_keys(self, scope: str) -> dict[str, Any]:
+        keys = {
+            "algorithm": self.algorithm, "selector": self.selector,
+            "smoother": {"scope": f"{scope}_smoother", "solver": self.smoother.solver,
+                         **self.smoother._amgx_keys()},
+            "presweeps": self.presweeps, "postsweeps": self.postsweeps, "cycle": self.cycle,
+            "max_levels": self.max_levels, "min_coarse_rows": self.min_coarse_rows,
+            "coarse_solver": self.coarse_solver,
+        }
+        if self.coarsest_sweeps is not None:
+            keys["coarsest_sweeps"] = self.coarsest_sweeps
+        if self.smoothed_aggregation:
+            keys["jaxsolve_smoothed_aggregation"] = 1
+        return keys
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class SolverConfig:
+    """One AmgX solver scope: the method, when it stops, and its parts.
+
+    Built by :func:`parse_amgx_config`; frozen and hashable, so usable as a
+    static argument of :func:`jax.jit` and in cache keys.  Fields that do not
+    apply to ``solver`` are None, so equal configurations compare equal.
+
+    Attributes:
+      solver: ``"CG"``, ``"BICGSTAB"`` (unpreconditioned), ``"PCG"``,
+        ``"PBICGSTAB"``, ``"GMRES"``, ``"FGMRES"`` (preconditioned), ``"AMG"``
+        (stationary cycles), ``"BLOCK_JACOBI"``, ``"JACOBI_L1"``,
+        ``"CHEBYSHEV_POLY"`` (stationary sweeps) or ``"NOSOLVER"`` (identity).
+      max_iters: iterations (cycles, sweeps) at most, ``>= 1``.
+      tolerance: convergence tolerance ``>= 0``.
+      convergence: ``"RELATIVE_INI"`` (stop when ``‖r‖ <= tolerance ‖r₀‖``) or
+        ``"ABSOLUTE"`` (``‖r‖ <= tolerance``).
+      norm: ``"L2"``.
+      monitor_residual: compute the residual and stop on convergence; when
+        False, run exactly ``max_iters`` iterations (a preconditioner's cycle).
+      print_solve_stats, print_grid_stats, store_res_history: reporting
+        requests, honoured by the solve.
+      preconditioner: for PCG, PBICGSTAB, GMRES and FGMRES, the preconditioner
+        (AMG, a relaxation or NOSOLVER), else None.
+      gmres_n_restart: Krylov vectors before a restart for GMRES and FGMRES, else None.
+      amg: the hierarchy and cycle for AMG, else None.
+      relaxation: the relaxation's parameters for the three relaxations
+        (``relaxation.solver == solver``), else None.
+
+    Raises:
+      TypeError, ValueError: if a field has the wrong type or value, is set
+        although ``solver`` does not use it, or is None although it does.
+
+    Examples:
+      >>> import dataclasses, functools, jax
+      >>> from jaxsolve.sparse import DEFAULT_SOLVER_CONFIG
+      >>> config = dataclasses.replace(DEFAULT_SOLVER_CONFIG, tolerance=1e-10)
+      >>> config.solver, config.tolerance, config.preconditioner.amg.cycle
+      ('PBICGSTAB', 1e-10, 'V')
+      >>> @functools.partial(jax.jit, static_argnames="config")
+      ... def cycles(x, config):
+      ...     return x * config.preconditioner.max_iters
+      >>> cycles(2.0, config=config)
+      Array(2., dtype=float32, weak_type=True)
+    """
+
+    solver: str
+    max_iters: int
+    tolerance: float
+    convergence: str
+    norm: str
+    monitor_residual: bool
+    print_solve_stats: bool
+    print_grid_stats: bool
+    store_res_history: bool
+    preconditioner: SolverConfig | None
+    gmres_n_restart: int | None
+    amg: AMGConfig | None
+    relaxation: RelaxationConfig | None
+
+    def __post_init__(self) -> None:
+        _checked_init(self, self._check)
+
+    def _check(self) -> None:
+        solver, context = self.solver, f"solver {self.solver!r}"
+        _check_choice("solver", solver, _SOLVERS, _AMGX_SOLVERS, _SOLVER_REASONS)
+        _check_int("max_iters", self.max_iters, 1)
+        _normalized_float(self, "tolerance", lambda t: t >= 0, ">= 0")
+        _check_choice("convergence", self.convergence, ("RELATIVE_INI", "ABSOLUTE"),
+                      ("RELATIVE_MAX", "RELATIVE_MAX_CORE", "COMBINED_REL_INI_ABS"))
+        _check_choice("norm", self.norm, ("L2",), ("L1", "LMAX"))
+        for flag in ("monitor_residual", *sorted(_REPORTING_KEYS)):
+            _check_flag(flag, getattr(self, flag))
+        _check_set_iff("preconditioner", self.preconditioner, solver in _PRECONDITIONED, context)
+        if self.preconditioner is not None:
+            if not isinstance(self.preconditioner, SolverConfig):
+                raise TypeError(
+                    f"preconditioner must be a SolverConfig, got {self.preconditioner!r}.")
+            _check_choice("preconditioner", self.preconditioner.solver, _PRECONDITIONERS,
+                          _AMGX_SOLVERS, _SOLVER_REASONS)
+        gmres = solver in ("GMRES", "FGMRES")
+        _check_set_iff("gmres_n_restart", self.gmres_n_restart, gmres, context)
+        if gmres:
+            _check_int("gmres_n_restart", self.gmres_n_restart, 1)
+        _check_set_iff("amg", self.amg, solver == "AMG", context)
+        if self.amg is not None and not isinstance(self.amg, AMGConfig):
+            raise TypeError(f"amg must be an AMGConfig, got {self.amg!r}.")
+        _check_set_iff("relaxation", self.relaxation, solver in _RELAXATIONS, context)
+        if self.relaxation is not None and (
+            not isinstance(self.relaxation, RelaxationConfig)
+            or self.relaxation.solver != solver
+        ):
+            raise ValueError(
+                f"relaxation must be a RelaxationConfig for {solver!r}, got {self.relaxation!r}.")
+
+    def to_amgx_dict(self) -> dict[str, Any]:
+        """This configuration in AmgX's nested form (``config_version: 2``).
+
+        Every parameter is written out, each component in its own scope
+        (``main``, ``main_preconditioner``, ``..._smoother``), so AmgX reads
+        the same settings: jaxsolve's defaults where they differ from AmgX's
+        are explicit.  ``parse_amgx_config(config.to_amgx_dict()) == config``.
+        The one key AmgX does not know, ``jaxsolve_smoothed_aggregation``, is
+        written only when set.
+
+        Returns:
+          A JSON-serializable dict.
+
+        Examples:
+          >>> from jaxsolve.sparse import parse_amgx_config
+          >>> amgx = parse_amgx_config({"solver": "FGMRES"}).to_amgx_dict()
+          >>> amgx["solver"]["gmres_n_restart"], amgx["solver"]["preconditioner"]["scope"]
+          (20, 'main_preconditioner')
+        """
+        return {"config_version": 2, "solver": self._scope("main")}
+
+    def _scope(self, scope: str) -> dict[str, Any]:
+        keys: dict[str, Any] = {
+            "scope": scope, "solver": self.solver, "max_iters": self.max_iters,
+            "tolerance": self.tolerance, "convergence": self.convergence, "norm": self.norm,
+            "monitor_residual": int(self.monitor_residual),
+            **{flag: int(getattr(self, flag)) for flag in sorted(_REPORTING_KEYS)},
+        }
+        if self.preconditioner is not None:
+            keys["preconditioner"] = self.preconditioner._scope(f"{scope}_preconditioner")
+        if self.gmres_n_restart is not None:
+            keys["gmres_n_restart"] = self.gmres_n_restart
+        if self.amg is not None:
+            keys.update(self.amg._amgx_keys(scope))
+        if self.relaxation is not None:
+            keys.update(self.relaxation._amgx_keys())
+        return keys
+
+
+# -----------------------------------------------------------------------------
+# Parsing
+
+
+def parse_amgx_config(
+    config: Mapping[str, Any] | str | os.PathLike | SolverConfig | None = None,
+) -> SolverConfig:
+    """Reads an AmgX solver configuration into a :class:`SolverConfig`.
+
+    **Forms.**  ``config`` is one of
+
+    * ``None``: :data:`DEFAULT_SOLVER_CONFIG`;
+    * a dict in AmgX's flat form, the outer solver's keys at the top (as
+      JAX-AMG takes them): ``{"solver": "PBICGSTAB", "tolerance": 1e-8,
+      "preconditioner": {"solver": "AMG", "cycle": "W"}}``;
+    * a dict in AmgX's nested form, ``{"config_version": 2, "solver": {...}}``,
+      where ``"solver"`` is the outer solver's scope (global AmgX settings
+      such as ``determinism_flag`` may sit beside it);
+    * a JSON string of either, or the path (``str`` or ``os.PathLike``) of an
+      AmgX JSON config file;
+    * a :class:`SolverConfig`, returned as is.
+
+    ``preconditioner``, ``smoother`` and ``coarse_solver`` take a scope (a dict
+    of that component's keys) or just a name.  As in AmgX, a named component
+    reads its method parameters (the AMG, relaxation and Chebyshev keys below)
+    from the enclosing scope, so ``{"solver": "AMG", "smoother": "BLOCK_JACOBI",
+    "relaxation_factor": 0.75}`` damps the smoother.  Defaults are names too:
+    ``{"solver": "PCG", "cycle": "W"}`` gives the default AMG preconditioner a
+    W-cycle, as it would in AmgX.  Unlike AmgX, a named component does not
+    share the enclosing scope's ``max_iters``/``tolerance``/... which stay
+    with the enclosing solver; give the component a scope to set them.
+
+    **Defaults.**  Only the keys given change; every other one takes
+    jaxsolve's default for the role, listed here with AmgX's own default
+    where that differs.  Outer solver: ``solver: PBICGSTAB`` (AmgX: AMG),
+    ``max_iters: 1000`` (100), ``tolerance: 1e-6`` (1e-12), ``convergence:
+    RELATIVE_INI`` (ABSOLUTE), ``norm: L2``, ``monitor_residual: 1`` (0),
+    ``gmres_n_restart: 20``, ``preconditioner: AMG``.  Preconditioner:
+    the same but ``solver: AMG``, ``max_iters: 1``, ``monitor_residual: 0``
+    (one cycle per application).  AMG: ``algorithm: AGGREGATION`` (AmgX and
+    JAX-AMG: CLASSICAL, which jaxsolve does not have yet: its own issue brings
+    it), ``selector: SIZE_2`` (PMIS), ``smoother: BLOCK_JACOBI``,
+    ``presweeps: 1``, ``postsweeps: 1``, ``cycle: V``, ``max_levels: 100``,
+    ``min_coarse_rows: 32`` (2; dense LU of up to 32 rows costs less than more
+    levels), ``coarse_solver: DENSE_LU_SOLVER``, ``coarsest_sweeps: 2``.
+    Relaxations: ``relaxation_factor: 0.9``, ``chebyshev_polynomial_order: 5``.
+    Reporting flags ``print_solve_stats``, ``print_grid_stats``,
+    ``store_res_history``: 0.
+
+    **Keys.**  Supported values:
+
+    * ``solver``: CG, PCG, BICGSTAB, PBICGSTAB, GMRES, FGMRES, AMG, BLOCK_JACOBI,
+      JACOBI_L1, CHEBYSHEV_POLY, NOSOLVER; ``preconditioner``: AMG,
+      BLOCK_JACOBI, JACOBI_L1, CHEBYSHEV_POLY, NOSOLVER (for PCG, PBICGSTAB,
+      GMRES, FGMRES only); ``smoother``: BLOCK_JACOBI, JACOBI_L1, CHEBYSHEV_POLY;
+      ``coarse_solver``: DENSE_LU_SOLVER, NOSOLVER.
+    * ``algorithm``: AGGREGATION; ``selector``: SIZE_2, SIZE_4, SIZE_8;
+      ``cycle``: V, W, F; ``presweeps``, ``postsweeps``, ``max_levels``,
+      ``min_coarse_rows``, ``coarsest_sweeps``.
+    * ``convergence``: RELATIVE_INI (also spelled RELATIVE_INI_CORE), ABSOLUTE;
+      ``norm``: L2; ``max_iters``, ``tolerance``, ``monitor_residual``,
+      ``gmres_n_restart``, ``relaxation_factor``, ``chebyshev_polynomial_order``.
+    * ``print_solve_stats``, ``print_grid_stats``, ``store_res_history``: kept
+      in the config for the solve to honour.
+    * ``jaxsolve_smoothed_aggregation`` (0 or 1): a jaxsolve extension, AmgX
+      has no smoothed aggregation; see :class:`AMGConfig`.
+
+    Accepted and ignored, as they cannot change the solution of a
+    configuration jaxsolve accepts: ``config_version`` (2), ``scope``, the
+    reporting keys ``obtain_timings``, ``print_config``, ``solver_verbose``,
+    ``verbosity_level``, ``print_vis_data``, ``print_aggregation_info``,
+    ``print_coloring_info``, ``spmm_verbose``, ``convergence_analysis``; AmgX's
+    runtime settings (``determinism_flag``, ``communicator``, memory pools,
+    streams, consolidation, readers and writers, ``coarseAgenerator``,
+    ``use_scalar_norm``, ...); and the settings of components jaxsolve rejects
+    anyway (``interpolator``, ``strength_threshold`` and the other classical-AMG
+    keys, colouring, Gauss-Seidel, ILU, MULTI_PAIRWISE and CHEBYSHEV settings,
+    ...).  In a smoother's scope, the stopping and reporting keys are ignored
+    too: the cycle sets a smoother's sweeps, in AmgX as here.
+
+    Raises:
+      ValueError: naming the scope, for a key that is not AmgX's (with the
+        nearest AmgX keys), a key or value that jaxsolve does not implement yet
+        (with what it supports; AmgX keys that would change the solution are
+        accepted only at AmgX's default), a key that applies to no component
+        of its scope, an out-of-range value, invalid JSON, a missing file, or
+        ``config_version`` other than 2.
+      TypeError: if ``config`` or a value has the wrong type.
+
+    Examples:
+      >>> from jaxsolve.sparse import parse_amgx_config
+      >>> config = parse_amgx_config(
+      ...     {"solver": "PCG", "tolerance": 1e-8,
+      ...      "preconditioner": {"solver": "AMG", "selector": "SIZE_4", "cycle": "W"}})
+      >>> config.solver, config.tolerance, config.max_iters
+      ('PCG', 1e-08, 1000)
+      >>> amg = config.preconditioner.amg
+      >>> amg.selector, amg.cycle, amg.smoother.relaxation_factor, amg.coarse_solver
+      ('SIZE_4', 'W', 0.9, 'DENSE_LU_SOLVER')
+      >>> parse_amgx_config({"config_version": 2, "solver": {
+      ...     "solver": "PCG", "tolerance": 1e-8,
+      ...     "preconditioner": {"solver": "AMG", "selector": "SIZE_4", "cycle": "W"}}}) == config
+      True
+      >>> parse_amgx_config({"solver": "PCG", "tolerence": 1e-8})
+      Traceback (most recent call last):
+        ...
+      ValueError: parse_amgx_config: in scope 'solver', 'tolerence' is not an AmgX parameter
+      (did you mean 'tolerance', 'convergence' or 'rel_div_tolerance'?).
+    """
+    if config is None:
+        return DEFAULT_SOLVER_CONFIG
+    if isinstance(config, SolverConfig):
+        return config
+    if isinstance(config, (str, os.PathLike)):
+        config = _load_json(config)
+    if not isinstance(config, Mapping):
+        raise TypeError(
+            f"{_CALLER}: config must be a dict, a JSON string, a file path, a SolverConfig"
+            f" or None, got {type(config).__name__}."
+        )
+    return _parse_document(config)
+
+
+def _load_json(config: str | os.PathLike) -> Any:
+    if isinstance(config, str) and config.lstrip().startswith("{"):
+        source, text = "config", config
+    else:
+        if not os.path.isfile(config):
+            raise ValueError(
+                f"{_CALLER}: config {os.fspath(config)!r} is neither a JSON object (it does not"
+                " start with '{') nor an existing file."
+            )
+        source = f"file {os.fspath(config)!r}"
+        with open(config, encoding="utf-8") as file:
+            text = file.read()
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as error:
+        raise ValueError(f"{_CALLER}: {source} is not valid JSON: {error}.") from None
+
+
+def _parse_document(document: Mapping[str, Any]) -> SolverConfig:
+    version = document.get("config_version", 2)
+    if version != 2:
+        raise ValueError(
+            f"{_CALLER}: config_version must be 2 (AmgX's JSON form), got {version!r}; AmgX's"
+            " config_version 1 'name=value' text is not supported."
+        )
+    main = document.get("solver")
+    if isinstance(main, Mapping):  # nested form: the outer solver's keys are in its scope
+        beside = {k: v for k, v in document.items() if k not in ("config_version", "solver")}
+        for key in _scope_keys(beside, "top level"):
+            raise ValueError(
+                f"{_CALLER}: {key!r} is set at the top level of a nested config, where no"
+                ' solver reads it; move it into the "solver" scope.'
+            )
+    else:
+        main = {key: value for key, value in document.items() if key != "config_version"}
+    keys = _scope_keys(main, "solver")
+    config, used = _solver_config(keys, "solver", "solver")
+    _reject_unused(keys, used, "solver", config.solver)
+    return config
+
+
+def _scope_keys(raw: object, path: str) -> dict[str, Any]:
+    """The keys of one scope that jaxsolve reads, after checking all of them."""
+    if not isinstance(raw, Mapping):
+        raise TypeError(f"{_CALLER}: scope {path!r} must be a JSON object, got {raw!r}.")
+    keys = {}
+    for key, value in raw.items():
+        if key in _IMPLEMENTED_KEYS:
+            keys[key] = value
+        elif key in _DEFAULT_ONLY_KEYS:
+            default = _DEFAULT_ONLY_KEYS[key]
+            if default is None or value != default:
+                only = "" if default is None else f"; only AmgX's default {default!r} is accepted"
+                raise ValueError(
+                    f"{_CALLER}: in scope {path!r}, AmgX parameter {key!r} is not implemented"
+                    f" yet{only}, got {value!r}."
+                )
+        elif key not in _IGNORED_KEYS:
+            raise ValueError(
+                f"{_CALLER}: in scope {path!r}, {key!r} is not an AmgX parameter"
+                f"{_did_you_mean(key, _AMGX_KEYS)}."
+            )
+    return keys
+
+
+def _reject_unused(keys: Mapping[str, Any], used: set[str], path: str, solver: str) -> None:
+    for key in keys:
+        if key not in used:
+            raise ValueError(
+                f"{_CALLER}: in scope {path!r}, {key!r} does not apply to solver {solver!r}; it"
+                f" applies to {_APPLIES_TO[key]}. Move it into the scope of that component."
+            )
+
+
+def _build(cls: type, path: str, **fields: Any) -> Any:
+    """``cls(**fields)``, with errors that name the scope instead of the class."""
+    try:
+        return cls(**fields)
+    except (TypeError, ValueError) as error:
+        message = str(error).removeprefix(f"{cls.__name__}: ")
+        raise type(error)(f"{_CALLER}: in scope {path!r}, {message}") from None
+
+
+def _flag(key: str, value: object, path: str) -> bool:
+    if isinstance(value, int) and value in (0, 1):  # bool is an int
+        return bool(value)
+    raise ValueError(f"{_CALLER}: in scope {path!r}, {key} must be 0 or 1, got {value!r}.")
+
+
+def _component(
+    keys: Mapping[str, Any],
+    key: str,
+    path: str,
+    default: str,
+    parse: Callable[[dict[str, Any], str], tuple[Any, set[str]]],
+) -> tuple[Any, set[str]]:
+    """Parses the component ``keys[key]``: a scope of its own, or a name that reads its
+    method parameters from ``keys`` (AmgX's shared scope).
+
+    Returns:
+      The component and the keys of ``keys`` it used.
+    """
+    value = keys.get(key, default)
+    child_path = f"{path}.{key}"
+    if isinstance(value, Mapping):
+        child_keys = {"solver": default, **_scope_keys(value, child_path)}
+        child, used = parse(child_keys, child_path)
+        _reject_unused(child_keys, used, child_path, child_keys["solver"])
+        return child, {key}
+    if not isinstance(value, str):
+        raise TypeError(
+            f"{_CALLER}: in scope {path!r}, {key} must be a solver name or a scope (a JSON"
+            f" object), got {value!r}."
+        )
+    shared = {k: v for k, v in keys.items() if k in _AMG_KEYS | _RELAXATION_KEYS}
+    child, used = parse({**shared, "solver": value}, child_path)
+    return child, {key} | (used & shared.keys())
+
+
+def _solver_config(
+    keys: Mapping[str, Any], path: str, role: str
+) -> tuple[SolverConfig, set[str]]:
+    """The solver of one scope, in the role "solver" (outer) or "preconditioner"."""
+    def get(key: str) -> Any:
+        used.add(key)
+        return keys.get(key, defaults[key])
+
+    used: set[str] = set()
+    defaults = _SOLVER_DEFAULTS if role == "solver" else _PRECONDITIONER_DEFAULTS
+    solver = get("solver")
+    _check_choice_in_scope(role, solver, _SOLVERS if role == "solver" else _PRECONDITIONERS,
+                           path)
+    convergence = get("convergence")
+    fields: dict[str, Any] = {
+        "solver": solver, "max_iters": get("max_iters"), "tolerance": get("tolerance"),
+        "convergence": "RELATIVE_INI" if convergence == "RELATIVE_INI_CORE" else convergence,
+        "norm": get("norm"),
+        **{flag: _flag(flag, get(flag), path)
+           for flag in ("monitor_residual", *sorted(_REPORTING_KEYS))},
+        "preconditioner": None, "gmres_n_restart": None, "amg": None, "relaxation": None,
+    }
+    if solver in _PRECONDITIONED:
+        fields["preconditioner"], component_used = _component(
+            keys, "preconditioner", path, defaults["preconditioner"],
+            lambda child, child_path: _solver_config(child, child_path, "preconditioner"))
+        used |= component_used
+    if solver in ("GMRES", "FGMRES"):
+        fields["gmres_n_restart"] = get("gmres_n_restart")
+    if solver == "AMG":
+        fields["amg"], amg_used = _amg_config(keys, path)
+        used |= amg_used
+    if solver in _RELAXATIONS:
+        fields["relaxation"], relaxation_used = _relaxation_config(keys, path, solver)
+        used |= relaxation_used
+    return _build(SolverConfig, path, **fields), used
+
+
+def _check_choice_in_scope(key: str, value: object, supported: Sequence[str], path: str) -> None:
+    try:
+        _check_choice(key, value, supported, _AMGX_SOLVERS, _SOLVER_REASONS)
+    except (TypeError, ValueError) as error:
+        raise type(error)(f"{_CALLER}: in scope {path!r}, {error}") from None
+
+
+def _amg_config(keys: Mapping[str, Any], path: str) -> tuple[AMGConfig, set[str]]:
+    def get(key: str) -> Any:
+        used.add(key)
+        return keys.get(key, _AMG_DEFAULTS[key])
+
+    used: set[str] = set()
+    smoother, smoother_used = _component(keys, "smoother", path, _AMG_DEFAULTS["smoother"],
+                                         _smoother_config)
+    coarse_solver, coarse_used = _component(keys, "coarse_solver", path,
+                                            _AMG_DEFAULTS["coarse_solver"], _coarse_solver)
+    used |= smoother_used | coarse_used
+    amg = _build(
+        AMGConfig, path,
+        algorithm=get("algorithm"), selector=get("selector"),
+        smoothed_aggregation=_flag("jaxsolve_smoothed_aggregation",
+                                   get("jaxsolve_smoothed_aggregation"), path),
+        smoother=smoother, presweeps=get("presweeps"), postsweeps=get("postsweeps"),
+        cycle=get("cycle"), max_levels=get("max_levels"),
+        min_coarse_rows=get("min_coarse_rows"), coarse_solver=coarse_solver,
+        coarsest_sweeps=get("coarsest_sweeps") if coarse_solver == "NOSOLVER" else None,
+    )
+    return amg, used
+
+
+def _relaxation_config(
+    keys: Mapping[str, Any], path: str, solver: str
+) -> tuple[RelaxationConfig, set[str]]:
+    weighted = solver in _WEIGHTED_RELAXATIONS
+    parameter = "relaxation_factor" if weighted else "chebyshev_polynomial_order"
+    value = keys.get(parameter, _RELAXATION_DEFAULTS[parameter])
+    relaxation = _build(
+        RelaxationConfig, path, solver=solver,
+        relaxation_factor=value if weighted else None,
+        chebyshev_polynomial_order=None if weighted else value,
+    )
+    return relaxation, {"solver", parameter}
+
+
+def _smoother_config(keys: Mapping[str, Any], path: str) -> tuple[RelaxationConfig, set[str]]:
+    _check_choice_in_scope("smoother", keys["solver"], _RELAXATIONS, path)
+    relaxation, used = _relaxation_config(keys, path, keys["solver"])
+    return relaxation, used | (keys.keys() & (_STOPPING_KEYS | _REPORTING_KEYS))
+
+
+def _coarse_solver(keys: Mapping[str, Any], path: str) -> tuple[str, set[str]]:
+    _check_choice_in_scope("coarse_solver", keys["solver"], _COARSE_SOLVERS, path)
+    return keys["solver"], {"solver"} | (keys.keys() & (_STOPPING_KEYS | _REPORTING_KEYS))
+
+
+DEFAULT_SOLVER_CONFIG: SolverConfig = _parse_document({})
+"""jaxsolve's default: PBICGSTAB to 1e-6 relative, one aggregation AMG V-cycle as preconditioner.
+
+See :func:`parse_amgx_config` for every default value.
+"""

@@ -1,0 +1,618 @@
+"""CSR matrices with a static pattern and differentiable values.
+
+A :class:`CsrMatrix` is the matrix format of the sparse engine.  It splits a
+compressed-sparse-row matrix into
+
+* its **values**, a ``(nnz,)`` JAX array: the only pytree leaf, so it is
+  traced by ``jit``, batched by ``vmap`` and differentiated by ``grad``;
+* its **pattern** (``indices``, ``indptr``, ``shape``): NumPy arrays kept in
+  the pytree's auxiliary data, so they stay concrete under every
+  transformation.  Everything derived from the pattern (row ids, the
+  transpose permutation, diagonal positions) is computed once with NumPy.
+
+A static pattern is what makes the rest possible: shapes are fixed for XLA,
+an AMG setup can be reused for new values on the same pattern
+(:meth:`CsrMatrix.with_values`, :attr:`CsrMatrix.pattern_key`), and the SpMV
+``y = A x`` is a gather and a sorted segment sum,
+
+    yᵢ = Σₖ values[k] · x[indices[k]]   over  indptr[i] <= k < indptr[i+1],
+
+which JAX differentiates with respect to ``values`` into cotangents on the
+pattern (``ȳ[row[k]] · x[indices[k]]``), never a dense ``n × n`` array.
+
+:func:`as_csr` converts dense arrays, ``jax.experimental.sparse`` ``BCOO``
+and ``BCSR`` matrices and any ``scipy.sparse`` matrix, canonicalizing them
+(column indices sorted within each row, duplicates summed).
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import scipy.sparse
+from jax.experimental import sparse as jsparse
+
+_INT32_MAX = np.iinfo(np.int32).max
+
+
+class _CsrPattern:
+    """The static half of a :class:`CsrMatrix`: shape, ``indptr``, ``indices``.
+
+    It is the pytree auxiliary data of a ``CsrMatrix``, so it is hashable and
+    compares by content: two matrices with equal patterns share ``jit``
+    compilations.  Its arrays are read-only int32 NumPy arrays.  Derived
+    arrays are computed on first use and cached.
+    """
+
+    def __init__(self, indices: np.ndarray, indptr: np.ndarray, shape: tuple[int, int]):
+        self.indices = _frozen_int32(indices)
+        self.indptr = _frozen_int32(indptr)
+        self.shape = shape
+        digest = hashlib.blake2b(digest_size=16)
+        for array in (np.asarray(shape), self.indptr, self.indices):
+            digest.update(array.astype(np.int64).tobytes())
+            digest.update(b"|")
+        self.key = digest.hexdigest()
+
+    def __hash__(self) -> int:
+        return hash(self.key)
+
+    def __eq__(self, other: object) -> bool:
+        if self is other:
+            return True
+        return (
+            isinstance(other, _CsrPattern)
+            and self.key == other.key
+            and self.shape == other.shape
+            and np.array_equal(self.indptr, other.indptr)
+            and np.array_equal(self.indices, other.indices)
+        )
+
+    @property
+    def nnz(self) -> int:
+        return self.indices.shape[0]
+
+    @functools.cached_property
+    def row_ids(self) -> np.ndarray:
+        """``row_ids[k]`` is the row of stored value ``k`` (sorted)."""
+        counts = np.diff(self.indptr)
+        return _frozen_int32(np.repeat(np.arange(self.shape[0]), counts))
+
+    @functools.cached_property
+    def transposed(self) -> tuple[_CsrPattern, np.ndarray]:
+        """The pattern of ``Aᵀ`` and the permutation taking values to it."""
+        # A stable sort by column keeps rows ascending within each column.
+        permutation = np.argsort(self.indices, kind="stable")
+        counts = np.bincount(self.indices, minlength=self.shape[1])
+        indptr = np.concatenate([[0], np.cumsum(counts)])
+        pattern = _CsrPattern(self.row_ids[permutation], indptr, self.shape[::-1])
+        return pattern, _frozen_int32(permutation)
+
+    @functools.cached_property
+    def diagonal_positions(self) -> np.ndarray:
+        """Positions ``k`` of the stored diagonal entries."""
+        return _frozen_int32(np.flatnonzero(self.row_ids == self.indices))
+
+
+@jax.tree_util.register_pytree_node_class
+class CsrMatrix:
+    r"""A sparse matrix in CSR format: static pattern, differentiable values.
+
+    Only ``values`` is a pytree leaf; ``indices``, ``indptr`` and ``shape``
+    are NumPy data fixed at trace time.  So a ``CsrMatrix`` can be passed to
+    a ``jit``-compiled function (one compilation per pattern), ``vmap``-ped
+    over a batch of values sharing one pattern, and differentiated with
+    respect to its values.  Gradients are ``(nnz,)`` arrays on the pattern.
+
+    The pattern must be concrete: build the matrix outside ``jit`` (or from
+    closed-over NumPy arrays) and pass it in; inside, only its values are
+    traced.  To change values on a fixed pattern, use :meth:`with_values`.
+
+    Args:
+        values: ``(nnz,)`` stored values (float or complex; integer values
+            are converted to the default float dtype).
+        indices: ``(nnz,)`` column index of each stored value, sorted and
+            unique within each row; concrete (NumPy or a concrete JAX array).
+        indptr: ``(n_rows + 1,)`` row pointers: row ``i`` holds the values
+            ``indptr[i]:indptr[i + 1]``; concrete.
+        shape: ``(n_rows, n_cols)``.
+        check: validate the pattern (``indptr`` starts at 0 and is
+            non-decreasing, ``indices`` in range, sorted and without
+            duplicates in each row) and, when they are concrete, that the
+            values are finite.  ``False`` skips these ``O(nnz)`` checks for
+            inputs known to be canonical.
+
+    Raises:
+        TypeError: if ``indices`` or ``indptr`` is traced (created inside
+            ``jit``/``vmap``/``grad``).
+        ValueError: if a check fails; the message names the offending entry.
+
+    Examples:
+        >>> import jax, jax.numpy as jnp, numpy as np
+        >>> from jaxsolve import sparse
+        >>> A = sparse.CsrMatrix(jnp.array([2., 1., 3.]), indices=np.array([0, 1, 1]),
+        ...                      indptr=np.array([0, 2, 3]), shape=(2, 2))
+        >>> A @ jnp.array([1., 1.])
+        Array([3., 3.], dtype=float32)
+        >>> A.todense()
+        Array([[2., 1.],
+               [0., 3.]], dtype=float32)
+        >>> jax.grad(lambda M: (M @ jnp.array([1., 2.])).sum())(A).values
+        Array([1., 2., 2.], dtype=float32)
+    """
+
+    _values: jax.Array
+    _pattern: _CsrPattern
+
+    def __init__(
+        self,
+        values: Any,
+        indices: Any,
+        indptr: Any,
+        shape: tuple[int, int],
+        *,
+        check: bool = True,
+    ):
+        pattern = _pattern_from_arrays(indices, indptr, shape, check)
+        self._values = _checked_values(values, pattern, check, "CsrMatrix")
+        self._pattern = pattern
+
+    @classmethod
+    def _on_pattern(cls, values: jax.Array, pattern: _CsrPattern) -> CsrMatrix:
+        """A matrix from checked values on a checked pattern."""
+        matrix = object.__new__(cls)
+        matrix._values = values
+        matrix._pattern = pattern
+        return matrix
+
+    def tree_flatten(self) -> tuple[tuple[jax.Array], _CsrPattern]:
+        return (self._values,), self._pattern
+
+    @classmethod
+    def tree_unflatten(cls, pattern: _CsrPattern, children: tuple[Any, ...]) -> CsrMatrix:
+        # JAX passes placeholders (tracers, None, object()) here: no checks.
+        return cls._on_pattern(children[0], pattern)
+
+    @property
+    def values(self) -> jax.Array:
+        """``(nnz,)`` stored values, in CSR order (the pytree leaf)."""
+        return self._values
+
+    @property
+    def indices(self) -> np.ndarray:
+        """``(nnz,)`` int32 column indices (static NumPy, read-only)."""
+        return self._pattern.indices
+
+    @property
+    def indptr(self) -> np.ndarray:
+        """``(n_rows + 1,)`` int32 row pointers (static NumPy, read-only)."""
+        return self._pattern.indptr
+
+    @property
+    def row_ids(self) -> np.ndarray:
+        """``(nnz,)`` int32 row of each stored value (static, sorted)."""
+        return self._pattern.row_ids
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        """``(n_rows, n_cols)``."""
+        return self._pattern.shape
+
+    @property
+    def nnz(self) -> int:
+        """The number of stored values (explicit zeros included)."""
+        return self._pattern.nnz
+
+    @property
+    def dtype(self) -> np.dtype:
+        """The dtype of the values."""
+        return self._values.dtype
+
+    @property
+    def pattern_key(self) -> str:
+        """A hash of ``shape``, ``indptr`` and ``indices``, for caches.
+
+        Equal patterns have equal keys (in every process), whatever the
+        values; use it to reuse a setup (an AMG hierarchy, a coloring) keyed
+        by pattern.
+        """
+        return self._pattern.key
+
+    def __repr__(self) -> str:
+        return f"CsrMatrix(shape={self.shape}, nnz={self.nnz}, dtype={self.dtype})"
+
+    def with_values(self, values: Any) -> CsrMatrix:
+        """The matrix with the same pattern and new ``values``.
+
+        Use it to re-set up or re-solve on a fixed pattern, and to batch
+        matrices: ``jax.vmap(A.with_values)(stacked_values)`` is a
+        ``CsrMatrix`` with batched values that ``jax.vmap`` accepts.
+
+        Args:
+            values: ``(nnz,)`` new values, in the order of :attr:`values`.
+
+        Returns:
+            A :class:`CsrMatrix` sharing this pattern (and its caches).
+
+        Raises:
+            ValueError: if ``values`` has the wrong shape.
+
+        Examples:
+            >>> import jax, jax.numpy as jnp
+            >>> from jaxsolve import sparse
+            >>> A = sparse.as_csr(jnp.array([[2., 0.], [1., 3.]]))
+            >>> A.with_values(jnp.array([1., 1., 1.])).todense()
+            Array([[1., 0.],
+                   [1., 1.]], dtype=float32)
+            >>> batch = jax.vmap(A.with_values)(jnp.stack([A.values, 2 * A.values]))
+            >>> jax.vmap(lambda M: M @ jnp.ones(2))(batch)
+            Array([[2., 4.],
+                   [4., 8.]], dtype=float32)
+        """
+        return self._on_pattern(
+            _checked_values(values, self._pattern, False, "CsrMatrix.with_values"),
+            self._pattern,
+        )
+
+    def matvec(self, x: jax.Array) -> jax.Array:
+        """``A x`` by a gather and a sorted segment sum over the rows.
+
+        Args:
+            x: ``(n_cols,)`` or ``(n_cols, k)``.
+
+        Returns:
+            ``(n_rows,)`` or ``(n_rows, k)``, in the common dtype of the values
+            and ``x``.
+
+        Raises:
+            ValueError: if ``x`` has the wrong shape.
+        """
+        x = _checked_vector(x, self.shape[1], "CsrMatrix.matvec")
+        return _spmv(
+            self._values, x, self.indices, self.row_ids, self.shape[0], segments_sorted=True
+        )
+
+    __matmul__ = matvec
+
+    def rmatvec(self, x: jax.Array) -> jax.Array:
+        """``Aᵀ x`` (the plain transpose, no conjugation) without forming ``Aᵀ``.
+
+        Args:
+            x: ``(n_rows,)`` or ``(n_rows, k)``.
+
+        Returns:
+            ``(n_cols,)`` or ``(n_cols, k)``.
+
+        Raises:
+            ValueError: if ``x`` has the wrong shape.
+        """
+        x = _checked_vector(x, self.shape[0], "CsrMatrix.rmatvec")
+        return _spmv(
+            self._values, x, self.row_ids, self.indices, self.shape[1], segments_sorted=False
+        )
+
+    def transpose(self) -> CsrMatrix:
+        """``Aᵀ`` (no conjugation) as a CSR matrix.
+
+        The transposed pattern and the permutation of the values are computed
+        once per pattern with NumPy; the values are permuted by a static
+        gather, so the result is differentiable with respect to them.
+        """
+        pattern, permutation = self._pattern.transposed
+        return self._on_pattern(self._values[permutation], pattern)
+
+    @property
+    def T(self) -> CsrMatrix:
+        """``Aᵀ``; see :meth:`transpose`."""
+        return self.transpose()
+
+    def diagonal(self) -> jax.Array:
+        """The ``(min(n_rows, n_cols),)`` main diagonal (zero where not stored)."""
+        positions = self._pattern.diagonal_positions
+        return jax.ops.segment_sum(
+            self._values[positions],
+            self.row_ids[positions],
+            num_segments=min(self.shape),
+            indices_are_sorted=True,
+        )
+
+    def todense(self) -> jax.Array:
+        """The dense ``(n_rows, n_cols)`` array."""
+        dense = jnp.zeros(self.shape, self._values.dtype)
+        return dense.at[self.row_ids, self.indices].add(self._values)
+
+    def to_bcsr(self) -> jsparse.BCSR:
+        """The same matrix as a ``jax.experimental.sparse.BCSR``."""
+        return jsparse.BCSR(
+            (self._values, jnp.asarray(self.indices), jnp.asarray(self.indptr)),
+            shape=self.shape,
+        )
+
+
+def as_csr(A: Any, *, check: bool = True) -> CsrMatrix:
+    """Converts a matrix to a canonical :class:`CsrMatrix`.
+
+    Accepted inputs:
+
+    * a :class:`CsrMatrix`: returned as it is;
+    * any ``scipy.sparse`` matrix or array (``csr``, ``csc``, ``coo``,
+      ``bsr``, ...): explicit zeros stay in the pattern (a BSR block's zeros
+      included);
+    * a ``jax.experimental.sparse.BCOO`` or ``BCSR`` without batch or dense
+      dimensions, whose indices must be concrete (its values may be traced);
+      padding entries (indices out of range) are dropped;
+    * a dense 2-D NumPy or JAX array.  A concrete one stores its nonzeros.
+      A traced one (inside ``jit``, ``vmap`` or ``grad``) stores **every**
+      entry, since a pattern cannot depend on traced values; gradients then
+      cover all ``n_rows * n_cols`` entries, as they should for a dense
+      matrix.  For a sparse pattern, convert outside the transformation and
+      pass the ``CsrMatrix`` in.
+
+    The result is canonical: column indices sorted within each row and
+    duplicates summed.  Its values keep differentiability with respect to the
+    input's values (the reordering is a static gather and segment sum).
+
+    Args:
+        A: the matrix, ``(n_rows, n_cols)``.
+        check: validate the result as :class:`CsrMatrix` does (finite values).
+
+    Returns:
+        The :class:`CsrMatrix`.
+
+    Raises:
+        TypeError: for an unsupported input type, or BCOO/BCSR indices that
+            are traced.
+        ValueError: for inputs that are not 2-D matrices, or (with ``check``)
+            values that are not finite.
+
+    Examples:
+        >>> import jax.numpy as jnp, scipy.sparse
+        >>> from jaxsolve import sparse
+        >>> A = sparse.as_csr(jnp.array([[4., 0.], [1., 3.]]))
+        >>> A.indices, A.indptr
+        (array([0, 0, 1], dtype=int32), array([0, 1, 3], dtype=int32))
+        >>> coo = scipy.sparse.coo_array(([1., 2., 5.], ([0, 0, 1], [1, 1, 0])), shape=(2, 2))
+        >>> sparse.as_csr(coo).todense()
+        Array([[0., 3.],
+               [5., 0.]], dtype=float32)
+    """
+    if isinstance(A, CsrMatrix):
+        return A
+    if scipy.sparse.issparse(A):
+        coo = A.tocoo()
+        return _from_coo(coo.row, coo.col, jnp.asarray(coo.data), coo.shape, check)
+    if isinstance(A, jsparse.BCOO):
+        _check_unbatched(A)
+        indices = _concrete(A.indices, "the indices of a BCOO")
+        return _from_coo(indices[:, 0], indices[:, 1], A.data, A.shape, check)
+    if isinstance(A, jsparse.BCSR):
+        _check_unbatched(A)
+        indices = _concrete(A.indices, "the indices of a BCSR")
+        indptr = _concrete(A.indptr, "the indptr of a BCSR")
+        rows = np.repeat(np.arange(A.shape[0]), np.diff(indptr))
+        stored = slice(0, indptr[-1])
+        return _from_coo(rows, indices[stored], A.data[stored], A.shape, check)
+    if isinstance(A, (np.ndarray, jax.Array)):
+        dense = jnp.asarray(A)
+        if dense.ndim != 2:
+            raise ValueError(
+                f"as_csr: a dense matrix must be 2-D, got shape {dense.shape}."
+            )
+        try:
+            rows, cols = np.nonzero(np.asarray(A))
+        except (jax.errors.TracerArrayConversionError, jax.errors.ConcretizationTypeError):
+            rows, cols = np.indices(dense.shape).reshape(2, -1)
+        return _from_coo(rows, cols, dense[rows, cols], dense.shape, check)
+    raise TypeError(
+        "as_csr: A must be a CsrMatrix, a scipy.sparse matrix, a"
+        " jax.experimental.sparse BCOO or BCSR, or a dense 2-D array; got"
+        f" {type(A).__name__}."
+    )
+
+
+def _from_coo(
+    rows: np.ndarray,
+    cols: np.ndarray,
+    values: jax.Array,
+    shape: tuple[int, int],
+    check: bool,
+) -> CsrMatrix:
+    """Canonical CSR from static COO indices: sorted, duplicates summed.
+
+    Entries whose indices fall outside ``shape`` (BCOO/BCSR padding) are
+    dropped.  The values are reordered with a static gather and summed with a
+    static segment sum, so the result is differentiable in ``values``.
+    """
+    n_rows, n_cols = shape = _checked_shape(shape, "as_csr")
+    rows = np.asarray(rows, np.int64)
+    cols = np.asarray(cols, np.int64)
+    inside = np.flatnonzero((rows < n_rows) & (cols < n_cols))
+    keys = rows[inside] * n_cols + cols[inside]
+    order = np.argsort(keys, kind="stable")
+    unique_keys, segments = np.unique(keys[order], return_inverse=True)
+    positions = inside[order]
+    if len(unique_keys) == len(positions) and np.array_equal(
+        positions, np.arange(len(values))
+    ):
+        canonical = values  # already canonical: no gather
+    else:
+        canonical = jax.ops.segment_sum(
+            values[positions],
+            segments,
+            num_segments=len(unique_keys),
+            indices_are_sorted=True,
+        )
+    counts = np.bincount(unique_keys // max(n_cols, 1), minlength=n_rows)
+    pattern = _CsrPattern(
+        unique_keys % max(n_cols, 1), np.concatenate([[0], np.cumsum(counts)]), shape
+    )
+    return CsrMatrix._on_pattern(_checked_values(canonical, pattern, check, "as_csr"), pattern)
+
+
+def _check_unbatched(A: jsparse.JAXSparse) -> None:
+    if A.n_batch or A.n_dense or A.ndim != 2:
+        raise ValueError(
+            f"as_csr: {type(A).__name__} matrices with batch or dense dimensions"
+            f" are not supported (got n_batch={A.n_batch}, n_dense={A.n_dense},"
+            f" shape={A.shape}); pass one matrix and jax.vmap over its values"
+            " (CsrMatrix.with_values) instead."
+        )
+
+
+def _concrete(array: Any, what: str) -> np.ndarray:
+    """``array`` as NumPy, or a TypeError explaining why a pattern can't be traced."""
+    try:
+        return np.asarray(array)
+    except (jax.errors.TracerArrayConversionError, jax.errors.ConcretizationTypeError):
+        raise TypeError(
+            f"{what} is traced, but the sparsity pattern must be concrete at"
+            " trace time: it fixes the shapes of the compiled program. Build"
+            " the matrix outside jit (or close over NumPy index arrays) and"
+            " pass it in, so that only its values are traced; or mark the"
+            " argument holding the pattern static (static_argnums)."
+        ) from None
+
+
+def _frozen_int32(array: np.ndarray) -> np.ndarray:
+    array = np.array(array, dtype=np.int32)
+    array.setflags(write=False)
+    return array
+
+
+def _checked_shape(shape: Any, name: str) -> tuple[int, int]:
+    try:
+        n_rows, n_cols = (int(size) for size in shape)
+    except (TypeError, ValueError):
+        raise ValueError(
+            f"{name}: shape must be a pair (n_rows, n_cols), got {shape!r}."
+        ) from None
+    if min(n_rows, n_cols) < 0 or max(n_rows, n_cols) > _INT32_MAX:
+        raise ValueError(
+            f"{name}: shape must hold sizes in [0, 2**31 - 1], got {shape!r}."
+        )
+    return n_rows, n_cols
+
+
+def _pattern_from_arrays(
+    indices: Any, indptr: Any, shape: Any, check: bool
+) -> _CsrPattern:
+    """Checks a user-given CSR pattern and builds it."""
+    shape = _checked_shape(shape, "CsrMatrix")
+    indices = _concrete(indices, "CsrMatrix: indices")
+    indptr = _concrete(indptr, "CsrMatrix: indptr")
+    for name, array, length in (
+        ("indptr", indptr, f"n_rows + 1 = {shape[0] + 1}"),
+        ("indices", indices, "nnz"),
+    ):
+        if array.ndim != 1 or not np.issubdtype(array.dtype, np.integer):
+            raise ValueError(
+                f"CsrMatrix: {name} must be a 1-D integer array of {length}"
+                f" entries, got shape {array.shape} and dtype {array.dtype}."
+            )
+    if indptr.shape[0] != shape[0] + 1:
+        raise ValueError(
+            f"CsrMatrix: indptr must have n_rows + 1 = {shape[0] + 1} entries for"
+            f" shape {shape}, got {indptr.shape[0]}."
+        )
+    if indptr[-1] != indices.shape[0] or indices.shape[0] > _INT32_MAX:
+        raise ValueError(
+            f"CsrMatrix: indptr[-1] = {indptr[-1]} must equal the number of"
+            f" column indices, {indices.shape[0]} (at most 2**31 - 1)."
+        )
+    if check:
+        _check_pattern(indices, indptr, shape)
+    return _CsrPattern(indices, indptr, shape)
+
+
+def _check_pattern(indices: np.ndarray, indptr: np.ndarray, shape: tuple[int, int]) -> None:
+    """The ``O(nnz)`` checks: indptr monotone, indices in range, sorted, unique."""
+    if indptr[0] != 0:
+        raise ValueError(f"CsrMatrix: indptr[0] must be 0, got {indptr[0]}.")
+    drops = np.flatnonzero(np.diff(indptr) < 0)
+    if drops.size:
+        i = drops[0]
+        raise ValueError(
+            f"CsrMatrix: indptr must be non-decreasing, but indptr[{i + 1}] ="
+            f" {indptr[i + 1]} < indptr[{i}] = {indptr[i]}."
+        )
+    rows = np.repeat(np.arange(shape[0]), np.diff(indptr))
+    outside = np.flatnonzero((indices < 0) | (indices >= shape[1]))
+    if outside.size:
+        k = outside[0]
+        raise ValueError(
+            f"CsrMatrix: column index {indices[k]} at position {k} (row"
+            f" {rows[k]}) is out of range for {shape[1]} columns."
+        )
+    # Within a row the column indices must strictly increase.
+    same_row = rows[1:] == rows[:-1]
+    bad = np.flatnonzero(same_row & (indices[1:] <= indices[:-1]))
+    if bad.size:
+        row = rows[bad[0]]
+        raise ValueError(
+            f"CsrMatrix: row {row} has column indices"
+            f" {indices[indptr[row]:indptr[row + 1]].tolist()}, which are unsorted"
+            " or duplicated; pass sorted, unique column indices per row (as_csr"
+            " sorts them and sums duplicates)."
+        )
+
+
+def _checked_values(
+    values: Any, pattern: _CsrPattern, check: bool, name: str
+) -> jax.Array:
+    """``values`` as an inexact JAX array of shape ``(nnz,)``; finite if checked."""
+    values = jnp.asarray(values)
+    if not jnp.issubdtype(values.dtype, jnp.inexact):
+        values = values.astype(float)
+    if values.shape != (pattern.nnz,):
+        raise ValueError(
+            f"{name}: values must have shape (nnz,) = ({pattern.nnz},), got"
+            f" {values.shape}."
+        )
+    if check:
+        try:
+            finite = np.isfinite(np.asarray(values))
+        except (jax.errors.TracerArrayConversionError, jax.errors.ConcretizationTypeError):
+            return values  # traced values are checked by the solver's status
+        if not finite.all():
+            k = np.flatnonzero(~finite)[0]
+            raise ValueError(
+                f"{name}: values hold {np.count_nonzero(~finite)} NaN or Inf"
+                f" entries, the first at position {k} (row {pattern.row_ids[k]},"
+                f" column {pattern.indices[k]})."
+            )
+    return values
+
+
+def _checked_vector(x: Any, size: int, name: str) -> jax.Array:
+    x = jnp.asarray(x)
+    if x.ndim not in (1, 2) or x.shape[0] != size:
+        raise ValueError(
+            f"{name}: x must have shape ({size},) or ({size}, k), got {x.shape}."
+        )
+    return x
+
+
+def _spmv(
+    values: jax.Array,
+    x: jax.Array,
+    gather: np.ndarray,
+    segments: np.ndarray,
+    num_segments: int,
+    *,
+    segments_sorted: bool,
+) -> jax.Array:
+    """``yₛ = Σ_{k: segments[k] = s} values[k] · x[gather[k]]``."""
+    with jax.numpy_dtype_promotion("standard"):
+        dtype = jnp.result_type(values, x)
+    weights = values.astype(dtype)
+    if x.ndim == 2:
+        weights = weights[:, None]
+    products = weights * x.astype(dtype).at[gather].get(mode="promise_in_bounds")
+    return jax.ops.segment_sum(
+        products, segments, num_segments=num_segments, indices_are_sorted=segments_sorted
+    )

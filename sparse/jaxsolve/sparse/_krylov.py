@@ -1,0 +1,695 @@
+"""Krylov methods (CG, BiCGSTAB, GMRES, FGMRES) as static-shape while loops.
+
+Each method solves ``A x = b`` for a linear ``matvec(v) = A v`` with an
+optional preconditioner ``precondition(r) = M⁻¹ r`` and returns
+``(x, info)``, ``info`` a :class:`~jaxsolve.sparse._status.SolveInfo`.  The
+methods, their stopping rules and their status codes follow AmgX (``PCG``,
+``PBICGSTAB``, ``GMRES``, ``FGMRES``), so JAX-AMG configurations carry over.
+
+**Static shapes.** Every array in the loop has a shape fixed at trace time:
+``max_iters`` fixes the length of ``residual_history`` and ``restart`` the
+GMRES basis.  One iteration is one step of the loop, so the methods compile
+once and run under ``jit``.
+
+**Stopping.** With ``r_k = b - A x_k`` (the method's recurrence residual),
+iteration stops with
+
+* ``SUCCESS`` when ``‖r_k‖ <= tolerance · ‖r_0‖`` (``"RELATIVE_INI"``, the
+  default) or ``‖r_k‖ <= tolerance`` (``"ABSOLUTE"``);
+* ``DIVERGED`` when ``‖r_k‖`` is NaN/Inf or exceeds
+  ``DIVERGENCE_FACTOR = 1e10`` times ``‖r_0‖``;
+* ``FAILED`` when the method breaks down (a zero denominator its theory
+  excludes) or ``r_0`` is not finite; ``x`` is then the last good iterate;
+* ``NOT_CONVERGED`` after ``max_iters`` iterations.
+
+A zero right-hand side returns ``x = 0`` after 0 iterations.
+
+**vmap.** ``jax.vmap`` of a method is still *one* ``while_loop``: it runs
+until every column has stopped, and a column that has stopped keeps its
+``x``, its iteration count and its status (JAX masks the batched loop's
+carry).  Every column pays for the matvecs of the slowest one.
+
+**Gradients.** The loops are not meant to be differentiated (reverse mode
+through ``while_loop`` is not defined); differentiate a solve implicitly with
+``jaxsolve.autodiff.linear_solve``, which calls these methods as services.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Literal, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+from ._status import DIVERGENCE_FACTOR, FailureReason, SolveInfo, Status
+
+Convergence = Literal["RELATIVE_INI", "ABSOLUTE"]
+_CONVERGENCE_TESTS = ("RELATIVE_INI", "ABSOLUTE")
+_RUNNING = -1  # the status of a solve still iterating; never returned
+
+
+class _Problem(NamedTuple):
+    """What every iteration of one solve needs (closed over, not carried)."""
+
+    matvec: Callable[[jax.Array], jax.Array]
+    precondition: Callable[[jax.Array], jax.Array]
+    b: jax.Array
+    threshold: jax.Array  # stop when ‖r‖ <= threshold
+    scale: jax.Array  # ‖r_0‖, or 1 when r_0 = 0: relative residual = ‖r‖ / scale
+    max_iters: int
+
+
+class _Progress(NamedTuple):
+    """The bookkeeping every method carries through its loop."""
+
+    iterations: jax.Array
+    status: jax.Array
+    reason: jax.Array
+    residual_norm: jax.Array
+    history: jax.Array
+
+
+def cg(
+    matvec: Callable[[jax.Array], jax.Array],
+    b: jax.Array,
+    x0: jax.Array | None = None,
+    *,
+    precondition: Callable[[jax.Array], jax.Array] | None = None,
+    tolerance: float | jax.Array = 1e-6,
+    max_iters: int = 1000,
+    convergence: Convergence = "RELATIVE_INI",
+) -> tuple[jax.Array, SolveInfo]:
+    r"""Solves ``A x = b`` for a Hermitian positive definite ``A`` by (P)CG.
+
+    The conjugate gradient method (AmgX's ``PCG``; equivalent to
+    ``scipy.sparse.linalg.cg``) minimizes the ``A``-norm of the error over
+    the Krylov space ``x_0 + span{M⁻¹r_0, (M⁻¹A) M⁻¹r_0, ...}``.  Per
+    iteration it does one ``matvec``, one ``precondition`` and two inner
+    products.  ``A`` and the preconditioner ``M⁻¹`` must be Hermitian
+    positive definite; if it meets ``pᴴAp <= 0`` or ``rᴴM⁻¹r <= 0`` it stops
+    with ``FAILED`` (``NOT_POSITIVE_DEFINITE`` or
+    ``PRECONDITIONER_NOT_POSITIVE_DEFINITE``).
+
+    Args:
+        matvec: ``v ↦ A v`` on vectors of shape ``(n,)`` (for a
+            :class:`CsrMatrix` ``A``, pass ``A.matvec``).
+        b: ``(n,)`` right-hand side (float or complex; integers are cast to
+            the default float dtype).  The solve runs in the common dtype of
+            ``b``, ``x0`` and ``matvec``'s output.
+        x0: ``(n,)`` initial guess; zeros by default.
+        precondition: ``r ↦ M⁻¹ r`` with ``M ≈ A``, e.g. :func:`jacobi`;
+            the identity by default.
+        tolerance: the convergence tolerance (see ``convergence``).
+        max_iters: the most iterations (a static int; ``residual_history``
+            has ``max_iters + 1`` entries).
+        convergence: ``"RELATIVE_INI"``: stop when
+            ``‖r_k‖ <= tolerance · ‖r_0‖``; ``"ABSOLUTE"``: when
+            ``‖r_k‖ <= tolerance``.
+
+    Returns:
+        ``(x, info)``: the ``(n,)`` solution and a :class:`SolveInfo`.
+
+    Raises:
+        TypeError: if ``matvec`` or ``precondition`` is not callable.
+        ValueError: for a ``b`` that is not a vector, an ``x0`` of another
+            shape, a ``matvec``/``precondition`` that does not map ``(n,)``
+            to ``(n,)``, or invalid ``tolerance``, ``max_iters`` or
+            ``convergence``.
+
+    Examples:
+        >>> import jax.numpy as jnp
+        >>> from jaxsolve import sparse
+        >>> A = sparse.as_csr(jnp.array([[4., 1., 0.], [1., 4., 1.], [0., 1., 4.]]))
+        >>> b = jnp.array([1., 2., 3.])
+        >>> x, info = sparse.cg(A.matvec, b, precondition=sparse.jacobi(A))
+        >>> sparse.Status(int(info.status)).name, int(info.iterations)
+        ('SUCCESS', 3)
+        >>> jnp.allclose(A @ x, b, atol=1e-5)
+        Array(True, dtype=bool)
+    """
+    problem, x0, r0 = _setup("cg", matvec, b, x0, precondition, tolerance, max_iters, convergence)
+    z0 = problem.precondition(r0)
+    rho0 = jnp.vdot(r0, z0).real
+    start = _start(
+        problem,
+        jnp.linalg.norm(r0),
+        _breakdown(rho0 <= 0, FailureReason.PRECONDITIONER_NOT_POSITIVE_DEFINITE),
+    )
+
+    def step(state):
+        x, r, p, rho, progress = state
+        q = problem.matvec(p)
+        pq = jnp.vdot(p, q).real
+        alpha = (rho / pq).astype(x.dtype)
+        r_next = r - alpha * q
+        z = problem.precondition(r_next)
+        rho_next = jnp.vdot(r_next, z).real
+        p_next = z + (rho_next / rho).astype(x.dtype) * p
+        indefinite = pq <= 0  # then keep the last good iterate
+        x, r, p, rho = _keep_if(
+            indefinite, (x, r, p, rho), (x + alpha * p, r_next, p_next, rho_next)
+        )
+        breakdown = jnp.where(
+            indefinite,
+            jnp.int32(FailureReason.NOT_POSITIVE_DEFINITE),
+            _breakdown(rho <= 0, FailureReason.PRECONDITIONER_NOT_POSITIVE_DEFINITE),
+        )
+        return x, r, p, rho, _advance(progress, jnp.linalg.norm(r), breakdown, problem)
+
+    x, *_, progress = lax.while_loop(_running, step, (x0, r0, z0, rho0, start))
+    return x, _info(progress, problem)
+
+
+def bicgstab(
+    matvec: Callable[[jax.Array], jax.Array],
+    b: jax.Array,
+    x0: jax.Array | None = None,
+    *,
+    precondition: Callable[[jax.Array], jax.Array] | None = None,
+    tolerance: float | jax.Array = 1e-6,
+    max_iters: int = 1000,
+    convergence: Convergence = "RELATIVE_INI",
+) -> tuple[jax.Array, SolveInfo]:
+    r"""Solves a general square ``A x = b`` by right-preconditioned BiCGSTAB.
+
+    Van der Vorst's stabilized biconjugate gradient method (AmgX's
+    ``PBICGSTAB``; equivalent to ``scipy.sparse.linalg.bicgstab``) with
+    right preconditioning: it iterates on ``A M⁻¹ u = b``, ``x = M⁻¹ u``, so
+    the residual it monitors is the true ``b - A x``.  Each iteration does
+    two ``matvec`` and two ``precondition`` calls; it may stop after the
+    first half when that already meets the tolerance.  It needs little
+    memory but can break down: ``(r̂, r) = 0`` or ``(r̂, A M⁻¹p) = 0``
+    (``BICGSTAB_BREAKDOWN``) or ``ω = 0`` (``BICGSTAB_STAGNATION``) stop it
+    with ``FAILED``.
+
+    Args:
+        matvec: ``v ↦ A v`` on vectors of shape ``(n,)``.
+        b: ``(n,)`` right-hand side.
+        x0: ``(n,)`` initial guess; zeros by default.
+        precondition: ``r ↦ M⁻¹ r``; the identity by default.
+        tolerance: the convergence tolerance (see ``convergence``).
+        max_iters: the most iterations (static).
+        convergence: ``"RELATIVE_INI"`` or ``"ABSOLUTE"``, as for :func:`cg`.
+
+    Returns:
+        ``(x, info)``: the ``(n,)`` solution and a :class:`SolveInfo`.
+
+    Raises:
+        TypeError, ValueError: for invalid arguments, as :func:`cg`.
+
+    Examples:
+        >>> import jax.numpy as jnp
+        >>> from jaxsolve import sparse
+        >>> A = sparse.as_csr(jnp.array([[4., 2., 0.], [-1., 4., 1.], [0., -2., 4.]]))
+        >>> b = jnp.array([1., 2., 3.])
+        >>> x, info = sparse.bicgstab(A.matvec, b, tolerance=1e-7)
+        >>> sparse.Status(int(info.status)).name
+        'SUCCESS'
+        >>> jnp.allclose(A @ x, b, atol=1e-5)
+        Array(True, dtype=bool)
+    """
+    problem, x0, r0 = _setup(
+        "bicgstab", matvec, b, x0, precondition, tolerance, max_iters, convergence
+    )
+    one = jnp.ones((), r0.dtype)
+    start = _start(problem, jnp.linalg.norm(r0), FailureReason.NONE)
+    zeros = jnp.zeros_like(r0)
+
+    def step(state):
+        x, r, p, v, rho, alpha, omega, progress = state
+        r_hat = r0  # the shadow residual
+        rho_next = jnp.vdot(r_hat, r)
+        p_next = r + (rho_next / rho) * (alpha / omega) * (p - omega * v)
+        p_hat = problem.precondition(p_next)
+        v_next = problem.matvec(p_hat)
+        r_hat_v = jnp.vdot(r_hat, v_next)
+        alpha_next = rho_next / r_hat_v
+        s = r - alpha_next * v_next
+        x_half = x + alpha_next * p_hat
+        s_norm = jnp.linalg.norm(s)
+        half_done = s_norm <= problem.threshold
+        s_hat = problem.precondition(s)
+        t = problem.matvec(s_hat)
+        t_t = jnp.vdot(t, t)
+        omega_next = jnp.where(t_t == 0, 0, jnp.vdot(t, s) / jnp.where(t_t == 0, 1, t_t))
+        stagnated = (omega_next == 0) & ~half_done
+        stop_at_half = half_done | stagnated  # x_half is the iterate to keep
+        x_next = jnp.where(stop_at_half, x_half, x_half + omega_next * s_hat)
+        r_next = jnp.where(stop_at_half, s, s - omega_next * t)
+        norm_next = jnp.where(stop_at_half, s_norm, jnp.linalg.norm(r_next))
+        broke = (rho_next == 0) | (r_hat_v == 0)  # then keep the last good iterate
+        x, r, p, v, rho, alpha, omega, norm = _keep_if(
+            broke,
+            (x, r, p, v, rho, alpha, omega, progress.residual_norm),
+            (x_next, r_next, p_next, v_next, rho_next, alpha_next, omega_next, norm_next),
+        )
+        breakdown = jnp.where(
+            broke,
+            jnp.int32(FailureReason.BICGSTAB_BREAKDOWN),
+            _breakdown(stagnated, FailureReason.BICGSTAB_STAGNATION),
+        )
+        return x, r, p, v, rho, alpha, omega, _advance(progress, norm, breakdown, problem)
+
+    state = (x0, r0, zeros, zeros, one, one, one, start)
+    x, *_, progress = lax.while_loop(_running, step, state)
+    return x, _info(progress, problem)
+
+
+def gmres(
+    matvec: Callable[[jax.Array], jax.Array],
+    b: jax.Array,
+    x0: jax.Array | None = None,
+    *,
+    precondition: Callable[[jax.Array], jax.Array] | None = None,
+    tolerance: float | jax.Array = 1e-6,
+    max_iters: int = 1000,
+    convergence: Convergence = "RELATIVE_INI",
+    restart: int = 20,
+) -> tuple[jax.Array, SolveInfo]:
+    r"""Solves a general square ``A x = b`` by restarted, right-preconditioned GMRES.
+
+    GMRES(m) (AmgX's ``GMRES``, ``gmres_n_restart = restart``; like
+    ``scipy.sparse.linalg.gmres`` with right preconditioning) builds an
+    orthonormal basis ``V`` of the Krylov space of ``A M⁻¹`` by Arnoldi with
+    modified Gram-Schmidt, and picks ``x = x_0 + M⁻¹ V y`` minimizing
+    ``‖b - A x‖``; Givens rotations keep that least-squares problem
+    triangular, so ``‖r_k‖`` is known at every step without forming ``x``.
+    After ``m = restart`` steps it forms ``x``, recomputes ``r = b - A x`` and
+    starts again.  The residual never grows within a cycle.  Each step does
+    one ``matvec`` and one ``precondition``; the basis needs
+    ``(m + 1) · n`` numbers, and each step ``O(m · n)`` work for the
+    (masked, static-length) Gram-Schmidt.  ``info.iterations`` counts
+    Arnoldi steps over all cycles.
+
+    ``M⁻¹`` must be the same linear map at every step; for a preconditioner
+    that varies (an inner iteration, a nonlinear smoother) use
+    :func:`fgmres`.  If the Krylov space stops growing without containing the
+    solution (``A M⁻¹`` singular), it stops with ``FAILED``
+    (``GMRES_BREAKDOWN``).
+
+    Args:
+        matvec: ``v ↦ A v`` on vectors of shape ``(n,)``.
+        b: ``(n,)`` right-hand side.
+        x0: ``(n,)`` initial guess; zeros by default.
+        precondition: ``r ↦ M⁻¹ r``; the identity by default.
+        tolerance: the convergence tolerance (see ``convergence``).
+        max_iters: the most Arnoldi steps in all (static).
+        convergence: ``"RELATIVE_INI"`` or ``"ABSOLUTE"``, as for :func:`cg`.
+        restart: the static basis size ``m`` (reduced to
+            ``min(restart, max_iters, n)`` when smaller).
+
+    Returns:
+        ``(x, info)``: the ``(n,)`` solution and a :class:`SolveInfo`.
+
+    Raises:
+        TypeError, ValueError: for invalid arguments, as :func:`cg`, or a
+            ``restart`` that is not a positive int.
+
+    Examples:
+        >>> import jax.numpy as jnp
+        >>> from jaxsolve import sparse
+        >>> A = sparse.as_csr(jnp.array([[4., 2., 0.], [-1., 4., 1.], [0., -2., 4.]]))
+        >>> b = jnp.array([1., 2., 3.])
+        >>> x, info = sparse.gmres(A.matvec, b, restart=2)
+        >>> sparse.Status(int(info.status)).name, int(info.iterations)
+        ('SUCCESS', 13)
+        >>> int(sparse.gmres(A.matvec, b, restart=3)[1].iterations)  # no restart
+        3
+        >>> jnp.allclose(A @ x, b, atol=1e-5)
+        Array(True, dtype=bool)
+    """
+    return _gmres(
+        "gmres", False, matvec, b, x0, precondition, tolerance, max_iters, convergence, restart
+    )
+
+
+def fgmres(
+    matvec: Callable[[jax.Array], jax.Array],
+    b: jax.Array,
+    x0: jax.Array | None = None,
+    *,
+    precondition: Callable[[jax.Array], jax.Array] | None = None,
+    tolerance: float | jax.Array = 1e-6,
+    max_iters: int = 1000,
+    convergence: Convergence = "RELATIVE_INI",
+    restart: int = 20,
+) -> tuple[jax.Array, SolveInfo]:
+    r"""Solves ``A x = b`` by flexible GMRES: the preconditioner may vary.
+
+    FGMRES(m) (Saad 1993; AmgX's ``FGMRES``) is :func:`gmres` that keeps the
+    preconditioned vectors ``zⱼ = M⁻¹ vⱼ`` and forms ``x = x_0 + Z y`` from
+    them, so ``precondition`` may differ from step to step (an inner
+    iteration, a cycle with a nonlinear smoother).  It stores ``2 m + 1``
+    vectors of size ``n`` instead of ``m + 1``; for a fixed linear
+    preconditioner it computes the same iterates as :func:`gmres`.
+
+    Args:
+        matvec: ``v ↦ A v`` on vectors of shape ``(n,)``.
+        b: ``(n,)`` right-hand side.
+        x0: ``(n,)`` initial guess; zeros by default.
+        precondition: ``r ↦ M⁻¹ r`` (may vary); the identity by default.
+        tolerance: the convergence tolerance (see ``convergence``).
+        max_iters: the most Arnoldi steps in all (static).
+        convergence: ``"RELATIVE_INI"`` or ``"ABSOLUTE"``, as for :func:`cg`.
+        restart: the static basis size ``m``, as for :func:`gmres`.
+
+    Returns:
+        ``(x, info)``: the ``(n,)`` solution and a :class:`SolveInfo`.
+
+    Raises:
+        TypeError, ValueError: for invalid arguments, as :func:`gmres`.
+
+    Examples:
+        >>> import jax.numpy as jnp
+        >>> from jaxsolve import sparse
+        >>> A = sparse.as_csr(jnp.array([[4., 2., 0.], [-1., 4., 1.], [0., -2., 4.]]))
+        >>> x, info = sparse.fgmres(A.matvec, jnp.array([1., 2., 3.]),
+        ...                         precondition=sparse.jacobi(A))
+        >>> jnp.allclose(A @ x, jnp.array([1., 2., 3.]), atol=1e-5)
+        Array(True, dtype=bool)
+    """
+    return _gmres(
+        "fgmres", True, matvec, b, x0, precondition, tolerance, max_iters, convergence, restart
+    )
+
+
+class _Arnoldi(NamedTuple):
+    """The state of one GMRES restart cycle of ``m`` steps on ``n`` unknowns."""
+
+    step: jax.Array  # j, the next Arnoldi step
+    columns: jax.Array  # the columns of R (and V) the update of x uses
+    basis: jax.Array  # V, (m + 1, n): orthonormal basis of the Krylov space of A M⁻¹
+    preconditioned: jax.Array  # Z = M⁻¹ V, (m, n) for fgmres; (0, n) for gmres
+    triangle: jax.Array  # R, (m, m): the Hessenberg H made triangular by rotations
+    rhs: jax.Array  # g, (m + 1,): β e₁ rotated alike; ‖r_j‖ = |g[j]|
+    cosines: jax.Array  # (m,), the Givens rotations so far
+    sines: jax.Array
+    progress: _Progress
+
+
+def _gmres(
+    name: str,
+    flexible: bool,
+    matvec: Callable[[jax.Array], jax.Array],
+    b: jax.Array,
+    x0: jax.Array | None,
+    precondition: Callable[[jax.Array], jax.Array] | None,
+    tolerance: float | jax.Array,
+    max_iters: int,
+    convergence: str,
+    restart: int,
+) -> tuple[jax.Array, SolveInfo]:
+    """GMRES(m) with right preconditioning; ``flexible`` keeps ``Z = M⁻¹ V``."""
+    if not _is_int(restart) or restart < 1:
+        raise ValueError(f"{name}: restart must be a positive int, got {restart!r}.")
+    problem, x0, r0 = _setup(
+        name, matvec, b, x0, precondition, tolerance, max_iters, convergence
+    )
+    n, dtype = r0.shape[0], r0.dtype
+    m = max(1, min(int(restart), max_iters, n))
+
+    def arnoldi_step(state: _Arnoldi) -> _Arnoldi:
+        """Extends the basis by one vector and rotates H's new column into R."""
+        j = state.step
+        z = problem.precondition(state.basis[j])
+        w = problem.matvec(z)
+        w, h = lax.fori_loop(
+            0, m, _gram_schmidt_step(state.basis, j), (w, jnp.zeros(m + 1, dtype))
+        )
+        h_next = jnp.linalg.norm(w)
+        safe_h_next = jnp.where(h_next == 0, 1, h_next).astype(dtype)
+        basis = state.basis.at[j + 1].set(jnp.where(h_next == 0, 0, w / safe_h_next))
+        h = h.at[j + 1].set(h_next.astype(dtype))
+        h = lax.fori_loop(0, m - 1, _rotation_step(state.cosines, state.sines, j), h)
+        cosine, sine, diagonal = _givens(h[j], h[j + 1])
+        # A zero diagonal makes H singular: column j adds nothing to the update.
+        broke = diagonal == 0
+        g = state.rhs
+        residual_norm = jnp.where(broke, jnp.abs(g[j]), jnp.abs(sine * g[j]))
+        return _Arnoldi(
+            step=j + 1,
+            columns=jnp.where(broke, j, j + 1),
+            basis=basis,
+            preconditioned=(
+                state.preconditioned.at[j].set(z) if flexible else state.preconditioned
+            ),
+            triangle=state.triangle.at[:, j].set(h.at[j].set(diagonal).at[j + 1].set(0)[:m]),
+            rhs=g.at[j + 1].set(-jnp.conj(sine) * g[j]).at[j].multiply(cosine),
+            cosines=state.cosines.at[j].set(cosine),
+            sines=state.sines.at[j].set(sine),
+            progress=_advance(
+                state.progress,
+                residual_norm,
+                _breakdown(broke, FailureReason.GMRES_BREAKDOWN),
+                problem,
+            ),
+        )
+
+    def cycle(state: tuple[jax.Array, jax.Array, _Progress]):
+        """One restart cycle: up to m Arnoldi steps, then the update of x and r."""
+        x, r, progress = state
+        beta = jnp.linalg.norm(r)
+        safe_beta = jnp.where(beta == 0, 1, beta).astype(dtype)
+        zeros = jnp.zeros(m, dtype)
+        arnoldi = lax.while_loop(
+            lambda arnoldi: _running(arnoldi) & (arnoldi.step < m),
+            arnoldi_step,
+            _Arnoldi(
+                step=jnp.int32(0),
+                columns=jnp.int32(0),
+                basis=jnp.zeros((m + 1, n), dtype).at[0].set(r / safe_beta),
+                preconditioned=jnp.zeros((m if flexible else 0, n), dtype),
+                triangle=jnp.zeros((m, m), dtype),
+                rhs=jnp.zeros(m + 1, dtype).at[0].set(beta.astype(dtype)),
+                cosines=zeros,
+                sines=zeros,
+                progress=progress,
+            ),
+        )
+        # y solves the leading columns × columns triangle and is zero beyond it.
+        used = jnp.arange(m, dtype=jnp.int32) < arnoldi.columns
+        triangle = jnp.where(
+            used[:, None] & used[None, :], arnoldi.triangle, jnp.eye(m, dtype=dtype)
+        )
+        y = jax.scipy.linalg.solve_triangular(
+            triangle, jnp.where(used, arnoldi.rhs[:m], 0), lower=False
+        )
+        if flexible:
+            x = x + y @ arnoldi.preconditioned
+        else:
+            x = x + problem.precondition(y @ arnoldi.basis[:m])
+        return x, problem.b - problem.matvec(x), arnoldi.progress
+
+    start = _start(problem, jnp.linalg.norm(r0), FailureReason.NONE)
+    x, _, progress = lax.while_loop(_running, cycle, (x0, r0, start))
+    return x, _info(progress, problem)
+
+
+def _gram_schmidt_step(basis: jax.Array, j: jax.Array) -> Callable:
+    """Step ``i`` of modified Gram-Schmidt: ``w -= (vᵢᴴ w) vᵢ`` for ``i <= j``."""
+
+    def step(i, state):
+        w, h = state
+        h_i = jnp.where(i <= j, jnp.vdot(basis[i], w), 0)
+        return w - h_i * basis[i], h.at[i].set(h_i)
+
+    return step
+
+
+def _rotation_step(cosines: jax.Array, sines: jax.Array, j: jax.Array) -> Callable:
+    """Applies the ``i``-th Givens rotation (for ``i < j``) to a column ``h``."""
+
+    def step(i, h):
+        c, s = cosines[i], sines[i]
+        rotated = jnp.stack([c * h[i] + s * h[i + 1], -jnp.conj(s) * h[i] + c * h[i + 1]])
+        return lax.dynamic_update_slice(
+            h, jnp.where(i < j, rotated, lax.dynamic_slice(h, (i,), (2,))), (i,)
+        )
+
+    return step
+
+
+def _givens(a: jax.Array, b: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """``(c, s, ρ)`` with ``[[c, s], [-s̄, c]] [a, b]ᵀ = [ρ, 0]ᵀ`` (c real, b real >= 0).
+
+    ``(c, s) = (1, 0)`` when ``a = b = 0``; then ``ρ = 0``.
+    """
+    dtype = a.dtype
+    abs_a = jnp.abs(a)
+    norm = jnp.hypot(abs_a, jnp.abs(b))
+    safe_abs_a = jnp.where(abs_a == 0, 1, abs_a)
+    safe_norm = jnp.where(norm == 0, 1, norm)
+    phase = jnp.where(abs_a == 0, 1, a / safe_abs_a.astype(dtype))
+    cosine = jnp.where(norm == 0, 1, abs_a / safe_norm).astype(dtype)
+    sine = jnp.where(norm == 0, 0, phase * jnp.conj(b) / safe_norm.astype(dtype))
+    return cosine, sine, phase * norm.astype(dtype)
+
+
+def _setup(
+    name: str,
+    matvec: Any,
+    b: Any,
+    x0: Any,
+    precondition: Any,
+    tolerance: Any,
+    max_iters: Any,
+    convergence: Any,
+) -> tuple[_Problem, jax.Array, jax.Array]:
+    """Checks the arguments; returns the problem, ``x0`` and ``r0 = b - A x0``."""
+    if not _is_int(max_iters) or max_iters < 0:
+        raise ValueError(
+            f"{name}: max_iters must be a non-negative int (it fixes the length of"
+            f" residual_history), got {max_iters!r}."
+        )
+    if convergence not in _CONVERGENCE_TESTS:
+        raise ValueError(
+            f"{name}: convergence must be 'RELATIVE_INI' or 'ABSOLUTE', got"
+            f" {convergence!r}."
+        )
+    try:
+        concrete_tolerance = float(tolerance)
+    except (TypeError, jax.errors.ConcretizationTypeError):
+        concrete_tolerance = 0.0  # traced: cannot be checked here
+    if not concrete_tolerance >= 0:
+        raise ValueError(
+            f"{name}: tolerance must be a non-negative number, got {tolerance!r}."
+        )
+    for argument, function in (("matvec", matvec), ("precondition", precondition)):
+        if function is not None and not callable(function):
+            raise TypeError(
+                f"{name}: {argument} must be a callable on vectors (for a CsrMatrix"
+                f" A, pass A.matvec), got {type(function).__name__}."
+            )
+    b = jnp.asarray(b)
+    if b.ndim != 1:
+        raise ValueError(
+            f"{name}: b must be a vector of shape (n,), got shape {b.shape}; for"
+            f" several right-hand sides, jax.vmap {name} over them (one batched"
+            " loop)."
+        )
+    if not jnp.issubdtype(b.dtype, jnp.inexact):
+        b = b.astype(float)
+    x0 = jnp.zeros_like(b) if x0 is None else jnp.asarray(x0)
+    if x0.shape != b.shape:
+        raise ValueError(f"{name}: x0 must have the shape of b, {b.shape}, got {x0.shape}.")
+    output = _checked_map(name, "matvec", matvec, b)
+    with jax.numpy_dtype_promotion("standard"):
+        dtype = jnp.result_type(b, x0, output)
+    b = b.astype(dtype)
+    if precondition is None:
+        precondition = _identity
+    _checked_map(name, "precondition", precondition, b)
+    real_dtype = jnp.finfo(dtype).dtype
+
+    def cast(function):
+        return lambda v: function(v).astype(dtype)
+
+    problem_matvec = cast(matvec)
+    # A zero right-hand side has the solution 0 (whatever x0 is).
+    x0 = jnp.where(jnp.linalg.norm(b) == 0, 0, x0.astype(dtype))
+    r0 = b - problem_matvec(x0)
+    r0_norm = jnp.linalg.norm(r0)
+    tolerance = jnp.asarray(tolerance, real_dtype)
+    problem = _Problem(
+        matvec=problem_matvec,
+        precondition=cast(precondition),
+        b=b,
+        threshold=tolerance * r0_norm if convergence == "RELATIVE_INI" else tolerance,
+        scale=jnp.where(r0_norm > 0, r0_norm, 1),
+        max_iters=int(max_iters),
+    )
+    return problem, x0, r0
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
+
+
+def _checked_map(
+    name: str, argument: str, function: Callable, b: jax.Array
+) -> jax.ShapeDtypeStruct:
+    """The output type of ``function(b)``, which must have ``b``'s shape."""
+    output = jax.eval_shape(function, b)
+    if getattr(output, "shape", None) != b.shape:
+        raise ValueError(
+            f"{name}: {argument} must map a vector of shape {b.shape} to one of the"
+            f" same shape (a square operator), got {getattr(output, 'shape', output)}."
+        )
+    return output
+
+
+def _identity(r: jax.Array) -> jax.Array:
+    return r
+
+
+def _start(problem: _Problem, r0_norm: jax.Array, breakdown: Any) -> _Progress:
+    """The bookkeeping before the first iteration (``r_0`` checked as one)."""
+    history = jnp.full(problem.max_iters + 1, jnp.nan, r0_norm.dtype)
+    progress = _Progress(
+        iterations=jnp.zeros((), jnp.int32),
+        status=jnp.full((), _RUNNING, jnp.int32),
+        reason=jnp.full((), FailureReason.NONE, jnp.int32),
+        residual_norm=r0_norm,
+        history=history.at[0].set(r0_norm / problem.scale),
+    )
+    return _classify(progress, breakdown, problem, FailureReason.NONFINITE_INPUT)
+
+
+def _advance(
+    progress: _Progress, residual_norm: jax.Array, breakdown: Any, problem: _Problem
+) -> _Progress:
+    """Counts one iteration, records its residual and decides whether to stop."""
+    k = progress.iterations + 1
+    progress = progress._replace(
+        iterations=k,
+        residual_norm=residual_norm,
+        history=progress.history.at[k].set(residual_norm / problem.scale),
+    )
+    return _classify(progress, breakdown, problem, FailureReason.NONFINITE_RESIDUAL)
+
+
+def _classify(
+    progress: _Progress, breakdown: Any, problem: _Problem, nonfinite: FailureReason
+) -> _Progress:
+    """Sets status and reason; rules later in the list take precedence."""
+    norm = progress.residual_norm
+    rules = [
+        (progress.iterations >= problem.max_iters, Status.NOT_CONVERGED, FailureReason.MAX_ITERS),
+        (norm > DIVERGENCE_FACTOR * problem.scale, Status.DIVERGED, FailureReason.RESIDUAL_GROWTH),
+        (breakdown != FailureReason.NONE, Status.FAILED, breakdown),
+        (norm <= problem.threshold, Status.SUCCESS, FailureReason.NONE),
+        (~jnp.isfinite(norm), nonfinite.status, nonfinite),
+    ]
+    status, reason = progress.status, progress.reason
+    for applies, rule_status, rule_reason in rules:
+        status = jnp.where(applies, jnp.int32(rule_status), status)
+        reason = jnp.where(applies, jnp.asarray(rule_reason, jnp.int32), reason)
+    return progress._replace(status=status, reason=reason)
+
+
+def _info(progress: _Progress, problem: _Problem) -> SolveInfo:
+    return SolveInfo(
+        iterations=progress.iterations,
+        residual=progress.residual_norm / problem.scale,
+        status=progress.status,
+        residual_history=progress.history,
+        failure_reason=progress.reason,
+    )
+
+
+def _running(state: tuple) -> jax.Array:
+    """The loop condition: the progress (last in the state) is still running."""
+    return state[-1].status == _RUNNING
+
+
+def _breakdown(happened: jax.Array, reason: FailureReason) -> jax.Array:
+    """The int32 code ``reason`` where ``happened``, else ``NONE``."""
+    return jnp.where(happened, jnp.int32(reason), jnp.int32(FailureReason.NONE))
+
+
+def _keep_if(keep: jax.Array, old: tuple, new: tuple) -> tuple:
+    """``old`` where ``keep`` (a scalar), else ``new``, leaf by leaf."""
+    return tuple(jnp.where(keep, o, n) for o, n in zip(old, new, strict=True))

@@ -1,0 +1,289 @@
+"""How a solve ended: status codes, the reason behind them, and ``SolveInfo``.
+
+Every iterative solve returns ``(x, info)``.  ``info`` is a :class:`SolveInfo`
+pytree of arrays, so it comes back through ``jit`` and ``vmap`` like ``x``;
+a failed solve is a value (``info.status``), never an exception raised from
+inside a compiled loop.  Call :func:`raise_on_failure` on the concrete
+``info`` (outside ``jit``) to turn an unsuccessful status into a
+:class:`SolveError` that says what went wrong and what to try instead.
+
+The status codes are AmgX's (``AMGX_SOLVE_STATUS``), so code written against
+JAX-AMG's ``AMGXStatus`` keeps working: :data:`AMGXStatus` is :class:`Status`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+
+import jax
+import numpy as np
+
+
+class Status(enum.IntEnum):
+    """The outcome of an iterative solve, numbered as AmgX numbers it.
+
+    * ``SUCCESS`` (0): the convergence test was met.
+    * ``FAILED`` (1): the method broke down (a division by an exact zero
+      its theory rules out, e.g. ``pᴴAp = 0`` in CG) or its inputs were not
+      finite; ``info.failure_reason`` says which.
+    * ``DIVERGED`` (2): the residual became NaN/Inf or grew far beyond the
+      initial residual.
+    * ``NOT_CONVERGED`` (3): ``max_iters`` iterations ran without meeting the
+      tolerance.
+
+    Examples:
+        >>> from jaxsolve import sparse
+        >>> sparse.Status(3).name
+        'NOT_CONVERGED'
+        >>> sparse.AMGXStatus.SUCCESS == 0
+        True
+    """
+
+    SUCCESS = 0
+    FAILED = 1
+    DIVERGED = 2
+    NOT_CONVERGED = 3
+
+
+AMGXStatus = Status
+"""JAX-AMG's name for :class:`Status` (same class, same numbering)."""
+
+
+class FailureReason(enum.IntEnum):
+    """Why a solve did not succeed; ``NONE`` when it did.
+
+    Each reason belongs to one :class:`Status` (:attr:`status`) and has a
+    readable :attr:`message` and a piece of :attr:`advice`, which
+    :func:`raise_on_failure` puts in its error.
+
+    Examples:
+        >>> from jaxsolve import sparse
+        >>> reason = sparse.FailureReason.MAX_ITERS
+        >>> reason.status.name
+        'NOT_CONVERGED'
+        >>> reason.advice
+        'Increase max_iters or use a stronger preconditioner.'
+    """
+
+    NONE = 0
+    MAX_ITERS = 1
+    NONFINITE_RESIDUAL = 2
+    RESIDUAL_GROWTH = 3
+    NONFINITE_INPUT = 4
+    NOT_POSITIVE_DEFINITE = 5
+    PRECONDITIONER_NOT_POSITIVE_DEFINITE = 6
+    BICGSTAB_BREAKDOWN = 7
+    BICGSTAB_STAGNATION = 8
+    GMRES_BREAKDOWN = 9
+
+    @property
+    def status(self) -> Status:
+        """The status a solve ending for this reason reports."""
+        return _REASONS[self][0]
+
+    @property
+    def message(self) -> str:
+        """What happened, in words."""
+        return _REASONS[self][1]
+
+    @property
+    def advice(self) -> str:
+        """What to try instead."""
+        return _REASONS[self][2]
+
+
+# The divergence test of the Krylov methods: a residual norm above this
+# multiple of the initial residual norm reports DIVERGED.  It is large enough
+# that BiCGSTAB's irregular (but convergent) residual histories never reach it.
+DIVERGENCE_FACTOR = 1e10
+
+_REASONS = {
+    FailureReason.NONE: (Status.SUCCESS, "the convergence test was met", ""),
+    FailureReason.MAX_ITERS: (
+        Status.NOT_CONVERGED,
+        "the residual did not reach the tolerance within max_iters iterations",
+        "Increase max_iters or use a stronger preconditioner.",
+    ),
+    FailureReason.NONFINITE_RESIDUAL: (
+        Status.DIVERGED,
+        "the residual became NaN or Inf during the iteration",
+        "Check that the matrix and the preconditioner are finite and"
+        " nonsingular; in float32, try float64.",
+    ),
+    FailureReason.RESIDUAL_GROWTH: (
+        Status.DIVERGED,
+        f"the residual grew above {DIVERGENCE_FACTOR:.0e} times the initial"
+        " residual",
+        "Check the preconditioner (it must approximate A⁻¹), or use gmres,"
+        " whose residual never grows.",
+    ),
+    FailureReason.NONFINITE_INPUT: (
+        Status.FAILED,
+        "the initial residual b - A x0 is not finite: b, x0 or the matrix"
+        " holds NaN or Inf",
+        "Check the inputs, e.g. with jnp.isfinite(b).all().",
+    ),
+    FailureReason.NOT_POSITIVE_DEFINITE: (
+        Status.FAILED,
+        "CG found pᴴAp <= 0: the matrix is not Hermitian positive definite",
+        "Use bicgstab or gmres for indefinite, singular or nonsymmetric"
+        " matrices.",
+    ),
+    FailureReason.PRECONDITIONER_NOT_POSITIVE_DEFINITE: (
+        Status.FAILED,
+        "CG found rᴴMr <= 0: the preconditioner is not Hermitian positive"
+        " definite",
+        "Use a symmetric positive definite preconditioner (e.g. jacobi on a"
+        " positive diagonal), or bicgstab/gmres.",
+    ),
+    FailureReason.BICGSTAB_BREAKDOWN: (
+        Status.FAILED,
+        "BiCGSTAB broke down: (r̂, r) = 0 or (r̂, A M⁻¹ p) = 0",
+        "Restart from the returned x (pass it as x0), or use gmres.",
+    ),
+    FailureReason.BICGSTAB_STAGNATION: (
+        Status.FAILED,
+        "BiCGSTAB stagnated: omega = 0, so A M⁻¹ s is orthogonal to s (the"
+        " matrix or the preconditioner may be singular)",
+        "Use gmres, or check the matrix and the preconditioner for"
+        " singularity.",
+    ),
+    FailureReason.GMRES_BREAKDOWN: (
+        Status.FAILED,
+        "GMRES broke down: the Krylov space stopped growing without"
+        " containing the solution (A M⁻¹ is singular and b is not in its"
+        " range)",
+        "Check the matrix for singularity, or remove its null space from b.",
+    ),
+}
+
+
+@jax.tree_util.register_dataclass
+@dataclasses.dataclass(frozen=True)
+class SolveInfo:
+    """What an iterative solve did, as arrays (a pytree).
+
+    Under ``jax.vmap`` every field gains the batch axes in front (one entry
+    per solve), e.g. ``status`` has shape ``(batch,)`` and
+    ``residual_history`` ``(batch, max_iters + 1)``.
+
+    Attributes:
+        iterations: ``()`` int32, the iterations done (for GMRES: Arnoldi
+            steps, summed over restarts).
+        residual: ``()`` real, the final relative residual
+            ``‖r_k‖ / ‖r_0‖`` (``0`` when ``r_0 = 0``), ``r = b - A x``, as
+            the convergence test saw it (the method's recurrence residual).
+        status: ``()`` int32, a :class:`Status` code.
+        residual_history: ``(max_iters + 1,)`` real, ``‖r_k‖ / ‖r_0‖`` for
+            ``k = 0, ..., iterations`` (so entry 0 is ``1``), then NaN.
+        failure_reason: ``()`` int32, a :class:`FailureReason` code
+            (``NONE`` on success).
+
+    Examples:
+        >>> import jax.numpy as jnp
+        >>> from jaxsolve import sparse
+        >>> x, info = sparse.cg(lambda v: 2 * v, jnp.ones(3), max_iters=4)
+        >>> int(info.status), int(info.iterations)
+        (0, 1)
+        >>> info.residual_history
+        Array([ 1.,  0., nan, nan, nan], dtype=float32)
+    """
+
+    iterations: jax.Array
+    residual: jax.Array
+    status: jax.Array
+    residual_history: jax.Array
+    failure_reason: jax.Array
+
+
+class SolveError(RuntimeError):
+    """Raised by :func:`raise_on_failure` for an unsuccessful solve.
+
+    Attributes:
+        info: the :class:`SolveInfo` that failed, as NumPy arrays.
+    """
+
+    def __init__(self, message: str, info: SolveInfo):
+        super().__init__(message)
+        self.info = info
+
+
+_MAX_LISTED = 10
+
+
+def raise_on_failure(info: SolveInfo) -> None:
+    """Raises :class:`SolveError` unless every solve in ``info`` succeeded.
+
+    Call it on concrete results, outside ``jit``: a status is only known once
+    the solve has run.  (Inside ``jit``, return ``info`` and check it
+    afterwards.)  For a batch of solves (an ``info`` from ``jax.vmap``) the
+    error lists the indices that failed and why.
+
+    Args:
+        info: the :class:`SolveInfo` of one solve, or of a batch of solves.
+
+    Raises:
+        SolveError: if some ``info.status`` is not ``SUCCESS``; the message
+            names the status, the iterations, the relative residual, the
+            reason and what to try instead.
+        TypeError: if ``info`` is not a :class:`SolveInfo`, or is traced
+            (called inside ``jit``/``vmap``/``grad``).
+
+    Examples:
+        >>> import jax.numpy as jnp
+        >>> from jaxsolve import sparse
+        >>> matvec = lambda v: jnp.array([4., 1.]) * v
+        >>> x, info = sparse.cg(matvec, jnp.ones(2), max_iters=1)
+        >>> sparse.raise_on_failure(info)
+        Traceback (most recent call last):
+          ...
+        jaxsolve.sparse._status.SolveError: jaxsolve.sparse: the solve ended
+        with status NOT_CONVERGED (3) after 1 iterations (relative residual
+        6.0e-01): the residual did not reach the tolerance within max_iters
+        iterations. Increase max_iters or use a stronger preconditioner.
+    """
+    if not isinstance(info, SolveInfo):
+        raise TypeError(
+            "raise_on_failure: info must be the SolveInfo a solver returned,"
+            f" got {type(info).__name__}."
+        )
+    try:
+        info = jax.tree.map(np.asarray, info)
+    except (jax.errors.TracerArrayConversionError, jax.errors.ConcretizationTypeError):
+        raise TypeError(
+            "raise_on_failure: info is traced (called inside jit, vmap or grad)."
+            " Return info from the transformed function and call"
+            " raise_on_failure on the result."
+        ) from None
+    if info.status.ndim == 0:
+        if info.status != Status.SUCCESS:
+            raise SolveError(
+                f"jaxsolve.sparse: the solve ended with {_describe(info, ())}", info
+            )
+        return
+    failed = [tuple(map(int, index)) for index in np.argwhere(info.status != Status.SUCCESS)]
+    if not failed:
+        return
+    lines = [
+        f"  index {index if len(index) > 1 else index[0]}: {_describe(info, index)}"
+        for index in failed[:_MAX_LISTED]
+    ]
+    if len(failed) > _MAX_LISTED:
+        lines.append(f"  ... and {len(failed) - _MAX_LISTED} more.")
+    raise SolveError(
+        f"jaxsolve.sparse: {len(failed)} of {info.status.size} solves did not"
+        " succeed:\n" + "\n".join(lines),
+        info,
+    )
+
+
+def _describe(info: SolveInfo, index: tuple[int, ...]) -> str:
+    """One solve's outcome: status, iterations, residual, reason, advice."""
+    reason = FailureReason(int(info.failure_reason[index]))
+    status = Status(int(info.status[index]))
+    return (
+        f"status {status.name} ({status.value}) after"
+        f" {int(info.iterations[index])} iterations (relative residual"
+        f" {float(info.residual[index]):.1e}): {reason.message}. {reason.advice}"
+    )

@@ -1,0 +1,413 @@
+"""Tests for jaxsolve.sparse._krylov (cg, bicgstab, gmres, fgmres) and _preconditioner."""
+
+import re
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pyamg
+import pytest
+import scipy.sparse
+import scipy.sparse.linalg
+
+import jaxsolve.sparse
+from jaxsolve.sparse import _csr, _krylov, _preconditioner, _status
+from jaxsolve.sparse._csr import CsrMatrix, as_csr
+from jaxsolve.sparse._krylov import bicgstab, cg, fgmres, gmres
+from jaxsolve.sparse._preconditioner import jacobi
+from jaxsolve.sparse._status import FailureReason, Status
+
+SOLVERS = {"cg": cg, "bicgstab": bicgstab, "gmres": gmres, "fgmres": fgmres}
+
+# What jaxsolve/sparse/__init__.py is to export from these modules (the docstring
+# examples use the public names).
+
+
+@pytest.fixture(autouse=True)
+def strict_config():
+    """x64 off (the users' default) and strict dtype promotion; restored after."""
+    settings = {"jax_enable_x64": False, "jax_numpy_dtype_promotion": "strict"}
+    previous = {name: getattr(jax.config, name) for name in settings}
+    for name, value in settings.items():
+        jax.config.update(name, value)
+    yield
+    for name, value in previous.items():
+        jax.config.update(name, value)
+
+
+@pytest.fixture
+def x64(strict_config):
+    """Enables ``jax_enable_x64`` for one test (restored by ``strict_config``)."""
+    del strict_config
+    jax.config.update("jax_enable_x64", True)
+
+
+def poisson(k):
+    """The 2-D 5-point Laplacian on a k × k grid (SPD), from pyamg."""
+    return pyamg.gallery.poisson((k, k), format="csr")
+
+
+def convection_diffusion(k, peclet=0.6):
+    """-Δu + c·∇u by central differences on a k × k grid: nonsymmetric."""
+    t = scipy.sparse.diags([-1 - peclet, 2.0, -1 + peclet], [-1, 0, 1], shape=(k, k))
+    identity = scipy.sparse.eye(k)
+    return (scipy.sparse.kron(identity, t) + scipy.sparse.kron(t, identity)).tocsr()
+
+
+def rhs(n, dtype, seed=0):
+    rng = np.random.default_rng(seed)
+    sample = rng.standard_normal(n)
+    if np.issubdtype(dtype, np.complexfloating):
+        sample = sample + 1j * rng.standard_normal(n)
+    return jnp.asarray(sample.astype(dtype))
+
+
+def csr(matrix, dtype):
+    return as_csr(scipy.sparse.csr_array(matrix).astype(dtype))
+
+
+def outcome(info):
+    """``(status, failure reason)`` of one solve, as enums (readable in failures)."""
+    return Status(int(info.status)), FailureReason(int(info.failure_reason))
+
+
+def assert_consistent(info, max_iters):
+    """residual_history: 1 first, info.residual at `iterations`, NaN after."""
+    k = int(info.iterations)
+    history = np.asarray(info.residual_history)
+    assert history.shape == (max_iters + 1,)
+    assert history[0] == 1.0
+    assert history[k] == info.residual
+    assert np.isfinite(history[: k + 1]).all() and np.isnan(history[k + 1 :]).all()
+
+
+SINGULAR = CsrMatrix(np.array([1.0, 0.0]), np.array([0, 1]), np.array([0, 1, 2]), (2, 2))
+
+
+class TestKrylov:
+    """Behaviour every method shares."""
+
+    @pytest.mark.parametrize("name", SOLVERS)
+    @pytest.mark.parametrize("dtype", ["float32", "float64"])
+    def test_krylov_against_scipy(self, name, dtype, request):
+        if dtype == "float64":
+            request.getfixturevalue("x64")
+        tolerance = 1e-6 if dtype == "float32" else 1e-11
+        reference = poisson(8) if name == "cg" else convection_diffusion(8)
+        A = csr(reference, dtype)
+        b = rhs(A.shape[0], dtype)
+        x, info = SOLVERS[name](A.matvec, b, tolerance=tolerance, max_iters=300)
+        assert x.dtype == dtype
+        assert int(info.status) == Status.SUCCESS and int(info.failure_reason) == 0
+        assert info.residual <= tolerance
+        assert_consistent(info, 300)
+        expected = scipy.sparse.linalg.spsolve(reference.tocsc(), np.asarray(b, np.float64))
+        atol = (3e-4 if dtype == "float32" else 1e-8) * np.abs(expected).max()
+        np.testing.assert_allclose(x, expected, rtol=0, atol=atol)
+
+    @pytest.mark.parametrize("name", ["cg", "bicgstab", "gmres"])
+    def test_krylov_iterates_against_scipy(self, name, x64):
+        """The residual history matches scipy's iterates, step by step.
+
+        scipy's cg and bicgstab precondition as ours do; its gmres preconditions
+        on the left, so gmres is compared without a preconditioner.
+        """
+        scaling = scipy.sparse.diags(np.logspace(0, 1, 64))
+        reference = poisson(8) if name == "cg" else convection_diffusion(8)
+        reference = (scaling @ reference @ scaling).tocsr()
+        A = csr(reference, np.float64)
+        b = np.asarray(rhs(64, np.float64))
+        preconditioned = name != "gmres"
+        _, info = SOLVERS[name](
+            A.matvec, jnp.asarray(b), tolerance=1e-8,
+            precondition=jacobi(A) if preconditioned else None,
+        )
+        residuals = []
+        if preconditioned:
+            callback = dict(callback=lambda xk: residuals.append(
+                np.linalg.norm(b - reference @ xk) / np.linalg.norm(b)))
+        else:
+            callback = dict(callback=residuals.append, callback_type="pr_norm", restart=20)
+        getattr(scipy.sparse.linalg, name)(
+            reference, b, rtol=1e-8, **callback,
+            M=scipy.sparse.diags(1 / reference.diagonal()) if preconditioned else None,
+        )
+        assert int(info.iterations) == len(residuals)
+        np.testing.assert_allclose(
+            info.residual_history[1 : len(residuals) + 1], residuals, rtol=1e-6
+        )
+
+    @pytest.mark.parametrize("name", SOLVERS)
+    def test_krylov_complex(self, name):
+        rng = np.random.default_rng(1)
+        n = 30
+        m = rng.standard_normal((n, n)) + 1j * rng.standard_normal((n, n))
+        dense = m @ m.conj().T / n + np.eye(n) if name == "cg" else m / np.sqrt(n) + 2 * np.eye(n)
+        A = as_csr(dense.astype(np.complex64))
+        b = rhs(n, np.complex64)
+        x, info = SOLVERS[name](A.matvec, b, tolerance=1e-6)
+        assert x.dtype == jnp.complex64 and int(info.status) == Status.SUCCESS
+        np.testing.assert_allclose(x, np.linalg.solve(dense, np.asarray(b)), atol=1e-4)
+
+    @pytest.mark.parametrize("name", SOLVERS)
+    def test_krylov_not_converged(self, name):
+        A = csr(convection_diffusion(8), np.float32)
+        x, info = SOLVERS[name](A.matvec, rhs(64, np.float32), max_iters=3)
+        assert int(info.status) == Status.NOT_CONVERGED
+        assert int(info.failure_reason) == FailureReason.MAX_ITERS
+        assert int(info.iterations) == 3
+        assert_consistent(info, 3)
+        assert 0 < info.residual < 1
+        with pytest.raises(_status.SolveError, match="Increase max_iters"):
+            _status.raise_on_failure(info)
+
+    @pytest.mark.parametrize(
+        "name, reason",
+        [("cg", FailureReason.NOT_POSITIVE_DEFINITE),
+         ("bicgstab", FailureReason.BICGSTAB_BREAKDOWN),
+         ("gmres", FailureReason.GMRES_BREAKDOWN),
+         ("fgmres", FailureReason.GMRES_BREAKDOWN)],
+    )
+    def test_krylov_singular_fails(self, name, reason):
+        """diag(1, 0) x = (0, 1) has no solution: each method detects its breakdown."""
+        x, info = SOLVERS[name](SINGULAR.matvec, jnp.array([0.0, 1.0]))
+        assert outcome(info) == (Status.FAILED, reason)
+        np.testing.assert_array_equal(x, [0.0, 0.0])  # the last good iterate
+        assert info.residual == 1.0
+
+    @pytest.mark.parametrize("name", SOLVERS)
+    def test_krylov_nonfinite_input_fails_under_jit(self, name):
+        A = csr(poisson(4), np.float32)
+        solve = jax.jit(lambda b: SOLVERS[name](A.matvec, b))
+        x, info = solve(rhs(16, np.float32).at[3].set(jnp.nan))
+        assert outcome(info) == (Status.FAILED, FailureReason.NONFINITE_INPUT)
+        assert int(info.iterations) == 0
+
+    @pytest.mark.parametrize("name", SOLVERS)
+    def test_krylov_trivial_cases(self, name):
+        """A zero b gives x = 0; an exact x0 stops at once; both without iterating."""
+        A = csr(poisson(4), np.float32)
+        solver = SOLVERS[name]
+        x, info = solver(A.matvec, jnp.zeros(16), x0=jnp.ones(16), max_iters=5)
+        np.testing.assert_array_equal(x, np.zeros(16))
+        assert outcome(info) == (Status.SUCCESS, FailureReason.NONE)
+        assert (int(info.iterations), float(info.residual)) == (0, 0.0)
+        x_exact = jnp.ones(16)
+        x, info = solver(A.matvec, A @ x_exact, x0=x_exact)
+        assert (int(info.status), int(info.iterations)) == (Status.SUCCESS, 0)
+        np.testing.assert_array_equal(x, x_exact)
+
+    @pytest.mark.parametrize("name", SOLVERS)
+    def test_krylov_absolute_convergence(self, name):
+        A = csr(poisson(6), np.float32)
+        b = 100 * rhs(36, np.float32)
+        x, info = SOLVERS[name](A.matvec, b, tolerance=1e-2, convergence="ABSOLUTE")
+        assert int(info.status) == Status.SUCCESS
+        k = int(info.iterations)
+        norms = np.asarray(info.residual_history) * float(jnp.linalg.norm(b))
+        assert norms[k] <= 1e-2 < norms[k - 1]
+        # "RELATIVE_INI" with the same tolerance would have stopped earlier.
+        assert info.residual_history[k - 1] <= 1e-2
+
+    @pytest.mark.parametrize("name", SOLVERS)
+    def test_krylov_jit(self, name):
+        A = csr(poisson(6) if name == "cg" else convection_diffusion(6), np.float32)
+        b = rhs(36, np.float32)
+
+        @jax.jit
+        def solve(values, b):
+            M = A.with_values(values)
+            return SOLVERS[name](M.matvec, b, precondition=jacobi(M))
+
+        x, info = solve(A.values, b)
+        assert int(info.status) == Status.SUCCESS
+        np.testing.assert_allclose(A @ x, b, rtol=0, atol=1e-4)
+
+    @pytest.mark.parametrize("name", SOLVERS)
+    def test_krylov_vmap_one_loop(self, name):
+        """vmap is one batched while_loop; finished columns are frozen."""
+        diagonal = jnp.arange(1.0, 9.0)
+        easy, hard = jnp.eye(8)[0], jnp.ones(8)  # 1 vs 8 distinct eigenvalues
+        solve = jax.vmap(lambda b: SOLVERS[name](lambda v: diagonal * v, b, max_iters=20))
+        columns = jnp.stack([easy, hard])
+        jaxpr = jax.make_jaxpr(solve)(columns)
+        assert [eqn.primitive.name for eqn in jaxpr.eqns].count("while") == 1
+        x, info = solve(columns)
+        np.testing.assert_array_equal(info.iterations, [1, 8])
+        np.testing.assert_array_equal(info.status, [Status.SUCCESS] * 2)
+        np.testing.assert_allclose(x, columns / diagonal, rtol=1e-5)
+        assert np.isnan(info.residual_history[0, 2:]).all()
+        assert np.isfinite(info.residual_history[1, :9]).all()
+
+    @pytest.mark.parametrize(
+        "call, error, message",
+        [
+            (lambda s: s(lambda v: v, jnp.ones((3, 2))), ValueError,
+             "{name}: b must be a vector of shape (n,), got shape (3, 2); for several"
+             " right-hand sides, jax.vmap {name} over them"),
+            (lambda s: s(lambda v: v, jnp.ones(3), jnp.ones(2)), ValueError,
+             "{name}: x0 must have the shape of b, (3,), got (2,)."),
+            (lambda s: s(lambda v: v[:2], jnp.ones(3)), ValueError,
+             "{name}: matvec must map a vector of shape (3,) to one of the same shape"
+             " (a square operator), got (2,)."),
+            (lambda s: s(lambda v: v, jnp.ones(3), precondition=lambda r: r[1:]), ValueError,
+             "{name}: precondition must map a vector of shape (3,) to one of the same shape"),
+            (lambda s: s(as_csr(np.eye(3)), jnp.ones(3)), TypeError,
+             "{name}: matvec must be a callable on vectors (for a CsrMatrix A, pass"
+             " A.matvec), got CsrMatrix."),
+            (lambda s: s(lambda v: v, jnp.ones(3), max_iters=2.0), ValueError,
+             "{name}: max_iters must be a non-negative int (it fixes the length of"
+             " residual_history), got 2.0."),
+            (lambda s: s(lambda v: v, jnp.ones(3), convergence="RELATIVE_MAX"), ValueError,
+             "{name}: convergence must be 'RELATIVE_INI' or 'ABSOLUTE', got 'RELATIVE_MAX'."),
+            (lambda s: s(lambda v: v, jnp.ones(3), tolerance=-1.0), ValueError,
+             "{name}: tolerance must be a non-negative number, got -1.0."),
+        ],
+        ids=["b-matrix", "x0-shape", "matvec-shape", "precondition-shape", "matvec-type",
+             "max-iters", "convergence", "tolerance"],
+    )
+    @pytest.mark.parametrize("name", SOLVERS)
+    def test_krylov_errors(self, name, call, error, message):
+        with pytest.raises(error, match=re.escape(message.format(name=name))):
+            call(SOLVERS[name])
+
+
+class TestCg:
+    def test_cg_jacobi_helps_on_badly_scaled_matrix(self, x64):
+        scaling = scipy.sparse.diags(np.logspace(0, 3, 64))
+        reference = (scaling @ poisson(8) @ scaling).tocsr()
+        A = csr(reference, np.float64)
+        b = rhs(64, np.float64)
+        _, plain = cg(A.matvec, b, tolerance=1e-8, max_iters=400)
+        x, preconditioned = cg(A.matvec, b, precondition=jacobi(A), tolerance=1e-8, max_iters=400)
+        assert int(preconditioned.status) == Status.SUCCESS
+        assert 3 * int(preconditioned.iterations) < int(plain.iterations)
+        expected = scipy.sparse.linalg.spsolve(reference.tocsc(), np.asarray(b))
+        np.testing.assert_allclose(x, expected, rtol=1e-5, atol=1e-12)
+
+    def test_cg_indefinite_fails(self):
+        A = as_csr(np.diag([1.0, -1.0]).astype(np.float32))
+        _, info = cg(A.matvec, jnp.ones(2))
+        assert outcome(info) == (Status.FAILED, FailureReason.NOT_POSITIVE_DEFINITE)
+
+    def test_cg_preconditioner_not_positive_definite_fails(self):
+        A = csr(poisson(3), np.float32)
+        _, info = cg(A.matvec, jnp.ones(9), precondition=lambda r: -r)
+        assert outcome(info) == (Status.FAILED, FailureReason.PRECONDITIONER_NOT_POSITIVE_DEFINITE)
+        assert int(info.iterations) == 0
+
+    def test_cg_residual_growth_diverges(self):
+        """CG on a (nonsymmetric) matrix it does not apply to: r₁ = (-10¹¹, 0)."""
+        A = as_csr(np.array([[1.0, 1e11], [0.0, 1.0]], np.float32))
+        _, info = cg(A.matvec, jnp.array([0.0, 1.0]))
+        assert outcome(info) == (Status.DIVERGED, FailureReason.RESIDUAL_GROWTH)
+        assert int(info.iterations) == 1
+
+    def test_cg_nan_from_traced_zero_diagonal_diverges(self):
+        """jacobi cannot check traced values; the Inf it makes ends as DIVERGED."""
+        A = as_csr(np.array([[0.0, 1.0], [1.0, 2.0]], np.float32))
+
+        @jax.jit
+        def solve(values):
+            M = A.with_values(values)
+            return cg(M.matvec, jnp.ones(2), precondition=jacobi(M))
+
+        _, info = solve(A.values)
+        assert outcome(info) == (Status.DIVERGED, FailureReason.NONFINITE_RESIDUAL)
+        assert np.isnan(info.residual)
+
+
+class TestBicgstab:
+    def test_bicgstab_stagnation_fails(self):
+        """For [[1, 1], [1, 0]] and b = e₁: s = (0, -1), t = A s = (-1, 0) ⊥ s, so ω = 0."""
+        A = as_csr(np.array([[1.0, 1.0], [1.0, 0.0]], np.float32))
+        x, info = bicgstab(A.matvec, jnp.array([1.0, 0.0]))
+        assert outcome(info) == (Status.FAILED, FailureReason.BICGSTAB_STAGNATION)
+        np.testing.assert_array_equal(x, [1.0, 0.0])  # the half step is kept
+        assert info.residual == 1.0
+
+    def test_bicgstab_right_preconditioning_monitors_true_residual(self):
+        A = csr(convection_diffusion(8), np.float32)
+        b = rhs(64, np.float32)
+        x, info = bicgstab(A.matvec, b, precondition=jacobi(A), tolerance=1e-5)
+        true_residual = jnp.linalg.norm(b - A @ x) / jnp.linalg.norm(b)
+        assert int(info.status) == Status.SUCCESS
+        np.testing.assert_allclose(true_residual, info.residual, rtol=0.1, atol=1e-6)
+
+
+class TestGmres:
+    def test_gmres_restart(self, x64):
+        A = csr(convection_diffusion(8, peclet=0.9), np.float64)
+        b = rhs(64, np.float64)
+        _, full = gmres(A.matvec, b, tolerance=1e-10, restart=64, max_iters=400)
+        _, restarted = gmres(A.matvec, b, tolerance=1e-10, restart=4, max_iters=400)
+        assert int(full.status) == int(restarted.status) == Status.SUCCESS
+        assert int(full.iterations) < int(restarted.iterations)
+        for info in (full, restarted):  # the minimal residual never grows
+            history = np.asarray(info.residual_history)[: int(info.iterations) + 1]
+            assert np.all(np.diff(history) <= 1e-12)
+
+    def test_gmres_preconditioned(self, x64):
+        scaling = scipy.sparse.diags(np.logspace(0, 2, 64))
+        A = csr(scaling @ convection_diffusion(8), np.float64)
+        b = rhs(64, np.float64)
+        _, plain = gmres(A.matvec, b, tolerance=1e-8, restart=10, max_iters=400)
+        x, preconditioned = gmres(
+            A.matvec, b, precondition=jacobi(A), tolerance=1e-8, restart=10, max_iters=400
+        )
+        assert int(preconditioned.status) == Status.SUCCESS
+        assert int(preconditioned.iterations) < int(plain.iterations)
+        true_residual = jnp.linalg.norm(b - A @ x) / jnp.linalg.norm(b)
+        np.testing.assert_allclose(true_residual, preconditioned.residual, rtol=1e-3)
+
+    def test_fgmres_equals_gmres_for_fixed_preconditioner(self):
+        A = csr(convection_diffusion(6), np.float32)
+        b = rhs(36, np.float32)
+        x, info = gmres(A.matvec, b, precondition=jacobi(A), restart=5)
+        x_flexible, info_flexible = fgmres(A.matvec, b, precondition=jacobi(A), restart=5)
+        assert int(info.iterations) == int(info_flexible.iterations)
+        np.testing.assert_allclose(x, x_flexible, rtol=1e-4, atol=1e-6)
+
+    def test_fgmres_variable_preconditioner(self):
+        """Inner CG steps make M⁻¹ nonlinear: FGMRES still reaches the true residual."""
+        A = csr(poisson(6), np.float32)
+        b = rhs(36, np.float32)
+
+        def inner_cg(r):
+            return cg(A.matvec, r, max_iters=2)[0]
+
+        x, info = fgmres(A.matvec, b, precondition=inner_cg, tolerance=1e-5, restart=10)
+        assert int(info.status) == Status.SUCCESS
+        assert jnp.linalg.norm(b - A @ x) <= 2e-5 * jnp.linalg.norm(b)
+
+    def test_gmres_restart_error(self):
+        message = "gmres: restart must be a positive int, got 0."
+        with pytest.raises(ValueError, match=re.escape(message)):
+            gmres(lambda v: v, jnp.ones(3), restart=0)
+
+
+class TestJacobi:
+    def test_jacobi_scales_by_inverse_diagonal(self):
+        A = csr(convection_diffusion(4), np.float32)
+        r = rhs(16, np.float32)
+        np.testing.assert_allclose(jacobi(A)(r), r / A.diagonal(), rtol=1e-6)
+        columns = jnp.stack([r, 2 * r], axis=1)
+        np.testing.assert_allclose(jacobi(A)(columns), columns / A.diagonal()[:, None], rtol=1e-6)
+
+    def test_jacobi_is_a_pytree(self):
+        A = csr(poisson(3), np.float32)
+        r = rhs(9, np.float32)
+        np.testing.assert_allclose(jax.jit(lambda P, r: P(r))(jacobi(A), r), r / 4, rtol=1e-6)
+
+    def test_jacobi_errors(self):
+        zero_diagonal = as_csr(np.array([[1.0, 2.0], [3.0, 0.0]], np.float32))
+        with pytest.raises(ValueError, match=re.escape(
+                "jacobi: A has 1 zero diagonal entries (rows [1]), so D⁻¹ does not exist")):
+            jacobi(zero_diagonal)
+        message = "jacobi: A must be square, got shape (2, 3)."
+        with pytest.raises(ValueError, match=re.escape(message)):
+            jacobi(as_csr(np.ones((2, 3), np.float32)))
+        with pytest.raises(TypeError, match=re.escape(
+                "jacobi: A must be a CsrMatrix, got ndarray; convert it with"
+                " jaxsolve.sparse.as_csr(A).")):
+            jacobi(np.eye(2))

@@ -1,0 +1,329 @@
+"""Tests for jaxsolve.sparse.matrices: the model problems against PyAMG and SciPy, their
+structure, and their static patterns with traced values."""
+
+import re
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from jax.experimental import sparse
+from pyamg import gallery
+
+from jaxsolve.sparse import matrices
+
+
+@pytest.fixture(autouse=True)
+def strict_config():
+    """x64 off (users' default), strict dtype promotion, rank promotion raises; then restores."""
+    settings = {"jax_enable_x64": False, "jax_numpy_dtype_promotion": "strict",
+                "jax_numpy_rank_promotion": "raise"}
+    previous = {name: getattr(jax.config, name) for name in settings}
+    for name, value in settings.items():
+        jax.config.update(name, value)
+    yield
+    for name, value in previous.items():
+        jax.config.update(name, value)
+
+
+@pytest.fixture
+def x64(strict_config):
+    del strict_config
+    jax.config.update("jax_enable_x64", True)
+    yield
+    jax.config.update("jax_enable_x64", False)
+
+
+def assert_canonical(a, size):
+    """``a`` is a valid (size, size) BCSR with NumPy int32 patterns, sorted and unique."""
+    assert isinstance(a, sparse.BCSR) and a.shape == (size, size)
+    for index in (a.indices, a.indptr):
+        assert isinstance(index, np.ndarray) and index.dtype == np.int32
+        assert not index.flags.writeable
+    csr = sp.csr_array((np.asarray(a.data), a.indices, a.indptr), shape=a.shape)
+    assert csr.has_canonical_format  # sorted within rows, no duplicates
+    built = sparse.BCSR((a.data, a.indices, a.indptr), shape=a.shape,  # validates
+                        indices_sorted=True, unique_indices=True)
+    assert jax.tree_util.tree_structure(built) == jax.tree_util.tree_structure(a)
+
+
+def dense(a):
+    return np.asarray(a.todense())
+
+
+def smallest_eigenvalue(a):
+    return np.linalg.eigvalsh(dense(a).astype(np.float64)).min()
+
+
+def pattern_is_concrete_under_jit(build, *values):
+    """Runs ``build(*values)`` under jit; returns whether its pattern was NumPy there, and the
+    values it computed."""
+    seen = []
+
+    def traced(*args):
+        a = build(*args)
+        seen.append(isinstance(a.indices, np.ndarray) and isinstance(a.indptr, np.ndarray))
+        assert isinstance(a.data, jax.core.Tracer)
+        return a.data
+
+    data = jax.jit(traced)(*values)
+    return seen == [True], data
+
+
+class TestTridiagonalMatrix:
+    @pytest.mark.parametrize("n", [1, 2, 7])
+    def test_tridiagonal_matrix_against_pyamg(self, n):
+        a = matrices.tridiagonal_matrix(n)
+        assert_canonical(a, n)
+        np.testing.assert_array_equal(dense(a), gallery.poisson((n,)).toarray())
+
+    def test_tridiagonal_matrix_values_against_scipy(self):
+        expected = sp.diags_array([0.5, 3.0, 0.5], offsets=[-1, 0, 1], shape=(5, 5)).toarray()
+        np.testing.assert_array_equal(dense(matrices.tridiagonal_matrix(5, 3.0, 0.5)), expected)
+
+    def test_tridiagonal_matrix_jit(self):
+        data = jax.jit(lambda d: matrices.tridiagonal_matrix(8, diagonal_value=d).data)(4.0)
+        np.testing.assert_array_equal(data, matrices.tridiagonal_matrix(8, 4.0).data)
+        concrete, data = pattern_is_concrete_under_jit(
+            lambda d, o: matrices.tridiagonal_matrix(6, d, o), 5.0, -2.0)
+        assert concrete
+        np.testing.assert_array_equal(data, matrices.tridiagonal_matrix(6, 5.0, -2.0).data)
+
+    def test_tridiagonal_matrix_grad(self):
+        x = jnp.array([1.0, -2.0, 3.0, 0.5])
+
+        def loss(d, o):
+            return jnp.vdot(x, matrices.tridiagonal_matrix(4, d, o) @ x)
+
+        grad_d, grad_o = jax.grad(loss, argnums=(0, 1))(2.0, -1.0)
+        np.testing.assert_allclose(grad_d, jnp.vdot(x, x))
+        np.testing.assert_allclose(grad_o, 2 * jnp.vdot(x[1:], x[:-1]))
+
+    def test_tridiagonal_matrix_errors(self):
+        with pytest.raises(ValueError, match=re.escape(
+                "tridiagonal_matrix: diagonal_value must be a scalar, got shape (2,).")):
+            matrices.tridiagonal_matrix(4, jnp.ones(2))
+
+
+class TestPoissonMatrix:
+    @pytest.mark.parametrize("n", [1, 2, 6])
+    def test_poisson_matrix_against_pyamg(self, n):
+        a = matrices.poisson_matrix(n)
+        assert_canonical(a, n * n)
+        assert a.nse == 5 * n * n - 4 * n
+        np.testing.assert_array_equal(dense(a), gallery.poisson((n, n)).toarray())
+
+    def test_poisson_matrix_spd(self):
+        n = 6
+        a = dense(matrices.poisson_matrix(n))
+        np.testing.assert_array_equal(a, a.T)
+        np.testing.assert_allclose(smallest_eigenvalue(matrices.poisson_matrix(n)),
+                                   4 - 4 * np.cos(np.pi / (n + 1)), rtol=1e-5)
+
+    def test_poisson_matrix_jit(self):
+        concrete, data = pattern_is_concrete_under_jit(lambda: matrices.poisson_matrix(4))
+        assert concrete
+        np.testing.assert_array_equal(data, matrices.poisson_matrix(4).data)
+
+    def test_poisson_matrix_x64(self, x64):
+        a = matrices.poisson_matrix(3, dtype=jnp.float64)
+        assert a.data.dtype == jnp.float64
+        assert a.indices.dtype == np.int32
+
+    def test_poisson_matrix_errors(self):
+        with pytest.raises(ValueError, match=re.escape("poisson_matrix: n must be >= 1, got 0.")):
+            matrices.poisson_matrix(0)
+        with pytest.raises(TypeError, match=re.escape(
+                "poisson_matrix: n must be a Python int, got float; it fixes the sparsity"
+                " pattern, so it cannot be traced (mark it static under jax.jit).")):
+            matrices.poisson_matrix(4.0)
+        with pytest.raises(TypeError, match="poisson_matrix: n must be a Python int, got"):
+            jax.jit(matrices.poisson_matrix)(4)
+        with pytest.raises(ValueError, match=re.escape(
+                'poisson_matrix: dtype float64 needs 64-bit types; call jax.config.update('
+                '"jax_enable_x64", True) first, or pass dtype=jnp.float32.')):
+            matrices.poisson_matrix(3, dtype=jnp.float64)
+        with pytest.raises(TypeError, match=re.escape(
+                "poisson_matrix: dtype must be a real floating dtype such as float32 or float64,"
+                " got int32.")):
+            matrices.poisson_matrix(3, dtype=jnp.int32)
+        with pytest.raises(ValueError, match=re.escape(
+                "poisson_matrix: the matrix would have up to 4500000000 stored entries, more"
+                " than int32 indices can address (2147483647); use a smaller n.")):
+            matrices.poisson_matrix(30000)
+
+
+class TestPoisson3dMatrix:
+    @pytest.mark.parametrize("n", [1, 2, 4])
+    def test_poisson3d_matrix_against_pyamg(self, n):
+        a = matrices.poisson3d_matrix(n)
+        assert_canonical(a, n**3)
+        assert a.nse == 7 * n**3 - 6 * n**2
+        np.testing.assert_array_equal(dense(a), gallery.poisson((n, n, n)).toarray())
+
+    def test_poisson3d_matrix_spd(self):
+        n = 4
+        np.testing.assert_allclose(smallest_eigenvalue(matrices.poisson3d_matrix(n)),
+                                   6 - 6 * np.cos(np.pi / (n + 1)), rtol=1e-5)
+
+    def test_poisson3d_matrix_x64(self, x64):
+        a = matrices.poisson3d_matrix(2, dtype=np.float64)
+        assert a.data.dtype == jnp.float64
+        np.testing.assert_array_equal(dense(a), gallery.poisson((2, 2, 2)).toarray())
+
+
+class TestAnisotropicDiffusionMatrix:
+    @pytest.mark.parametrize("discretization", ["FE", "FD"])
+    @pytest.mark.parametrize("epsilon, theta", [(1.0, 0.0), (0.01, np.pi / 6), (0.3, 2.0)])
+    def test_anisotropic_diffusion_matrix_against_pyamg(self, discretization, epsilon, theta):
+        a = matrices.anisotropic_diffusion_matrix(5, epsilon, theta,
+                                                  discretization=discretization)
+        assert_canonical(a, 25)
+        assert a.nse == (3 * 5 - 2) ** 2  # always the full 9-point pattern
+        stencil = gallery.diffusion_stencil_2d(epsilon, theta, discretization)
+        np.testing.assert_allclose(dense(a), gallery.stencil_grid(stencil, (5, 5)).toarray(),
+                                   atol=2e-6)
+
+    @pytest.mark.parametrize("discretization", ["FE", "FD"])
+    def test_anisotropic_diffusion_matrix_spd(self, discretization):
+        a = matrices.anisotropic_diffusion_matrix(6, 0.01, np.pi / 6,
+                                                  discretization=discretization)
+        np.testing.assert_allclose(dense(a), dense(a).T, atol=1e-7)
+        assert smallest_eigenvalue(a) > 0
+
+    def test_anisotropic_diffusion_matrix_jit(self, x64):
+        concrete, data = pattern_is_concrete_under_jit(
+            lambda e, t: matrices.anisotropic_diffusion_matrix(4, e, t, dtype=jnp.float64),
+            0.1, 0.7)
+        assert concrete
+        np.testing.assert_allclose(
+            data, matrices.anisotropic_diffusion_matrix(4, 0.1, 0.7, dtype=jnp.float64).data,
+            rtol=1e-12)
+
+    def test_anisotropic_diffusion_matrix_errors(self):
+        with pytest.raises(ValueError, match=re.escape(
+                'anisotropic_diffusion_matrix: discretization must be "FE" (finite elements)'
+                " or \"FD\" (finite differences), got 'FV'.")):
+            matrices.anisotropic_diffusion_matrix(3, 0.1, 0.0, discretization="FV")
+        with pytest.raises(ValueError, match=re.escape(
+                "anisotropic_diffusion_matrix: epsilon must be positive, got 0.0.")):
+            matrices.anisotropic_diffusion_matrix(3, 0.0, 0.0)
+
+
+class TestConvectionDiffusionMatrix2d:
+    @pytest.mark.parametrize("n", [1, 3, 5])
+    def test_convection_diffusion_matrix_2d_against_scipy(self, n):
+        peclet = 0.75
+        a = matrices.convection_diffusion_matrix_2d(n, peclet)
+        assert_canonical(a, n * n)
+        # 1D upwind rows: (2 + Pe) u_i - (1 + Pe) u_{i-1} - u_{i+1}; 2D by Kronecker sums.
+        one_d = sp.diags_array([-1 - peclet, 2 + peclet, -1.0], offsets=[-1, 0, 1],
+                               shape=(n, n))
+        identity = sp.eye_array(n)
+        expected = (sp.kron(one_d, identity) + sp.kron(identity, one_d)).toarray()
+        np.testing.assert_allclose(dense(a), expected, rtol=1e-6)
+
+    def test_convection_diffusion_matrix_2d_nonsymmetric(self):
+        a = dense(matrices.convection_diffusion_matrix_2d(4, 2.0))
+        assert np.abs(a - a.T).max() == 2.0
+        assert np.linalg.eigvals(a.astype(np.float64)).real.min() > 0
+        np.testing.assert_array_equal(dense(matrices.convection_diffusion_matrix_2d(4, 0.0)),
+                                      dense(matrices.poisson_matrix(4)))
+
+    def test_convection_diffusion_matrix_2d_jit(self):
+        concrete, data = pattern_is_concrete_under_jit(
+            lambda p: matrices.convection_diffusion_matrix_2d(3, p), 1.5)
+        assert concrete
+        np.testing.assert_array_equal(data, matrices.convection_diffusion_matrix_2d(3, 1.5).data)
+
+    def test_convection_diffusion_matrix_2d_errors(self):
+        with pytest.raises(ValueError, match=re.escape(
+                "convection_diffusion_matrix_2d: peclet must be >= 0, got -1.0.")):
+            matrices.convection_diffusion_matrix_2d(3, -1.0)
+
+
+def _pyamg_elasticity(n, **kwargs):
+    """PyAMG's plane elasticity, renumbered to our node order ``i n + j`` from its ``i + n j``."""
+    a, modes = gallery.linear_elasticity((n, n), **kwargs)
+    node = np.arange(n * n).reshape(n, n).T.ravel()  # ours -> PyAMG's
+    dof = (2 * node[:, None] + np.arange(2)).ravel()
+    return a.toarray()[np.ix_(dof, dof)], modes[dof]
+
+
+class TestElasticityMatrix2d:
+    @pytest.mark.parametrize("n", [1, 2, 5])
+    def test_elasticity_matrix_2d_against_pyamg(self, n, x64):
+        a, modes = matrices.elasticity_matrix_2d(n, 3.0, 0.25, dtype=jnp.float64)
+        assert_canonical(a, 2 * n * n)
+        expected_a, expected_modes = _pyamg_elasticity(n, E=3.0, nu=0.25)
+        np.testing.assert_allclose(dense(a), expected_a, atol=1e-13)
+        np.testing.assert_allclose(modes, expected_modes, atol=1e-13)
+
+    def test_elasticity_matrix_2d_spd(self):
+        a, _ = matrices.elasticity_matrix_2d(4, youngs_modulus=1.0)
+        np.testing.assert_allclose(dense(a), dense(a).T, atol=1e-7)
+        assert smallest_eigenvalue(a) > 0
+
+    def test_elasticity_matrix_2d_rigid_body_modes(self, x64):
+        """The modes are A's null vectors except on nodes that touch the fixed boundary."""
+        n = 6
+        a, modes = matrices.elasticity_matrix_2d(n, youngs_modulus=1.0, dtype=jnp.float64)
+        assert isinstance(modes, np.ndarray) and modes.shape == (2 * n * n, 3)
+        residual = np.abs(np.asarray(a @ jnp.asarray(modes))).reshape(n, n, 2, 3).max(axis=2)
+        touching = np.ones((n, n), bool)
+        touching[1:-1, 1:-1] = False
+        assert residual[~touching].max() < 1e-12
+        assert (residual[touching].max(axis=-1) > 1e-3).all()
+        # Translations are constant per component, and the rotation is orthogonal to them.
+        np.testing.assert_array_equal(modes[:, :2], np.tile(np.eye(2), (n * n, 1)))
+        np.testing.assert_allclose(modes[:, :2].T @ modes[:, 2], 0.0, atol=1e-12)
+
+    def test_elasticity_matrix_2d_jit(self):
+        concrete, data = pattern_is_concrete_under_jit(
+            lambda e, nu: matrices.elasticity_matrix_2d(3, e, nu)[0], 2.0, 0.2)
+        assert concrete
+        np.testing.assert_allclose(data, matrices.elasticity_matrix_2d(3, 2.0, 0.2)[0].data,
+                                   rtol=1e-6)
+
+    def test_elasticity_matrix_2d_x64(self, x64):
+        a, modes = matrices.elasticity_matrix_2d(2, dtype=jnp.float64)
+        assert a.data.dtype == jnp.float64 and modes.dtype == np.float64
+
+    def test_elasticity_matrix_2d_errors(self):
+        with pytest.raises(ValueError, match=re.escape(
+                "elasticity_matrix_2d: poisson_ratio must be in (-1, 0.5), got 0.5.")):
+            matrices.elasticity_matrix_2d(3, poisson_ratio=0.5)
+        with pytest.raises(ValueError, match=re.escape(
+                "elasticity_matrix_2d: youngs_modulus must be positive, got -1.0.")):
+            matrices.elasticity_matrix_2d(3, youngs_modulus=-1.0)
+
+
+class TestRightHandSides:
+    def test_rhs_ones(self):
+        np.testing.assert_array_equal(matrices.rhs_ones(3), np.ones(3, np.float32))
+        assert matrices.rhs_ones(3).dtype == jnp.float32
+
+    def test_rhs_linear(self):
+        np.testing.assert_allclose(matrices.rhs_linear(5), np.arange(1, 6) / 5)
+
+    def test_rhs_random(self):
+        b = matrices.rhs_random(100, seed=3)
+        np.testing.assert_array_equal(b, matrices.rhs_random(100, seed=3))
+        assert not np.array_equal(b, matrices.rhs_random(100, seed=4))
+        assert b.shape == (100,) and b.dtype == jnp.float32
+
+    def test_rhs_x64(self, x64):
+        for rhs in (matrices.rhs_ones, matrices.rhs_linear, matrices.rhs_random):
+            assert rhs(4, dtype=jnp.float64).dtype == jnp.float64
+
+    def test_rhs_errors(self):
+        with pytest.raises(ValueError, match=re.escape("rhs_random: n must be >= 1, got -2.")):
+            matrices.rhs_random(-2)
+
+
+class TestModule:
+    def test_module_exports(self):
+        assert sorted(matrices.__all__) == matrices.__all__
+        for name in matrices.__all__:
+            assert getattr(matrices, name).__doc__.count("\n") > 3, name
