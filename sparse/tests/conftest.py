@@ -1,0 +1,27 @@
+"""Shared fixtures of the jaxsolve.sparse tests.
+
+Every test runs with x64 off (the users' default) and strict dtype promotion, so no code may
+rely on implicit promotion; tests that need 64-bit types ask for `x64`.
+"""
+
+import jax
+import pytest
+
+
+@pytest.fixture(autouse=True)
+def strict_config():
+    """x64 off (the users' default) and strict dtype promotion; restored after."""
+    settings = {"jax_enable_x64": False, "jax_numpy_dtype_promotion": "strict"}
+    previous = {name: getattr(jax.config, name) for name in settings}
+    for name, value in settings.items():
+        jax.config.update(name, value)
+    yield
+    for name, value in previous.items():
+        jax.config.update(name, value)
+
+
+@pytest.fixture
+def x64(strict_config):
+    """Enables ``jax_enable_x64`` for one test (restored by ``strict_config``)."""
+    del strict_config
+    jax.config.update("jax_enable_x64", True)
