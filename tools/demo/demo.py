@@ -21,6 +21,7 @@ from jax.sharding import PartitionSpec as P  # noqa: E402
 
 import jaxsolve.autodiff as jad  # noqa: E402
 import jaxsolve.layout as jl  # noqa: E402
+import jaxsolve.sparse as js  # noqa: E402
 
 
 def _timed(fn, *args):
@@ -99,12 +100,27 @@ def demo_implicit_gradient() -> None:
           f"{float(finite_difference):.5f}")
 
 
+def demo_krylov() -> None:
+    # 2D Poisson, 64 x 64 unknowns; vmap over 4 right-hand sides is one batched loop.
+    a = js.as_csr(js.matrices.poisson_matrix(64))
+    b = jnp.stack([js.matrices.rhs_ones(64 * 64) * k for k in (1.0, 2.0, 3.0, 4.0)])
+    solve = jax.jit(jax.vmap(lambda b: js.cg(a.matvec, b, precondition=js.jacobi(a),
+                                             tolerance=1e-5, max_iters=500)))
+    x, info = solve(b)
+    residual = jnp.linalg.norm(jax.vmap(a.matvec)(x) - b, axis=1) / jnp.linalg.norm(b, axis=1)
+    print(f"sparse PCG (Jacobi) on 2D Poisson with {a.shape[0]} unknowns, 4 right-hand sides "
+          f"in one loop: status {[js.Status(int(s)).name for s in info.status]}, iterations "
+          f"{info.iterations.tolist()} to a recurrence residual of 1e-5; true relative residual "
+          f"{residual.max():.1e} at most (float32)")
+
+
 def main() -> None:
     devices = jax.devices()
     print(f"jaxsolve demo on {devices[0].platform} ({len(devices)} device(s)), jax {jax.__version__}")
     demo_block_cyclic(devices)
     demo_local_transpose(devices[0])
     demo_implicit_gradient()
+    demo_krylov()
 
 
 if __name__ == "__main__":
