@@ -258,7 +258,7 @@ class TestAsCsr:
         assert int(nnz) == 4
         x = jnp.array([1.0, 2.0])
         grad = jax.grad(lambda d: jnp.sum(as_csr(d) @ x))(dense)
-        np.testing.assert_array_equal(grad, jnp.ones((2, 1)) * x)  # the dense gradient
+        np.testing.assert_array_equal(grad, jnp.ones((2, 1)) * x[None, :])  # the dense gradient
 
     def test_as_csr_from_bcoo_and_bcsr(self):
         dense = jnp.array([[0.0, 2.0, 0.0], [1.0, 0.0, 3.0]])

@@ -216,7 +216,7 @@ class TestKrylov:
         x, info = solve(columns)
         np.testing.assert_array_equal(info.iterations, [1, 8])
         np.testing.assert_array_equal(info.status, [Status.SUCCESS] * 2)
-        np.testing.assert_allclose(x, columns / diagonal, rtol=1e-5)
+        np.testing.assert_allclose(x, columns / diagonal[None, :], rtol=1e-5)
         assert np.isnan(info.residual_history[0, 2:]).all()
         assert np.isfinite(info.residual_history[1, :9]).all()
 

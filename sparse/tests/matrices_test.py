@@ -14,27 +14,6 @@ from pyamg import gallery
 from jaxsolve.sparse import matrices
 
 
-@pytest.fixture(autouse=True)
-def strict_config():
-    """x64 off (users' default), strict dtype promotion, rank promotion raises; then restores."""
-    settings = {"jax_enable_x64": False, "jax_numpy_dtype_promotion": "strict",
-                "jax_numpy_rank_promotion": "raise"}
-    previous = {name: getattr(jax.config, name) for name in settings}
-    for name, value in settings.items():
-        jax.config.update(name, value)
-    yield
-    for name, value in previous.items():
-        jax.config.update(name, value)
-
-
-@pytest.fixture
-def x64(strict_config):
-    del strict_config
-    jax.config.update("jax_enable_x64", True)
-    yield
-    jax.config.update("jax_enable_x64", False)
-
-
 def assert_canonical(a, size):
     """``a`` is a valid (size, size) BCSR with NumPy int32 patterns, sorted and unique."""
     assert isinstance(a, sparse.BCSR) and a.shape == (size, size)
