@@ -26,6 +26,20 @@ def _run_python(rctx, python, code):
         fail("%s failed:\n%s" % (python, result.stderr))
     return result.stdout.strip()
 
+def _nvidia_wheel_dir(rctx, subdir, marker):
+    """The folder `nvidia/<subdir>` of an NVIDIA pip wheel in the venv that holds `marker`.
+
+    NVIDIA's wheels share the `nvidia` namespace package, whose parts may lie in several
+    site-packages folders. Returns "" when no part holds `<subdir>/<marker>`.
+    """
+    return _run_python(
+        rctx,
+        _interpreter(rctx),
+        "import importlib.util, os; s = importlib.util.find_spec('nvidia');" +
+        "print(next((os.path.join(p, %r) for p in (s.submodule_search_locations if s else [])" % subdir +
+        " if os.path.exists(os.path.join(p, %r, %r))), ''))" % (subdir, marker),
+    )
+
 def _local_python_impl(rctx):
     python = _interpreter(rctx)
     rctx.file("BUILD.bazel", """\
@@ -88,14 +102,7 @@ def _cuda_toolkit_impl(rctx):
     major = rctx.attr.major
     root = rctx.os.environ.get("JAXSOLVE_CUDA%d_PATH" % major, "")
     if not root:
-        python = _interpreter(rctx)
-        root = _run_python(
-            rctx,
-            python,
-            "import importlib.util, os; s = importlib.util.find_spec('nvidia');" +
-            "print(next((os.path.join(p, 'cu%d') for p in (s.submodule_search_locations if s else [])" % major +
-            " if os.path.isdir(os.path.join(p, 'cu%d'))), ''))" % major,
-        )
+        root = _nvidia_wheel_dir(rctx, "cu%d" % major, "bin/nvcc")
     if not root or not rctx.path(root + "/bin/nvcc").exists:
         fail(("No CUDA %d compiler found (looked for the nvidia-cuda-nvcc pip wheel in the venv). " +
               "Run `tools/dev test`, which installs the pinned wheels, or point " +
@@ -137,14 +144,7 @@ cuda_toolkit = repository_rule(
 )
 
 def _nvidia_wheel_library_impl(rctx):
-    python = _interpreter(rctx)
-    root = _run_python(
-        rctx,
-        python,
-        "import importlib.util, os; s = importlib.util.find_spec('nvidia');" +
-        "print(next((os.path.join(p, %r) for p in (s.submodule_search_locations if s else [])" % rctx.attr.subdir +
-        " if os.path.isfile(os.path.join(p, %r, 'include', %r))), ''))" % (rctx.attr.subdir, rctx.attr.header),
-    )
+    root = _nvidia_wheel_dir(rctx, rctx.attr.subdir, "include/" + rctx.attr.header)
     if not root:
         fail("%s not found in the venv's site-packages (nvidia/%s/include). Install the pip wheel %s." %
              (rctx.attr.header, rctx.attr.subdir, rctx.attr.wheel))
