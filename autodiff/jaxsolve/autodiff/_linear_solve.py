@@ -34,6 +34,8 @@ class LinearSystem:
             and tangents of the operator are projected with ``symmetrize``.
         symmetrize: projects an operator (or a tangent of it) onto Hermitian
             operators; used only when ``symmetric``.
+        has_aux: whether the services return ``(x, aux)``; the primal solve's
+            ``aux`` is returned beside ``x``, the derivative solves' dropped.
     """
 
     matvec: Matvec
@@ -41,17 +43,24 @@ class LinearSystem:
     transpose_solve: SolveService | None
     symmetric: bool
     symmetrize: Callable[[Any], Any] | None
+    has_aux: bool = False
 
     def project(self, operator: Any) -> Any:
         """The Hermitian part of ``operator`` if the system is symmetric."""
         return self.symmetrize(operator) if self.symmetric else operator
 
+    def solution(self, operator: Any, rhs: jax.Array) -> jax.Array:
+        """``A⁻¹ rhs`` alone: a derivative solve's ``aux`` is dropped."""
+        out = self.solve(operator, rhs)
+        return out[0] if self.has_aux else out
+
     def solve_transposed(self, operator: Any, rhs: jax.Array) -> jax.Array:
         """``A⁻ᵀ rhs``: the transpose JAX's reverse mode needs (not ``A⁻ᴴ``)."""
         if self.symmetric:
             # A = Aᴴ gives Aᵀ = conj(A), and Aᵀ y = r  ⇔  A conj(y) = conj(r).
-            return jnp.conj(self.solve(operator, jnp.conj(rhs)))
-        return self.transpose_solve(operator, rhs)
+            return jnp.conj(self.solution(operator, jnp.conj(rhs)))
+        out = self.transpose_solve(operator, rhs)
+        return out[0] if self.has_aux else out
 
     def apply_inverse(self, operator: Any, rhs: jax.Array) -> jax.Array:
         """``A⁻¹ rhs`` for a tangent ``rhs``, through ``custom_linear_solve``.
@@ -65,7 +74,7 @@ class LinearSystem:
         return jax.lax.custom_linear_solve(
             functools.partial(self.matvec, self.project(operator)),
             rhs,
-            solve=lambda _, r: self.solve(operator, r),
+            solve=lambda _, r: self.solution(operator, r),
             transpose_solve=(
                 (lambda _, r: self.solve_transposed(operator, r))
                 if transposable
@@ -77,8 +86,12 @@ class LinearSystem:
 
 
 @functools.partial(jax.custom_jvp, nondiff_argnums=(0,))
-def solve_implicit(system: LinearSystem, operator: Any, b: jax.Array) -> jax.Array:
-    """``A⁻¹ b`` with forward-mode derivatives ``ẋ = A⁻¹ (ḃ - Ȧ x)``."""
+def solve_implicit(system: LinearSystem, operator: Any, b: jax.Array) -> Any:
+    """``A⁻¹ b`` with forward-mode derivatives ``ẋ = A⁻¹ (ḃ - Ȧ x)``.
+
+    Returns ``x``, or ``(x, aux)`` when ``system.has_aux`` (``aux`` has zero
+    derivatives).
+    """
     return system.solve(operator, b)
 
 
@@ -86,22 +99,34 @@ def solve_implicit(system: LinearSystem, operator: Any, b: jax.Array) -> jax.Arr
 def _solve_implicit_jvp(system, primals, tangents):
     operator, b = primals
     operator_dot, b_dot = tangents
-    x = solve_implicit(system, operator, b)
+    out = solve_implicit(system, operator, b)
+    x = out[0] if system.has_aux else out
     rhs = b_dot - system.matvec(system.project(operator_dot), x)
-    return x, system.apply_inverse(operator, rhs)
+    x_dot = system.apply_inverse(operator, rhs)
+    if system.has_aux:
+        return out, (x_dot, jax.tree.map(_zero_tangent, out[1]))
+    return out, x_dot
+
+
+def _zero_tangent(leaf: jax.Array) -> jax.Array:
+    """The zero tangent of a leaf: ``float0`` zeros for integer and boolean leaves."""
+    if jnp.issubdtype(leaf.dtype, jnp.inexact):
+        return jnp.zeros_like(leaf)
+    return np.zeros(leaf.shape, jax.dtypes.float0)
 
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
-def _solve_adjoint(system: LinearSystem, operator: Any, b: jax.Array) -> jax.Array:
+def _solve_adjoint(system: LinearSystem, operator: Any, b: jax.Array) -> Any:
     return system.solve(operator, b)
 
 
 def _solve_adjoint_fwd(system, operator, b):
-    x = system.solve(operator, b)
-    return x, (operator, x)
+    out = system.solve(operator, b)
+    return out, (operator, out[0] if system.has_aux else out)
 
 
-def _solve_adjoint_bwd(system, residuals, x_bar):
+def _solve_adjoint_bwd(system, residuals, out_bar):
+    x_bar = out_bar[0] if system.has_aux else out_bar  # aux has no derivative
     operator, x = residuals
     b_bar = system.solve_transposed(operator, x_bar)
     _, pullback = jax.vjp(lambda op: system.matvec(system.project(op), x), operator)
@@ -122,7 +147,8 @@ def linear_solve(
     symmetric: bool = False,
     symmetrize: Callable[[Any], Any] | None = None,
     mode: Literal["jvp", "adjoint"] = "jvp",
-) -> jax.Array:
+    has_aux: bool = False,
+) -> Any:
     r"""Solves ``A x = b`` with a solver service; differentiates implicitly.
 
     The solve is done by ``solve``, a black box.  Derivatives never go through
@@ -198,9 +224,16 @@ def linear_solve(
             array; required for other operators when ``symmetric``.
         mode: ``"jvp"`` (all orders, both modes) or ``"adjoint"`` (first-order
             reverse mode only).
+        has_aux: the services return ``(x, aux)``, ``aux`` a pytree of arrays
+            with one entry per column of ``rhs`` along a leading axis (an
+            iteration count, a convergence status, ...).  The primal solve's
+            ``aux`` is returned, with zero derivatives; the derivative
+            solves' ``aux`` is dropped.
 
     Returns:
-        ``x = A⁻¹ b``, with the shape and dtype of ``b``.
+        ``x = A⁻¹ b``, with the shape and dtype of ``b``; with ``has_aux``,
+        ``(x, aux)``, ``aux``'s leaves with a leading axis of ``b``'s columns
+        when ``b`` is ``(n, k)`` and without it when ``b`` is ``(n,)``.
 
     Raises:
         ValueError: if shapes do not match, ``mode`` is unknown, or the
@@ -263,6 +296,7 @@ def linear_solve(
         symmetric=symmetric,
         symmetrize=symmetrize,
         caller="linear_solve",
+        has_aux=has_aux,
     )
     b = checked_rhs(system, operator, b, caller="linear_solve")
     if mode == "jvp":
@@ -279,6 +313,7 @@ def linear_system(
     symmetric: bool,
     symmetrize: Callable[[Any], Any] | None,
     caller: str,
+    has_aux: bool = False,
 ) -> LinearSystem:
     """Checks the services of a system and wraps them into a `LinearSystem`.
 
@@ -313,14 +348,15 @@ def linear_system(
         symmetrize = hermitian_part
     return LinearSystem(
         matvec=matvec,
-        solve=solve_on_columns(solve, "solve"),
+        solve=solve_on_columns(solve, "solve", has_aux=has_aux),
         transpose_solve=(
             None
             if transpose_solve is None
-            else solve_on_columns(transpose_solve, "transpose_solve")
+            else solve_on_columns(transpose_solve, "transpose_solve", has_aux=has_aux)
         ),
         symmetric=symmetric,
         symmetrize=symmetrize,
+        has_aux=has_aux,
     )
 
 

@@ -37,24 +37,36 @@ import jax.numpy as jnp
 SolveService = Callable[[Any, jax.Array], jax.Array]
 
 
-def solve_on_columns(service: SolveService, name: str) -> SolveService:
+def solve_on_columns(
+    service: SolveService, name: str, *, has_aux: bool = False
+) -> SolveService:
     """Wraps a solve service for use inside a derivative rule.
 
     Args:
         service: ``service(operator, rhs) -> x`` with ``rhs`` of shape
-            ``(rows, k)`` and ``x`` of shape ``(cols, k)``.
+            ``(rows, k)`` and ``x`` of shape ``(cols, k)``; with ``has_aux``,
+            ``service(operator, rhs) -> (x, aux)``, where ``aux`` is a pytree
+            of arrays that each have a leading axis of length ``k``: one entry
+            per column (an iteration count, a status, ...).
         name: the argument name the caller passed the service as, used in the
             error raised when the service is differentiated.
+        has_aux: whether the service also returns per-column ``aux``.
 
     Returns:
         A callable with the same signature that also accepts a 1-D ``rhs`` of
-        shape ``(rows,)`` (returning ``(cols,)``), batches right-hand sides
-        into columns under ``jax.vmap`` and refuses to be differentiated.
+        shape ``(rows,)`` (returning ``(cols,)``, and ``aux`` without its
+        column axis), batches right-hand sides into columns under ``jax.vmap``
+        (``aux`` gains the batch axis in front, like ``x``) and refuses to be
+        differentiated.
     """
 
     def on_columns(operator, rhs):
         if rhs.ndim == 1:
-            return service(operator, rhs[:, None])[:, 0]
+            out = service(operator, rhs[:, None])
+            if has_aux:
+                x, aux = out
+                return x[:, 0], jax.tree.map(lambda leaf: leaf[0], aux)
+            return out[:, 0]
         return service(operator, rhs)
 
     batched = jax.custom_batching.custom_vmap(on_columns)
@@ -68,14 +80,28 @@ def solve_on_columns(service: SolveService, name: str) -> SolveService:
             # columns of one call.  Calling `batched` (not `service`) lets an
             # enclosing vmap fold its own batch axis the same way.
             columns = jnp.moveaxis(rhs, 0, -1)
-            solution = batched(operator, columns.reshape(columns.shape[0], -1))
+            out = batched(operator, columns.reshape(columns.shape[0], -1))
+            solution, aux = out if has_aux else (out, None)
             solution = solution.reshape(solution.shape[:1] + columns.shape[1:])
-            return jnp.moveaxis(solution, -1, 0), True
+            solution = jnp.moveaxis(solution, -1, 0)
+            if not has_aux:
+                return solution, True
+            # aux leaves hold one entry per folded column, (k * m, ...) -> (m, k, ...).
+            aux = jax.tree.map(
+                lambda leaf: jnp.moveaxis(
+                    leaf.reshape(columns.shape[1:] + leaf.shape[1:]),
+                    len(columns.shape) - 2,
+                    0,
+                ),
+                aux,
+            )
+            return (solution, aux), (True, jax.tree.map(lambda _: True, aux))
         operator_axes = jax.tree.map(
             lambda is_batched: 0 if is_batched else None, operator_batched
         )
         in_axes = (operator_axes, 0 if rhs_batched else None)
-        return jax.vmap(on_columns, in_axes=in_axes)(operator, rhs), True
+        out = jax.vmap(on_columns, in_axes=in_axes)(operator, rhs)
+        return out, jax.tree.map(lambda _: True, out)
 
     return _opaque(batched, name)
 
