@@ -50,7 +50,7 @@ def on_gpu(x: np.ndarray) -> jax.Array:
 
 
 def test_cuda_library_loaded():
-    assert _ffi._cuda_unavailable_reason() is None
+    assert _ffi.LIBRARY.cuda_unavailable_reason is None
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

@@ -1,16 +1,21 @@
-"""Checks how the native libraries of jaxsolve.layout are linked, on machines without a GPU too.
+"""Checks how the native libraries of jaxsolve.layout are linked and loaded, without a GPU too.
 
 Only the CUDA 13 library's kernels run on the GPU host; here CI checks that it is built,
 links against nothing but the C/C++ runtime (the CUDA runtime is linked statically, so no
 libcudart.so.13 is needed beside JAX's), and exports only our functions: the FFI handlers (and, on the CPU, the scratch size).
+`NativeLibrary`, which loads them (and the sibling packages' libraries), registers targets for
+the CPU at once, fails clearly on a missing library or handler, and refuses GPU ops only.
 """
 
 import pathlib
 import re
 import subprocess
 
-import jaxsolve.layout
+import jax
+import numpy as np
 import pytest
+
+import jaxsolve.layout
 
 _PACKAGE = pathlib.Path(jaxsolve.layout.__file__).parent
 _HANDLERS = {"JaxsolveLayoutLocalColumnToRowMajor", "JaxsolveLayoutLocalRowToColumnMajor"}
@@ -49,3 +54,45 @@ def test_cuda_library_holds_sm80_and_sm90_machine_code():
     # Each cubin in the fat binary records the ptxas options it was built with.
     data = (_PACKAGE / "libjaxsolve_layout_cuda13.so").read_bytes()
     assert set(re.findall(rb"-arch (sm_\d+)", data)) == {b"sm_80", b"sm_90"}
+
+
+class TestNativeLibrary:
+    """`NativeLibrary`, the loader that jaxsolve.layout and its siblings share."""
+
+    def test_native_library_registers_targets_for_the_cpu(self):
+        # A second name for the row -> column-major handler: a square matrix with the identity
+        # tile permutation is transposed in place, with no schedule and no scratch.
+        target = "jaxsolve_layout_test_alias_row_to_column_major"
+        jaxsolve.layout.NativeLibrary("jaxsolve.layout", _PACKAGE, "jaxsolve_layout",
+                                      {target: "JaxsolveLayoutLocalRowToColumnMajor"})
+        x = np.arange(16.0, dtype=np.float32).reshape(4, 4)
+        no_chains = np.zeros(0, np.int32)
+        y, _ = jax.ffi.ffi_call(
+            target,
+            (jax.ShapeDtypeStruct(x.shape, x.dtype), jax.ShapeDtypeStruct((0,), x.dtype)),
+            vmap_method="sequential",
+        )(x, no_chains, np.zeros(1, np.int32), no_chains, rows=np.int64(4), cols=np.int64(4),
+          tile=np.int64(2), batch_offsets=np.zeros(1, np.int64),
+          batch_rounds=np.zeros(0, np.int64))
+        np.testing.assert_array_equal(np.asarray(y), x.T)
+
+    def test_native_library_missing_cpu_library_is_an_import_error(self, tmp_path):
+        with pytest.raises(ImportError, match=re.escape(
+                f"jaxsolve.demo: cannot load its native CPU library libdemo.so from {tmp_path}: ")):
+            jaxsolve.layout.NativeLibrary("jaxsolve.demo", tmp_path, "demo", {})
+
+    def test_native_library_missing_handler_is_an_import_error(self):
+        with pytest.raises(ImportError, match=re.escape(
+                "it lacks the handler NoSuchHandler of target jaxsolve_layout_test_missing")):
+            jaxsolve.layout.NativeLibrary("jaxsolve.layout", _PACKAGE, "jaxsolve_layout",
+                                          {"jaxsolve_layout_test_missing": "NoSuchHandler"})
+
+    def test_native_library_without_cuda_library_refuses_gpu_ops_only(self, tmp_path):
+        # The CPU library under another stem, with no CUDA library beside it.
+        (tmp_path / "libdemo.so").symlink_to(_PACKAGE / "libjaxsolve_layout.so")
+        library = jaxsolve.layout.NativeLibrary("jaxsolve.demo", tmp_path, "demo", {})
+        library.require_platform("my_op", jax.device_put(np.zeros(3), jax.devices("cpu")[0]))
+        assert library.cuda_unavailable_reason is not None
+        with pytest.raises(RuntimeError,
+                           match=re.escape("my_op cannot run on the GPU: jaxsolve.demo's ")):
+            library.require_cuda("my_op")

@@ -17,7 +17,8 @@ def test_package_exports_only_documented_public_names():
 
 
 @pytest.mark.parametrize("module", ["jaxsolve.layout", "jaxsolve.layout._plan",
-                                    "jaxsolve.layout._block_cyclic", "jaxsolve.layout._native"])
+                                    "jaxsolve.layout._block_cyclic", "jaxsolve.layout._native",
+                                    "jaxsolve.layout._native_library"])
 def test_docstring_examples_run(module):
     failed, attempted = doctest.testmod(importlib.import_module(module),
                                         optionflags=doctest.NORMALIZE_WHITESPACE)

@@ -230,13 +230,7 @@ def _prepare(fn: str, name: str, a, tile: int, tile_permutation, transposed: boo
     tile = _check_tile(fn, tile)
     rows, cols = _check_shape(fn, a.shape[::-1] if transposed else a.shape, tile)
     key = _check_tiles(fn, tile_permutation, rows, cols, tile)
-    platform = (
-        jax.default_backend()
-        if isinstance(a, jax.core.Tracer)
-        else next(iter(a.devices())).platform
-    )
-    if platform == "gpu":
-        _ffi.require_cuda(fn)
+    _ffi.require_platform(fn, a)
     return a, _plan(rows, cols, tile, key, not transposed)
 
 
