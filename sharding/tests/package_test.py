@@ -9,9 +9,11 @@ import jaxsolve.sharding as js
 
 MODULES = [
     "jaxsolve.sharding",
+    "jaxsolve.sharding._halo",
     "jaxsolve.sharding._initialize",
     "jaxsolve.sharding._launcher",
     "jaxsolve.sharding._mesh",
+    "jaxsolve.sharding._partition",
 ]
 
 

@@ -1,4 +1,4 @@
-"""Launching, meshes and communicators for multi-device jaxsolve runs (``jaxsolve.sharding``).
+"""Launching, meshes and row partitions for multi-device jaxsolve runs (``jaxsolve.sharding``).
 
 jaxsolve's multi-GPU solvers run as one process per GPU, as NCCL and cuSOLVERMp want, and JAX
 joins those processes into one run with `jax.distributed.initialize`. This package makes that
@@ -16,6 +16,12 @@ step dependable on one host and on clusters:
 * `make_grid_mesh` lays devices over a dense 2D process grid in the row- or column-major order of
   cuSOLVERMp's ``cusolverMpGridMapping_t``; `row_mesh` is the 1D mesh of matrices and vectors
   split in blocks of rows (sparse solvers).
+* `partition_rows`, `partition_csr_matrix`, `partition_vector` and `gather_vector` split a
+  sparse system into contiguous blocks of rows, one per rank, balanced by rows or by stored
+  entries, and put vectors back together (from a list, or over MPI with mpi4py).
+* `halo_plans` (all ranks, one host) and `halo_plan` (one MPI rank) say which entries of ``x``
+  each rank must receive from and send to which other rank for its rows of ``A x``, renumber
+  its columns into ``[owned | halo]``, and count the bytes exchanged (`HaloPlan`).
 
 Examples:
   A script, run with ``python -m jaxsolve.sharding.launch -n 4 --platform cpu script.py``, in
@@ -43,6 +49,28 @@ Examples:
   >>> mesh = js.make_grid_mesh(2, 3, order="column", devices=jax.devices("cpu")[:6])
   >>> [[d.id for d in row] for row in mesh.devices]
   [[0, 2, 4], [1, 3, 5]]
+
+  A 1D Poisson matrix split over 3 ranks, and each rank's rows of ``A x`` from its own entries
+  of ``x`` and the halo entries the others send it:
+
+  >>> import numpy as np, scipy.sparse as sp
+  >>> A = sp.diags_array([-1.0, 2.0, -1.0], offsets=[-1, 0, 1], shape=(9, 9), format="csr")
+  >>> x = np.arange(9.0) ** 2
+  >>> row_ranges = js.partition_rows(A.indptr, 3, balance="nnz")
+  >>> plans = js.halo_plans(A, row_ranges)
+  >>> pieces = []
+  >>> for rank, plan in enumerate(plans):
+  ...     A_block, _ = js.partition_csr_matrix(A, rank, 3, balance="nnz")
+  ...     x_owned = js.partition_vector(x, rank, 3, row_ranges=row_ranges)
+  ...     x_halo = np.empty(plan.n_halo)
+  ...     for source, part in plan.receives():   # what `source` sends to `rank`
+  ...         sent = dict(plans[source].sends())[rank]
+  ...         x_halo[part] = js.partition_vector(x, source, 3, row_ranges=row_ranges)[sent]
+  ...     pieces.append(plan.localize(A_block) @ np.concatenate([x_owned, x_halo]))
+  >>> js.gather_vector(pieces)
+  array([-1., -2., -2., -2., -2., -2., -2., -2., 79.])
+  >>> bool(np.array_equal(js.gather_vector(pieces), A @ x))
+  True
 """
 
 import importlib.metadata as _metadata
@@ -50,9 +78,16 @@ import importlib.metadata as _metadata
 from ._initialize import ProcessInfo as ProcessInfo
 from ._initialize import detect_process as detect_process
 from ._initialize import initialize as initialize
+from ._halo import HaloPlan as HaloPlan
+from ._halo import halo_plan as halo_plan
+from ._halo import halo_plans as halo_plans
 from ._launcher import launch_processes as launch_processes
 from ._mesh import make_grid_mesh as make_grid_mesh
 from ._mesh import row_mesh as row_mesh
+from ._partition import gather_vector as gather_vector
+from ._partition import partition_csr_matrix as partition_csr_matrix
+from ._partition import partition_rows as partition_rows
+from ._partition import partition_vector as partition_vector
 
 try:
     __version__ = _metadata.version("jaxsolve-sharding")
@@ -60,10 +95,17 @@ except _metadata.PackageNotFoundError:  # a source checkout, not an installed di
     __version__ = "unknown"
 
 __all__ = [
+    "HaloPlan",
     "ProcessInfo",
     "detect_process",
+    "gather_vector",
+    "halo_plan",
+    "halo_plans",
     "initialize",
     "launch_processes",
     "make_grid_mesh",
+    "partition_csr_matrix",
+    "partition_rows",
+    "partition_vector",
     "row_mesh",
 ]

@@ -26,3 +26,14 @@ def check_positive_int(function: str, name: str, value: object, meaning: str) ->
     if value < 1:
         raise ValueError(f"{function}: {name}={value} must be at least 1, {meaning}.")
     return int(value)
+
+
+def check_rank(function: str, rank: object, nranks: int) -> int:
+    """`rank` as an int, or raises if it is not one of ``0 .. nranks - 1``."""
+    if isinstance(rank, bool) or not isinstance(rank, numbers.Integral):
+        raise TypeError(f"{function}: rank={rank!r} must be an int, this rank's number; got a "
+                        f"{type(rank).__name__}.")
+    if not 0 <= rank < nranks:
+        raise ValueError(f"{function}: rank={rank} is not one of the {nranks} ranks 0 to "
+                         f"{nranks - 1}.")
+    return int(rank)
