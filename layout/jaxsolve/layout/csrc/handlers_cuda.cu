@@ -8,9 +8,9 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <string>
 #include <utility>
 
+#include "cuda_error.h"
 #include "local_transpose.h"
 #include "local_transpose_ffi.h"
 #include "xla/ffi/api/ffi.h"
@@ -177,15 +177,7 @@ struct CudaBackend {
                             stream>>>(map, count, size);
   }
 
-  ffi::Error Finish() {
-    const cudaError_t error = cudaGetLastError();
-    if (error != cudaSuccess) {
-      return ffi::Error::Internal(std::string("CUDA error: ") +
-                                  cudaGetErrorName(error) + ": " +
-                                  cudaGetErrorString(error));
-    }
-    return ffi::Error::Success();
-  }
+  ffi::Error Finish() { return LastCudaError(); }
 };
 
 template <Direction kDirection>
