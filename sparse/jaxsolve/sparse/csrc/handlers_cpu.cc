@@ -1,0 +1,49 @@
+// CPU entry of libjaxsolve_sparse.so: the FFI handler JaxsolveSparseCsrMatvec
+// (target jaxsolve_sparse_csr_matvec), which runs the product of spmv.h as a
+// plain loop over rows, on one thread. (The library's other exports, the host
+// setup kernels, are in pairwise_aggregation.cc and spgemm_symbolic.cc.)
+#include <algorithm>
+#include <cstdint>
+
+#include "spmv.h"
+#include "spmv_ffi.h"
+#include "xla/ffi/api/ffi.h"
+
+namespace jaxsolve::sparse {
+namespace {
+
+// Rows a block of the loop: every column of a pass is formed for one block of
+// rows before the next, so that the block's entries are read from the cache
+// after the first column.
+constexpr int64_t kRowBlock = 256;
+
+struct CpuBackend {
+  template <typename T>
+  ffi::Error Run(const Spmv<T>& a) {
+    const SpmvShape& s = a.shape;
+    for (int64_t pass = 0; pass < s.passes(); ++pass) {
+      const T* values = a.values + s.value_offset(pass);
+      for (int64_t r0 = 0; r0 < s.n_rows; r0 += kRowBlock) {
+        const int64_t r1 = std::min(r0 + kRowBlock, s.n_rows);
+        for (int64_t c = 0; c < s.columns(); ++c) {
+          const T* x = a.x + s.x_offset(pass, c);
+          T* y = a.y + s.y_offset(pass, c);
+          for (int64_t row = r0; row < r1; ++row) {
+            y[row * s.k] = RowSum(values, a.indices, x, s.k, a.indptr[row],
+                                  a.indptr[row + 1]);
+          }
+        }
+      }
+    }
+    return ffi::Error::Success();
+  }
+};
+
+}  // namespace
+}  // namespace jaxsolve::sparse
+
+namespace js = ::jaxsolve::sparse;
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(JaxsolveSparseCsrMatvec,
+                              js::CsrMatvecHandler<js::CpuBackend>,
+                              js::BindCsrMatvec());

@@ -1,0 +1,180 @@
+"""Matrices, references and checks shared by native_test.py and native_gpu_test.py.
+
+The references are written from the definitions, independently of the native code: SciPy's
+``A @ x`` for the product, and for derivatives a gather and a sorted segment sum in plain JAX.
+"""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import scipy.sparse
+from jax.test_util import check_grads
+
+DTYPES = [np.dtype(t) for t in (np.float32, np.complex64, np.float64, np.complex128)]
+DTYPE_IDS = [d.name for d in DTYPES]
+
+
+def use_dtype(dtype: np.dtype) -> None:
+    """Turns x64 on for a 64-bit dtype (the sparse conftest restores the setting)."""
+    jax.config.update("jax_enable_x64", np.dtype(dtype) in (np.float64, np.complex128))
+
+
+def tolerance(dtype: np.dtype) -> dict:
+    single = np.dtype(dtype) in (np.float32, np.complex64)
+    return {"rtol": 2e-5, "atol": 2e-5} if single else {"rtol": 1e-12, "atol": 1e-12}
+
+
+def random_csr(shape, dtype, density=0.3, seed=0, empty_rows=()) -> scipy.sparse.csr_matrix:
+    """A random CSR matrix with int32 indices, rows ``empty_rows`` emptied."""
+    rng = np.random.default_rng(seed)
+    matrix = scipy.sparse.random(*shape, density=density, format="lil", rng=rng)
+    for row in empty_rows:
+        matrix.rows[row], matrix.data[row] = [], []
+    matrix = matrix.tocsr()
+    if np.issubdtype(dtype, np.complexfloating):
+        matrix = matrix + 1j * matrix.multiply(rng.standard_normal(shape))
+    matrix = scipy.sparse.csr_matrix(matrix.astype(dtype))
+    matrix.indices, matrix.indptr = matrix.indices.astype(np.int32), matrix.indptr.astype(np.int32)
+    return matrix
+
+
+def random_array(shape, dtype, seed=1) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    sample = rng.standard_normal(shape)
+    if np.issubdtype(dtype, np.complexfloating):
+        sample = sample + 1j * rng.standard_normal(shape)
+    return sample.astype(dtype)
+
+
+def poisson(n: int, dim: int, dtype=np.float64) -> scipy.sparse.csr_matrix:
+    """The ``dim``-dimensional 2nd-order Laplacian on an ``n^dim`` grid (Kronecker sum)."""
+    line = scipy.sparse.diags([-np.ones(n - 1), 2 * np.ones(n), -np.ones(n - 1)], [-1, 0, 1])
+    eye = scipy.sparse.identity(n)
+    matrix = line
+    for _ in range(dim - 1):
+        matrix = scipy.sparse.kron(matrix, eye) + scipy.sparse.kron(
+            scipy.sparse.identity(matrix.shape[0]), line)
+    matrix = scipy.sparse.csr_matrix(matrix.astype(dtype))
+    matrix.indices, matrix.indptr = matrix.indices.astype(np.int32), matrix.indptr.astype(np.int32)
+    return matrix
+
+
+def reference_matvec(values, indices, indptr, x, *, n_rows):
+    """``A x`` in plain JAX from the definition: gathered ``x``, rows summed in order."""
+    rows = np.repeat(np.arange(n_rows), np.diff(indptr))
+    terms = values.reshape(-1, *(1,) * (x.ndim - 1)) * x[indices]
+    return jax.ops.segment_sum(terms, rows, num_segments=n_rows, indices_are_sorted=True)
+
+
+def kernel_calls(f, *args) -> int:
+    """How many times the compiled ``f(*args)`` calls the native product."""
+    return jax.jit(f).lower(*args).as_text().count("@jaxsolve_sparse_csr_matvec(")
+
+
+# ----------------------------------------------------------------------------------------
+# Checks of csr_matvec on one device, run on the CPU by native_test.py and on a GPU by
+# native_gpu_test.py. `csr_matvec` is passed in: the test files import it.
+
+
+def check_against_scipy(csr_matvec, device, matrix, x):
+    """``csr_matvec`` on ``device`` equals SciPy's ``matrix @ x``, in ``x``'s shape and dtype."""
+    y = csr_matvec(jax.device_put(matrix.data, device), matrix.indices, matrix.indptr,
+                   jax.device_put(x, device), n_rows=matrix.shape[0])
+    assert y.devices() == {device}
+    assert y.shape == (matrix.shape[0], *x.shape[1:]) and y.dtype == x.dtype
+    np.testing.assert_allclose(np.asarray(y), matrix @ x, **tolerance(x.dtype))
+
+
+def check_jit(csr_matvec, device, matrix, x):
+    """Jitted, with the pattern as NumPy constants and as traced int32 arguments."""
+    n_rows = matrix.shape[0]
+    values, x_on = jax.device_put(matrix.data, device), jax.device_put(x, device)
+    as_constants = jax.jit(lambda v, x: csr_matvec(v, matrix.indices, matrix.indptr, x,
+                                                   n_rows=n_rows))
+    as_arguments = jax.jit(lambda v, i, p, x: csr_matvec(v, i, p, x, n_rows=n_rows))
+    expected = matrix @ x
+    np.testing.assert_allclose(np.asarray(as_constants(values, x_on)), expected,
+                               **tolerance(x.dtype))
+    pattern = [jax.device_put(a, device) for a in (matrix.indices, matrix.indptr)]
+    np.testing.assert_allclose(np.asarray(as_arguments(values, *pattern, x_on)), expected,
+                               **tolerance(x.dtype))
+
+
+def check_vmap_over_x(csr_matvec, device, matrix, xs):
+    """vmap over right-hand sides: SciPy's products, from a single kernel call."""
+    def f(x):
+        return csr_matvec(values, matrix.indices, matrix.indptr, x, n_rows=matrix.shape[0])
+
+    values, xs_on = jax.device_put(matrix.data, device), jax.device_put(xs, device)
+    ys = jax.vmap(f)(xs_on)
+    np.testing.assert_allclose(np.asarray(ys), np.stack([matrix @ x for x in xs]),
+                               **tolerance(xs.dtype))
+    assert kernel_calls(jax.vmap(f), xs_on) == 1
+
+
+def check_vmap_over_values(csr_matvec, device, matrix, scales, x):
+    """vmap over values, alone and with x: a batch of systems on one pattern, one call."""
+    def f(v, x):
+        return csr_matvec(v, matrix.indices, matrix.indptr, x, n_rows=matrix.shape[0])
+
+    values = jax.device_put(np.stack([s * matrix.data for s in scales]), device)
+    xs = np.stack([x * (i + 1) for i in range(len(scales))])
+    x_on, xs_on = jax.device_put(x, device), jax.device_put(xs, device)
+    np.testing.assert_allclose(np.asarray(jax.vmap(f, (0, None))(values, x_on)),
+                               np.stack([s * (matrix @ x) for s in scales]),
+                               **tolerance(x.dtype))
+    np.testing.assert_allclose(np.asarray(jax.vmap(f)(values, xs_on)),
+                               np.stack([s * (matrix @ x) for s, x in zip(scales, xs)]),
+                               **tolerance(x.dtype))
+    assert kernel_calls(jax.vmap(f, (0, None)), values, x_on) == 1
+    assert kernel_calls(jax.vmap(f), values, xs_on) == 1
+
+
+def check_nested_vmap(csr_matvec, device, matrix, scales, xs):
+    """Nested vmaps over values and x, either way round: every pairing, one call."""
+    def f(v, x):
+        return csr_matvec(v, matrix.indices, matrix.indptr, x, n_rows=matrix.shape[0])
+
+    values = jax.device_put(np.stack([s * matrix.data for s in scales]), device)
+    xs_on = jax.device_put(xs, device)
+    expected = np.stack([[s * (matrix @ x) for x in xs] for s in scales])
+    values_outside = jax.vmap(jax.vmap(f, (None, 0)), (0, None))
+    x_outside = jax.vmap(jax.vmap(f, (0, None)), (None, 0))
+    np.testing.assert_allclose(np.asarray(values_outside(values, xs_on)), expected,
+                               **tolerance(xs.dtype))
+    np.testing.assert_allclose(np.asarray(x_outside(values, xs_on)), expected.swapaxes(0, 1),
+                               **tolerance(xs.dtype))
+    assert kernel_calls(values_outside, values, xs_on) == 1
+
+
+def check_derivatives(csr_matvec, device, matrix, x):
+    """jax.jvp and jax.grad in values and x equal those of the plain-JAX reference."""
+    indices, indptr, n_rows = matrix.indices, matrix.indptr, matrix.shape[0]
+    values, x_on = jax.device_put(matrix.data, device), jax.device_put(x, device)
+    d_values = jax.device_put(random_array(matrix.data.shape, x.dtype, seed=5), device)
+    d_x = jax.device_put(random_array(x.shape, x.dtype, seed=6), device)
+    weights = jax.device_put(random_array((n_rows, *x.shape[1:]), x.dtype, seed=7), device)
+
+    def ours(v, x):
+        return csr_matvec(v, indices, indptr, x, n_rows=n_rows)
+
+    def theirs(v, x):
+        return reference_matvec(v, indices, indptr, x, n_rows=n_rows)
+
+    def loss(product):
+        return lambda v, x: jnp.real(jnp.vdot(weights, product(v, x)))
+
+    tol = tolerance(x.dtype)
+    for primals, tangents in [((values, x_on), (d_values, d_x)),
+                              ((values, x_on), (d_values, jnp.zeros_like(d_x)))]:
+        y, dy = jax.jvp(ours, primals, tangents)
+        y_ref, dy_ref = jax.jvp(theirs, primals, tangents)
+        np.testing.assert_allclose(np.asarray(y), np.asarray(y_ref), **tol)
+        np.testing.assert_allclose(np.asarray(dy), np.asarray(dy_ref), **tol)
+    grads = jax.grad(loss(ours), argnums=(0, 1))(values, x_on)
+    grads_ref = jax.grad(loss(theirs), argnums=(0, 1))(values, x_on)
+    for g, g_ref in zip(grads, grads_ref):
+        assert g.devices() == {device}
+        np.testing.assert_allclose(np.asarray(g), np.asarray(g_ref), **tol)
+    if x.dtype in (np.float64, np.complex128):  # finite differences need the precision
+        check_grads(ours, (values, x_on), order=2, modes=("fwd", "rev"))

@@ -1,0 +1,101 @@
+"""Tests of the native CSR product on a CUDA GPU, against SciPy and the plain-JAX reference.
+
+The checks of native_test.py (from native_cases.py), with the data on the GPU, plus matrices
+that exercise the CUDA kernel's schedule: many thread blocks, rows longer than one lane sums
+or one tile holds, more columns than one block forms, and the benchmark's 128³ Poisson matrix.
+Every test is marked ``gpu`` and skipped where JAX has no GPU.
+"""
+
+import jax
+import native_cases as cases
+import numpy as np
+import pytest
+
+from jaxsolve.sparse import _native
+from jaxsolve.sparse._native import csr_matvec
+
+GPU = next((d for d in jax.devices() if d.platform == "gpu"), None)
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(GPU is None, reason="needs a GPU")]
+
+# (shape, density, empty rows): small ones as on the CPU; thousands of rows (many thread
+# blocks); rows of ~2000 entries (32 lanes a row, several tiles a block); 1 x 1.
+MATRICES = [
+    ((40, 30), 0.2, (0, 7, 8, 39)),
+    ((6, 5), 0.0, ()),
+    ((1, 1), 1.0, ()),
+    ((5000, 3000), 0.003, (0, 4999)),
+    ((300, 4000), 0.5, (1, 150)),
+]
+MATRIX_IDS = ["40x30", "no-entries", "1x1", "5000x3000", "long-rows"]
+
+
+def test_cuda_library_loaded():
+    csr_matvec(np.ones(1, np.float32), np.zeros(1, np.int32), np.array([0, 1], np.int32),
+               jax.device_put(np.ones(1, np.float32), GPU), n_rows=1)
+    assert _native._LIBRARY.cuda_unavailable_reason is None
+
+
+@pytest.mark.parametrize("dtype", cases.DTYPES, ids=cases.DTYPE_IDS)
+@pytest.mark.parametrize("columns", [(), (1,), (3,), (11,)], ids=["vector", "k=1", "k=3", "k=11"])
+@pytest.mark.parametrize(("shape", "density", "empty_rows"), MATRICES, ids=MATRIX_IDS)
+def test_csr_matvec_against_scipy(dtype, columns, shape, density, empty_rows):
+    cases.use_dtype(dtype)
+    matrix = cases.random_csr(shape, dtype, density, empty_rows=empty_rows)
+    x = cases.random_array((shape[1], *columns), dtype)
+    cases.check_against_scipy(csr_matvec, GPU, matrix, x)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["float32", "float64"])
+def test_csr_matvec_poisson_3d_128(dtype):
+    """The benchmark's matrix: 2.1 million rows of at most 7 entries."""
+    cases.use_dtype(dtype)
+    matrix = cases.poisson(128, 3, dtype)
+    cases.check_against_scipy(csr_matvec, GPU, matrix, cases.random_array(matrix.shape[1], dtype))
+
+
+def test_csr_matvec_one_long_row_among_short_ones(x64):
+    """A dense row in a sparse matrix: one lane sums it across many tiles."""
+    matrix = cases.random_csr((2000, 3000), np.float64, 0.002).tolil()
+    matrix.rows[1000], matrix.data[1000] = list(range(3000)), list(np.ones(3000))
+    matrix = matrix.tocsr()
+    matrix.indices, matrix.indptr = matrix.indices.astype(np.int32), matrix.indptr.astype(np.int32)
+    cases.check_against_scipy(csr_matvec, GPU, matrix, cases.random_array(3000, np.float64))
+
+
+# Thousands of rows for the transformations: many thread blocks.
+@pytest.mark.parametrize("dtype", cases.DTYPES, ids=cases.DTYPE_IDS)
+def test_csr_matvec_jit(dtype):
+    cases.use_dtype(dtype)
+    matrix = cases.random_csr((3000, 2000), dtype, 0.005)
+    cases.check_jit(csr_matvec, GPU, matrix, cases.random_array((2000, 2), dtype))
+
+
+@pytest.mark.parametrize("dtype", cases.DTYPES, ids=cases.DTYPE_IDS)
+@pytest.mark.parametrize(("batch", "columns"), [(5, ()), (20, (3,))], ids=["5", "20xk=3"])
+def test_csr_matvec_vmap_over_x(dtype, batch, columns):
+    cases.use_dtype(dtype)
+    matrix = cases.random_csr((3000, 2000), dtype, 0.005, empty_rows=(2,))
+    xs = cases.random_array((batch, 2000, *columns), dtype)
+    cases.check_vmap_over_x(csr_matvec, GPU, matrix, xs)
+
+
+@pytest.mark.parametrize("dtype", cases.DTYPES, ids=cases.DTYPE_IDS)
+def test_csr_matvec_vmap_over_values(dtype):
+    cases.use_dtype(dtype)
+    matrix = cases.random_csr((3000, 2000), dtype, 0.005)
+    x = cases.random_array((2000, 2), dtype)
+    cases.check_vmap_over_values(csr_matvec, GPU, matrix, [1.0, -2.0, 0.5], x)
+
+
+def test_csr_matvec_nested_vmap(x64):
+    matrix = cases.random_csr((3000, 2000), np.float64, 0.005)
+    xs = cases.random_array((4, 2000, 2), np.float64)
+    cases.check_nested_vmap(csr_matvec, GPU, matrix, [1.0, 3.0, -1.0], xs)
+
+
+@pytest.mark.parametrize("dtype", cases.DTYPES, ids=cases.DTYPE_IDS)
+@pytest.mark.parametrize("columns", [(), (2,)], ids=["vector", "k=2"])
+def test_csr_matvec_grad(dtype, columns):
+    cases.use_dtype(dtype)
+    matrix = cases.random_csr((40, 30), dtype, 0.2, empty_rows=(5,))
+    cases.check_derivatives(csr_matvec, GPU, matrix, cases.random_array((30, *columns), dtype))

@@ -1,0 +1,459 @@
+"""Tests of jaxsolve.sparse's native kernels on the CPU: the CSR product and the setup kernels.
+
+The product's checks are shared with native_gpu_test.py (native_cases.py); the setup kernels
+run on the host only and are checked here against references written from their definitions.
+"""
+
+import doctest
+import pathlib
+import re
+import subprocess
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import scipy.sparse
+import scipy.sparse.csgraph
+from native_cases import (
+    DTYPE_IDS,
+    DTYPES,
+    check_against_scipy,
+    check_derivatives,
+    check_jit,
+    check_nested_vmap,
+    check_vmap_over_values,
+    check_vmap_over_x,
+    poisson,
+    random_array,
+    random_csr,
+    use_dtype,
+)
+
+from jaxsolve.sparse import _native
+from jaxsolve.sparse._native import aggregate_pairs, csr_matvec, spgemm_symbolic
+
+CPU = jax.devices("cpu")[0]
+
+# (shape, density, empty rows): rectangular both ways, empty rows at the ends and inside,
+# no entries at all, 1 x 1, and rows longer than the 8 products one GPU lane sums.
+MATRICES = [
+    ((40, 30), 0.2, (0, 7, 8, 39)),
+    ((25, 60), 0.1, ()),
+    ((6, 5), 0.0, ()),
+    ((1, 1), 1.0, ()),
+    ((20, 400), 0.5, (3,)),
+]
+MATRIX_IDS = ["40x30", "25x60", "no-entries", "1x1", "long-rows"]
+
+
+def test_docstring_examples_run():
+    failed, attempted = doctest.testmod(_native, optionflags=doctest.NORMALIZE_WHITESPACE)
+    assert attempted > 0 and failed == 0
+
+
+@pytest.mark.parametrize(("name", "exports"), [
+    ("libjaxsolve_sparse.so", {"JaxsolveSparseCsrMatvec", "JaxsolveSparseAggregatePairs",
+                               "JaxsolveSparseSpgemmCount", "JaxsolveSparseSpgemmFill"}),
+    ("libjaxsolve_sparse_cuda13.so", {"JaxsolveSparseCsrMatvec"}),
+])
+def test_libraries_export_our_functions_and_need_only_the_c_runtime(name, exports):
+    """The CUDA runtime is linked statically and kept private, like every other symbol."""
+    library = pathlib.Path(_native.__file__).absolute().parent / name
+
+    def tool(*command):
+        return subprocess.run([*command, str(library)], check=True, capture_output=True,
+                              text=True).stdout
+
+    defined = [line.split() for line in tool("nm", "-D", "--defined-only").splitlines()]
+    assert {fields[-1] for fields in defined if fields[-2] == "T"} == exports
+    needed = set(re.findall(r"\(NEEDED\).*\[(.+)\]", tool("readelf", "-d")))
+    assert needed <= {"libc.so.6", "libm.so.6", "libstdc++.so.6", "libgcc_s.so.1",
+                      "ld-linux-x86-64.so.2", "libdl.so.2", "libpthread.so.0", "librt.so.1"}
+
+
+class TestCsrMatvec:
+    @pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
+    @pytest.mark.parametrize("columns", [(), (1,), (3,)], ids=["vector", "k=1", "k=3"])
+    @pytest.mark.parametrize(("shape", "density", "empty_rows"), MATRICES, ids=MATRIX_IDS)
+    def test_csr_matvec_against_scipy(self, dtype, columns, shape, density, empty_rows):
+        use_dtype(dtype)
+        matrix = random_csr(shape, dtype, density, empty_rows=empty_rows)
+        x = random_array((shape[1], *columns), dtype)
+        check_against_scipy(csr_matvec, CPU, matrix, x)
+
+    def test_csr_matvec_empty_rows_are_zero(self):
+        matrix = random_csr((10, 10), np.float32, 0.5, empty_rows=(0, 4, 9))
+        y = csr_matvec(matrix.data, matrix.indices, matrix.indptr, np.ones(10, np.float32),
+                       n_rows=10)
+        np.testing.assert_array_equal(np.asarray(y)[[0, 4, 9]], 0.0)
+
+    def test_csr_matvec_without_rows_or_columns(self):
+        no_rows = csr_matvec(np.zeros(0, np.float32), np.zeros(0, np.int32),
+                             np.zeros(1, np.int32), np.ones((4, 2), np.float32), n_rows=0)
+        assert no_rows.shape == (0, 2)
+        no_columns = csr_matvec(np.zeros(0, np.float32), np.zeros(0, np.int32),
+                                np.zeros(4, np.int32), np.ones((0, 2), np.float32), n_rows=3)
+        np.testing.assert_array_equal(no_columns, np.zeros((3, 2)))
+
+    def test_csr_matvec_accepts_any_integer_numpy_pattern(self):
+        matrix = random_csr((9, 7), np.float32)
+        x = random_array(7, np.float32)
+        y = csr_matvec(matrix.data, matrix.indices.astype(np.int64),
+                       matrix.indptr.astype(np.uint16), x, n_rows=9)
+        np.testing.assert_allclose(y, matrix @ x, rtol=1e-5, atol=1e-6)
+
+    @pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
+    def test_csr_matvec_jit(self, dtype):
+        use_dtype(dtype)
+        check_jit(csr_matvec, CPU, random_csr((30, 20), dtype), random_array((20, 2), dtype))
+
+    @pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
+    @pytest.mark.parametrize("columns", [(), (3,)], ids=["vector", "k=3"])
+    def test_csr_matvec_vmap_over_x(self, dtype, columns):
+        use_dtype(dtype)
+        matrix = random_csr((30, 20), dtype, empty_rows=(2,))
+        check_vmap_over_x(csr_matvec, CPU, matrix, random_array((5, 20, *columns), dtype))
+
+    @pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
+    def test_csr_matvec_vmap_over_values(self, dtype):
+        use_dtype(dtype)
+        matrix = random_csr((30, 20), dtype)
+        check_vmap_over_values(csr_matvec, CPU, matrix, [1.0, -2.0, 0.5],
+                               random_array((20, 2), dtype))
+
+    def test_csr_matvec_nested_vmap(self, x64):
+        matrix = random_csr((30, 20), np.float64)
+        check_nested_vmap(csr_matvec, CPU, matrix, [1.0, 3.0, -1.0],
+                          random_array((4, 20, 2), np.float64))
+
+    def test_csr_matvec_vmap_over_patterns(self, x64):
+        """A batch of patterns (same sizes) is a loop of products, one per pattern."""
+        matrices = [random_csr((12, 10), np.float64, 0.3, seed=s) for s in range(3)]
+        nnz = min(m.nnz for m in matrices)
+        for m in matrices:  # the same number of entries: drop the last rows' extra ones
+            m.indptr = np.minimum(m.indptr, nnz).astype(np.int32)
+            m.data, m.indices = m.data[:nnz], m.indices[:nnz]
+        x = random_array(10, np.float64)
+        stacked = [jnp.asarray(np.stack([getattr(m, a) for m in matrices]))
+                   for a in ("data", "indices", "indptr")]
+        ys = jax.vmap(lambda v, i, p: csr_matvec(v, i, p, x, n_rows=12))(*stacked)
+        np.testing.assert_allclose(ys, np.stack([m @ x for m in matrices]), rtol=1e-12)
+
+    @pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
+    @pytest.mark.parametrize("columns", [(), (2,)], ids=["vector", "k=2"])
+    def test_csr_matvec_grad(self, dtype, columns):
+        use_dtype(dtype)
+        matrix = random_csr((12, 9), dtype, 0.4, empty_rows=(5,))
+        check_derivatives(csr_matvec, CPU, matrix, random_array((9, *columns), dtype))
+
+    def test_csr_matvec_grad_under_vmap_and_jit(self, x64):
+        """Gradients in values for a batch of x, with the pattern traced (jit arguments)."""
+        matrix = random_csr((12, 9), np.float64, 0.4, empty_rows=(0, 6))
+        xs = random_array((3, 9), np.float64)
+
+        def loss(values, x, indices, indptr):
+            return jnp.sum(csr_matvec(values, indices, indptr, x, n_rows=12) ** 2)
+
+        grads = jax.jit(jax.vmap(jax.grad(loss), (None, 0, None, None)))(
+            matrix.data, xs, jnp.asarray(matrix.indices), jnp.asarray(matrix.indptr))
+        rows = np.repeat(np.arange(12), np.diff(matrix.indptr))
+        expected = [2 * (matrix @ x)[rows] * x[matrix.indices] for x in xs]
+        np.testing.assert_allclose(grads, np.stack(expected), rtol=1e-12)
+
+    def test_csr_matvec_errors(self):
+        matrix = scipy.sparse.csr_matrix(np.array(
+            [[1, 0, 2], [0, 3, 0], [4, 0, 5], [0, 0, 6]], np.float32))
+        v, i, p = matrix.data, matrix.indices.astype(np.int32), matrix.indptr.astype(np.int32)
+        x = np.ones(3, np.float32)
+
+        def raises(error, message, *args, n_rows=4):
+            with pytest.raises(error, match=re.escape(f"csr_matvec: {message}")):
+                csr_matvec(*args, n_rows=n_rows)
+
+        raises(TypeError, "x must have the dtype of values, got x.dtype=complex64 and "
+               "values.dtype=float32", v, i, p, x.astype(np.complex64))
+        raises(TypeError, "values must be float32, float64, complex64 or complex128, got "
+               "values.dtype=int32", v.astype(np.int32), i, p, x.astype(np.int32))
+        raises(ValueError, "values must be (nnz,) and x (n_cols,) or (n_cols, k), got "
+               "values.shape=(6,) and x.shape=(3, 1, 1)", v, i, p, x.reshape(3, 1, 1))
+        raises(ValueError, "indices must have shape (values.shape[0],) = (5,), got "
+               "indices.shape=(6,)", v[:-1], jnp.asarray(i), jnp.asarray(p), x)
+        raises(ValueError, "indptr must have shape (n_rows + 1,) = (4,), got indptr.shape=(5,)",
+               v, i, p, x, n_rows=3)
+        raises(ValueError, "indptr must run from 0 to len(indices) = 5", v[:-1], i[:-1], p, x)
+        raises(ValueError, "indices must be columns in [0, 2), got values from 0 to 2",
+               v, i, p, x[:2])
+        raises(ValueError, "indptr must not decrease, but indptr[2] < indptr[1]",
+               v, i, np.array([0, 3, 2, 5, 6]), x)
+        raises(ValueError, "n_rows must be an integer in [0, 2**31), got n_rows=-1", v, i, p, x,
+               n_rows=-1)
+        raises(TypeError, "indices must be int32, got indices.dtype=uint32",
+               v, jnp.asarray(i, jnp.uint32), jnp.asarray(p), x)
+        raises(TypeError, "indptr must be a 1-D integer array, got indptr.shape=(5,) and "
+               "indptr.dtype=float64", v, i, p.astype(np.float64), x)
+
+    def test_csr_matvec_native_checks_its_operands(self):
+        """The C++ entry refuses operands whose shapes do not fit, whatever Python passed."""
+        matrix = random_csr((4, 3), np.float32, 0.5)
+        values = np.stack([matrix.data, matrix.data])  # two systems of values ...
+        x = np.ones((3, 3, 1), np.float32)  # ... and three of x
+        with pytest.raises(jax.errors.JaxRuntimeError, match=re.escape(
+                "jaxsolve_sparse_csr_matvec: values (B or 1, nnz) and x (B or 1, n_cols, k) "
+                "must make y (B, n_rows, k)")):
+            _native._native_product(values, matrix.indices, matrix.indptr, x).block_until_ready()
+
+
+# ----------------------------------------------------------------------------------------
+# aggregate_pairs
+
+
+def reference_aggregate_pairs(indptr, indices, weights):
+    """The pairwise aggregation, straight from its definition."""
+    n = len(indptr) - 1
+    aggregate = [-1] * n
+    count = 0
+
+    def strongest(i, eligible):
+        best, best_weight = -1, 0.0
+        for e in range(indptr[i], indptr[i + 1]):
+            j, w = int(indices[e]), float(weights[e])
+            if j != i and w > 0 and eligible(j) and (
+                    best < 0 or w > best_weight or (w == best_weight and j < best)):
+                best, best_weight = j, w
+        return best
+
+    for i in range(n):
+        if aggregate[i] < 0:
+            j = strongest(i, lambda j: aggregate[j] < 0)
+            if j >= 0:
+                aggregate[i] = aggregate[j] = count
+                count += 1
+    phase_one = list(aggregate)
+    for i in range(n):
+        if aggregate[i] < 0:
+            j = strongest(i, lambda j: True)
+            if j >= 0:
+                aggregate[i] = aggregate[j]
+            else:
+                aggregate[i], count = count, count + 1
+    return np.array(aggregate, np.int32), count, np.array(phase_one)
+
+
+def random_graph(n, density, seed, symmetric=False, diagonal=True):
+    """Unsymmetric weights of mixed sign, with ties, and rows in shuffled storage order."""
+    rng = np.random.default_rng(seed)
+    graph = scipy.sparse.random(n, n, density=density, format="csr", rng=rng)
+    graph.data = rng.integers(-2, 5, graph.nnz).astype(np.float64)  # ties, zeros, negatives
+    if symmetric:
+        graph = (graph + graph.T).tocsr()
+    if diagonal:
+        graph = (graph + scipy.sparse.diags(rng.random(n) + 10)).tocsr()
+    for i in range(n):  # storage order must not matter
+        order = slice(graph.indptr[i], graph.indptr[i + 1])
+        permutation = rng.permutation(graph.indptr[i + 1] - graph.indptr[i])
+        graph.indices[order], graph.data[order] = (graph.indices[order][permutation],
+                                                   graph.data[order][permutation])
+    return graph
+
+
+def aggregate_sizes(aggregate, count):
+    return np.bincount(aggregate, minlength=count)
+
+
+class TestAggregatePairs:
+    @pytest.mark.parametrize("symmetric", [False, True], ids=["unsymmetric", "symmetric"])
+    @pytest.mark.parametrize(("n", "density"), [(50, 0.05), (200, 0.02), (30, 0.3), (100, 0.0)])
+    def test_aggregate_pairs_against_reference(self, n, density, symmetric):
+        for seed in range(3):
+            graph = random_graph(n, density, seed, symmetric)
+            aggregate, count = aggregate_pairs(graph.indptr, graph.indices, graph.data)
+            expected, expected_count, _ = reference_aggregate_pairs(
+                graph.indptr, graph.indices, graph.data)
+            assert aggregate.dtype == np.int32 and count == expected_count
+            np.testing.assert_array_equal(aggregate, expected)
+            assert set(np.unique(aggregate)) == set(range(count))
+
+    def test_aggregate_pairs_ties_go_to_the_smallest_neighbour(self):
+        # A complete graph with equal weights: 0-1, 2-3, 4 joins 0's aggregate.
+        graph = scipy.sparse.csr_matrix(np.ones((5, 5)))
+        aggregate, count = aggregate_pairs(graph.indptr, graph.indices, graph.data)
+        np.testing.assert_array_equal(aggregate, [0, 0, 1, 1, 0])
+        assert count == 2
+
+    def test_aggregate_pairs_singletons(self):
+        # 1 x 1; isolated nodes and a diagonal-only graph; non-positive weights only.
+        one = scipy.sparse.csr_matrix(np.ones((1, 1)))
+        assert aggregate_pairs(one.indptr, one.indices, one.data)[1] == 1
+        isolated = scipy.sparse.csr_matrix((3, 3))
+        np.testing.assert_array_equal(
+            aggregate_pairs(isolated.indptr, isolated.indices, isolated.data)[0], [0, 1, 2])
+        negative = scipy.sparse.csr_matrix(-np.ones((3, 3)))
+        assert aggregate_pairs(negative.indptr, negative.indices, negative.data)[1] == 3
+
+    def test_aggregate_pairs_unsymmetric_late_pairing(self):
+        """A node left over by phase one can still be taken by a later node's row."""
+        # 0 and 1 see each other and pair. 2 sees nobody and waits; 3 sees 2 and pairs with it.
+        rows, cols = [0, 1, 3], [1, 0, 2]
+        graph = scipy.sparse.csr_matrix((np.ones(3), (rows, cols)), shape=(4, 4))
+        aggregate, count = aggregate_pairs(graph.indptr, graph.indices, graph.data)
+        np.testing.assert_array_equal(aggregate, [0, 0, 1, 1])
+        assert count == 2
+
+    def test_aggregate_pairs_poisson_2d(self):
+        """A 2D Poisson graph: pairs after phase one, at most three nodes after phase two."""
+        matrix = poisson(17, 2)
+        graph = -matrix  # positive off-diagonal weights, the diagonal ignored
+        aggregate, count = aggregate_pairs(graph.indptr, graph.indices, graph.data)
+        expected, expected_count, phase_one = reference_aggregate_pairs(
+            graph.indptr, graph.indices, graph.data)
+        np.testing.assert_array_equal(aggregate, expected)
+        assert count == expected_count
+        assert aggregate_sizes(phase_one[phase_one >= 0], count).max() == 2
+        assert set(aggregate_sizes(aggregate, count)) <= {2, 3}
+        # every aggregate is connected through the graph's edges
+        for members in np.split(np.argsort(aggregate, kind="stable"),
+                                np.cumsum(aggregate_sizes(aggregate, count))[:-1]):
+            assert scipy.sparse.csgraph.connected_components(
+                matrix[members][:, members])[0] == 1
+
+    def test_aggregate_pairs_poisson_3d_64(self):
+        """2^18 nodes, 1.8 million edges: a correctness case of the size AMG setups meet."""
+        graph = -poisson(64, 3)
+        aggregate, count = aggregate_pairs(graph.indptr, graph.indices, graph.data)
+        expected, expected_count, _ = reference_aggregate_pairs(
+            graph.indptr.tolist(), graph.indices.tolist(), graph.data.tolist())
+        assert count == expected_count
+        np.testing.assert_array_equal(aggregate, expected)
+
+    def test_aggregate_pairs_errors(self):
+        graph = random_graph(6, 0.5, 0)
+        p, i, w = graph.indptr, graph.indices, graph.data
+
+        def raises(error, message, *args):
+            with pytest.raises(error, match=re.escape(f"aggregate_pairs: {message}")):
+                aggregate_pairs(*args)
+
+        raises(TypeError, f"weights must be real, one per entry, shape {i.shape}", p, i, w[1:])
+        raises(TypeError, "weights must be real", p, i, w * 1j)
+        raises(ValueError, "indices must be columns in [0, 6)", p, i + 6, w)
+        raises(ValueError, "indptr must run from 0 to len(indices)", p + 1, i, w)
+        raises(TypeError, "indices must be a 1-D integer array", p, i.astype(np.float32), w)
+
+
+# ----------------------------------------------------------------------------------------
+# spgemm_symbolic
+
+
+def reference_spgemm(a, b):
+    """C's pattern and each product's offset, vectorized from the definition.
+
+    Products in order: A's entries t in storage order, each expanded into the entries s of
+    B's row a_indices[t], in storage order. C's entries are the distinct (row, column) pairs
+    of the products, sorted.
+    """
+    m, p = a.shape[0], b.shape[1]
+    lengths = np.diff(b.indptr)[a.indices]
+    t = np.repeat(np.arange(a.nnz), lengths)
+    group_starts = np.cumsum(lengths) - lengths
+    s = np.repeat(b.indptr[a.indices] - group_starts, lengths) + np.arange(t.size)
+    rows = np.repeat(np.arange(m), np.diff(a.indptr))[t]
+    keys = rows.astype(np.int64) * p + b.indices[s]
+    entries = np.unique(keys)
+    indptr = np.concatenate([[0], np.cumsum(np.bincount(entries // p, minlength=m))])
+    offsets = np.searchsorted(entries, keys) - indptr[rows]
+    return indptr, entries % p, offsets, t, s
+
+
+def check_spgemm(a, b):
+    c = spgemm_symbolic(a.indptr, a.indices, b.indptr, b.indices, b.shape[1])
+    indptr, indices, offsets, t, s = reference_spgemm(a, b)
+    np.testing.assert_array_equal(c.indptr, indptr)
+    np.testing.assert_array_equal(c.indices, indices)
+    np.testing.assert_array_equal(c.offsets, offsets)
+    assert c.n_products == t.size and c.indptr.dtype == np.int32
+    # The map makes the numeric product a segment sum.
+    a_rows = np.repeat(np.arange(a.shape[0]), np.diff(a.indptr))
+    values = np.zeros(c.indices.size)
+    np.add.at(values, c.indptr[a_rows[t]] + c.offsets, a.data[t] * b.data[s])
+    ours = scipy.sparse.csr_matrix((values, c.indices, c.indptr), (a.shape[0], b.shape[1]))
+    scipy_product = (a @ b).tocsr()
+    error = np.abs((ours - scipy_product).data).max(initial=0)
+    assert error <= 1e-12 * np.abs(scipy_product.data).max(initial=1)
+    return c
+
+
+def shuffled_rows(matrix, seed):
+    """``matrix`` with each row's entries in a random storage order."""
+    rng = np.random.default_rng(seed)
+    matrix = matrix.copy()
+    for i in range(matrix.shape[0]):
+        row = slice(matrix.indptr[i], matrix.indptr[i + 1])
+        order = rng.permutation(matrix.indptr[i + 1] - matrix.indptr[i])
+        matrix.indices[row], matrix.data[row] = matrix.indices[row][order], matrix.data[row][order]
+    return matrix
+
+
+class TestSpgemmSymbolic:
+    @pytest.mark.parametrize(("m", "n", "p", "density"),
+                             [(20, 30, 25, 0.1), (40, 10, 50, 0.3), (7, 100, 3, 0.05),
+                              (30, 30, 30, 0.0)])
+    def test_spgemm_symbolic_against_reference(self, m, n, p, density):
+        for seed in range(3):
+            a = random_csr((m, n), np.float64, density, seed, empty_rows=(0,))
+            b = random_csr((n, p), np.float64, density, seed + 10, empty_rows=(n - 1,))
+            check_spgemm(a, b)
+            check_spgemm(shuffled_rows(a, seed), shuffled_rows(b, seed))
+
+    def test_spgemm_symbolic_one_by_one_and_empty(self):
+        one = scipy.sparse.csr_matrix(np.full((1, 1), 2.0))
+        c = check_spgemm(one, one)
+        assert c.offsets.tolist() == [0] and c.n_products == 1
+        empty = scipy.sparse.csr_matrix((0, 4))
+        c = check_spgemm(empty, random_csr((4, 3), np.float64))
+        assert c.indptr.tolist() == [0] and c.n_products == 0
+
+    @pytest.mark.parametrize(("row", "dtype"), [(255, np.uint8), (256, np.uint16),
+                                                (65535, np.uint16), (65536, np.int32)])
+    def test_spgemm_symbolic_offsets_are_the_narrowest_that_fit(self, row, dtype):
+        # A = [1, 1] times B with two rows making one row of `row` columns in C.
+        a = scipy.sparse.csr_matrix(np.ones((1, 2)))
+        columns = np.arange(row)
+        b = scipy.sparse.csr_matrix((np.ones(row), (columns % 2, columns)), shape=(2, row))
+        c = check_spgemm(a, b)
+        assert c.offsets.dtype == dtype and c.offsets.max() == row - 1
+
+    def test_spgemm_symbolic_galerkin_product_poisson_3d_64(self):
+        """A P and Pᵀ (A P) for the pairwise aggregates of a 64³ Poisson matrix."""
+        a = poisson(64, 3)
+        aggregate, count = aggregate_pairs(a.indptr, a.indices, -a.data)
+        p = scipy.sparse.csr_matrix((np.ones(a.shape[0]), (np.arange(a.shape[0]), aggregate)))
+        ap = check_spgemm(a, p)
+        coarse = check_spgemm(p.T.tocsr(), (a @ p).tocsr())
+        assert ap.n_products == a.nnz and coarse.indptr.size == count + 1
+
+    def test_spgemm_symbolic_refuses_more_than_int32_products(self):
+        # One row of A with 2^17 entries, all selecting B's row of 2^14 + 1 entries.
+        a_indptr = np.array([0, 2**17], np.int32)
+        b_indptr = np.array([0, 2**14 + 1], np.int32)
+        with pytest.raises(ValueError, match=re.escape(
+                f"spgemm_symbolic: A B has {2**17 * (2**14 + 1)} scalar products, more than "
+                "2**31 - 1")):
+            spgemm_symbolic(a_indptr, np.zeros(2**17, np.int32), b_indptr,
+                            np.arange(2**14 + 1, dtype=np.int32), 2**14 + 1)
+
+    def test_spgemm_symbolic_errors(self):
+        a, b = random_csr((5, 4), np.float64, 0.5), random_csr((4, 6), np.float64, 0.5)
+
+        def raises(error, message, *args):
+            with pytest.raises(error, match=re.escape(f"spgemm_symbolic: {message}")):
+                spgemm_symbolic(*args)
+
+        raises(ValueError, "a_indices must be columns in [0, 3)",
+               a.indptr, a.indices, b.indptr[:-1], b.indices[:b.indptr[-2]], 6)
+        raises(ValueError, "b_indices must be columns in [0, 5)",
+               a.indptr, a.indices, b.indptr, b.indices, 5)
+        raises(ValueError, "p must be an integer in [0, 2**31), got p=-1",
+               a.indptr, a.indices, b.indptr, b.indices, -1)
+        raises(ValueError, "b_indptr must run from 0 to len(b_indices)",
+               a.indptr, a.indices, b.indptr, b.indices[1:], 6)
