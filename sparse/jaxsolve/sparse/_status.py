@@ -76,6 +76,8 @@ class FailureReason(enum.IntEnum):
     BICGSTAB_BREAKDOWN = 7
     BICGSTAB_STAGNATION = 8
     GMRES_BREAKDOWN = 9
+    NONFINITE_MATRIX = 10
+    ZERO_DIAGONAL = 11
 
     @property
     def status(self) -> Status:
@@ -155,6 +157,18 @@ _REASONS = {
         " containing the solution (A M⁻¹ is singular and b is not in its"
         " range)",
         "Check the matrix for singularity, or remove its null space from b.",
+    ),
+    FailureReason.NONFINITE_MATRIX: (
+        Status.FAILED,
+        "the matrix's values hold NaN or Inf",
+        "Check the values of A, e.g. with jnp.isfinite(A.values).all().",
+    ),
+    FailureReason.ZERO_DIAGONAL: (
+        Status.FAILED,
+        "the matrix has a zero diagonal entry, and the smoother or preconditioner"
+        " divides by the diagonal",
+        "Use preconditioner 'NOSOLVER' (or JACOBI_L1), or reorder the system so that"
+        " the diagonal is nonzero.",
     ),
 }
 
