@@ -138,9 +138,9 @@ def block_jacobi(relaxation_factor=0.9):
 
 
 def amg(**changes):
-    fields = dict(algorithm="AGGREGATION", selector="SIZE_2", smoothed_aggregation=False,
+    fields = dict(algorithm="AGGREGATION", selector="SIZE_4", smoothed_aggregation=False,
                   smoother=block_jacobi(), presweeps=1, postsweeps=1, cycle="V", max_levels=100,
-                  min_coarse_rows=32, coarse_solver="DENSE_LU_SOLVER", coarsest_sweeps=None)
+                  min_coarse_rows=256, coarse_solver="DENSE_LU_SOLVER", coarsest_sweeps=None)
     return AMGConfig(**{**fields, **changes})
 
 
@@ -216,15 +216,16 @@ class TestParseAmgxConfig:
             "FGMRES", print_solve_stats=True, gmres_n_restart=32,
             preconditioner=amg_preconditioner(
                 print_grid_stats=True,
-                amg=amg(smoother=block_jacobi(0.75), presweeps=0, postsweeps=3,
-                        coarse_solver="NOSOLVER", coarsest_sweeps=2)))
+                amg=amg(selector="SIZE_2", min_coarse_rows=32, smoother=block_jacobi(0.75),
+                        presweeps=0, postsweeps=3, coarse_solver="NOSOLVER",
+                        coarsest_sweeps=2)))
         config = parse_amgx_config(PCG_AGGREGATION_JACOBI_JSON)
         assert config == solver(
             "PCG", tolerance=1e-4, print_solve_stats=True,
             preconditioner=amg_preconditioner(
                 print_grid_stats=True,
-                amg=amg(smoother=block_jacobi(0.8), presweeps=0, postsweeps=3,
-                        coarse_solver="NOSOLVER", coarsest_sweeps=2)))
+                amg=amg(selector="SIZE_2", smoother=block_jacobi(0.8), presweeps=0,
+                        postsweeps=3, coarse_solver="NOSOLVER", coarsest_sweeps=2)))
         with pytest.raises(ValueError, match=re.escape(
                 "parse_amgx_config: in scope 'solver.preconditioner', AmgX parameter"
                 " 'error_scaling' is not implemented yet; only AmgX's default 0 is accepted,"

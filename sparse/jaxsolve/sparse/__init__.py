@@ -1,23 +1,28 @@
 """Differentiable sparse solvers for JAX (``jaxsolve.sparse``).
 
-This distribution, ``jaxsolve-sparse``, grows into a jit-able algebraic multigrid engine with
+This distribution, ``jaxsolve-sparse``, is a jit-able algebraic multigrid (AMG) engine with
 Krylov methods, configured in AmgX's vocabulary and differentiable through
-:mod:`jaxsolve.autodiff`. What has landed so far is its foundation:
+:mod:`jaxsolve.autodiff`:
 
+* `solve` (JAX-AMG's call shape): an AMG-preconditioned Krylov solve of a sparse system,
+  under `jax.jit`, `jax.vmap` and `jax.grad` (implicit derivatives with respect to ``b``
+  and to the matrix's values on its pattern). The AMG structure is built on the host once
+  per sparsity pattern and cached (`cache_info`, `clear_cache`, `set_cache_size`); the
+  numeric setup for new values runs inside the compiled program. `describe` shows the
+  hierarchy and the memory it keeps.
+* `make_preconditioner`: the same AMG (or a relaxation) as a jit-able `Preconditioner`
+  for ``jax.scipy.sparse.linalg`` or this package's Krylov methods.
 * `CsrMatrix` / `as_csr`: a CSR matrix whose values are a differentiable leaf and whose
-  pattern stays concrete under `jax.jit` (the AMG setup is built from it), converted from
-  dense arrays, `jax.experimental.sparse` BCOO/BCSR and any `scipy.sparse` matrix.
+  pattern stays concrete under `jax.jit`, converted from dense arrays,
+  `jax.experimental.sparse` BCOO/BCSR and any `scipy.sparse` matrix.
 * Krylov methods as `lax.while_loop`s with static shapes: `cg`, `bicgstab`, `gmres`,
-  `fgmres`, each returning ``(x, info)`` with a `Status` (AmgX's numbering, alias
-  `AMGXStatus`), iteration count, final relative residual and residual history; `vmap` over
-  right-hand sides is one batched loop. `jacobi` is the first preconditioner; the AMG cycle
-  comes next. `raise_on_failure` turns a failed `info` into a `SolveError`.
+  `fgmres`, and the `stationary` iteration, each returning ``(x, info)`` with a `Status`
+  (AmgX's numbering, alias `AMGXStatus`) and a `FailureReason`; `raise_on_failure` turns
+  a failed `info` into a `SolveError`. `jacobi` is the simplest preconditioner.
 * `parse_amgx_config`: AmgX configurations (flat, nested ``config_version: 2``, JSON text or
   file) into a hashable `SolverConfig` tree with documented defaults.
 * `jaxsolve.sparse.matrices`: a gallery of test problems whose patterns stay static when
   their values are traced.
-
-The public ``solve`` (JAX-AMG's call shape) lands with the AMG hierarchy.
 """
 
 import importlib.metadata as _metadata
@@ -34,13 +39,27 @@ from ._krylov import bicgstab as bicgstab
 from ._krylov import cg as cg
 from ._krylov import fgmres as fgmres
 from ._krylov import gmres as gmres
+from ._cache import CacheInfo as CacheInfo
+from ._cache import cache_info as cache_info
+from ._cache import clear_cache as clear_cache
+from ._cache import set_cache_size as set_cache_size
+from ._krylov import stationary as stationary
+from ._preconditioner import Preconditioner as Preconditioner
 from ._preconditioner import jacobi as jacobi
+from ._preconditioner import make_preconditioner as make_preconditioner
+from ._solve import solve as solve
+from ._statistics import HierarchyStatistics as HierarchyStatistics
+from ._statistics import describe as describe
 from ._status import AMGXStatus as AMGXStatus
 from ._status import FailureReason as FailureReason
 from ._status import SolveError as SolveError
 from ._status import SolveInfo as SolveInfo
 from ._status import Status as Status
 from ._status import raise_on_failure as raise_on_failure
+
+# JAX-AMG's names, so that ported code runs unchanged.
+get_solver_cache_info = cache_info
+clear_solver_cache = clear_cache
 
 try:
     __version__ = _metadata.version("jaxsolve-sparse")
@@ -50,9 +69,12 @@ except _metadata.PackageNotFoundError:  # a source checkout, not an installed di
 __all__ = [
     "AMGConfig",
     "AMGXStatus",
+    "CacheInfo",
     "CsrMatrix",
     "DEFAULT_SOLVER_CONFIG",
     "FailureReason",
+    "HierarchyStatistics",
+    "Preconditioner",
     "RelaxationConfig",
     "SolveError",
     "SolveInfo",
@@ -60,11 +82,20 @@ __all__ = [
     "Status",
     "as_csr",
     "bicgstab",
+    "cache_info",
     "cg",
+    "clear_cache",
+    "clear_solver_cache",
+    "describe",
     "fgmres",
+    "get_solver_cache_info",
     "gmres",
     "jacobi",
+    "make_preconditioner",
     "matrices",
     "parse_amgx_config",
     "raise_on_failure",
+    "set_cache_size",
+    "solve",
+    "stationary",
 ]

@@ -122,9 +122,9 @@ _SOLVER_DEFAULTS = {
 _PRECONDITIONER_DEFAULTS = {**_SOLVER_DEFAULTS, "solver": "AMG", "max_iters": 1,
                             "monitor_residual": 0}
 _AMG_DEFAULTS = {
-    "algorithm": "AGGREGATION", "selector": "SIZE_2", "jaxsolve_smoothed_aggregation": 0,
+    "algorithm": "AGGREGATION", "selector": "SIZE_4", "jaxsolve_smoothed_aggregation": 0,
     "smoother": "BLOCK_JACOBI", "presweeps": 1, "postsweeps": 1, "cycle": "V",
-    "max_levels": 100, "min_coarse_rows": 32, "coarse_solver": "DENSE_LU_SOLVER",
+    "max_levels": 100, "min_coarse_rows": 256, "coarse_solver": "DENSE_LU_SOLVER",
     "coarsest_sweeps": 2,
 }
 _RELAXATION_DEFAULTS = {"relaxation_factor": 0.9, "chebyshev_polynomial_order": 5}
@@ -532,10 +532,13 @@ def parse_amgx_config(
     the same but ``solver: AMG``, ``max_iters: 1``, ``monitor_residual: 0``
     (one cycle per application).  AMG: ``algorithm: AGGREGATION`` (AmgX and
     JAX-AMG: CLASSICAL, which jaxsolve does not have yet: its own issue brings
-    it), ``selector: SIZE_2`` (PMIS), ``smoother: BLOCK_JACOBI``,
-    ``presweeps: 1``, ``postsweeps: 1``, ``cycle: V``, ``max_levels: 100``,
-    ``min_coarse_rows: 32`` (2; dense LU of up to 32 rows costs less than more
-    levels), ``coarse_solver: DENSE_LU_SOLVER``, ``coarsest_sweeps: 2``.
+    it), ``selector: SIZE_4`` (PMIS; AmgX's aggregation default is SIZE_2,
+    whose levels halve the unknowns: SIZE_4 needs half the levels, each of
+    which is compiled code, for the same iterations on Poisson problems),
+    ``smoother: BLOCK_JACOBI``, ``presweeps: 1``, ``postsweeps: 1``,
+    ``cycle: V``, ``max_levels: 100``, ``min_coarse_rows: 256`` (2; a dense
+    inverse of up to 256 rows costs less than more levels), ``coarse_solver:
+    DENSE_LU_SOLVER``, ``coarsest_sweeps: 2``.
     Relaxations: ``relaxation_factor: 0.9``, ``chebyshev_polynomial_order: 5``.
     Reporting flags ``print_solve_stats``, ``print_grid_stats``,
     ``store_res_history``: 0.

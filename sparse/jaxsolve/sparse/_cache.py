@@ -1,0 +1,150 @@
+"""The setup cache: AMG structures per sparsity pattern, least recently used first out.
+
+Building an AMG hierarchy's structure (aggregation, symbolic products) is host work that
+depends only on the sparsity pattern and the AMG configuration, so :func:`setup_for`
+keeps the last ``maxsize`` of them, keyed by a hash of the pattern (its full content, so
+two patterns never share an entry by accident), the configuration and the number of
+near-null-space vectors.  An entry also keeps the numbers of the most recent setup done
+with concrete values, which ``solve(..., reuse_setup=True)`` reuses.
+
+The default size is 8 (environment variable ``JAXSOLVE_CACHE_SIZE``), so that a matrix
+and its transpose (a gradient of a nonsymmetric solve needs both) never evict each other.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import os
+import threading
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+from ._hierarchy import Hierarchy, HierarchyStructure
+
+_DEFAULT_SIZE = 8
+
+
+class CacheInfo(NamedTuple):
+    """Statistics of the setup cache, like :func:`functools.lru_cache`'s.
+
+    Attributes:
+      hits: lookups that found a structure.
+      misses: lookups that built one.
+      maxsize: the most entries kept.
+      currsize: the entries kept now.
+    """
+
+    hits: int
+    misses: int
+    maxsize: int
+    currsize: int
+
+
+@dataclasses.dataclass
+class CacheEntry:
+    """A cached structure and the numbers of its latest concrete setup (or None)."""
+
+    structure: HierarchyStructure
+    numbers: Hierarchy | None
+
+
+class _SetupCache:
+    def __init__(self, maxsize: int):
+        self._entries: collections.OrderedDict[Any, CacheEntry] = collections.OrderedDict()
+        self._maxsize = maxsize
+        self._hits = self._misses = 0
+        self._lock = threading.Lock()
+
+    def get(self, key: Any, build: Callable[[], CacheEntry]) -> CacheEntry:
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is not None:
+                self._entries.move_to_end(key)
+                self._hits += 1
+                return entry
+            self._misses += 1
+        entry = build()  # outside the lock: it can take a while
+        with self._lock:
+            self._entries[key] = entry
+            self._entries.move_to_end(key)
+            self._evict()
+        return entry
+
+    def _evict(self) -> None:
+        while len(self._entries) > self._maxsize:
+            self._entries.popitem(last=False)
+
+    def info(self) -> CacheInfo:
+        with self._lock:
+            return CacheInfo(self._hits, self._misses, self._maxsize, len(self._entries))
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+            self._hits = self._misses = 0
+
+    def resize(self, maxsize: int) -> None:
+        with self._lock:
+            self._maxsize = maxsize
+            self._evict()
+
+
+def _size_from_environment() -> int:
+    text = os.environ.get("JAXSOLVE_CACHE_SIZE")
+    if text is None:
+        return _DEFAULT_SIZE
+    try:
+        size = int(text)
+    except ValueError:
+        size = -1
+    if size < 0:
+        raise ValueError(
+            f"JAXSOLVE_CACHE_SIZE must be a non-negative integer, got {text!r}."
+        )
+    return size
+
+
+_CACHE = _SetupCache(_size_from_environment())
+
+
+def setup_for(key: Any, build: Callable[[], CacheEntry]) -> CacheEntry:
+    """The cached entry for ``key``, built by ``build()`` on a miss."""
+    return _CACHE.get(key, build)
+
+
+def cache_info() -> CacheInfo:
+    """Statistics of the AMG setup cache: hits, misses, maxsize, currsize.
+
+    JAX-AMG's name for it, ``get_solver_cache_info``, is an alias.
+
+    Examples:
+      >>> from jaxsolve import sparse
+      >>> sparse.clear_cache()
+      >>> sparse.cache_info()
+      CacheInfo(hits=0, misses=0, maxsize=8, currsize=0)
+    """
+    return _CACHE.info()
+
+
+def clear_cache() -> None:
+    """Drops every cached AMG setup and resets the statistics.
+
+    JAX-AMG's name for it, ``clear_solver_cache``, is an alias.  Programs already
+    compiled keep the arrays they captured.
+    """
+    _CACHE.clear()
+
+
+def set_cache_size(maxsize: int) -> None:
+    """Keeps at most ``maxsize`` AMG setups (0 disables the cache); evicts the oldest.
+
+    Args:
+      maxsize: a non-negative int.  With 0 every solve rebuilds its structure.
+
+    Raises:
+      ValueError: for a negative or non-integer size.
+    """
+    if not isinstance(maxsize, int) or isinstance(maxsize, bool) or maxsize < 0:
+        raise ValueError(f"set_cache_size: maxsize must be a non-negative int, got {maxsize!r}.")
+    _CACHE.resize(maxsize)

@@ -1,0 +1,60 @@
+"""Multigrid cycles: one application of the AMG preconditioner ``r ↦ M⁻¹ r``.
+
+A cycle on level ``ℓ`` for ``A_ℓ x = b``:
+
+1. *pre-smooth*: ``presweeps`` relaxation sweeps from ``x = 0`` (the first sweep needs
+   no product with ``A``);
+2. *coarse-grid correction*: restrict the residual, ``r_c = R (b − A x)``, solve
+   ``A_{ℓ+1} e = r_c`` approximately by cycling on level ``ℓ + 1`` — once (``V``), twice
+   (``W``), or an F-cycle then a V-cycle (``F``) — and prolong, ``x ← x + P e``;
+3. *post-smooth*: ``postsweeps`` sweeps.
+
+The coarsest level is solved with its dense inverse (``DENSE_LU_SOLVER``) or smoothed
+``coarsest_sweeps`` times (``NOSOLVER``).  With equal pre- and post-sweeps of a symmetric
+relaxation, ``M⁻¹`` is symmetric, as preconditioned CG needs.
+
+The recursion over levels unrolls at trace time (the number of levels is static), so a
+cycle is straight-line code that XLA fuses across levels inside the Krylov loop.
+"""
+
+from __future__ import annotations
+
+import jax
+
+from ._hierarchy import Hierarchy
+from ._relaxation import relax
+
+
+def cycle(hierarchy: Hierarchy, b: jax.Array) -> jax.Array:
+    """One cycle of ``hierarchy.config.cycle`` type from ``x = 0`` on the finest level."""
+    return _cycle(hierarchy, 0, b, None, hierarchy.config.cycle)
+
+
+def _cycle(hierarchy: Hierarchy, index: int, b: jax.Array, x: jax.Array | None,
+           kind: str) -> jax.Array:
+    config = hierarchy.config
+    if index == len(hierarchy.levels):
+        return _coarsest(hierarchy, b, x)
+    level = hierarchy.levels[index]
+    x = relax(level.a.matvec, level.smoother, config.smoother, b, x, config.presweeps)
+    coarse_b = level.r.matvec(b - level.a.matvec(x))
+    if kind == "V":
+        correction = _cycle(hierarchy, index + 1, coarse_b, None, "V")
+    elif kind == "W":
+        correction = _cycle(hierarchy, index + 1, coarse_b, None, "W")
+        correction = _cycle(hierarchy, index + 1, coarse_b, correction, "W")
+    else:  # F
+        correction = _cycle(hierarchy, index + 1, coarse_b, None, "F")
+        correction = _cycle(hierarchy, index + 1, coarse_b, correction, "V")
+    x = x + level.p.matvec(correction)
+    return relax(level.a.matvec, level.smoother, config.smoother, b, x, config.postsweeps)
+
+
+def _coarsest(hierarchy: Hierarchy, b: jax.Array, x: jax.Array | None) -> jax.Array:
+    coarsest, config = hierarchy.coarsest, hierarchy.config
+    if coarsest.inverse is None:
+        return relax(coarsest.a.matvec, coarsest.smoother, config.smoother, b, x,
+                     config.coarsest_sweeps)
+    if x is None:
+        return coarsest.inverse @ b
+    return x + coarsest.inverse @ (b - coarsest.a.matvec(x))

@@ -1,0 +1,414 @@
+"""The AMG hierarchy: its structure (host, once per pattern) and its numbers (under jit).
+
+An aggregation AMG hierarchy is a list of levels ``A₀ = A, A₁, …, A_L``.  Level ``ℓ``
+groups its unknowns into aggregates (:mod:`._aggregation`) and builds
+
+* the tentative prolongation ``T``: on each aggregate, an orthonormal basis of the
+  near-null space ``B_ℓ`` restricted to it (the constant vector unless the user gives
+  ``near_nullspace``, e.g. rigid-body modes); ``B_{ℓ+1}`` holds its coefficients;
+* the prolongation ``P = T`` (AmgX's unsmoothed aggregation) or ``P = (I − ω D⁻¹A) T``
+  with ``ω = 4 / (3 ρ(D⁻¹A))`` (smoothed aggregation, as PyAMG);
+* the restriction ``R = Pᴴ`` and the coarse operator ``A_{ℓ+1} = R A P``.
+
+The work splits in two, so that new values on a fixed pattern are re-set-up inside a
+compiled program:
+
+* :func:`build_structure` (host, NumPy and native code; cached per pattern and
+  configuration): the aggregates and every pattern — of ``T``, ``P``, ``R``, ``A P``,
+  ``A_{ℓ+1}`` — with the plans of the sparse products (:mod:`._products`).  Coupling
+  strengths come from the values when they are concrete, else from the pattern alone.
+* :func:`numeric_setup` (jit-able, differentiable, ``vmap``-able over values): all the
+  numbers — ``T``, ``ω`` (a few power-iteration steps), ``P``, ``R``, ``A_{ℓ+1}``, the
+  smoothers' data, and the inverse of the coarsest matrix, LU-factored and applied as a
+  dense inverse (``DENSE_LU_SOLVER``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import scipy.sparse
+
+from . import _aggregation
+from ._config import AMGConfig
+from ._csr_arrays import CsrArrays, CsrStructure
+from ._products import ProductPlan, plan_product
+from ._relaxation import RelaxationData, relaxation_data
+
+MAX_DENSE_COARSE_ROWS = 8192
+POWER_ITERATIONS = 15
+
+
+# -----------------------------------------------------------------------------
+# Structure (host)
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class LevelStructure:
+    """Everything about one level (not the coarsest) that its values do not change.
+
+    Attributes:
+      a: the pattern of this level's operator.
+      diagonal: per row, the position of ``a``'s diagonal entry (-1 where none is stored).
+      aggregates: ``(n,)`` the aggregate of each unknown.
+      n_aggregates: the number of aggregates.
+      columns: ``k``, the near-null-space vectors per aggregate (coarse unknowns per
+        aggregate).
+      tentative: the pattern of ``T`` (``n × k·n_aggregates``; row ``i`` holds columns
+        ``k·aggregates[i] + c``).
+      smoothing: the plan of ``A T`` (smoothed aggregation) or None.
+      tentative_in_p: where ``T``'s entries sit among ``P``'s (smoothed aggregation).
+      p: the pattern of ``P`` (that of ``A T``, or ``T``'s).
+      r: the pattern of ``R = Pᴴ``; ``r_from_p`` takes ``P``'s values to ``R``'s.
+      a_p: the plan of ``A P``.
+      galerkin: the plan of ``R (A P)``, whose result is the next level's operator.
+    """
+
+    a: CsrStructure
+    diagonal: np.ndarray
+    aggregates: np.ndarray
+    n_aggregates: int
+    columns: int
+    tentative: CsrStructure
+    smoothing: ProductPlan | None
+    tentative_in_p: np.ndarray | None
+    p: CsrStructure
+    r: CsrStructure
+    r_from_p: np.ndarray
+    a_p: ProductPlan
+    galerkin: ProductPlan
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class HierarchyStructure:
+    """The structure of a whole hierarchy, built by :func:`build_structure`.
+
+    Attributes:
+      levels: every level but the coarsest.
+      coarsest: the coarsest operator's pattern.
+      coarsest_diagonal: its diagonal positions.
+      arrays: the index arrays :func:`numeric_setup` reads, on the device (one copy,
+        shared by every setup).
+      config: the AMG configuration it was built for.
+      from_values: whether coupling strengths came from values (else from the pattern).
+    """
+
+    levels: tuple[LevelStructure, ...]
+    coarsest: CsrStructure
+    coarsest_diagonal: np.ndarray
+    arrays: StructureArrays
+    config: AMGConfig
+    from_values: bool
+
+
+class LevelArrays(NamedTuple):
+    """A level's index arrays on the device (a pytree; see :class:`LevelStructure`)."""
+
+    a: CsrArrays  # values: an empty placeholder; the numbers arrive with each setup
+    diagonal: jax.Array
+    aggregates: jax.Array
+    tentative: CsrArrays
+    smoothing_offsets: jax.Array | None
+    smoothing_indptr: jax.Array | None
+    tentative_in_p: jax.Array | None
+    p: CsrArrays
+    r: CsrArrays
+    r_from_p: jax.Array
+    a_p_indptr: jax.Array
+    a_p_offsets: jax.Array
+    galerkin_indptr: jax.Array
+    galerkin_offsets: jax.Array
+
+
+class StructureArrays(NamedTuple):
+    """All levels' index arrays, and the coarsest operator's."""
+
+    levels: tuple[LevelArrays, ...]
+    coarsest: CsrArrays
+    coarsest_diagonal: jax.Array
+
+
+def _pattern_arrays(pattern: CsrStructure) -> CsrArrays:
+    return pattern.on_device(jnp.zeros(0))
+
+
+def _level_arrays(level: LevelStructure) -> LevelArrays:
+    smoothed = level.smoothing is not None
+    return LevelArrays(
+        a=_pattern_arrays(level.a),
+        diagonal=jnp.asarray(level.diagonal),
+        aggregates=jnp.asarray(level.aggregates),
+        tentative=_pattern_arrays(level.tentative),
+        smoothing_offsets=jnp.asarray(level.smoothing.offsets) if smoothed else None,
+        smoothing_indptr=jnp.asarray(level.smoothing.c.indptr) if smoothed else None,
+        tentative_in_p=jnp.asarray(level.tentative_in_p) if smoothed else None,
+        p=_pattern_arrays(level.p),
+        r=_pattern_arrays(level.r),
+        r_from_p=jnp.asarray(level.r_from_p),
+        a_p_indptr=jnp.asarray(level.a_p.c.indptr),
+        a_p_offsets=jnp.asarray(level.a_p.offsets),
+        galerkin_indptr=jnp.asarray(level.galerkin.c.indptr),
+        galerkin_offsets=jnp.asarray(level.galerkin.offsets),
+    )
+
+
+def build_structure(
+    pattern: CsrStructure, values: np.ndarray | None, columns: int, config: AMGConfig
+) -> HierarchyStructure:
+    """Builds the hierarchy's structure for ``pattern`` (host work, no JAX).
+
+    Args:
+      pattern: the finest operator's pattern.
+      values: its concrete values, from which the first level's coupling strengths come
+        (the coarser levels' from the aggregated magnitudes); None to use the pattern only.
+      columns: ``k``, the near-null-space vectors (coarse unknowns per aggregate).  With
+        ``k > 1`` the levels below the first couple by pattern.
+      config: the AMG configuration.
+
+    Raises:
+      ValueError: if a row has no stored diagonal entry, or the coarsest level would be
+        too large for a dense LU.
+    """
+    missing = np.flatnonzero(pattern.diagonal_positions() < 0)
+    if missing.size:
+        raise ValueError(
+            f"A has no stored diagonal entry in {missing.size} rows (the first:"
+            f" {missing[:5].tolist()}); the AMG smoothers divide by the diagonal."
+            " Store the diagonal or use a Krylov solver without AMG."
+        )
+    levels: list[LevelStructure] = []
+    magnitudes = None if values is None else scipy.sparse.csr_array(
+        (np.abs(values), pattern.indices, pattern.indptr), shape=(pattern.n_rows,) * 2)
+    while len(levels) + 1 < config.max_levels and pattern.n_rows > config.min_coarse_rows:
+        graph = _aggregation.coupling_graph(pattern, magnitudes)
+        aggregates, count = _aggregation.aggregate(
+            graph, _aggregation.ROUNDS[config.selector])
+        if count * columns >= pattern.n_rows:  # no coarsening: stop here
+            break
+        level = _level_structure(pattern, aggregates, count, columns,
+                                 config.smoothed_aggregation)
+        levels.append(level)
+        magnitudes = (None if magnitudes is None or columns > 1
+                      else _aggregation.aggregated(magnitudes, aggregates, count))
+        pattern = level.galerkin.c
+    if config.coarse_solver == "DENSE_LU_SOLVER" and pattern.n_rows > MAX_DENSE_COARSE_ROWS:
+        raise ValueError(
+            f"the coarsest AMG level has {pattern.n_rows} rows, too many for its dense LU"
+            f" (at most {MAX_DENSE_COARSE_ROWS}): raise max_levels (now"
+            f" {config.max_levels}), lower min_coarse_rows, or use a coarser selector."
+        )
+    coarsest_diagonal = pattern.diagonal_positions()
+    return HierarchyStructure(
+        levels=tuple(levels), coarsest=pattern, coarsest_diagonal=coarsest_diagonal,
+        arrays=StructureArrays(
+            levels=tuple(_level_arrays(level) for level in levels),
+            coarsest=_pattern_arrays(pattern),
+            coarsest_diagonal=jnp.asarray(coarsest_diagonal),
+        ),
+        config=config, from_values=values is not None,
+    )
+
+
+def _level_structure(
+    a: CsrStructure, aggregates: np.ndarray, count: int, k: int, smoothed: bool
+) -> LevelStructure:
+    n = a.n_rows
+    tentative = CsrStructure(
+        indptr=np.arange(0, n * k + 1, k, dtype=np.int32),
+        indices=(aggregates[:, None] * k + np.arange(k, dtype=np.int32)).ravel().astype(np.int32),
+        n_cols=count * k,
+    )
+    diagonal = a.diagonal_positions()
+    if smoothed:
+        smoothing = plan_product(a, tentative)
+        p = smoothing.c
+        # T's row i is the product of A's diagonal entry (i, i) with T's row i: its k
+        # products start at k · diagonal[i] and land at these positions of P.
+        product = (k * diagonal[:, None] + np.arange(k)).ravel()
+        rows = np.repeat(np.arange(n), k)
+        tentative_in_p = (p.indptr[rows] + smoothing.offsets[product]).astype(np.int32)
+    else:
+        smoothing, tentative_in_p, p = None, None, tentative
+    r, r_from_p = p.transposed()
+    a_p = plan_product(a, p)
+    galerkin = plan_product(r, a_p.c)
+    return LevelStructure(
+        a=a, diagonal=diagonal, aggregates=aggregates, n_aggregates=count, columns=k,
+        tentative=tentative, smoothing=smoothing, tentative_in_p=tentative_in_p, p=p, r=r,
+        r_from_p=r_from_p, a_p=a_p, galerkin=galerkin,
+    )
+
+
+# -----------------------------------------------------------------------------
+# Numbers (jit-able)
+
+
+class LevelNumbers(NamedTuple):
+    """One level's numbers: its operator, transfer operators and smoother data."""
+
+    a: CsrArrays
+    p: CsrArrays
+    r: CsrArrays
+    smoother: RelaxationData
+
+
+class CoarsestNumbers(NamedTuple):
+    """The coarsest level: its operator, and its dense inverse or smoother data."""
+
+    a: CsrArrays
+    inverse: jax.Array | None
+    smoother: RelaxationData | None
+
+
+@functools.partial(jax.tree_util.register_dataclass, data_fields=["levels", "coarsest"],
+                   meta_fields=["config"])
+@dataclasses.dataclass(frozen=True)
+class Hierarchy:
+    """The numbers of an AMG hierarchy: a pytree, built by :func:`numeric_setup`.
+
+    Attributes:
+      levels: the numbers of every level but the coarsest.
+      coarsest: the coarsest level's.
+      config: the AMG configuration (static).
+    """
+
+    levels: tuple[LevelNumbers, ...]
+    coarsest: CoarsestNumbers
+    config: AMGConfig
+
+
+def numeric_setup(
+    structure: HierarchyStructure,
+    arrays: StructureArrays,
+    values: jax.Array,
+    near_nullspace: jax.Array | None,
+) -> Hierarchy:
+    """The hierarchy's numbers for ``values`` on ``structure``'s pattern (jit-able).
+
+    Args:
+      structure: from :func:`build_structure`.
+      arrays: ``structure.arrays`` (passed in so that callers choose whether the index
+        arrays are jit arguments or constants).
+      values: ``(nnz,)`` values of the finest operator.
+      near_nullspace: ``(n, k)`` near-null space, or None for the constant vector.
+    """
+    # Closed over by a caller's jit, the index arrays are constants; the barrier keeps XLA
+    # from constant-folding the products' index arithmetic (seconds of compile time).
+    arrays = jax.lax.optimization_barrier(arrays)
+    a_values = values
+    basis = _initial_basis(near_nullspace, structure.coarsest.n_rows if not structure.levels
+                           else structure.levels[0].a.n_rows, values.dtype)
+    numbers = []
+    for level, level_arrays in zip(structure.levels, arrays.levels, strict=True):
+        a = level_arrays.a._replace(values=a_values)
+        number, a_values, basis = _numeric_level(level, level_arrays, a, basis,
+                                                 structure.config)
+        numbers.append(number)
+    coarsest = arrays.coarsest._replace(values=a_values)
+    return Hierarchy(
+        levels=tuple(numbers),
+        coarsest=_coarsest_numbers(coarsest, arrays.coarsest_diagonal, structure.config),
+        config=structure.config,
+    )
+
+
+def _initial_basis(near_nullspace: Any, n: int, dtype: Any) -> jax.Array:
+    if near_nullspace is None:
+        return jnp.ones((n, 1), dtype)
+    return jnp.asarray(near_nullspace).astype(dtype)
+
+
+def _numeric_level(
+    level: LevelStructure, arrays: LevelArrays, a: CsrArrays, basis: jax.Array,
+    config: AMGConfig,
+) -> tuple[LevelNumbers, jax.Array, jax.Array]:
+    """One level's numbers; returns them, the next operator's values and basis."""
+    diagonal = _diagonal(a.values, arrays.diagonal)
+    t_values, coarse_basis = _tentative(basis, arrays.aggregates, level.n_aggregates)
+    if level.smoothing is None:
+        p_values = t_values
+    else:
+        t = arrays.tentative._replace(values=t_values)
+        a_t = level.smoothing.multiply(a, t, arrays.smoothing_indptr, arrays.smoothing_offsets)
+        inverse_diagonal = jnp.where(diagonal != 0, 1 / jnp.where(diagonal != 0, diagonal, 1), 0)
+        omega = (4 / (3 * _spectral_radius(a, inverse_diagonal))).astype(a.values.dtype)
+        p_values = (-omega * inverse_diagonal[arrays.p.row_ids] * a_t).at[
+            arrays.tentative_in_p].add(t_values)
+    p = arrays.p._replace(values=p_values)
+    r = arrays.r._replace(values=jnp.conj(p_values[arrays.r_from_p]))
+    a_p_values = level.a_p.multiply(
+        a, p, arrays.a_p_indptr, arrays.a_p_offsets)
+    a_p = CsrArrays(a_p_values, jnp.zeros(0, jnp.int32), arrays.a_p_indptr,
+                    jnp.zeros(0, jnp.int32))
+    coarse_values = level.galerkin.multiply(
+        r, a_p, arrays.galerkin_indptr, arrays.galerkin_offsets)
+    smoother = relaxation_data(a, diagonal, config.smoother)
+    return LevelNumbers(a=a, p=p, r=r, smoother=smoother), coarse_values, coarse_basis
+
+
+def _diagonal(values: jax.Array, positions: jax.Array) -> jax.Array:
+    return jnp.where(positions >= 0, values[jnp.maximum(positions, 0)], 0)
+
+
+def _tentative(
+    basis: jax.Array, aggregates: jax.Array, count: int
+) -> tuple[jax.Array, jax.Array]:
+    """``T``'s values (row by row, ``k`` each) and the coarse basis ``(k·count, k)``.
+
+    On each aggregate ``a`` with basis rows ``B_a``, ``T_a = B_a V Λ^{-1/2}`` from the
+    eigendecomposition ``B_aᴴ B_a = V Λ Vᴴ``, so ``T_aᴴ T_a = I`` and ``T_a (Λ^{1/2} Vᴴ) =
+    B_a``: the coarse basis is ``Λ^{1/2} Vᴴ``.  Directions with ``λ ≤ 10⁻¹⁰ λ_max`` (an
+    aggregate smaller than ``k``) get a zero column, hence a decoupled coarse unknown.
+    """
+    n, k = basis.shape
+    if k == 1:
+        norms = jnp.sqrt(jax.ops.segment_sum(jnp.abs(basis[:, 0]) ** 2, aggregates,
+                                             num_segments=count))
+        inverse = jnp.where(norms > 0, 1 / jnp.where(norms > 0, norms, 1), 0)
+        return basis[:, 0] * inverse[aggregates].astype(basis.dtype), norms.astype(
+            basis.dtype)[:, None]
+    gram = jax.ops.segment_sum(
+        jnp.conj(basis)[:, :, None] * basis[:, None, :], aggregates, num_segments=count)
+    eigenvalues, vectors = jnp.linalg.eigh(gram)
+    keep = eigenvalues > 1e-10 * eigenvalues[:, -1:]
+    safe = jnp.where(keep, eigenvalues, 1)
+    scale = jnp.where(keep, 1 / jnp.sqrt(safe), 0).astype(basis.dtype)
+    t_rows = jnp.einsum("ik,ikc->ic", basis, vectors[aggregates] * scale[aggregates][:, None, :])
+    coarse = (jnp.where(keep, jnp.sqrt(safe), 0).astype(basis.dtype)[:, :, None]
+              * jnp.conj(jnp.swapaxes(vectors, 1, 2)))
+    return t_rows.ravel(), coarse.reshape(count * k, k)
+
+
+def _spectral_radius(a: CsrArrays, inverse_diagonal: jax.Array) -> jax.Array:
+    """``ρ(D⁻¹A)`` by power iteration from a fixed pseudo-random vector."""
+    real = jnp.finfo(a.values.dtype).dtype
+    v = jax.random.uniform(jax.random.key(0), (a.n_rows,), real).astype(a.values.dtype)
+
+    def step(_, v):
+        w = inverse_diagonal * a.matvec(v)
+        return w / jnp.maximum(jnp.linalg.norm(w), jnp.finfo(real).tiny).astype(w.dtype)
+
+    v = jax.lax.fori_loop(0, POWER_ITERATIONS, step, v / jnp.linalg.norm(v).astype(v.dtype))
+    return jnp.linalg.norm(inverse_diagonal * a.matvec(v))
+
+
+def _coarsest_numbers(
+    a: CsrArrays, diagonal_positions: jax.Array, config: AMGConfig
+) -> CoarsestNumbers:
+    diagonal = _diagonal(a.values, diagonal_positions)
+    if config.coarse_solver == "NOSOLVER":
+        return CoarsestNumbers(a=a, inverse=None,
+                               smoother=relaxation_data(a, diagonal, config.smoother))
+    n = a.n_rows
+    dense = jnp.zeros((n, n), a.values.dtype).at[a.row_ids, a.indices].add(a.values)
+    # A decoupled row (a vanished coarse basis function) is all zero: make it identity.
+    decoupled = jnp.sum(jnp.abs(dense), axis=1) == 0
+    dense = dense + jnp.diag(decoupled.astype(dense.dtype))
+    factors = jax.scipy.linalg.lu_factor(dense)
+    inverse = jax.scipy.linalg.lu_solve(factors, jnp.eye(n, dtype=dense.dtype))
+    return CoarsestNumbers(a=a, inverse=inverse, smoother=None)

@@ -1,0 +1,204 @@
+"""The setup of a solve: checked inputs, and a matrix's AMG setup from the cache.
+
+:class:`System` ties a matrix (one orientation of it: ``A``, or ``Aᵀ`` for reverse mode)
+to its configuration and gives :meth:`System.operators`: the matrix on the device and its
+AMG hierarchy, whose structure comes from the setup cache and whose numbers are computed
+from concrete values once (kept for ``reuse_setup``) or inside the caller's trace.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from . import _cache
+from ._config import AMGConfig, SolverConfig
+from ._csr import CsrMatrix, as_csr
+from ._csr_arrays import CsrArrays, CsrStructure
+from ._hierarchy import Hierarchy, HierarchyStructure, build_structure, numeric_setup
+
+
+def checked_inputs(
+    caller: str, A: Any, b: Any, x0: Any, near_nullspace: Any, check: bool
+) -> tuple[CsrMatrix, jax.Array, jax.Array | None, jax.Array | None]:
+    """``A`` as a square CsrMatrix and ``b``, ``x0``, ``near_nullspace`` in its dtype."""
+    if callable(A) and not isinstance(A, (CsrMatrix, jax.Array, np.ndarray)):
+        raise TypeError(
+            f"{caller}: A is a callable; matrix-free operators (sparsity tracing and graph"
+            " coloring) arrive with their own issue. Pass the matrix as a CsrMatrix, a"
+            " dense array, a BCOO/BCSR or a scipy.sparse matrix."
+        )
+    matrix = as_csr(A, check=check)
+    n = matrix.shape[0]
+    if matrix.shape[0] != matrix.shape[1]:
+        raise ValueError(f"{caller}: A must be square, got shape {matrix.shape}.")
+    b = jnp.asarray(b)
+    if b.ndim not in (1, 2) or b.shape[0] != n:
+        raise ValueError(f"{caller}: b must have shape ({n},) or ({n}, k) to match A"
+                         f" {matrix.shape}, got {b.shape}.")
+    if x0 is not None:
+        x0 = jnp.asarray(x0)
+        if x0.shape != b.shape:
+            raise ValueError(f"{caller}: x0 must have b's shape {b.shape}, got {x0.shape}.")
+    with jax.numpy_dtype_promotion("standard"):
+        dtype = jnp.result_type(matrix.values, b, *([] if x0 is None else [x0]))
+    if not jnp.issubdtype(dtype, jnp.inexact):
+        dtype = jnp.result_type(float)
+    matrix = matrix.with_values(matrix.values.astype(dtype))
+    b = b.astype(dtype)
+    x0 = None if x0 is None else x0.astype(dtype)
+    if near_nullspace is not None:
+        near_nullspace = jnp.asarray(near_nullspace)
+        if near_nullspace.ndim == 1:
+            near_nullspace = near_nullspace[:, None]
+        if near_nullspace.ndim != 2 or near_nullspace.shape[0] != n:
+            raise ValueError(f"{caller}: near_nullspace must have shape ({n}, k), got"
+                             f" {near_nullspace.shape}.")
+        near_nullspace = near_nullspace.astype(dtype)
+    if check:
+        for name, array in (("A", matrix.values), ("b", b), ("x0", x0),
+                            ("near_nullspace", near_nullspace)):
+            concrete = _concrete(array)
+            if concrete is not None and not np.isfinite(concrete).all():
+                raise ValueError(f"{caller}: {name} holds NaN or Inf"
+                                 f" ({np.count_nonzero(~np.isfinite(concrete))} entries).")
+    return matrix, b, x0, near_nullspace
+
+
+def _concrete(array: Any) -> np.ndarray | None:
+    """``array`` as NumPy if it is concrete, else (traced, or None) None."""
+    if array is None:
+        return None
+    try:
+        return np.asarray(array)
+    except (jax.errors.TracerArrayConversionError, jax.errors.ConcretizationTypeError):
+        return None
+
+
+@dataclasses.dataclass
+class System:
+    """A matrix's pattern and its setup, for one orientation (``A``, or ``Aᵀ``).
+
+    ``values_from`` maps the service's operator (``A``'s values) to this orientation's
+    values: the identity for ``A``, a permutation for ``Aᵀ``.
+    """
+
+    pattern: CsrStructure
+    values_from: np.ndarray | None
+    concrete_values: np.ndarray | None
+    config: SolverConfig
+    near_nullspace: jax.Array | None
+    reuse_setup: bool
+    check: bool
+    pattern_key: str
+
+    @classmethod
+    def for_matrix(cls, matrix: CsrMatrix, config: SolverConfig, near_nullspace: Any,
+                   reuse_setup: bool, check: bool) -> System:
+        concrete = _concrete(matrix.values)
+        if near_nullspace is not None and _concrete(near_nullspace) is None:
+            concrete = None  # a setup from concrete values must not capture a tracer
+        system = cls(
+            pattern=CsrStructure(matrix.indptr, matrix.indices, matrix.shape[1]),
+            values_from=None, concrete_values=concrete, config=config,
+            near_nullspace=near_nullspace, reuse_setup=reuse_setup, check=check,
+            pattern_key=matrix.pattern_key,
+        )
+        if check and concrete is not None:
+            system._check_diagonal(concrete)
+        return system
+
+    def transposed(self) -> System:
+        pattern, permutation = self.pattern.transposed()
+        return dataclasses.replace(
+            self, pattern=pattern, values_from=permutation,
+            concrete_values=None if self.concrete_values is None
+            else self.concrete_values[permutation],
+            # The near-null space of Aᵀ is not known; the constant serves.
+            near_nullspace=None, pattern_key=f"{self.pattern_key}ᵀ",
+        )
+
+    def _check_diagonal(self, values: np.ndarray) -> None:
+        if not divides_by_diagonal(self.config):
+            return
+        positions = self.pattern.diagonal_positions()
+        zero = np.flatnonzero((positions < 0) | (values[np.maximum(positions, 0)] == 0))
+        if zero.size:
+            raise ValueError(
+                f"solve: A has {zero.size} zero (or unstored) diagonal entries (rows"
+                f" {zero[:10].tolist()}{', ...' if zero.size > 10 else ''}), but the"
+                f" {_preconditioner_name(self.config)} divides by the diagonal. Use a"
+                " Krylov method without it (e.g. preconditioner 'NOSOLVER'), or reorder"
+                " the system."
+            )
+
+    @functools.cached_property
+    def setup(self) -> tuple[HierarchyStructure | None, Hierarchy | None]:
+        """The AMG structure, and numbers already computed for these values, if any.
+
+        Computed on first use, which for ``Aᵀ`` is while reverse mode traces its solve:
+        the work on concrete values runs eagerly even then.
+        """
+        with jax.ensure_compile_time_eval():
+            return self._setup_from_cache()
+
+    def _setup_from_cache(self) -> tuple[HierarchyStructure | None, Hierarchy | None]:
+        amg = amg_config(self.config)
+        if amg is None:
+            return None, None
+        k = 1 if self.near_nullspace is None else self.near_nullspace.shape[1]
+
+        def build() -> _cache.CacheEntry:
+            return _cache.CacheEntry(
+                build_structure(self.pattern, self.concrete_values, k, amg), numbers=None)
+
+        entry = _cache.setup_for((self.pattern_key, amg, k), build)
+        if self.concrete_values is None or (self.reuse_setup and entry.numbers is not None):
+            return entry.structure, entry.numbers if self.reuse_setup else None
+        entry.numbers = _numeric_setup(entry.structure, entry.structure.arrays,
+                                       jnp.asarray(self.concrete_values), self.near_nullspace)
+        return entry.structure, entry.numbers
+
+    def operators(self, values: jax.Array) -> tuple[CsrArrays, Hierarchy | None]:
+        """The matrix with ``values`` on the device, and its AMG hierarchy (if AMG is used).
+
+        The hierarchy's numbers are those of the setup with concrete values when there is
+        one, else computed here from ``values`` (inside the caller's trace).
+        """
+        structure, numbers = self.setup
+        if structure is None:
+            return self.pattern.on_device(values), None
+        arrays = structure.arrays
+        finest = arrays.levels[0].a if arrays.levels else arrays.coarsest
+        if numbers is None:
+            numbers = numeric_setup(structure, arrays, values, self.near_nullspace)
+        return finest._replace(values=values), numbers
+
+
+@functools.partial(jax.jit, static_argnums=0)
+def _numeric_setup(structure, arrays, values, near_nullspace):
+    return numeric_setup(structure, arrays, values, near_nullspace)
+
+
+def divides_by_diagonal(config: SolverConfig) -> bool:
+    used = config.preconditioner if config.preconditioner is not None else config
+    return used.solver in ("AMG", "BLOCK_JACOBI", "CHEBYSHEV_POLY")
+
+
+def _preconditioner_name(config: SolverConfig) -> str:
+    used = config.preconditioner if config.preconditioner is not None else config
+    return f"{used.solver} {'preconditioner' if config.preconditioner is not None else 'solver'}"
+
+
+def amg_config(config: SolverConfig) -> AMGConfig | None:
+    """The AMG configuration a solve uses (as solver or preconditioner), or None."""
+    if config.solver == "AMG":
+        return config.amg
+    if config.preconditioner is not None and config.preconditioner.solver == "AMG":
+        return config.preconditioner.amg
+    return None

@@ -1,0 +1,249 @@
+"""``solve``: an AMG-preconditioned Krylov solve in JAX-AMG's call shape, differentiable.
+
+One call runs in three stages:
+
+1. **Checks** (on concrete inputs, before any work): ``A`` square, ``b`` of matching
+   shape, finite values, a diagonal where the smoother divides by it.
+2. **Setup**: the AMG structure comes from the setup cache (:mod:`._cache`) or is built
+   from the pattern (and from the values when they are concrete); the numbers are
+   computed by jitted code, inside the caller's program when the values are traced.
+3. **Solve**: the configured Krylov method (:mod:`._krylov`) preconditioned by the
+   configured preconditioner, as a service of :func:`jaxsolve.autodiff.linear_solve`, which
+   supplies the derivatives: forward and reverse mode by the implicit function theorem, at
+   the cost of one more solve (with ``Aᵀ``'s hierarchy for a nonsymmetric reverse mode).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from collections.abc import Callable
+from typing import Any, Literal
+
+import jax
+import jax.numpy as jnp
+
+from jaxsolve import autodiff
+
+from ._config import SolverConfig, parse_amgx_config
+from ._csr_arrays import CsrArrays
+from ._hierarchy import Hierarchy
+from ._krylov import bicgstab, cg, fgmres, gmres, stationary
+from ._preconditioner import finest_diagonal, make_precondition
+from ._setup import System, checked_inputs, divides_by_diagonal
+from ._statistics import statistics
+from ._status import FailureReason, SolveInfo, Status
+
+_DEFERRED_KEYWORDS = {
+    "comm": "distributed solves arrive with the sharding issue",
+    "nglobal": "distributed solves arrive with the sharding issue",
+    "partition_info": "distributed solves arrive with the sharding issue",
+    "block_dim": "block (BSR) systems arrive with the classical/singular/block issue",
+    "nullspace": ("singular systems (a null space of A) arrive with the"
+                  " classical/singular/block issue; for smoothed aggregation's near-null"
+                  " space (e.g. rigid-body modes) pass near_nullspace="),
+    "transpose_nullspace": "singular systems arrive with the classical/singular/block issue",
+}
+_KRYLOV = {"CG": cg, "PCG": cg, "BICGSTAB": bicgstab, "PBICGSTAB": bicgstab,
+           "GMRES": gmres, "FGMRES": fgmres}
+_HERMITIAN_METHODS = ("CG", "PCG")
+
+
+def solve(
+    A: Any,
+    b: jax.Array,
+    x0: jax.Array | None = None,
+    config: Any = None,
+    *,
+    reuse_setup: bool = False,
+    derivative: Literal["implicit", "adjoint"] = "implicit",
+    near_nullspace: jax.Array | None = None,
+    check: bool = True,
+    comm: Any = None,
+    nglobal: Any = None,
+    partition_info: Any = None,
+    block_dim: int = 1,
+    nullspace: Any = None,
+    transpose_nullspace: Any = None,
+) -> tuple[jax.Array, SolveInfo]:
+    r"""Solves ``A x = b`` by an AMG-preconditioned Krylov method; differentiable.
+
+    The method is configured in AmgX's vocabulary (:func:`parse_amgx_config`); by default
+    BiCGSTAB preconditioned by one V-cycle of aggregation AMG, to a residual ``1e-6`` times
+    the initial one, in at most 1000 iterations.  (JAX-AMG defaults to *classical* AMG,
+    which jaxsolve does not have yet; aggregation converges in somewhat more iterations of
+    cheaper cycles.)
+
+    **Under jit.** ``A``'s sparsity pattern must be concrete: build ``A`` outside the
+    compiled function (or close over it) and let only its values be traced, e.g.
+    ``jax.jit(lambda v, b: solve(A.with_values(v), b))``.  The AMG structure
+    (aggregates, patterns) is then taken from the setup cache — built from concrete values
+    by an earlier call, or else from the pattern alone, with every stored entry counted as
+    an equally strong coupling — and the numeric setup (coarse operators, smoothers) runs
+    inside the compiled program: new values on a fixed pattern never leave the device.
+    ``reuse_setup=True`` skips the numeric setup and reuses the numbers of the latest
+    setup done with concrete values on this pattern (AmgX's "no resetup"), if there is
+    one.
+
+    **Derivatives** flow to ``b`` and to ``A``'s values (cotangents on its pattern, never
+    a dense ``n × n`` array); ``x0`` gets none.  ``derivative="implicit"`` supports forward
+    and reverse mode at any order, ``"adjoint"`` reverse mode only; both cost one more
+    solve per derivative direction, to the solve's tolerance.  For ``CG``/``PCG`` ``A`` is
+    taken as Hermitian (its derivatives are projected accordingly); other methods solve
+    with ``Aᵀ`` in reverse mode, with a hierarchy of its own (a second cache entry).
+
+    **Batching.** ``jax.vmap`` over ``b`` (and ``x0``) or over ``A``'s values on one
+    pattern runs one batched loop until every system has converged; ``b`` of shape
+    ``(n, k)`` solves ``k`` right-hand sides the same way.
+
+    **Failures** never pass silently: ``info.status`` is a :class:`Status` and
+    ``info.failure_reason`` says why (:func:`raise_on_failure` turns both into an
+    exception outside ``jit``).  Traced values with NaN/Inf or a zero diagonal end as
+    ``FAILED`` with ``NONFINITE_MATRIX`` or ``ZERO_DIAGONAL``.
+
+    Args:
+      A: the ``(n, n)`` matrix: a :class:`CsrMatrix`, a dense array, a
+        ``jax.experimental.sparse`` BCOO/BCSR, or any ``scipy.sparse`` matrix.
+      b: ``(n,)`` or ``(n, k)`` right-hand side(s).
+      x0: initial guess of ``b``'s shape (zeros by default).
+      config: an AmgX configuration (dict, JSON text or file path) or a
+        :class:`SolverConfig`; None for the defaults.
+      reuse_setup: reuse the latest concrete numeric setup on this pattern.
+      derivative: ``"implicit"`` or ``"adjoint"``.
+      near_nullspace: ``(n, k)`` vectors that the smoothed-aggregation prolongation
+        reproduces exactly (e.g. elasticity's rigid-body modes); the constant by default.
+      check: validate concrete inputs before any work (``False`` skips the ``O(nnz)``
+        checks; shapes and dtypes are always checked).
+      comm, nglobal, partition_info, block_dim, nullspace, transpose_nullspace:
+        JAX-AMG's keywords for distributed, block and singular systems; accepted by name,
+        they raise until those features land.
+
+    Returns:
+      ``(x, info)``: the solution, of ``b``'s shape, and a :class:`SolveInfo`
+      (``iterations``, ``residual``, ``status``, ``residual_history``,
+      ``failure_reason``), with a leading axis of ``k`` for ``b`` of shape ``(n, k)``.
+
+    Raises:
+      TypeError: for a callable ``A`` (matrix-free operators arrive with their own issue),
+        unsupported types, or non-float data.
+      ValueError: for bad shapes, invalid CSR patterns, NaN/Inf or zero diagonals in
+        concrete inputs, an invalid configuration, or a JAX-AMG keyword not supported yet.
+
+    Examples:
+      >>> import jax, jax.numpy as jnp
+      >>> from jaxsolve import sparse
+      >>> A = sparse.matrices.poisson_matrix(32)
+      >>> b = jnp.ones(32 * 32)
+      >>> x, info = sparse.solve(A, b)
+      >>> sparse.Status(int(info.status)).name, int(info.iterations) <= 10
+      ('SUCCESS', True)
+      >>> bool(jnp.linalg.norm(A @ x - b) <= 1e-4 * jnp.linalg.norm(b))  # float32
+      True
+
+      Gradients flow through the solve, here to the matrix's stored values:
+
+      >>> A = sparse.as_csr(A)
+      >>> loss = lambda values: jnp.sum(sparse.solve(A.with_values(values), b)[0])
+      >>> jax.jit(jax.grad(loss))(A.values).shape
+      (4992,)
+    """
+    _reject_deferred(comm=comm, nglobal=nglobal, partition_info=partition_info,
+                     block_dim=block_dim if block_dim != 1 else None, nullspace=nullspace,
+                     transpose_nullspace=transpose_nullspace)
+    if derivative not in ("implicit", "adjoint"):
+        raise ValueError(f"solve: derivative must be 'implicit' or 'adjoint', got {derivative!r}.")
+    config = parse_amgx_config(config)
+    if config.solver == "NOSOLVER":
+        raise ValueError("solve: solver 'NOSOLVER' solves nothing; it is a preconditioner"
+                         " choice (e.g. {'solver': 'PBICGSTAB', 'preconditioner': 'NOSOLVER'}).")
+    matrix, b, x0, near_nullspace = checked_inputs("solve", A, b, x0, near_nullspace, check)
+    system = System.for_matrix(matrix, config, near_nullspace, reuse_setup, check)
+    _print_grid_stats(config, system, matrix)
+    hermitian = config.solver in _HERMITIAN_METHODS
+    pattern = autodiff.SparsePattern.from_csr(matrix.indptr, matrix.indices, matrix.shape)
+    # An initial guess enters as the right-hand side of the correction, A δ = b − A x0,
+    # δ from zero: the Krylov iterates are those from x0, and x0 gets no derivative.
+    x0 = jax.lax.stop_gradient(x0)
+    rhs = b if x0 is None else b - pattern.matvec(matrix.values, x0)
+    correction, info = autodiff.linear_solve(
+        matrix.values, rhs,
+        solve=_service(system),
+        transpose_solve=None if hermitian else _service(system.transposed()),
+        matvec=pattern.matvec,
+        symmetric=hermitian,
+        symmetrize=pattern.symmetrize if hermitian else None,
+        mode="jvp" if derivative == "implicit" else "adjoint",
+        has_aux=True,
+    )
+    return (correction if x0 is None else x0 + correction), info
+
+
+def _print_grid_stats(config: SolverConfig, system: System, matrix) -> None:
+    """AmgX's ``print_grid_stats``: the hierarchy's table, for a setup from concrete values."""
+    scopes = [config, config.preconditioner]
+    if not any(scope is not None and scope.print_grid_stats for scope in scopes):
+        return
+    structure, numbers = system.setup
+    if numbers is not None:
+        print(statistics(structure, numbers, matrix.values.dtype.itemsize))
+
+
+def _reject_deferred(**given: Any) -> None:
+    for name, value in given.items():
+        if value is not None:
+            raise ValueError(f"solve: {name}= is not supported yet: {_DEFERRED_KEYWORDS[name]}.")
+
+
+@functools.partial(jax.jit, static_argnums=0)
+def _solve_columns(
+    config: SolverConfig, matrix: CsrArrays, hierarchy: Hierarchy | None, rhs: jax.Array
+) -> tuple[jax.Array, SolveInfo]:
+    """Solves the columns of ``rhs`` as one batched loop; returns ``x`` and per-column info."""
+    invalid = _invalid_matrix(config, matrix)
+    if config.solver in _KRYLOV:
+        method = _KRYLOV[config.solver]
+        options = {} if config.gmres_n_restart is None else {"restart": config.gmres_n_restart}
+        precondition = make_precondition(config.preconditioner, matrix, hierarchy)
+    else:  # AMG or a relaxation, iterated: x ← x + M⁻¹ (b − A x), one cycle or sweep each
+        method, options = stationary, {}
+        precondition = make_precondition(config, matrix, hierarchy, applications=1)
+
+    def one(b):
+        x, info = method(matrix.matvec, b, precondition=precondition,
+                         tolerance=config.tolerance, max_iters=config.max_iters,
+                         convergence=config.convergence, **options)
+        return x, _with_failure(info, invalid)
+
+    return jax.vmap(one, in_axes=1, out_axes=(1, 0))(rhs)
+
+
+def _invalid_matrix(config: SolverConfig, matrix: CsrArrays) -> jax.Array:
+    """The :class:`FailureReason` code of traced values no solve should run on, or NONE."""
+    nonfinite = ~jnp.all(jnp.isfinite(matrix.values))
+    zero_diagonal = jnp.zeros((), bool)
+    if divides_by_diagonal(config):
+        zero_diagonal = jnp.any(finest_diagonal(matrix) == 0)
+    return jnp.where(nonfinite, jnp.int32(FailureReason.NONFINITE_MATRIX),
+                     jnp.where(zero_diagonal, jnp.int32(FailureReason.ZERO_DIAGONAL),
+                               jnp.int32(FailureReason.NONE)))
+
+
+def _with_failure(info: SolveInfo, reason: jax.Array) -> SolveInfo:
+    failed = reason != FailureReason.NONE
+    return dataclasses.replace(
+        info,
+        status=jnp.where(failed, jnp.int32(Status.FAILED), info.status),
+        failure_reason=jnp.where(failed, reason, info.failure_reason),
+    )
+
+
+def _service(system: System) -> Callable[[jax.Array, jax.Array], tuple[jax.Array, SolveInfo]]:
+    """The solve service of ``system``: ``A⁻¹ rhs`` for ``rhs`` of shape ``(n, m)``."""
+
+    def service(operator: jax.Array, rhs: jax.Array) -> tuple[jax.Array, SolveInfo]:
+        values = operator if system.values_from is None else operator[system.values_from]
+        return _solve_columns(system.config, *system.operators(values), rhs)
+
+    return service
+
+

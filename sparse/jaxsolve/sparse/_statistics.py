@@ -1,0 +1,130 @@
+"""Hierarchy statistics: what the AMG setup built and what it keeps in memory.
+
+:func:`describe` answers the questions every AMG user asks of a hierarchy — how many
+levels, how many rows and nonzeros on each, how much work a cycle does relative to one
+product with ``A`` (*operator complexity* ``Σ nnz(A_ℓ) / nnz(A)``) and how much memory
+the solver keeps, part by part.  ``print_grid_stats`` in an AmgX configuration prints the
+same table when a solve sets up a hierarchy from concrete values.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import jax
+import numpy as np
+
+from ._config import parse_amgx_config
+from ._hierarchy import Hierarchy, HierarchyStructure
+from ._setup import System, amg_config, checked_inputs
+
+
+@dataclasses.dataclass(frozen=True)
+class HierarchyStatistics:
+    """The shape of an AMG hierarchy and the memory it keeps.
+
+    Attributes:
+      rows: rows of each level's operator, finest first.
+      nonzeros: stored entries of each level's operator.
+      grid_complexity: ``Σ rows_ℓ / rows_0``.
+      operator_complexity: ``Σ nonzeros_ℓ / nonzeros_0``: a cycle's cost in units of one
+        product with ``A``, roughly.
+      bytes_kept: device bytes the setup keeps, by part: ``"coarse operators"`` (values
+        and indices of ``A_1 … A_L``), ``"transfer operators"`` (``P`` and ``R``),
+        ``"product plans"`` (what the numeric re-setup reads besides the operators),
+        ``"smoothers"``, ``"coarsest inverse"`` and ``"finest pattern"`` (the device copy
+        of ``A``'s own index arrays).
+      matrix_bytes: bytes of ``A`` itself in CSR (values, int32 indices and row pointers),
+        the yardstick for ``bytes_kept``.
+    """
+
+    rows: tuple[int, ...]
+    nonzeros: tuple[int, ...]
+    grid_complexity: float
+    operator_complexity: float
+    bytes_kept: dict[str, int]
+    matrix_bytes: int
+
+    def __str__(self) -> str:
+        lines = ["AMG hierarchy", " level        rows      nonzeros  nnz/row"]
+        for level, (rows, nonzeros) in enumerate(zip(self.rows, self.nonzeros, strict=True)):
+            lines.append(f" {level:5d} {rows:11d} {nonzeros:13d} {nonzeros / max(rows, 1):8.1f}")
+        lines.append(f" grid complexity {self.grid_complexity:.3f},"
+                     f" operator complexity {self.operator_complexity:.3f}")
+        total = sum(self.bytes_kept.values())
+        lines.append(f" memory kept: {total / 2**20:.1f} MiB ="
+                     f" {total / self.matrix_bytes:.2f} × the matrix's {self.matrix_bytes / 2**20:.1f} MiB")
+        lines.extend(f"   {part:20s} {size / 2**20:10.1f} MiB"
+                     for part, size in self.bytes_kept.items())
+        return "\n".join(lines)
+
+
+def describe(A: Any, config: Any = None, *,
+             near_nullspace: jax.Array | None = None) -> HierarchyStatistics:
+    """The statistics of the AMG hierarchy that :func:`solve` builds for ``A``.
+
+    Sets the hierarchy up (or takes it from the setup cache) from ``A``'s concrete values.
+
+    Args:
+      A: the ``(n, n)`` matrix, with concrete values.
+      config: the solver configuration (whose AMG, as solver or preconditioner, is
+        described); None for the default.
+      near_nullspace: as for :func:`solve`.
+
+    Returns:
+      A :class:`HierarchyStatistics`; ``print`` it for AmgX's ``print_grid_stats`` table.
+
+    Raises:
+      ValueError: if the configuration uses no AMG, or as :func:`solve` for bad input.
+
+    Examples:
+      >>> from jaxsolve import sparse
+      >>> stats = sparse.describe(sparse.matrices.poisson_matrix(64))
+      >>> stats.rows[0], stats.nonzeros[0], len(stats.rows) > 2
+      (4096, 20224, True)
+    """
+    config = parse_amgx_config(config)
+    if amg_config(config) is None:
+        raise ValueError(f"describe: the configuration (solver {config.solver!r}) uses no AMG.")
+    matrix, _, _, near_nullspace = checked_inputs(
+        "describe", A, np.zeros(np.shape(A)[0], np.float32), None, near_nullspace, True)
+    system = System.for_matrix(matrix, config, near_nullspace, reuse_setup=False, check=True)
+    structure, numbers = system.setup
+    if numbers is None:
+        raise ValueError("describe: A's values must be concrete (call it outside jax.jit).")
+    return statistics(structure, numbers, matrix.values.dtype.itemsize)
+
+
+def statistics(structure: HierarchyStructure, numbers: Hierarchy,
+               itemsize: int) -> HierarchyStatistics:
+    """The :class:`HierarchyStatistics` of a built hierarchy."""
+    patterns = [level.a for level in structure.levels] + [structure.coarsest]
+    rows = tuple(pattern.n_rows for pattern in patterns)
+    nonzeros = tuple(pattern.nnz for pattern in patterns)
+    counted: set[int] = set()
+
+    def size(*trees: Any) -> int:
+        total = 0
+        for leaf in jax.tree.leaves(trees):
+            if id(leaf) not in counted:
+                counted.add(id(leaf))
+                total += leaf.nbytes
+        return total
+
+    finest = structure.arrays.levels[0].a if structure.levels else structure.arrays.coarsest
+    parts = {
+        "finest pattern": size(finest.indices, finest.indptr, finest.row_ids),
+        "coarse operators": size([level.a for level in numbers.levels[1:]],
+                                 numbers.coarsest.a),
+        "transfer operators": size([(level.p, level.r) for level in numbers.levels]),
+        "smoothers": size([level.smoother for level in numbers.levels],
+                          numbers.coarsest.smoother),
+        "coarsest inverse": size(numbers.coarsest.inverse),
+    }
+    parts["product plans"] = size(structure.arrays)
+    return HierarchyStatistics(
+        rows=rows, nonzeros=nonzeros,
+        grid_complexity=sum(rows) / rows[0], operator_complexity=sum(nonzeros) / nonzeros[0],
+        bytes_kept=parts, matrix_bytes=nonzeros[0] * (itemsize + 4) + 4 * (rows[0] + 1),
+    )

@@ -1,0 +1,123 @@
+"""Tests for the AMG hierarchy's pieces: products, aggregation, transfer and coarse operators."""
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import scipy.sparse
+
+from jaxsolve import sparse
+from jaxsolve.sparse import _aggregation, _hierarchy, _products, matrices
+from jaxsolve.sparse._csr_arrays import CsrStructure
+
+
+def structure_of(matrix: scipy.sparse.csr_array) -> CsrStructure:
+    matrix = scipy.sparse.csr_array(matrix)
+    matrix.sort_indices()
+    return CsrStructure(matrix.indptr.astype(np.int32), matrix.indices.astype(np.int32),
+                        matrix.shape[1])
+
+
+def scipy_of(pattern: CsrStructure, values) -> scipy.sparse.csr_array:
+    return scipy.sparse.csr_array((np.asarray(values), pattern.indices, pattern.indptr),
+                                  shape=(pattern.n_rows, pattern.n_cols))
+
+
+def poisson(n: int, dtype=np.float64) -> scipy.sparse.csr_array:
+    csr = sparse.as_csr(matrices.poisson_matrix(n, dtype=dtype))
+    return scipy.sparse.csr_array((np.asarray(csr.values), csr.indices, csr.indptr),
+                                  shape=csr.shape)
+
+
+def test_product_plan_multiplies_like_scipy(x64):
+    rng = np.random.default_rng(0)
+    a = scipy.sparse.random(30, 20, density=0.2, random_state=1, format="csr")
+    b = scipy.sparse.random(20, 25, density=0.15, random_state=2, format="csr")
+    a_pattern, b_pattern = structure_of(a), structure_of(b)
+    plan = _products.plan_product(a_pattern, b_pattern)
+    a_values = rng.standard_normal(a_pattern.nnz)
+    b_values = rng.standard_normal(b_pattern.nnz)
+    c = jax.jit(lambda av, bv: plan.multiply(
+        a_pattern.on_device(av), b_pattern.on_device(bv), jnp.asarray(plan.c.indptr),
+        jnp.asarray(plan.offsets)))(a_values, b_values)
+    expected = (scipy_of(a_pattern, a_values) @ scipy_of(b_pattern, b_values)).toarray()
+    np.testing.assert_allclose(scipy_of(plan.c, c).toarray(), expected, atol=1e-12)
+
+
+def test_aggregation_rounds_give_pairs_quads_and_octets():
+    graph = _aggregation.coupling_graph(structure_of(poisson(16, np.float32)), None)
+    for selector, size in (("SIZE_2", 2), ("SIZE_4", 4), ("SIZE_8", 8)):
+        aggregates, count = _aggregation.aggregate(graph, _aggregation.ROUNDS[selector])
+        assert aggregates.shape == (256,) and set(np.unique(aggregates)) == set(range(count))
+        assert 256 / count == pytest.approx(size, rel=0.3), selector
+
+
+def test_couplings_follow_anisotropy():
+    # ε = 0.001 along x: strong couplings are vertical, so pairs are vertical neighbours.
+    A = sparse.as_csr(matrices.anisotropic_diffusion_matrix(8, 0.001, 0.0))
+    pattern = CsrStructure(A.indptr, A.indices, 64)
+    magnitudes = scipy_of(pattern, np.abs(np.asarray(A.values)))
+    aggregates, _ = _aggregation.aggregate(_aggregation.coupling_graph(pattern, magnitudes), 1)
+    members = [np.flatnonzero(aggregates == a) for a in np.unique(aggregates)]
+    pairs = [m for m in members if m.size == 2]
+    assert len(pairs) >= 28
+    assert all(abs(m[1] - m[0]) == 8 for m in pairs)  # grid rows are 8 unknowns apart
+
+
+@pytest.mark.parametrize("smoothed", [False, True])
+@pytest.mark.parametrize("columns", [1, 3])
+def test_numeric_setup_builds_galerkin_operators(x64, smoothed, columns):
+    A = poisson(12)
+    pattern = structure_of(A)
+    config = dataclasses_replace_amg(smoothed_aggregation=smoothed, min_coarse_rows=10)
+    structure = _hierarchy.build_structure(pattern, A.data, columns, config)
+    x, y = np.divmod(np.arange(144.0), 12)
+    basis = np.stack([np.ones(144), x / 12, y / 12][:columns], 1)  # like rigid-body modes
+    numbers = jax.jit(_hierarchy.numeric_setup, static_argnums=0)(
+        structure, structure.arrays, jnp.asarray(A.data), jnp.asarray(basis))
+    assert len(numbers.levels) >= 1
+    level, level_structure = numbers.levels[0], structure.levels[0]
+    p = scipy_of(level_structure.p, level.p.values).toarray()
+    r = scipy_of(level_structure.r, level.r.values).toarray()
+    np.testing.assert_allclose(r, p.T, atol=1e-14)
+    coarse_pattern = structure.levels[1].a if len(structure.levels) > 1 else structure.coarsest
+    coarse = (numbers.levels[1].a if len(numbers.levels) > 1 else numbers.coarsest.a).values
+    np.testing.assert_allclose(scipy_of(coarse_pattern, coarse).toarray(),
+                               p.T @ A.toarray() @ p, atol=1e-10)
+    if not smoothed:
+        # The tentative prolongation has orthonormal columns (an aggregate with fewer
+        # unknowns than basis vectors leaves some zero) and reproduces the basis.
+        kept = np.linalg.norm(p, axis=0) > 0
+        np.testing.assert_allclose(p.T @ p, np.diag(kept.astype(float)), atol=1e-10)
+        sizes = np.bincount(level_structure.aggregates)
+        assert kept.sum() == np.minimum(sizes, columns).sum()
+        projection = p @ (p.T @ basis)
+        np.testing.assert_allclose(projection, basis, atol=1e-8 * np.abs(basis).max())
+
+
+def test_coarsest_inverse_is_the_inverse(x64):
+    A = poisson(6)
+    config = dataclasses_replace_amg(min_coarse_rows=40)
+    structure = _hierarchy.build_structure(structure_of(A), A.data, 1, config)
+    numbers = _hierarchy.numeric_setup(structure, structure.arrays, jnp.asarray(A.data), None)
+    coarse = scipy_of(structure.coarsest, numbers.coarsest.a.values).toarray()
+    np.testing.assert_allclose(numbers.coarsest.inverse @ coarse, np.eye(coarse.shape[0]),
+                               atol=1e-10)
+
+
+def test_statistics_count_levels_and_memory():
+    stats = sparse.describe(matrices.poisson3d_matrix(12),
+                            {"preconditioner": {"selector": "SIZE_8", "min_coarse_rows": 20}})
+    assert stats.rows[0] == 1728 and stats.nonzeros[0] == 1728 * 7 - 6 * 144
+    assert all(a > b for a, b in zip(stats.rows, stats.rows[1:]))
+    assert stats.operator_complexity == pytest.approx(sum(stats.nonzeros) / stats.nonzeros[0])
+    assert set(stats.bytes_kept) == {"finest pattern", "coarse operators", "transfer operators",
+                                     "smoothers", "coarsest inverse", "product plans"}
+    assert "operator complexity" in str(stats)
+
+
+def dataclasses_replace_amg(**changes):
+    amg = sparse.DEFAULT_SOLVER_CONFIG.preconditioner.amg
+    return dataclasses.replace(amg, **changes)
