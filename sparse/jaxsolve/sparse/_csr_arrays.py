@@ -58,24 +58,31 @@ class CsrStructure:
     def on_device(self, values: jax.Array) -> CsrArrays:
         """This pattern with ``values`` as a :class:`CsrArrays`."""
         return CsrArrays(
-            values=values,
-            indices=jnp.asarray(self.indices),
-            indptr=jnp.asarray(self.indptr),
-            row_ids=jnp.asarray(self.row_ids),
+            values=values, indices=jnp.asarray(self.indices), indptr=jnp.asarray(self.indptr)
         )
 
 
 class CsrArrays(NamedTuple):
-    """A CSR matrix as device arrays; ``row_ids`` repeats ``indptr`` per entry for sums."""
+    """A CSR matrix as device arrays: ``values``, int32 ``indices`` and ``indptr``."""
 
     values: jax.Array
     indices: jax.Array
     indptr: jax.Array
-    row_ids: jax.Array
 
     @property
     def n_rows(self) -> int:
         return self.indptr.shape[-1] - 1
+
+    @property
+    def row_ids(self) -> jax.Array:
+        """The row of each stored entry, expanded from ``indptr`` when a setup needs it.
+
+        Not stored: it would cost as much memory as ``indices``, and only the setup, not
+        the solve's products, reads it.
+        """
+        return jnp.repeat(jnp.arange(self.n_rows, dtype=jnp.int32),
+                          self.indptr[1:] - self.indptr[:-1],
+                          total_repeat_length=self.indices.shape[-1])
 
     def matvec(self, x: jax.Array) -> jax.Array:
         """``A x`` for ``x`` of shape ``(n_cols,)``, by the native CSR kernel.

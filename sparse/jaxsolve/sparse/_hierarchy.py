@@ -343,8 +343,8 @@ def _numeric_level(
     r = arrays.r._replace(values=jnp.conj(p_values[arrays.r_from_p]))
     a_p_values = level.a_p.multiply(
         a, p, arrays.a_p_indptr, arrays.a_p_offsets)
-    a_p = CsrArrays(a_p_values, jnp.zeros(0, jnp.int32), arrays.a_p_indptr,
-                    jnp.zeros(0, jnp.int32))
+    # The Galerkin product reads only the right factor's values and row pointers.
+    a_p = CsrArrays(a_p_values, jnp.zeros(0, jnp.int32), arrays.a_p_indptr)
     coarse_values = level.galerkin.multiply(
         r, a_p, arrays.galerkin_indptr, arrays.galerkin_offsets)
     smoother = relaxation_data(a, diagonal, config.smoother)

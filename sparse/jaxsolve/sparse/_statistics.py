@@ -114,7 +114,7 @@ def statistics(structure: HierarchyStructure, numbers: Hierarchy,
 
     finest = structure.arrays.levels[0].a if structure.levels else structure.arrays.coarsest
     parts = {
-        "finest pattern": size(finest.indices, finest.indptr, finest.row_ids),
+        "finest pattern": size(finest.indices, finest.indptr),
         "coarse operators": size([level.a for level in numbers.levels[1:]],
                                  numbers.coarsest.a),
         "transfer operators": size([(level.p, level.r) for level in numbers.levels]),

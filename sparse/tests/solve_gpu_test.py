@@ -1,0 +1,67 @@
+"""The AMG solve on a CUDA GPU: the same answers as on the CPU, under jit, vmap and grad.
+
+Every test is marked ``gpu`` and skipped where JAX has no GPU.
+"""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import scipy.sparse
+import scipy.sparse.linalg
+
+from jaxsolve import sparse
+from jaxsolve.sparse import matrices
+
+GPU = next((d for d in jax.devices() if d.platform == "gpu"), None)
+CPU = jax.devices("cpu")[0]
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(GPU is None, reason="needs a GPU")]
+
+SA = {"solver": "PCG", "tolerance": 1e-10, "preconditioner": {
+    "solver": "AMG", "selector": "SIZE_8", "jaxsolve_smoothed_aggregation": 1,
+    "smoother": "JACOBI_L1"}}
+
+
+def on(device, *arrays):
+    return [jax.device_put(a, device) for a in arrays]
+
+
+@pytest.mark.parametrize("config", [None, SA, {"solver": "FGMRES", "tolerance": 1e-10}])
+def test_gpu_solve_matches_cpu_and_scipy(x64, config):
+    A = sparse.as_csr(matrices.convection_diffusion_matrix_2d(24, 10.0, dtype=np.float64)
+                      if config is not SA else matrices.poisson3d_matrix(12, dtype=np.float64))
+    b = matrices.rhs_random(A.shape[0], seed=0, dtype=np.float64)
+    config = {**(config or {}), "tolerance": 1e-10}
+    values, b_gpu = on(GPU, A.values, b)
+    x_gpu, info_gpu = sparse.solve(A.with_values(values), b_gpu, config=config)
+    x_cpu, info_cpu = sparse.solve(A.with_values(on(CPU, A.values)[0]), on(CPU, b)[0],
+                                   config=config)
+    assert x_gpu.devices() == {GPU}
+    assert sparse.Status(int(info_gpu.status)) is sparse.Status.SUCCESS
+    assert abs(int(info_gpu.iterations) - int(info_cpu.iterations)) <= 1
+    reference = scipy.sparse.linalg.spsolve(
+        scipy.sparse.csr_array((np.asarray(A.values), A.indices, A.indptr),
+                               shape=A.shape).tocsc(), np.asarray(b))
+    np.testing.assert_allclose(np.asarray(x_gpu), reference, rtol=1e-7, atol=1e-9)
+
+
+def test_gpu_jit_vmap_grad(x64):
+    A = sparse.as_csr(matrices.convection_diffusion_matrix_2d(16, 5.0, dtype=np.float64))
+    values, = on(GPU, A.values)
+    bs = jax.device_put(jnp.stack([matrices.rhs_random(256, seed=s, dtype=np.float64)
+                                   for s in range(3)]), GPU)
+
+    def loss(values, b):
+        return jnp.sum(sparse.solve(A.with_values(values), b,
+                                    config={"tolerance": 1e-12})[0] ** 2)
+
+    grads = jax.jit(jax.vmap(jax.grad(loss, argnums=(0, 1)), in_axes=(None, 0)))(values, bs)
+    dense = np.zeros((256, 256))
+    np.add.at(dense, (A.row_ids, A.indices), np.asarray(A.values))
+    for k in range(3):
+        b = np.asarray(bs[k])
+        x = np.linalg.solve(dense, b)
+        b_bar = np.linalg.solve(dense.T, 2 * x)
+        np.testing.assert_allclose(np.asarray(grads[1][k]), b_bar, rtol=1e-7)
+        np.testing.assert_allclose(np.asarray(grads[0][k]),
+                                   -b_bar[A.row_ids] * x[A.indices], rtol=1e-6, atol=1e-12)
