@@ -398,15 +398,15 @@ def spgemm_symbolic(
     ``A[i, j] B[j, l]`` are enumerated in this order: for each row ``i`` of ``A``, for each
     stored entry ``t`` of that row (in storage order), for each stored entry ``s`` of row ``j =
     a_indices[t]`` of ``B`` (in storage order). Product ``q`` adds to ``C[i, b_indices[s]]``,
-    which is entry ``indptr[i] + offsets[q]`` of ``C``. So, with ``a_rows`` the row of each
-    entry of ``A`` and the products' entries ``t[q]``, ``s[q]`` and rows ``i[q]`` expanded
-    once with NumPy, ``C``'s values are one gather and a sorted segment sum::
+    which is entry ``indptr[i] + offsets[q]`` of ``C``. So, once each product's ``t[q]``,
+    ``s[q]`` and row ``i[q]`` are expanded with NumPy (``np.repeat`` over the row lengths),
+    ``C``'s values for any values of ``A`` and ``B`` are gathers and a segment sum::
 
         c_values = jax.ops.segment_sum(a_values[t] * b_values[s], indptr[i] + offsets,
-                                       num_segments=nnz_c, indices_are_sorted=False)
+                                       num_segments=nnz_c)
 
-    which JAX differentiates and jits for any values on the same patterns (the numeric
-    phase of an AMG setup's ``A P`` and ``Pᵀ (A P)``).
+    which JAX jits and differentiates: the numeric phase of an AMG setup's ``A P`` and
+    ``Pᵀ (A P)``, rerun for new values on the same patterns.
 
     Both native passes are Gustavson's, with a marker array of ``p`` entries: one counts each
     row of ``C`` (Python then allocates), one fills the sorted columns and the offsets. The
