@@ -11,9 +11,11 @@ from a fixed seed and ``x0 = 0``, until ``‖b - A x‖ <= tolerance · ‖b‖`
   patterns, index maps) and the numeric setup, plus the solve, which is subtracted (the
   median cold-cache call minus the median solve alone). The very first call also compiles;
   its compile time, the first call minus a later cold-cache call, is reported apart.
-  *Solve alone* is a jitted ``solve(..., reuse_setup=True)``; *re-setup + solve* a jitted
-  function of the matrix values on the cached pattern, which sets the hierarchy up again
-  from those values inside the compiled program;
+  *Solve alone* is ``solve(..., reuse_setup=True)``; *re-setup + solve* ``solve`` with the
+  matrix's values as a new array on the cached pattern, which sets the hierarchy's numbers
+  up again (compiled, on the device) before solving. Both are called from Python, so that the
+  cached hierarchy's arrays are arguments of the compiled programs (inside a caller's
+  ``jax.jit`` JAX would bake them in as constants);
 * **JAX cg, BCOO**: ``jax.scipy.sparse.linalg.cg`` on the matrix as a ``BCOO``;
 * **JAX cg, stencil**: the same CG on a matrix-free 7-point stencil (zero-padded slices);
 * **AMJax PCG** (PyPI ``amjax==0.0.3``): PyAMG's smoothed-aggregation hierarchy (its
@@ -288,10 +290,14 @@ def jaxsolve_pcg(problem: Problem, timing: Timing, config: dict[str, Any]) -> li
         jsp.clear_cache()
         return jsp.solve(A, b, config=config)
 
-    # The matrix's values are arguments of both, never closed over: JAX would bake them into
-    # the compiled program as a constant.
-    resetup_solve = jax.jit(lambda values, b: jsp.solve(A.with_values(values), b, config=config)[0])
-    solve_alone = jax.jit(lambda A, b: jsp.solve(A, b, config=config, reuse_setup=True)[0])
+    # Both run from Python (the hierarchy's arrays are then arguments of the compiled solve).
+    # Inside a caller's jax.jit the cached arrays would be closed over, and JAX 0.10-0.11
+    # bakes closed-over arrays into the program as constants: gigabytes at 128³.
+    def solve_alone(A, b):
+        return jsp.solve(A, b, config=config, reuse_setup=True)[0]
+
+    def resetup_solve(values, b):
+        return jsp.solve(A.with_values(values), b, config=config)[0]
 
     ours, again = Row(OURS), Row(OURS_RESETUP)
     with device_memory(ours):

@@ -100,18 +100,48 @@ def demo_implicit_gradient() -> None:
           f"{float(finite_difference):.5f}")
 
 
-def demo_krylov() -> None:
-    # 2D Poisson, 64 x 64 unknowns; vmap over 4 right-hand sides is one batched loop.
-    a = js.as_csr(js.matrices.poisson_matrix(64))
-    b = jnp.stack([js.matrices.rhs_ones(64 * 64) * k for k in (1.0, 2.0, 3.0, 4.0)])
-    solve = jax.jit(jax.vmap(lambda b: js.cg(a.matvec, b, precondition=js.jacobi(a),
-                                             tolerance=1e-5, max_iters=500)))
-    x, info = solve(b)
-    residual = jnp.linalg.norm(jax.vmap(a.matvec)(x) - b, axis=1) / jnp.linalg.norm(b, axis=1)
-    print(f"sparse PCG (Jacobi) on 2D Poisson with {a.shape[0]} unknowns, 4 right-hand sides "
-          f"in one loop: status {[js.Status(int(s)).name for s in info.status]}, iterations "
-          f"{info.iterations.tolist()} to a recurrence residual of 1e-5; true relative residual "
-          f"{residual.max():.1e} at most (float32)")
+def demo_amg() -> None:
+    # 2D Poisson, 128 x 128 unknowns: AMG-preconditioned BiCGSTAB against plain BiCGSTAB,
+    # then the gradient of a loss with respect to the matrix's values, inside jax.jit.
+    n = 128
+    a = js.as_csr(js.matrices.poisson_matrix(n))
+    b = js.matrices.rhs_random(n * n, seed=0)
+    start = time.perf_counter()
+    x, info = js.solve(a, b)
+    first = time.perf_counter() - start
+    _, plain = js.solve(a, b, config={"solver": "BICGSTAB"})
+    residual = jnp.linalg.norm(a @ x - b) / jnp.linalg.norm(b)
+    print(f"AMG solve of 2D Poisson with {n * n} unknowns: {js.Status(int(info.status)).name} "
+          f"in {int(info.iterations)} iterations (plain BiCGSTAB: {int(plain.iterations)}), "
+          f"true relative residual {float(residual):.1e}; first call {first:.1f} s "
+          "(setup and compilation)")
+    print(js.describe(a))
+
+    # The gradient of a loss through the solve, with respect to b and to A's stored values,
+    # inside jax.jit, checked against the dense solve's gradient on a 32 x 32 grid.
+    n = 32
+    a = js.as_csr(js.matrices.convection_diffusion_matrix_2d(n, 10.0))
+    b = js.matrices.rhs_random(n * n, seed=1)
+    weights = jnp.sin(jnp.arange(n * n) / 10.0)
+
+    def loss(values, b):
+        return weights @ js.solve(a.with_values(values), b, config={"tolerance": 1e-7})[0]
+
+    def dense_loss(values, b):
+        matrix = jnp.zeros((n * n, n * n)).at[a.row_ids, a.indices].add(values)
+        return weights @ jnp.linalg.solve(matrix, b)
+
+    gradient = jax.jit(jax.grad(loss, argnums=(0, 1)))
+    (values_bar, b_bar), seconds = _timed(gradient, a.values, b)
+    dense_values_bar, dense_b_bar = jax.grad(dense_loss, argnums=(0, 1))(a.values, b)
+    error = max(float(jnp.max(jnp.abs(values_bar - dense_values_bar)) /
+                      jnp.max(jnp.abs(dense_values_bar))),
+                float(jnp.max(jnp.abs(b_bar - dense_b_bar)) / jnp.max(jnp.abs(dense_b_bar))))
+    print(f"jit(grad) through the AMG solve of a nonsymmetric convection-diffusion system "
+          f"({n * n} unknowns): gradients on b {b_bar.shape} and on the {a.nnz} stored values "
+          f"(re-setup of A's hierarchy, solve, and adjoint solve with A^T's hierarchy in one "
+          f"program, {seconds * 1e3:.0f} ms); largest relative difference to the dense "
+          f"solve's gradients {error:.1e} (float32)")
 
 
 def main() -> None:
@@ -120,7 +150,7 @@ def main() -> None:
     demo_block_cyclic(devices)
     demo_local_transpose(devices[0])
     demo_implicit_gradient()
-    demo_krylov()
+    demo_amg()
 
 
 if __name__ == "__main__":

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import hashlib
 from typing import Any, NamedTuple
 
 import jax
@@ -105,6 +106,29 @@ class HierarchyStructure:
     config: AMGConfig
     from_values: bool
 
+    @functools.cached_property
+    def fingerprint(self) -> str:
+        """A digest of everything static about the structure: patterns and aggregates.
+
+        Equal fingerprints mean interchangeable structures, so a structure rebuilt after
+        ``clear_cache()`` reuses the compiled numeric setup of the one it replaces.
+        """
+        digest = hashlib.blake2b(repr(self.config).encode(), digest_size=16)
+        patterns = [level.a for level in self.levels] + [self.coarsest]
+        for array in [*(p.indptr for p in patterns), *(p.indices for p in patterns),
+                      *(level.aggregates for level in self.levels)]:
+            digest.update(np.ascontiguousarray(array).tobytes())
+            digest.update(b"|")
+        digest.update(repr([(level.columns, level.smoothing is None)
+                            for level in self.levels]).encode())
+        return digest.hexdigest()
+
+    def __hash__(self) -> int:
+        return hash(self.fingerprint)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, HierarchyStructure) and self.fingerprint == other.fingerprint
+
 
 class LevelArrays(NamedTuple):
     """A level's index arrays on the device (a pytree; see :class:`LevelStructure`)."""
@@ -134,7 +158,9 @@ class StructureArrays(NamedTuple):
 
 
 def _pattern_arrays(pattern: CsrStructure) -> CsrArrays:
-    return pattern.on_device(jnp.zeros(0))
+    # The values are a placeholder of no inexact dtype, so that nothing mistakes it for
+    # (or differentiates) a matrix's values; every use replaces it.
+    return pattern.on_device(jnp.zeros(0, jnp.int32))
 
 
 def _level_arrays(level: LevelStructure) -> LevelArrays:

@@ -175,7 +175,8 @@ def make_preconditioner(
     # The system's setup needs a solver scope around the preconditioner; any Krylov one.
     scope = dataclasses.replace(DEFAULT_SOLVER_CONFIG, preconditioner=preconditioner)
     system = System.for_matrix(matrix, scope, near_nullspace, reuse_setup=False, check=check)
-    return Preconditioner(*system.operators(matrix.values), config=preconditioner)
+    state = system.state()
+    return Preconditioner(*system.operators(matrix.values, state), config=preconditioner)
 
 
 def _preconditioner_config(config: Any) -> SolverConfig:

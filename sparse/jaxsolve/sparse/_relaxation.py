@@ -36,8 +36,9 @@ class RelaxationData(NamedTuple):
     Attributes:
       scale: ``(n,)``: ``ω / d`` (Jacobi), ``ω / d_ℓ1`` (ℓ1-Jacobi) or ``1 / d`` (Chebyshev),
         zero on rows whose divisor is zero.
-      interval: ``(2,)`` real: the eigenvalue interval of ``D⁻¹A`` a Chebyshev sweep damps
-        (zeros for the Jacobis, which do not use it).
+      interval: ``(2,)``: the eigenvalue interval of ``D⁻¹A`` a Chebyshev sweep damps
+        (zeros for the Jacobis, which do not use it), in ``A``'s dtype like every array of
+        a setup.
     """
 
     scale: jax.Array
@@ -48,8 +49,7 @@ def relaxation_data(
     a: CsrArrays, diagonal: jax.Array, config: RelaxationConfig
 ) -> RelaxationData:
     """The :class:`RelaxationData` of ``config``'s relaxation for ``A`` (jit-able)."""
-    real = jnp.finfo(a.values.dtype).dtype
-    interval = jnp.zeros(2, real)
+    interval = jnp.zeros(2, a.values.dtype)
     if config.solver == "BLOCK_JACOBI":
         scale = _safe_inverse(diagonal) * config.relaxation_factor
     elif config.solver == "JACOBI_L1":
@@ -64,7 +64,7 @@ def relaxation_data(
             indices_are_sorted=True,
         )
         upper = jnp.max(row_sums)
-        interval = jnp.stack([upper * CHEBYSHEV_LOWER_FRACTION, upper]).astype(real)
+        interval = jnp.stack([upper * CHEBYSHEV_LOWER_FRACTION, upper]).astype(a.values.dtype)
     return RelaxationData(scale=scale.astype(a.values.dtype), interval=interval)
 
 
@@ -91,7 +91,7 @@ def _chebyshev(matvec, data: RelaxationData, degree: int, b: jax.Array,
                x: jax.Array | None) -> jax.Array:
     """Chebyshev iteration (Saad, *Iterative Methods*, Alg. 12.1) for ``D⁻¹A`` on its interval."""
     dtype = b.dtype
-    lower, upper = data.interval[0], data.interval[1]
+    lower, upper = data.interval[0].real, data.interval[1].real
     theta, delta = (upper + lower) / 2, (upper - lower) / 2
     sigma = theta / delta
     rho = 1 / sigma

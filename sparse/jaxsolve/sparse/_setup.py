@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -20,7 +20,8 @@ from . import _cache
 from ._config import AMGConfig, SolverConfig
 from ._csr import CsrMatrix, as_csr
 from ._csr_arrays import CsrArrays, CsrStructure
-from ._hierarchy import Hierarchy, HierarchyStructure, build_structure, numeric_setup
+from ._hierarchy import (Hierarchy, HierarchyStructure, StructureArrays, build_structure,
+                         numeric_setup)
 
 
 def checked_inputs(
@@ -63,21 +64,20 @@ def checked_inputs(
     if check:
         for name, array in (("A", matrix.values), ("b", b), ("x0", x0),
                             ("near_nullspace", near_nullspace)):
-            concrete = _concrete(array)
-            if concrete is not None and not np.isfinite(concrete).all():
-                raise ValueError(f"{caller}: {name} holds NaN or Inf"
-                                 f" ({np.count_nonzero(~np.isfinite(concrete))} entries).")
+            # On the device, so a large concrete matrix is not copied to the host; eagerly,
+            # also while a caller's jit traces (the array is then a constant of it).
+            if not is_concrete(array):
+                continue
+            with jax.ensure_compile_time_eval():
+                count = int(jnp.count_nonzero(~jnp.isfinite(array)))
+            if count:
+                raise ValueError(f"{caller}: {name} holds NaN or Inf ({count} entries).")
     return matrix, b, x0, near_nullspace
 
 
-def _concrete(array: Any) -> np.ndarray | None:
-    """``array`` as NumPy if it is concrete, else (traced, or None) None."""
-    if array is None:
-        return None
-    try:
-        return np.asarray(array)
-    except (jax.errors.TracerArrayConversionError, jax.errors.ConcretizationTypeError):
-        return None
+def is_concrete(array: Any) -> bool:
+    """Whether ``array`` is a concrete (not traced) array; False for None."""
+    return array is not None and not isinstance(array, jax.core.Tracer)
 
 
 @dataclasses.dataclass
@@ -90,7 +90,7 @@ class System:
 
     pattern: CsrStructure
     values_from: np.ndarray | None
-    concrete_values: np.ndarray | None
+    concrete_values: jax.Array | None
     config: SolverConfig
     near_nullspace: jax.Array | None
     reuse_setup: bool
@@ -100,17 +100,18 @@ class System:
     @classmethod
     def for_matrix(cls, matrix: CsrMatrix, config: SolverConfig, near_nullspace: Any,
                    reuse_setup: bool, check: bool) -> System:
-        concrete = _concrete(matrix.values)
-        if near_nullspace is not None and _concrete(near_nullspace) is None:
-            concrete = None  # a setup from concrete values must not capture a tracer
+        concrete = is_concrete(matrix.values) and (
+            # a setup from concrete values must not capture a tracer
+            near_nullspace is None or is_concrete(near_nullspace))
         system = cls(
             pattern=CsrStructure(matrix.indptr, matrix.indices, matrix.shape[1]),
-            values_from=None, concrete_values=concrete, config=config,
-            near_nullspace=near_nullspace, reuse_setup=reuse_setup, check=check,
-            pattern_key=matrix.pattern_key,
+            values_from=None, concrete_values=matrix.values if concrete else None,
+            config=config, near_nullspace=near_nullspace, reuse_setup=reuse_setup,
+            check=check, pattern_key=matrix.pattern_key,
         )
-        if check and concrete is not None:
-            system._check_diagonal(concrete)
+        if check and concrete and divides_by_diagonal(config):
+            with jax.ensure_compile_time_eval():
+                _check_diagonal(matrix, config)
         return system
 
     def transposed(self) -> System:
@@ -122,20 +123,6 @@ class System:
             # The near-null space of Aᵀ is not known; the constant serves.
             near_nullspace=None, pattern_key=f"{self.pattern_key}ᵀ",
         )
-
-    def _check_diagonal(self, values: np.ndarray) -> None:
-        if not divides_by_diagonal(self.config):
-            return
-        positions = self.pattern.diagonal_positions()
-        zero = np.flatnonzero((positions < 0) | (values[np.maximum(positions, 0)] == 0))
-        if zero.size:
-            raise ValueError(
-                f"solve: A has {zero.size} zero (or unstored) diagonal entries (rows"
-                f" {zero[:10].tolist()}{', ...' if zero.size > 10 else ''}), but the"
-                f" {_preconditioner_name(self.config)} divides by the diagonal. Use a"
-                " Krylov method without it (e.g. preconditioner 'NOSOLVER'), or reorder"
-                " the system."
-            )
 
     @functools.cached_property
     def setup(self) -> tuple[HierarchyStructure | None, Hierarchy | None]:
@@ -154,35 +141,81 @@ class System:
         k = 1 if self.near_nullspace is None else self.near_nullspace.shape[1]
 
         def build() -> _cache.CacheEntry:
-            return _cache.CacheEntry(
-                build_structure(self.pattern, self.concrete_values, k, amg), numbers=None)
+            values = None if self.concrete_values is None else np.asarray(self.concrete_values)
+            return _cache.CacheEntry(build_structure(self.pattern, values, k, amg),
+                                     numbers=None)
 
         entry = _cache.setup_for((self.pattern_key, amg, k), build)
         if self.concrete_values is None or (self.reuse_setup and entry.numbers is not None):
             return entry.structure, entry.numbers if self.reuse_setup else None
         entry.numbers = _numeric_setup(entry.structure, entry.structure.arrays,
-                                       jnp.asarray(self.concrete_values), self.near_nullspace)
+                                       self.concrete_values, self.near_nullspace)
         return entry.structure, entry.numbers
 
-    def operators(self, values: jax.Array) -> tuple[CsrArrays, Hierarchy | None]:
-        """The matrix with ``values`` on the device, and its AMG hierarchy (if AMG is used).
+    def state(self) -> SetupState:
+        """The arrays a solve reads besides the values, to be passed in as arguments.
+
+        Passed as (part of) a jit argument rather than closed over, they stay arguments of
+        the compiled program instead of constants baked into it (which at 2 million rows
+        are gigabytes of program and minutes of compilation).
+        """
+        structure, numbers = self.setup
+        if structure is None:
+            matrix = self.pattern.on_device(jnp.zeros(0, jnp.int32))  # values replaced in use
+            arrays = None
+        else:
+            arrays = structure.arrays
+            finest = arrays.levels[0].a if arrays.levels else arrays.coarsest
+            matrix = finest
+            arrays = None if numbers is not None else arrays
+        return SetupState(matrix=matrix, numbers=numbers, arrays=arrays,
+                          near_nullspace=self.near_nullspace)
+
+    def operators(self, values: jax.Array,
+                  state: SetupState) -> tuple[CsrArrays, Hierarchy | None]:
+        """The matrix with ``values``, and its AMG hierarchy (if AMG is used).
 
         The hierarchy's numbers are those of the setup with concrete values when there is
         one, else computed here from ``values`` (inside the caller's trace).
         """
-        structure, numbers = self.setup
-        if structure is None:
-            return self.pattern.on_device(values), None
-        arrays = structure.arrays
-        finest = arrays.levels[0].a if arrays.levels else arrays.coarsest
-        if numbers is None:
-            numbers = numeric_setup(structure, arrays, values, self.near_nullspace)
-        return finest._replace(values=values), numbers
+        structure, _ = self.setup
+        matrix = state.matrix._replace(values=values)
+        if structure is None or state.numbers is not None:
+            return matrix, state.numbers
+        return matrix, numeric_setup(structure, state.arrays, values, state.near_nullspace)
+
+
+class SetupState(NamedTuple):
+    """What a solve reads besides the values (see :meth:`System.state`): the matrix's
+    index arrays, and the hierarchy's numbers or, to compute them, its index arrays."""
+
+    matrix: CsrArrays
+    numbers: Hierarchy | None
+    arrays: StructureArrays | None
+    near_nullspace: jax.Array | None
 
 
 @functools.partial(jax.jit, static_argnums=0)
 def _numeric_setup(structure, arrays, values, near_nullspace):
     return numeric_setup(structure, arrays, values, near_nullspace)
+
+
+def _check_diagonal(matrix: CsrMatrix, config: SolverConfig) -> None:
+    """Raises if a row has no stored or a zero diagonal entry (checked on the device)."""
+    positions = matrix._pattern.diagonal_positions  # cached per pattern
+    n = matrix.shape[0]
+    if positions.size == n and bool(jnp.all(matrix.values[positions] != 0)):
+        return
+    diagonal = np.zeros(n, bool)
+    stored = np.asarray(matrix.values[positions]) != 0
+    diagonal[matrix.row_ids[positions][stored]] = True
+    zero = np.flatnonzero(~diagonal)
+    raise ValueError(
+        f"solve: A has {zero.size} zero (or unstored) diagonal entries (rows"
+        f" {zero[:10].tolist()}{', ...' if zero.size > 10 else ''}), but the"
+        f" {_preconditioner_name(config)} divides by the diagonal. Use a Krylov method"
+        " without it (e.g. preconditioner 'NOSOLVER'), or reorder the system."
+    )
 
 
 def divides_by_diagonal(config: SolverConfig) -> bool:

@@ -160,18 +160,23 @@ def solve(
     system = System.for_matrix(matrix, config, near_nullspace, reuse_setup, check)
     _print_grid_stats(config, system, matrix)
     hermitian = config.solver in _HERMITIAN_METHODS
-    pattern = autodiff.SparsePattern.from_csr(matrix.indptr, matrix.indices, matrix.shape)
+    pattern = _sparse_pattern(matrix._pattern)
     # An initial guess enters as the right-hand side of the correction, A δ = b − A x0,
     # δ from zero: the Krylov iterates are those from x0, and x0 gets no derivative.
     x0 = jax.lax.stop_gradient(x0)
-    rhs = b if x0 is None else b - pattern.matvec(matrix.values, x0)
+    state = system.state()
+    rhs = b if x0 is None else b - state.matrix._replace(values=matrix.values).matvec(x0)
+    # The setup's arrays travel with the values as the operator (arguments of the compiled
+    # solve, not constants); only the values are differentiated.
+    operator = (matrix.values, state)
     correction, info = autodiff.linear_solve(
-        matrix.values, rhs,
+        operator, rhs,
         solve=_service(system),
         transpose_solve=None if hermitian else _service(system.transposed()),
-        matvec=pattern.matvec,
+        matvec=lambda operator, x: pattern.matvec(operator[0], x),
         symmetric=hermitian,
-        symmetrize=pattern.symmetrize if hermitian else None,
+        symmetrize=(lambda operator: (pattern.symmetrize(operator[0]), operator[1]))
+        if hermitian else None,
         mode="jvp" if derivative == "implicit" else "adjoint",
         has_aux=True,
     )
@@ -186,6 +191,12 @@ def _print_grid_stats(config: SolverConfig, system: System, matrix) -> None:
     structure, numbers = system.setup
     if numbers is not None:
         print(statistics(structure, numbers, matrix.values.dtype.itemsize))
+
+
+@functools.lru_cache(maxsize=16)
+def _sparse_pattern(pattern) -> autodiff.SparsePattern:
+    """The autodiff view of a CSR pattern, built once per pattern (``O(nnz)`` host work)."""
+    return autodiff.SparsePattern.from_csr(pattern.indptr, pattern.indices, pattern.shape)
 
 
 def _reject_deferred(**given: Any) -> None:
@@ -240,10 +251,13 @@ def _with_failure(info: SolveInfo, reason: jax.Array) -> SolveInfo:
 def _service(system: System) -> Callable[[jax.Array, jax.Array], tuple[jax.Array, SolveInfo]]:
     """The solve service of ``system``: ``A⁻¹ rhs`` for ``rhs`` of shape ``(n, m)``."""
 
-    def service(operator: jax.Array, rhs: jax.Array) -> tuple[jax.Array, SolveInfo]:
-        values = operator if system.values_from is None else operator[system.values_from]
-        return _solve_columns(system.config, *system.operators(values), rhs)
+    def service(operator: tuple, rhs: jax.Array) -> tuple[jax.Array, SolveInfo]:
+        values = operator[0]
+        if system.values_from is None:
+            state = operator[1]
+        else:  # Aᵀ: its values permuted from A's; its setup built when reverse mode needs it
+            values = values[system.values_from]
+            state = system.state()
+        return _solve_columns(system.config, *system.operators(values, state), rhs)
 
     return service
-
-
