@@ -37,6 +37,8 @@ import numpy as np
 import scipy.sparse
 from jax.experimental import sparse as jsparse
 
+from ._csr_arrays import CsrStructure
+
 _INT32_MAX = np.iinfo(np.int32).max
 
 
@@ -86,11 +88,9 @@ class _CsrPattern:
     @functools.cached_property
     def transposed(self) -> tuple[_CsrPattern, np.ndarray]:
         """The pattern of ``Aᵀ`` and the permutation taking values to it."""
-        # A stable sort by column keeps rows ascending within each column.
-        permutation = np.argsort(self.indices, kind="stable")
-        counts = np.bincount(self.indices, minlength=self.shape[1])
-        indptr = np.concatenate([[0], np.cumsum(counts)])
-        pattern = _CsrPattern(self.row_ids[permutation], indptr, self.shape[::-1])
+        structure, permutation = CsrStructure(self.indptr, self.indices,
+                                              self.shape[1]).transposed()
+        pattern = _CsrPattern(structure.indices, structure.indptr, self.shape[::-1])
         return pattern, _frozen_int32(permutation)
 
     @functools.cached_property

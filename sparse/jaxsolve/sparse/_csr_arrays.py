@@ -42,6 +42,7 @@ class CsrStructure:
 
     def transposed(self) -> tuple[CsrStructure, np.ndarray]:
         """The pattern of the transpose and the permutation taking values to it."""
+        # A stable sort by column keeps rows ascending within each column.
         permutation = np.argsort(self.indices, kind="stable").astype(np.int32)
         counts = np.bincount(self.indices, minlength=self.n_cols)
         indptr = np.concatenate([[0], np.cumsum(counts)]).astype(np.int32)

@@ -96,7 +96,6 @@ class HierarchyStructure:
       arrays: the index arrays :func:`numeric_setup` reads, on the device (one copy,
         shared by every setup).
       config: the AMG configuration it was built for.
-      from_values: whether coupling strengths came from values (else from the pattern).
     """
 
     levels: tuple[LevelStructure, ...]
@@ -104,7 +103,6 @@ class HierarchyStructure:
     coarsest_diagonal: np.ndarray
     arrays: StructureArrays
     config: AMGConfig
-    from_values: bool
 
     @functools.cached_property
     def fingerprint(self) -> str:
@@ -236,7 +234,7 @@ def build_structure(
             coarsest=_pattern_arrays(pattern),
             coarsest_diagonal=jnp.asarray(coarsest_diagonal),
         ),
-        config=config, from_values=values is not None,
+        config=config,
     )
 
 

@@ -89,6 +89,7 @@ class System:
     """
 
     pattern: CsrStructure
+    csr_pattern: Any  # the CsrMatrix's own pattern, whose transpose it caches
     values_from: np.ndarray | None
     concrete_values: jax.Array | None
     config: SolverConfig
@@ -105,7 +106,7 @@ class System:
             near_nullspace is None or is_concrete(near_nullspace))
         system = cls(
             pattern=CsrStructure(matrix.indptr, matrix.indices, matrix.shape[1]),
-            values_from=None, concrete_values=matrix.values if concrete else None,
+            csr_pattern=matrix._pattern, values_from=None, concrete_values=matrix.values if concrete else None,
             config=config, near_nullspace=near_nullspace, reuse_setup=reuse_setup,
             check=check, pattern_key=matrix.pattern_key,
         )
@@ -114,10 +115,13 @@ class System:
                 _check_diagonal(matrix, config)
         return system
 
+    @functools.cached_property
     def transposed(self) -> System:
-        pattern, permutation = self.pattern.transposed()
+        """``Aᵀ``'s system; built on first use (when reverse mode traces its solve)."""
+        pattern, permutation = self.csr_pattern.transposed  # cached per pattern
         return dataclasses.replace(
-            self, pattern=pattern, values_from=permutation,
+            self, pattern=CsrStructure(pattern.indptr, pattern.indices, pattern.shape[1]),
+            csr_pattern=pattern, values_from=permutation,
             concrete_values=None if self.concrete_values is None
             else self.concrete_values[permutation],
             # The near-null space of Aᵀ is not known; the constant serves.
@@ -162,14 +166,11 @@ class System:
         structure, numbers = self.setup
         if structure is None:
             matrix = self.pattern.on_device(jnp.zeros(0, jnp.int32))  # values replaced in use
-            arrays = None
-        else:
-            arrays = structure.arrays
-            finest = arrays.levels[0].a if arrays.levels else arrays.coarsest
-            matrix = finest
-            arrays = None if numbers is not None else arrays
-        return SetupState(matrix=matrix, numbers=numbers, arrays=arrays,
-                          near_nullspace=self.near_nullspace)
+            return SetupState(matrix=matrix, numbers=None, arrays=None, near_nullspace=None)
+        arrays = structure.arrays
+        return SetupState(
+            matrix=arrays.levels[0].a if arrays.levels else arrays.coarsest, numbers=numbers,
+            arrays=None if numbers is not None else arrays, near_nullspace=self.near_nullspace)
 
     def operators(self, values: jax.Array,
                   state: SetupState) -> tuple[CsrArrays, Hierarchy | None]:

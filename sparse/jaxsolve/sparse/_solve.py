@@ -172,7 +172,7 @@ def solve(
     correction, info = autodiff.linear_solve(
         operator, rhs,
         solve=_service(system),
-        transpose_solve=None if hermitian else _service(system.transposed()),
+        transpose_solve=None if hermitian else _service(system, transposed=True),
         matvec=lambda operator, x: pattern.matvec(operator[0], x),
         symmetric=hermitian,
         symmetrize=(lambda operator: (pattern.symmetrize(operator[0]), operator[1]))
@@ -248,16 +248,20 @@ def _with_failure(info: SolveInfo, reason: jax.Array) -> SolveInfo:
     )
 
 
-def _service(system: System) -> Callable[[jax.Array, jax.Array], tuple[jax.Array, SolveInfo]]:
-    """The solve service of ``system``: ``A⁻¹ rhs`` for ``rhs`` of shape ``(n, m)``."""
+def _service(system: System, *, transposed: bool = False
+             ) -> Callable[[tuple, jax.Array], tuple[jax.Array, SolveInfo]]:
+    """The solve service of ``system`` (or of its transpose): ``A⁻¹ rhs`` for ``rhs`` (n, m).
+
+    The operator is ``(A's values, A's setup state)``.  ``Aᵀ``'s system, values and setup
+    are built only when reverse mode calls the transposed service.
+    """
 
     def service(operator: tuple, rhs: jax.Array) -> tuple[jax.Array, SolveInfo]:
-        values = operator[0]
-        if system.values_from is None:
-            state = operator[1]
-        else:  # Aᵀ: its values permuted from A's; its setup built when reverse mode needs it
-            values = values[system.values_from]
-            state = system.state()
-        return _solve_columns(system.config, *system.operators(values, state), rhs)
+        if not transposed:
+            return _solve_columns(system.config, *system.operators(*operator), rhs)
+        transpose = system.transposed
+        values = operator[0][transpose.values_from]
+        return _solve_columns(transpose.config, *transpose.operators(values, transpose.state()),
+                              rhs)
 
     return service
