@@ -49,7 +49,12 @@ def cuda_library(name, srcs, hdrs = [], deps = [], cuda = "@cuda13", copts = [])
             name = obj + "_compile",
             srcs = [src, ffi_h, "@xla_ffi//:header_files"] + hdrs,
             outs = [obj],
+            # nvcc names its intermediate files /tmp/tmpxft_<pid>_...; Bazel's sandboxes give
+            # each action its own PID namespace but share /tmp, so two concurrent compiles can
+            # have the same pid and overwrite each other's preprocessed source. A private
+            # TMPDIR per action keeps them apart.
             cmd = " ".join([
+                "tmp=$$(mktemp -d) && trap 'rm -rf \"$$tmp\"' EXIT && TMPDIR=$$tmp",
                 "$(execpath %s//:nvcc)" % cuda,
                 "-c -O3 -std=c++17 -Xcompiler -fPIC,-fvisibility=hidden",
                 "-gencode arch=compute_80,code=sm_80",
