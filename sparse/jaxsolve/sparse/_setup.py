@@ -135,10 +135,6 @@ class System:
         Computed on first use, which for ``Aᵀ`` is while reverse mode traces its solve:
         the work on concrete values runs eagerly even then.
         """
-        with jax.ensure_compile_time_eval():
-            return self._setup_from_cache()
-
-    def _setup_from_cache(self) -> tuple[HierarchyStructure | None, Hierarchy | None]:
         amg = amg_config(self.config)
         if amg is None:
             return None, None
@@ -149,11 +145,12 @@ class System:
             return _cache.CacheEntry(build_structure(self.pattern, values, k, amg),
                                      numbers=None)
 
-        entry = _cache.setup_for((self.pattern_key, amg, k), build)
+        with jax.ensure_compile_time_eval():  # the index arrays go to the device now
+            entry = _cache.setup_for((self.pattern_key, amg, k), build)
         if self.concrete_values is None or (self.reuse_setup and entry.numbers is not None):
             return entry.structure, entry.numbers if self.reuse_setup else None
-        entry.numbers = _numeric_setup(entry.structure, entry.structure.arrays,
-                                       self.concrete_values, self.near_nullspace)
+        entry.numbers = _numeric_setup_now(entry.structure, self.concrete_values,
+                                           self.near_nullspace)
         return entry.structure, entry.numbers
 
     def state(self) -> SetupState:
@@ -199,6 +196,21 @@ class SetupState(NamedTuple):
 @functools.partial(jax.jit, static_argnums=0)
 def _numeric_setup(structure, arrays, values, near_nullspace):
     return numeric_setup(structure, arrays, values, near_nullspace)
+
+
+def _numeric_setup_now(structure: HierarchyStructure, values: jax.Array,
+                       near_nullspace: jax.Array | None) -> Hierarchy:
+    """The numbers for concrete ``values``, computed now, even while a caller's jit traces.
+
+    A compiled executable runs when it is called, inside a trace too. Its own trace must
+    not run under `jax.ensure_compile_time_eval`: there every value that does not depend
+    on the inputs (the index ranges of the sparse products, the power iteration's start)
+    would be computed eagerly and baked into the program as a constant, gigabytes of them
+    at a million rows. Lowering and compiling are cached by JAX per structure and shapes.
+    """
+    compiled = _numeric_setup.lower(structure, structure.arrays, values,
+                                    near_nullspace).compile()
+    return compiled(structure.arrays, values, near_nullspace)
 
 
 def _check_diagonal(matrix: CsrMatrix, config: SolverConfig) -> None:
