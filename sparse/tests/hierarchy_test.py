@@ -121,3 +121,18 @@ def test_statistics_count_levels_and_memory():
 def dataclasses_replace_amg(**changes):
     amg = sparse.DEFAULT_SOLVER_CONFIG.preconditioner.amg
     return dataclasses.replace(amg, **changes)
+
+
+@pytest.mark.parametrize("smoothed", [False, True])
+def test_smoothed_aggregation_coarsens_its_wider_coarse_levels_faster(smoothed):
+    # 3D Poisson 16³: level 1 of smoothed aggregation holds ~25 entries per row, so its
+    # aggregates grow to ~32 unknowns; unsmoothed aggregation keeps AmgX's octets.
+    config = dataclasses_replace_amg(selector="SIZE_8", smoothed_aggregation=smoothed,
+                                     min_coarse_rows=16)
+    A = sparse.as_csr(matrices.poisson3d_matrix(16))
+    A = scipy.sparse.csr_array((np.asarray(A.values), A.indices, A.indptr), shape=A.shape)
+    structure = _hierarchy.build_structure(structure_of(A), A.data, 1, config)
+    rows = [level.a.n_rows for level in structure.levels] + [structure.coarsest.n_rows]
+    assert rows[1] == 512
+    ratio = rows[1] / rows[2]
+    assert (ratio >= 16) if smoothed else (ratio == pytest.approx(8, rel=0.3)), rows

@@ -18,6 +18,13 @@ aggregated magnitudes ``Σ |a_ij|`` over pairs of aggregates (:func:`aggregated`
 host-side stand-in for the coarse operator's values.  Without concrete values (a first
 solve under ``jit`` with traced values), every stored entry couples equally: the pattern
 alone decides (documented in :func:`jaxsolve.sparse.solve`).
+
+Smoothed aggregation (a jaxsolve extension) widens every coarse operator: on a 3D
+7-point Laplacian, level 1 holds about 30 entries per row and, matched in octets again,
+level 2 about 130.  Its coarse levels therefore match in more rounds
+(:func:`smoothed_rounds`), until an aggregate is about as large as a row of the level's
+operator — the size that PyAMG's neighbourhood aggregation reaches by construction — so
+that the hierarchy stays short and its coarse operators sparse.
 """
 
 from __future__ import annotations
@@ -29,6 +36,24 @@ from . import _native
 from ._csr_arrays import CsrStructure
 
 ROUNDS = {"SIZE_2": 1, "SIZE_4": 2, "SIZE_8": 3}
+# At most this many rounds beyond the selector's on a coarse level of smoothed aggregation.
+MAX_EXTRA_ROUNDS = 3
+
+
+def smoothed_rounds(rounds: int, mean_row_length: float) -> int:
+    """The pairwise rounds for a coarse level of smoothed aggregation.
+
+    ``rounds`` (the selector's), plus one more while aggregates of ``2^rounds`` unknowns
+    would be smaller than the level's mean row length, at most :data:`MAX_EXTRA_ROUNDS`
+    more.
+
+    >>> smoothed_rounds(3, 6.9), smoothed_rounds(3, 30.3), smoothed_rounds(3, 500.0)
+    (3, 5, 6)
+    """
+    extra = 0
+    while 2 ** (rounds + extra) < mean_row_length and extra < MAX_EXTRA_ROUNDS:
+        extra += 1
+    return rounds + extra
 
 
 def coupling_graph(pattern: CsrStructure,

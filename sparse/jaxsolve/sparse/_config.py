@@ -275,7 +275,10 @@ class AMGConfig:
     The prolongation ``P`` is piecewise constant on the aggregates (AmgX's
     unsmoothed aggregation) or, with ``smoothed_aggregation``, smoothed by one
     damped-Jacobi step, ``(I - ω D⁻¹A) P`` with ``ω = 4 / (3 ρ(D⁻¹A))`` as in
-    PyAMG; the coarse operator is ``Pᵀ A P``.  A cycle smooths ``presweeps``
+    PyAMG; the coarse operator is ``Pᵀ A P``.  Smoothed aggregation widens the
+    coarse operators, so its coarse levels match in more rounds, until aggregates
+    are about as large as the level's rows are long (at most three more rounds;
+    see :mod:`jaxsolve.sparse._aggregation`).  A cycle smooths ``presweeps``
     times, corrects from the next level (once for ``V``, twice for ``W``, an
     F-cycle for ``F``) and smooths ``postsweeps`` times.  The coarsest level is
     solved by dense LU (``DENSE_LU_SOLVER``) or, with ``NOSOLVER``, only

@@ -210,8 +210,10 @@ def build_structure(
         (np.abs(values), pattern.indices, pattern.indptr), shape=(pattern.n_rows,) * 2)
     while len(levels) + 1 < config.max_levels and pattern.n_rows > config.min_coarse_rows:
         graph = _aggregation.coupling_graph(pattern, magnitudes)
-        aggregates, count = _aggregation.aggregate(
-            graph, _aggregation.ROUNDS[config.selector])
+        rounds = _aggregation.ROUNDS[config.selector]
+        if config.smoothed_aggregation and levels:
+            rounds = _aggregation.smoothed_rounds(rounds, pattern.nnz / pattern.n_rows)
+        aggregates, count = _aggregation.aggregate(graph, rounds)
         if count * columns >= pattern.n_rows:  # no coarsening: stop here
             break
         level = _level_structure(pattern, aggregates, count, columns,
