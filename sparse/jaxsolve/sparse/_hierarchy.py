@@ -129,21 +129,22 @@ class HierarchyStructure:
 
 
 class LevelArrays(NamedTuple):
-    """A level's index arrays on the device (a pytree; see :class:`LevelStructure`)."""
+    """A level's index arrays on the device (a pytree; see :class:`LevelStructure`).
+
+    Each array is kept once: ``T``'s pattern follows from ``aggregates``, the smoothing
+    product's result has ``P``'s pattern and the Galerkin product's the next level's.
+    """
 
     a: CsrArrays  # values: an empty placeholder; the numbers arrive with each setup
     diagonal: jax.Array
     aggregates: jax.Array
-    tentative: CsrArrays
     smoothing_offsets: jax.Array | None
-    smoothing_indptr: jax.Array | None
     tentative_in_p: jax.Array | None
     p: CsrArrays
     r: CsrArrays
     r_from_p: jax.Array
     a_p_indptr: jax.Array
     a_p_offsets: jax.Array
-    galerkin_indptr: jax.Array
     galerkin_offsets: jax.Array
 
 
@@ -167,16 +168,13 @@ def _level_arrays(level: LevelStructure) -> LevelArrays:
         a=_pattern_arrays(level.a),
         diagonal=jnp.asarray(level.diagonal),
         aggregates=jnp.asarray(level.aggregates),
-        tentative=_pattern_arrays(level.tentative),
         smoothing_offsets=jnp.asarray(level.smoothing.offsets) if smoothed else None,
-        smoothing_indptr=jnp.asarray(level.smoothing.c.indptr) if smoothed else None,
         tentative_in_p=jnp.asarray(level.tentative_in_p) if smoothed else None,
         p=_pattern_arrays(level.p),
         r=_pattern_arrays(level.r),
         r_from_p=jnp.asarray(level.r_from_p),
         a_p_indptr=jnp.asarray(level.a_p.c.indptr),
         a_p_offsets=jnp.asarray(level.a_p.offsets),
-        galerkin_indptr=jnp.asarray(level.galerkin.c.indptr),
         galerkin_offsets=jnp.asarray(level.galerkin.offsets),
     )
 
@@ -330,10 +328,12 @@ def numeric_setup(
     basis = _initial_basis(near_nullspace, structure.coarsest.n_rows if not structure.levels
                            else structure.levels[0].a.n_rows, values.dtype)
     numbers = []
-    for level, level_arrays in zip(structure.levels, arrays.levels, strict=True):
+    patterns = [level_arrays.a for level_arrays in arrays.levels] + [arrays.coarsest]
+    for level, level_arrays, coarse in zip(structure.levels, arrays.levels, patterns[1:],
+                                           strict=True):
         a = level_arrays.a._replace(values=a_values)
         number, a_values, basis = _numeric_level(level, level_arrays, a, basis,
-                                                 structure.config)
+                                                 coarse.indptr, structure.config)
         numbers.append(number)
     coarsest = arrays.coarsest._replace(values=a_values)
     return Hierarchy(
@@ -351,16 +351,22 @@ def _initial_basis(near_nullspace: Any, n: int, dtype: Any) -> jax.Array:
 
 def _numeric_level(
     level: LevelStructure, arrays: LevelArrays, a: CsrArrays, basis: jax.Array,
-    config: AMGConfig,
+    coarse_indptr: jax.Array, config: AMGConfig,
 ) -> tuple[LevelNumbers, jax.Array, jax.Array]:
-    """One level's numbers; returns them, the next operator's values and basis."""
+    """One level's numbers; returns them, the next operator's values and basis.
+
+    ``coarse_indptr`` holds the row pointers of the next level's operator.
+    """
     diagonal = _diagonal(a.values, arrays.diagonal)
     t_values, coarse_basis = _tentative(basis, arrays.aggregates, level.n_aggregates)
     if level.smoothing is None:
         p_values = t_values
     else:
-        t = arrays.tentative._replace(values=t_values)
-        a_t = level.smoothing.multiply(a, t, arrays.smoothing_indptr, arrays.smoothing_offsets)
+        # The product reads only T's values and row pointers (k entries a row).
+        k = level.columns
+        t = CsrArrays(t_values, jnp.zeros(0, jnp.int32),
+                      jnp.arange(0, level.a.n_rows * k + 1, k, dtype=jnp.int32))
+        a_t = level.smoothing.multiply(a, t, arrays.p.indptr, arrays.smoothing_offsets)
         inverse_diagonal = jnp.where(diagonal != 0, 1 / jnp.where(diagonal != 0, diagonal, 1), 0)
         omega = (4 / (3 * _spectral_radius(a, inverse_diagonal))).astype(a.values.dtype)
         p_values = (-omega * inverse_diagonal[arrays.p.row_ids] * a_t).at[
@@ -371,8 +377,7 @@ def _numeric_level(
         a, p, arrays.a_p_indptr, arrays.a_p_offsets)
     # The Galerkin product reads only the right factor's values and row pointers.
     a_p = CsrArrays(a_p_values, jnp.zeros(0, jnp.int32), arrays.a_p_indptr)
-    coarse_values = level.galerkin.multiply(
-        r, a_p, arrays.galerkin_indptr, arrays.galerkin_offsets)
+    coarse_values = level.galerkin.multiply(r, a_p, coarse_indptr, arrays.galerkin_offsets)
     smoother = relaxation_data(a, diagonal, config.smoother)
     return LevelNumbers(a=a, p=p, r=r, smoother=smoother), coarse_values, coarse_basis
 
