@@ -58,7 +58,7 @@ def test_couplings_follow_anisotropy():
     # ε = 0.001 along x: strong couplings are vertical, so pairs are vertical neighbours.
     A = sparse.as_csr(matrices.anisotropic_diffusion_matrix(8, 0.001, 0.0))
     pattern = CsrStructure(A.indptr, A.indices, 64)
-    magnitudes = scipy_of(pattern, np.abs(np.asarray(A.values)))
+    magnitudes = _aggregation.WeightedGraph(A.indptr, A.indices, np.abs(np.asarray(A.values)))
     aggregates, _ = _aggregation.aggregate(_aggregation.coupling_graph(pattern, magnitudes), 1)
     members = [np.flatnonzero(aggregates == a) for a in np.unique(aggregates)]
     pairs = [m for m in members if m.size == 2]

@@ -31,7 +31,14 @@ from native_cases import (
 )
 
 from jaxsolve.sparse import _native
-from jaxsolve.sparse._native import aggregate_pairs, csr_matvec, spgemm_symbolic
+from jaxsolve.sparse._native import (
+    WeightedGraph,
+    aggregate_pairs,
+    contract_graph,
+    coupling_graph,
+    csr_matvec,
+    spgemm_symbolic,
+)
 
 CPU = jax.devices("cpu")[0]
 
@@ -54,6 +61,7 @@ def test_docstring_examples_run():
 
 @pytest.mark.parametrize(("name", "exports"), [
     ("libjaxsolve_sparse.so", {"JaxsolveSparseCsrMatvec", "JaxsolveSparseAggregatePairs",
+                               "JaxsolveSparseCouplingGraph", "JaxsolveSparseContractGraph",
                                "JaxsolveSparseSpgemmCount", "JaxsolveSparseSpgemmFill"}),
     ("libjaxsolve_sparse_cuda13.so", {"JaxsolveSparseCsrMatvec"}),
 ])
@@ -339,6 +347,74 @@ class TestAggregatePairs:
         raises(ValueError, "indices must be columns in [0, 6)", p, i + 6, w)
         raises(ValueError, "indptr must run from 0 to len(indices)", p + 1, i, w)
         raises(TypeError, "indices must be a 1-D integer array", p, i.astype(np.float32), w)
+
+
+# ----------------------------------------------------------------------------------------
+# coupling_graph, contract_graph
+
+
+def scipy_graph(graph: WeightedGraph) -> scipy.sparse.csr_array:
+    n = graph.indptr.shape[0] - 1
+    return scipy.sparse.csr_array((graph.weights, graph.indices, graph.indptr), shape=(n, n))
+
+
+def assert_sorted_distinct_rows(graph: WeightedGraph):
+    for i in range(graph.indptr.shape[0] - 1):
+        row = graph.indices[graph.indptr[i]:graph.indptr[i + 1]]
+        assert (np.diff(row) > 0).all(), i
+
+
+class TestWeightedGraphs:
+    @pytest.mark.parametrize("seed", [0, 1, 2])
+    def test_coupling_graph_is_the_scaled_symmetric_part(self, seed):
+        matrix = random_graph(40, 0.15, seed)  # unsymmetric, shuffled rows, with a diagonal
+        graph = coupling_graph(matrix.indptr, matrix.indices, matrix.data)
+        root = np.sqrt(np.abs(matrix.diagonal()))
+        magnitudes = abs(matrix).toarray()
+        expected = (magnitudes + magnitudes.T) / (2 * np.outer(root, root))
+        np.fill_diagonal(expected, 0)
+        np.testing.assert_allclose(scipy_graph(graph).toarray(), expected, rtol=1e-14)
+        assert_sorted_distinct_rows(graph)
+        # the pattern alone: a pair stored both ways weighs 1, one way 1/2
+        pattern = coupling_graph(matrix.indptr, matrix.indices, None)
+        stored = (matrix.toarray() != 0) * 0.5
+        expected = stored + stored.T
+        np.fill_diagonal(expected, 0)
+        np.testing.assert_array_equal(scipy_graph(pattern).toarray(), expected)
+
+    def test_coupling_graph_without_a_diagonal_weighs_zero(self):
+        graph = coupling_graph([0, 1, 2], [1, 0], np.array([3.0, 3.0]))
+        assert graph.indices.tolist() == [1, 0] and graph.weights.tolist() == [0.0, 0.0]
+
+    @pytest.mark.parametrize("keep_diagonal", [False, True])
+    def test_contract_graph_is_membership_product(self, keep_diagonal):
+        matrix = random_graph(50, 0.2, 3)
+        groups = np.random.default_rng(3).integers(0, 12, 50)
+        groups[:12] = np.arange(12)  # every group has a member
+        graph = contract_graph(WeightedGraph(matrix.indptr, matrix.indices, matrix.data),
+                               groups, 12, keep_diagonal=keep_diagonal)
+        membership = scipy.sparse.csr_array(
+            (np.ones(50), (np.arange(50), groups)), shape=(50, 12))
+        expected = (membership.T @ matrix @ membership).toarray()
+        if not keep_diagonal:
+            np.fill_diagonal(expected, 0)
+        np.testing.assert_allclose(scipy_graph(graph).toarray(), expected, rtol=1e-13)
+        assert_sorted_distinct_rows(graph)
+
+    def test_weighted_graph_errors(self):
+        matrix = random_graph(6, 0.5, 0)
+        p, i, w = matrix.indptr, matrix.indices, matrix.data
+        with pytest.raises(TypeError, match=re.escape("coupling_graph: magnitudes must be real")):
+            coupling_graph(p, i, w[1:])
+        with pytest.raises(ValueError, match=re.escape(
+                "coupling_graph: indices must be columns in [0, 6)")):
+            coupling_graph(p, i + 6, w)
+        graph = WeightedGraph(p, i, w)
+        with pytest.raises(ValueError, match=re.escape(
+                "contract_graph: groups must lie in [0, 2), got values from 0 to 5")):
+            contract_graph(graph, np.arange(6), 2, keep_diagonal=True)
+        with pytest.raises(TypeError, match=re.escape("contract_graph: groups must be (6,)")):
+            contract_graph(graph, np.arange(5), 6, keep_diagonal=True)
 
 
 # ----------------------------------------------------------------------------------------

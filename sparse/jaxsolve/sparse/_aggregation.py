@@ -30,10 +30,10 @@ that the hierarchy stays short and its coarse operators sparse.
 from __future__ import annotations
 
 import numpy as np
-import scipy.sparse
 
 from . import _native
 from ._csr_arrays import CsrStructure
+from ._native import WeightedGraph
 
 ROUNDS = {"SIZE_2": 1, "SIZE_4": 2, "SIZE_8": 3}
 # At most this many rounds beyond the selector's on a coarse level of smoothed aggregation.
@@ -57,67 +57,39 @@ def smoothed_rounds(rounds: int, mean_row_length: float) -> int:
 
 
 def coupling_graph(pattern: CsrStructure,
-                   magnitudes: scipy.sparse.csr_array | None) -> scipy.sparse.csr_array:
-    """The symmetric graph of couplings ``w_ij`` (diagonal dropped), as a scipy CSR array.
+                   magnitudes: WeightedGraph | None) -> WeightedGraph:
+    """The symmetric graph of couplings ``w_ij``, without the diagonal.
 
     Args:
-      pattern: the level's pattern.
-      magnitudes: ``|A|`` on (a subset of) that pattern, or None to couple every stored
-        entry with weight 1.
+      pattern: the level's pattern; without magnitudes, every stored entry couples (each
+        direction in which a pair is stored counts one half).
+      magnitudes: ``|A|`` on (a subset of) that pattern, as a weighted graph with its
+        diagonal, or None.
     """
-    n = pattern.n_rows
     if magnitudes is None:
-        ones = np.full(pattern.nnz, 0.5)  # each direction of an edge counts one half
-        graph = scipy.sparse.csr_array((ones, pattern.indices, pattern.indptr), shape=(n, n))
-        return _without_diagonal(graph + graph.T)
-    coo = scipy.sparse.coo_array(magnitudes)
-    diagonal = np.sqrt(np.abs(magnitudes.diagonal()))
-    scale = 2 * diagonal[coo.row] * diagonal[coo.col]
-    weights = np.divide(coo.data, scale, out=np.zeros(coo.nnz), where=scale > 0)
-    graph = scipy.sparse.csr_array((weights, (coo.row, coo.col)), shape=(n, n))
-    return _without_diagonal(graph + graph.T)
+        return _native.coupling_graph(pattern.indptr, pattern.indices, None)
+    return _native.coupling_graph(magnitudes.indptr, magnitudes.indices, magnitudes.weights)
 
 
-def aggregated(magnitudes: scipy.sparse.csr_array, aggregate_of: np.ndarray,
-               count: int) -> scipy.sparse.csr_array:
+def aggregated(magnitudes: WeightedGraph, aggregate_of: np.ndarray,
+               count: int) -> WeightedGraph:
     """``Σ |a_ij|`` over each pair of aggregates: the next level's couplings."""
-    membership = scipy.sparse.csr_array(
-        (np.ones(aggregate_of.shape[0]), aggregate_of,
-         np.arange(aggregate_of.shape[0] + 1)), shape=(aggregate_of.shape[0], count))
-    return scipy.sparse.csr_array(membership.T @ magnitudes @ membership)
+    return _native.contract_graph(magnitudes, aggregate_of, count, keep_diagonal=True)
 
 
-def aggregate(graph: scipy.sparse.csr_array, rounds: int) -> tuple[np.ndarray, int]:
+def aggregate(graph: WeightedGraph, rounds: int) -> tuple[np.ndarray, int]:
     """Aggregates of ``graph``'s nodes after ``rounds`` rounds of pairwise matching.
 
     Returns:
       ``(aggregate_of, count)``: the aggregate of every node, numbered ``0..count-1``.
     """
-    aggregate_of = np.arange(graph.shape[0], dtype=np.int32)
-    count = graph.shape[0]
+    aggregate_of = np.arange(graph.indptr.shape[0] - 1, dtype=np.int32)
+    count = aggregate_of.shape[0]
     for _ in range(rounds):
-        graph = graph.tocsr()
-        graph.sort_indices()
-        pairs, pair_count = _native.aggregate_pairs(
-            graph.indptr.astype(np.int32), graph.indices.astype(np.int32),
-            graph.data.astype(np.float64),
-        )
+        pairs, pair_count = _native.aggregate_pairs(graph.indptr, graph.indices, graph.weights)
         aggregate_of = pairs[aggregate_of]
         if pair_count == count:  # nothing merged: further rounds cannot either
             break
-        membership = scipy.sparse.csr_array(
-            (np.ones(count), pairs, np.arange(count + 1)), shape=(count, pair_count)
-        )
-        graph = _without_diagonal(membership.T @ graph @ membership)
+        graph = _native.contract_graph(graph, pairs, pair_count, keep_diagonal=False)
         count = pair_count
     return aggregate_of, count
-
-
-def _without_diagonal(graph: scipy.sparse.sparray) -> scipy.sparse.csr_array:
-    coo = scipy.sparse.coo_array(graph)
-    off = coo.row != coo.col
-    graph = scipy.sparse.csr_array(
-        (coo.data[off], (coo.row[off], coo.col[off])), shape=coo.shape
-    )
-    graph.sum_duplicates()
-    return graph

@@ -59,7 +59,7 @@ class CsrStructure:
     def on_device(self, values: jax.Array) -> CsrArrays:
         """This pattern with ``values`` as a :class:`CsrArrays`."""
         return CsrArrays(
-            values=values, indices=jnp.asarray(self.indices), indptr=jnp.asarray(self.indptr)
+            values=values, indices=jax.device_put(self.indices), indptr=jax.device_put(self.indptr)
         )
 
 

@@ -33,7 +33,6 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
-import scipy.sparse
 
 from . import _aggregation
 from ._config import AMGConfig
@@ -166,16 +165,16 @@ def _level_arrays(level: LevelStructure) -> LevelArrays:
     smoothed = level.smoothing is not None
     return LevelArrays(
         a=_pattern_arrays(level.a),
-        diagonal=jnp.asarray(level.diagonal),
-        aggregates=jnp.asarray(level.aggregates),
-        smoothing_offsets=jnp.asarray(level.smoothing.offsets) if smoothed else None,
-        tentative_in_p=jnp.asarray(level.tentative_in_p) if smoothed else None,
+        diagonal=jax.device_put(level.diagonal),
+        aggregates=jax.device_put(level.aggregates),
+        smoothing_offsets=jax.device_put(level.smoothing.offsets) if smoothed else None,
+        tentative_in_p=jax.device_put(level.tentative_in_p) if smoothed else None,
         p=_pattern_arrays(level.p),
         r=_pattern_arrays(level.r),
-        r_from_p=jnp.asarray(level.r_from_p),
-        a_p_indptr=jnp.asarray(level.a_p.c.indptr),
-        a_p_offsets=jnp.asarray(level.a_p.offsets),
-        galerkin_offsets=jnp.asarray(level.galerkin.offsets),
+        r_from_p=jax.device_put(level.r_from_p),
+        a_p_indptr=jax.device_put(level.a_p.c.indptr),
+        a_p_offsets=jax.device_put(level.a_p.offsets),
+        galerkin_offsets=jax.device_put(level.galerkin.offsets),
     )
 
 
@@ -204,8 +203,8 @@ def build_structure(
             " Store the diagonal or use a Krylov solver without AMG."
         )
     levels: list[LevelStructure] = []
-    magnitudes = None if values is None else scipy.sparse.csr_array(
-        (np.abs(values), pattern.indices, pattern.indptr), shape=(pattern.n_rows,) * 2)
+    magnitudes = None if values is None else _aggregation.WeightedGraph(
+        pattern.indptr, pattern.indices, np.abs(values))
     while len(levels) + 1 < config.max_levels and pattern.n_rows > config.min_coarse_rows:
         graph = _aggregation.coupling_graph(pattern, magnitudes)
         rounds = _aggregation.ROUNDS[config.selector]
@@ -232,7 +231,7 @@ def build_structure(
         arrays=StructureArrays(
             levels=tuple(_level_arrays(level) for level in levels),
             coarsest=_pattern_arrays(pattern),
-            coarsest_diagonal=jnp.asarray(coarsest_diagonal),
+            coarsest_diagonal=jax.device_put(coarsest_diagonal),
         ),
         config=config,
     )

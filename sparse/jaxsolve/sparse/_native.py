@@ -9,6 +9,8 @@ JAX's CUDA major the first time a product runs on a GPU):
   columns; over values: a batch of systems on one pattern) and ``grad``/``jvp``.
 * :func:`aggregate_pairs`: greedy pairwise matching of a weighted graph, the aggregation step
   of an AMG setup, on NumPy arrays.
+* :func:`coupling_graph` and :func:`contract_graph`: the weighted graphs aggregation matches
+  on, on NumPy arrays.
 * :func:`spgemm_symbolic`: the pattern of a sparse product ``C = A B`` and where each scalar
   product lands in it, so that the numeric product (``A P``, ``Pᵀ A P`` in an AMG setup) is a
   gather and a segment sum over a fixed map.
@@ -50,6 +52,12 @@ _I32, _I64, _F64 = _array(np.int32), _array(np.int64), _array(np.float64)
 _cpu = _LIBRARY.cpu
 _cpu.JaxsolveSparseAggregatePairs.argtypes = [ctypes.c_int32, _I32, _I32, _F64, _I32]
 _cpu.JaxsolveSparseAggregatePairs.restype = ctypes.c_int32
+_cpu.JaxsolveSparseCouplingGraph.argtypes = [ctypes.c_int32, _I32, _I32, ctypes.c_void_p,
+                                              _I32, _I32, _F64]
+_cpu.JaxsolveSparseCouplingGraph.restype = ctypes.c_int64
+_cpu.JaxsolveSparseContractGraph.argtypes = [ctypes.c_int32, _I32, _I32, _F64, _I32,
+                                             ctypes.c_int32, ctypes.c_int32, _I32, _I32, _F64]
+_cpu.JaxsolveSparseContractGraph.restype = ctypes.c_int64
 _cpu.JaxsolveSparseSpgemmCount.argtypes = [ctypes.c_int32] * 2 + [_I32] * 4 + [_I64]
 _cpu.JaxsolveSparseSpgemmCount.restype = ctypes.c_int32
 _cpu.JaxsolveSparseSpgemmFill.argtypes = [ctypes.c_int32] * 2 + [_I32] * 4 + [
@@ -358,17 +366,104 @@ def aggregate_pairs(indptr: Any, indices: Any, weights: Any) -> tuple[np.ndarray
     fn = "aggregate_pairs"
     n = np.shape(indptr)[0] - 1 if np.ndim(indptr) == 1 else 0
     indptr, indices = _check_pattern(fn, ("indptr", "indices"), indptr, indices, n)
-    weights = np.asarray(weights)
-    if weights.shape != indices.shape or not np.isrealobj(weights):
-        raise TypeError(
-            f"{fn}: weights must be real, one per entry, shape {indices.shape}; got "
-            f"weights.shape={weights.shape} and weights.dtype={weights.dtype}"
-        )
+    weights = _checked_weights(fn, "weights", weights, indices.shape)
     aggregate = np.empty(n, np.int32)
-    count = _cpu.JaxsolveSparseAggregatePairs(
-        n, indptr, indices, np.ascontiguousarray(weights, np.float64), aggregate
-    )
+    count = _cpu.JaxsolveSparseAggregatePairs(n, indptr, indices, weights, aggregate)
     return aggregate, int(count)
+
+
+class WeightedGraph(NamedTuple):
+    """An ``n × n`` weighted graph in CSR: row ``i`` holds node ``i``'s edges, sorted."""
+
+    indptr: np.ndarray
+    """``(n + 1,)`` int32 row pointers."""
+    indices: np.ndarray
+    """``(nnz,)`` int32 neighbours, sorted and distinct within each row."""
+    weights: np.ndarray
+    """``(nnz,)`` float64 edge weights."""
+
+
+def coupling_graph(indptr: Any, indices: Any, magnitudes: Any | None) -> WeightedGraph:
+    """The symmetric coupling graph of an ``n × n`` matrix, without its diagonal.
+
+    The weight of the edge between ``i`` and ``j`` is ``(|a_ij| + |a_ji|) / (2 √(|a_ii|
+    |a_jj|))`` (0 where the diagonal vanishes), or, without ``magnitudes``, ½ for each
+    direction in which the pair is stored. Native code, ``O(n + nnz)`` plus a sort per row.
+
+    Args:
+      indptr, indices: the matrix's CSR pattern (any integer dtype; a row's columns in any
+        order, each once).
+      magnitudes: ``(nnz,)`` its values (their absolute values count), or None.
+
+    Examples:
+      >>> import numpy as np
+      >>> graph = coupling_graph([0, 2, 3], [0, 1, 1], np.array([4.0, -2.0, 1.0]))
+      >>> graph.indptr.tolist(), graph.indices.tolist(), graph.weights.tolist()
+      ([0, 1, 2], [1, 0], [0.5, 0.5])
+    """
+    fn = "coupling_graph"
+    n = np.shape(indptr)[0] - 1 if np.ndim(indptr) == 1 else 0
+    indptr, indices = _check_pattern(fn, ("indptr", "indices"), indptr, indices, n)
+    if magnitudes is not None:
+        magnitudes = _checked_weights(fn, "magnitudes", magnitudes, indices.shape)
+    out_indptr = np.empty(n + 1, np.int32)
+    out_indices = np.empty(2 * indices.shape[0], np.int32)
+    out_weights = np.empty(2 * indices.shape[0], np.float64)
+    nnz = _cpu.JaxsolveSparseCouplingGraph(
+        n, indptr, indices, None if magnitudes is None else magnitudes.ctypes.data,
+        out_indptr, out_indices, out_weights)
+    return WeightedGraph(out_indptr, out_indices[:nnz], out_weights[:nnz])
+
+
+def contract_graph(graph: WeightedGraph, groups: Any, n_groups: int, *,
+                   keep_diagonal: bool) -> WeightedGraph:
+    """The graph of groups of nodes: ``Gᵀ W G`` for the membership matrix ``G``.
+
+    The weight between two groups is the sum of the weights between their members; a
+    group's internal weight is its diagonal entry, kept or dropped. Native code,
+    ``O(n + nnz)`` plus a sort per row.
+
+    Args:
+      graph: an ``n × n`` weighted graph (a row's columns in any order, each once).
+      groups: ``(n,)`` each node's group, in ``[0, n_groups)``.
+      n_groups: the number of groups.
+      keep_diagonal: whether to keep each group's internal weight.
+
+    Examples:
+      >>> import numpy as np
+      >>> path = WeightedGraph(np.array([0, 1, 3, 4]), np.array([1, 0, 2, 1]), np.ones(4))
+      >>> contract_graph(path, [0, 0, 1], 2, keep_diagonal=True).weights.tolist()
+      [2.0, 1.0, 1.0]
+    """
+    fn = "contract_graph"
+    n = np.shape(graph.indptr)[0] - 1 if np.ndim(graph.indptr) == 1 else 0
+    indptr, indices = _check_pattern(fn, ("indptr", "indices"), graph.indptr, graph.indices, n)
+    weights = _checked_weights(fn, "weights", graph.weights, indices.shape)
+    n_groups = _check_size(fn, "n_groups", n_groups)
+    groups = np.asarray(groups)
+    if groups.shape != (n,) or not np.issubdtype(groups.dtype, np.integer):
+        raise TypeError(f"{fn}: groups must be ({n},) integers, got groups.shape="
+                        f"{groups.shape} and groups.dtype={groups.dtype}")
+    if n and (groups.min() < 0 or groups.max() >= n_groups):
+        raise ValueError(f"{fn}: groups must lie in [0, {n_groups}), got values from "
+                         f"{groups.min()} to {groups.max()}")
+    out_indptr = np.empty(n_groups + 1, np.int32)
+    out_indices = np.empty(indices.shape[0], np.int32)
+    out_weights = np.empty(indices.shape[0], np.float64)
+    nnz = _cpu.JaxsolveSparseContractGraph(
+        n, indptr, indices, weights, np.ascontiguousarray(groups, np.int32), n_groups,
+        int(keep_diagonal), out_indptr, out_indices, out_weights)
+    return WeightedGraph(out_indptr, out_indices[:nnz], out_weights[:nnz])
+
+
+def _checked_weights(fn: str, name: str, weights: Any, shape: tuple[int, ...]) -> np.ndarray:
+    weights = np.asarray(weights)
+    if weights.shape != shape or not np.isrealobj(weights):
+        raise TypeError(
+            f"{fn}: {name} must be real, one per entry, shape {shape}; got "
+            f"{name}.shape={weights.shape} and {name}.dtype={weights.dtype}"
+        )
+    return np.ascontiguousarray(weights, np.float64)
 
 
 class SpgemmPattern(NamedTuple):
