@@ -31,19 +31,52 @@ def poisson(n: int, dtype=np.float64) -> scipy.sparse.csr_array:
                                   shape=csr.shape)
 
 
-def test_product_plan_multiplies_like_scipy(x64):
-    rng = np.random.default_rng(0)
-    a = scipy.sparse.random(30, 20, density=0.2, random_state=1, format="csr")
-    b = scipy.sparse.random(20, 25, density=0.15, random_state=2, format="csr")
+def random_product(seed=0, dtype=np.float64):
+    """A plan for a random 30 × 20 times 20 × 25 product, values, and its multiply."""
+    rng = np.random.default_rng(seed)
+    a = scipy.sparse.random(30, 20, density=0.2, random_state=seed + 1, format="csr")
+    b = scipy.sparse.random(20, 25, density=0.15, random_state=seed + 2, format="csr")
     a_pattern, b_pattern = structure_of(a), structure_of(b)
     plan = _products.plan_product(a_pattern, b_pattern)
-    a_values = rng.standard_normal(a_pattern.nnz)
-    b_values = rng.standard_normal(b_pattern.nnz)
-    c = jax.jit(lambda av, bv: plan.multiply(
-        a_pattern.on_device(av), b_pattern.on_device(bv), jnp.asarray(plan.c.indptr),
-        jnp.asarray(plan.offsets)))(a_values, b_values)
+    a_values = rng.standard_normal(a_pattern.nnz).astype(dtype)
+    b_values = rng.standard_normal(b_pattern.nnz).astype(dtype)
+
+    def multiply(av, bv):
+        return plan.multiply(a_pattern.on_device(av), b_pattern.on_device(bv),
+                             jnp.asarray(plan.c.indptr), jnp.asarray(plan.offsets))
+
+    return plan, a_pattern, b_pattern, a_values, b_values, multiply
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex128])
+def test_product_plan_multiplies_like_scipy(x64, dtype):
+    plan, a_pattern, b_pattern, a_values, b_values, multiply = random_product(0, dtype)
+    c = jax.jit(multiply)(a_values, b_values)  # on the CPU: the native kernel
     expected = (scipy_of(a_pattern, a_values) @ scipy_of(b_pattern, b_values)).toarray()
-    np.testing.assert_allclose(scipy_of(plan.c, c).toarray(), expected, atol=1e-12)
+    atol = 1e-5 if dtype == np.float32 else 1e-12
+    np.testing.assert_allclose(scipy_of(plan.c, c).toarray(), expected, atol=atol)
+    # XLA's formulation, which GPUs run and derivatives use, agrees
+    in_xla = jax.jit(plan.multiply_in_xla)(
+        a_values, b_values, a_pattern.indices, a_pattern.indptr, b_pattern.indptr,
+        plan.c.indptr, plan.offsets)
+    np.testing.assert_allclose(in_xla, c, atol=atol)
+
+
+def test_product_plan_derivatives_and_vmap(x64):
+    _, _, _, a_values, b_values, multiply = random_product(1)
+    jax.test_util.check_grads(multiply, (a_values, b_values), order=2, modes=["fwd", "rev"])
+    stacked = jax.vmap(multiply, in_axes=(0, None))(np.stack([a_values, 2 * a_values]), b_values)
+    np.testing.assert_allclose(stacked[1], 2 * multiply(a_values, b_values), rtol=1e-12)
+
+
+def test_product_kernel_rejects_an_offset_outside_its_row(x64):
+    plan, a_pattern, b_pattern, a_values, b_values, _ = random_product(2)
+    offsets = plan.offsets.copy()
+    offsets[0] = 200  # beyond any row of C
+    with pytest.raises(Exception, match="an offset falls outside its row of C"):
+        jax.block_until_ready(plan.multiply(
+            a_pattern.on_device(jnp.asarray(a_values)), b_pattern.on_device(jnp.asarray(b_values)),
+            jnp.asarray(plan.c.indptr), jnp.asarray(offsets)))
 
 
 def test_aggregation_rounds_give_pairs_quads_and_octets():

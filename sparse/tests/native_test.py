@@ -60,7 +60,8 @@ def test_docstring_examples_run():
 
 
 @pytest.mark.parametrize(("name", "exports"), [
-    ("libjaxsolve_sparse.so", {"JaxsolveSparseCsrMatvec", "JaxsolveSparseAggregatePairs",
+    ("libjaxsolve_sparse.so", {"JaxsolveSparseCsrMatvec", "JaxsolveSparseCsrProduct",
+                               "JaxsolveSparseAggregatePairs",
                                "JaxsolveSparseCouplingGraph", "JaxsolveSparseContractGraph",
                                "JaxsolveSparseSpgemmCount", "JaxsolveSparseSpgemmFill"}),
     ("libjaxsolve_sparse_cuda13.so", {"JaxsolveSparseCsrMatvec"}),

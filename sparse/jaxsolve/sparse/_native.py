@@ -1,19 +1,22 @@
 """The native kernels of jaxsolve.sparse: the CSR product on CPU and GPU, and setup kernels.
 
-Three functions, each backed by C++ (``csrc/``) in the package's shared libraries, which
+Functions backed by C++ (``csrc/``) in the package's shared libraries, which
 :class:`jaxsolve.layout.NativeLibrary` loads (the CPU library at import, the CUDA library of
 JAX's CUDA major the first time a product runs on a GPU):
 
 * :func:`csr_matvec`: ``y = A x`` for a CSR matrix, an XLA FFI kernel on the CPU and on CUDA
   GPUs that works under ``jit``, ``vmap`` (over right-hand sides: one kernel call with more
   columns; over values: a batch of systems on one pattern) and ``grad``/``jvp``.
+* :func:`csr_product_values`: the values of a sparse product ``C = A B`` on fixed patterns
+  from :func:`spgemm_symbolic`'s map, an XLA FFI kernel on the CPU (the AMG setup's
+  Galerkin products; on GPUs XLA's own gathers serve).
 * :func:`aggregate_pairs`: greedy pairwise matching of a weighted graph, the aggregation step
   of an AMG setup, on NumPy arrays.
 * :func:`coupling_graph` and :func:`contract_graph`: the weighted graphs aggregation matches
   on, on NumPy arrays.
 * :func:`spgemm_symbolic`: the pattern of a sparse product ``C = A B`` and where each scalar
   product lands in it, so that the numeric product (``A P``, ``Pᵀ A P`` in an AMG setup) is a
-  gather and a segment sum over a fixed map.
+  walk over a fixed map.
 
 The setup kernels run on the host, through ``ctypes``, in time linear in their input: a few
 hundred milliseconds for two million rows.
@@ -34,6 +37,7 @@ from jax.custom_derivatives import SymbolicZero
 from jaxsolve.layout import NativeLibrary
 
 CSR_MATVEC = "jaxsolve_sparse_csr_matvec"
+CSR_PRODUCT = "jaxsolve_sparse_csr_product"
 
 _LIBRARY = NativeLibrary(
     "jaxsolve.sparse",
@@ -50,6 +54,10 @@ def _array(dtype: Any) -> type:
 _INT32_MAX = int(np.iinfo(np.int32).max)
 _I32, _I64, _F64 = _array(np.int32), _array(np.int64), _array(np.float64)
 _cpu = _LIBRARY.cpu
+# The sparse product's values have a CPU kernel only: on GPUs, XLA's gathers and segment sum
+# (jaxsolve/sparse/_products.py) serve until a CUDA twin is measured against them.
+jax.ffi.register_ffi_target(CSR_PRODUCT, jax.ffi.pycapsule(_cpu.JaxsolveSparseCsrProduct),
+                            platform="cpu")
 _cpu.JaxsolveSparseAggregatePairs.argtypes = [ctypes.c_int32, _I32, _I32, _F64, _I32]
 _cpu.JaxsolveSparseAggregatePairs.restype = ctypes.c_int32
 _cpu.JaxsolveSparseCouplingGraph.argtypes = [ctypes.c_int32, _I32, _I32, ctypes.c_void_p,
@@ -315,6 +323,26 @@ def csr_matvec(
     columns = x if x.ndim == 2 else x[:, None]
     y = _product(values[None], indices, indptr, columns[None])[0]
     return y if x.ndim == 2 else y[:, 0]
+
+
+# ----------------------------------------------------------------------------------------
+# csr_product_values
+
+
+def csr_product_values(a_values: jax.Array, a_indices: jax.Array, a_indptr: jax.Array,
+                       b_values: jax.Array, b_indptr: jax.Array, c_indptr: jax.Array,
+                       offsets: jax.Array, *, nnz_c: int) -> jax.Array:
+    """The ``(nnz_c,)`` values of ``C = A B`` on fixed patterns, by the CPU kernel.
+
+    Product ``q`` (numbered row by row of ``A``, entry by entry, entry by entry of the row of
+    ``B`` it selects) lands at ``c_indptr[i] + offsets[q]`` of its row ``i``, the map of
+    :func:`spgemm_symbolic`. CPU only, unchecked here (the kernel checks sizes and that
+    every offset falls inside its row), not differentiable: :mod:`._products` wraps it.
+    Under ``vmap``, a loop of kernel calls.
+    """
+    c_type = jax.ShapeDtypeStruct((nnz_c,), a_values.dtype)
+    return jax.ffi.ffi_call(CSR_PRODUCT, c_type, vmap_method="sequential")(
+        a_values, a_indices, a_indptr, b_values, b_indptr, c_indptr, offsets)
 
 
 # ----------------------------------------------------------------------------------------

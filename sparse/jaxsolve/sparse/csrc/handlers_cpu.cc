@@ -1,10 +1,14 @@
-// CPU entry of libjaxsolve_sparse.so: the FFI handler JaxsolveSparseCsrMatvec
-// (target jaxsolve_sparse_csr_matvec), which runs the product of spmv.h as a
-// plain loop over rows, on one thread. (The library's other exports, the host
-// setup kernels, are in pairwise_aggregation.cc and spgemm_symbolic.cc.)
+// CPU entry of libjaxsolve_sparse.so: the FFI handlers JaxsolveSparseCsrMatvec
+// (target jaxsolve_sparse_csr_matvec), which runs the product of spmv.h, and
+// JaxsolveSparseCsrProduct (target jaxsolve_sparse_csr_product), the values of
+// csr_product.h's sparse product, each a plain loop over rows, on one thread.
+// (The library's other exports, the host setup kernels, are in
+// pairwise_aggregation.cc, spgemm_symbolic.cc and weighted_graph.cc.)
 #include <algorithm>
 #include <cstdint>
 
+#include "csr_product.h"
+#include "csr_product_ffi.h"
 #include "spmv.h"
 #include "spmv_ffi.h"
 #include "xla/ffi/api/ffi.h"
@@ -39,6 +43,13 @@ struct CpuBackend {
   }
 };
 
+struct CpuProductBackend {
+  template <typename T, typename Offset>
+  bool Run(const CsrProduct<T, Offset>& p) {
+    return CsrProductRows(p, 0, p.m, 0);
+  }
+};
+
 }  // namespace
 }  // namespace jaxsolve::sparse
 
@@ -47,3 +58,7 @@ namespace js = ::jaxsolve::sparse;
 XLA_FFI_DEFINE_HANDLER_SYMBOL(JaxsolveSparseCsrMatvec,
                               js::CsrMatvecHandler<js::CpuBackend>,
                               js::BindCsrMatvec());
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(JaxsolveSparseCsrProduct,
+                              js::CsrProductHandler<js::CpuProductBackend>,
+                              js::BindCsrProduct());
