@@ -265,6 +265,30 @@ class TestLinearSolve:
                 symmetric=True,
             )
 
+    def test_operator_may_carry_data_of_another_dtype(self, x64):
+        # A diagonal system whose operator also carries a float32 preconditioner: only
+        # what the matvec reads must have b's dtype.
+        diagonal = jnp.array([2.0, 4.0, 5.0])
+        operator = {"diagonal": diagonal, "inverse": (1 / diagonal).astype(jnp.float32)}
+
+        def solve(op, rhs):
+            return op["inverse"].astype(rhs.dtype)[:, None] * rhs
+
+        def loss(d):
+            op = {"diagonal": d, "inverse": (1 / d).astype(jnp.float32)}
+            x = autodiff.linear_solve(op, jnp.ones(3), solve=solve, transpose_solve=solve,
+                                      matvec=lambda op, x: op["diagonal"] * x)
+            return jnp.sum(x)
+
+        x = autodiff.linear_solve(operator, jnp.ones(3), solve=solve, transpose_solve=solve,
+                                  matvec=lambda op, x: op["diagonal"] * x)
+        np.testing.assert_allclose(x, 1 / diagonal, rtol=1e-6)
+        np.testing.assert_allclose(jax.grad(loss)(diagonal), -1 / diagonal**2, rtol=1e-6)
+        with pytest.raises(TypeError, match=re.escape(
+                "linear_solve: A and b must have the same dtype: b is float64, A is float32.")):
+            autodiff.linear_solve({"diagonal": diagonal.astype(jnp.float32)}, jnp.ones(3),
+                                  solve=solve, matvec=lambda op, x: op["diagonal"] * x)
+
 
 def _with_residuals(solve):
     """A service returning ``(x, aux)``: per column, its residual and a count."""

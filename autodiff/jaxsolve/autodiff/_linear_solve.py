@@ -373,14 +373,19 @@ def checked_rhs(
         raise TypeError(
             f"{caller}: b must have a floating or complex dtype, got {b.dtype}."
         )
-    for leaf in jax.tree.leaves(operator):
-        if jnp.issubdtype(leaf.dtype, jnp.inexact) and leaf.dtype != b.dtype:
-            raise TypeError(
-                f"{caller}: A and b must have the same dtype: b is {b.dtype},"
-                f" A is {leaf.dtype}."
-            )
+    # A x is formed under strict promotion, so that A of another dtype than b's is an
+    # error rather than a silent promotion. Only what the matvec reads counts: an
+    # operator may carry other data (a preconditioner in lower precision, say).
     try:
-        ax = jax.eval_shape(system.matvec, operator, b)
+        with jax.numpy_dtype_promotion("strict"):
+            ax = jax.eval_shape(system.matvec, operator, b)
+    except jax.dtypes.TypePromotionError as error:
+        others = [leaf.dtype for leaf in jax.tree.leaves(operator)
+                  if jnp.issubdtype(leaf.dtype, jnp.inexact) and leaf.dtype != b.dtype]
+        raise TypeError(
+            f"{caller}: A and b must have the same dtype: b is {b.dtype},"
+            f" A is {others[0] if others else 'another'}."
+        ) from error
     except (TypeError, ValueError) as error:
         raise ValueError(
             f"{caller}: A x cannot be formed for b of shape {b.shape}: {error}"
