@@ -246,7 +246,8 @@ class TestParseAmgxConfig:
         {"solver": "FGMRES", "gmres_n_restart": 8, "preconditioner": {
             "smoother": {"solver": "CHEBYSHEV_POLY", "chebyshev_polynomial_order": 2},
             "coarse_solver": "NOSOLVER", "coarsest_sweeps": 4, "selector": "SIZE_8",
-            "jaxsolve_smoothed_aggregation": 1, "max_levels": 3, "min_coarse_rows": 7}},
+            "jaxsolve_smoothed_aggregation": 1, "max_levels": 3, "min_coarse_rows": 7,
+            "jaxsolve_hierarchy_precision": "SINGLE"}},
         {"solver": "PBICGSTAB", "preconditioner": {"solver": "JACOBI_L1", "max_iters": 2}},
         {"solver": "BLOCK_JACOBI", "relaxation_factor": 0.6, "max_iters": 30},
         {"solver": "PCG", "preconditioner": "NOSOLVER"},
@@ -265,6 +266,14 @@ class TestParseAmgxConfig:
         assert config.preconditioner.amg.smoothed_aggregation is True
         assert config.to_amgx_dict()["solver"]["preconditioner"][
             "jaxsolve_smoothed_aggregation"] == 1
+
+    def test_parse_amgx_config_hierarchy_precision_extension_key(self):
+        assert "jaxsolve_hierarchy_precision" not in json.dumps(
+            DEFAULT_SOLVER_CONFIG.to_amgx_dict())
+        config = parse_amgx_config({"preconditioner": {"jaxsolve_hierarchy_precision": "SINGLE"}})
+        assert config.preconditioner.amg.hierarchy_precision == "SINGLE"
+        with pytest.raises(ValueError, match="hierarchy_precision.*supported: DEFAULT, SINGLE"):
+            parse_amgx_config({"preconditioner": {"jaxsolve_hierarchy_precision": "HALF"}})
 
     def test_parse_amgx_config_jit_static(self):
         traces = []

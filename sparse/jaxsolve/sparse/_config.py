@@ -51,6 +51,7 @@ _REPORTING_KEYS = frozenset({"print_solve_stats", "print_grid_stats", "store_res
 _AMG_KEYS = frozenset({
     "algorithm", "selector", "jaxsolve_smoothed_aggregation", "smoother", "presweeps",
     "postsweeps", "cycle", "max_levels", "min_coarse_rows", "coarse_solver", "coarsest_sweeps",
+    "jaxsolve_hierarchy_precision",
 })
 _RELAXATION_KEYS = frozenset({"relaxation_factor", "chebyshev_polynomial_order"})
 # Where each parameter applies, for the error about one that applies to nothing in its scope.
@@ -125,7 +126,7 @@ _AMG_DEFAULTS = {
     "algorithm": "AGGREGATION", "selector": "SIZE_4", "jaxsolve_smoothed_aggregation": 0,
     "smoother": "BLOCK_JACOBI", "presweeps": 1, "postsweeps": 1, "cycle": "V",
     "max_levels": 100, "min_coarse_rows": 256, "coarse_solver": "DENSE_LU_SOLVER",
-    "coarsest_sweeps": 2,
+    "coarsest_sweeps": 2, "jaxsolve_hierarchy_precision": "DEFAULT",
 }
 _RELAXATION_DEFAULTS = {"relaxation_factor": 0.9, "chebyshev_polynomial_order": 5}
 
@@ -284,6 +285,13 @@ class AMGConfig:
     solved by dense LU (``DENSE_LU_SOLVER``) or, with ``NOSOLVER``, only
     smoothed ``coarsest_sweeps`` times, as AmgX does.
 
+    With ``hierarchy_precision="SINGLE"`` the hierarchy is set up and cycled in
+    single precision (float32, or complex64 for complex matrices) whatever the
+    matrix's: a cycle rounds its input to single precision and its output back,
+    so a double-precision Krylov method around it keeps its accuracy while the
+    cycles read half the bytes (AmgX's mixed modes, such as ``dDFI``, do the
+    same).  Expect a few more iterations on hard problems.
+
     Attributes:
       algorithm: ``"AGGREGATION"``.
       selector: ``"SIZE_2"``, ``"SIZE_4"`` or ``"SIZE_8"``.
@@ -296,6 +304,8 @@ class AMGConfig:
       min_coarse_rows: stop coarsening at this many rows or fewer, ``>= 1``.
       coarse_solver: ``"DENSE_LU_SOLVER"`` or ``"NOSOLVER"``.
       coarsest_sweeps: sweeps on the coarsest level for ``NOSOLVER``, else None.
+      hierarchy_precision: ``"DEFAULT"`` (the matrix's) or ``"SINGLE"`` (AmgX key
+        ``jaxsolve_hierarchy_precision``, a jaxsolve extension).
 
     Raises:
       TypeError, ValueError: if a field has the wrong type or value.
@@ -317,6 +327,7 @@ class AMGConfig:
     min_coarse_rows: int
     coarse_solver: str
     coarsest_sweeps: int | None
+    hierarchy_precision: str = "DEFAULT"
 
     def __post_init__(self) -> None:
         _checked_init(self, self._check)
@@ -343,6 +354,7 @@ class AMGConfig:
                        f"coarse_solver {self.coarse_solver!r}")
         if smoothed_only:
             _check_int("coarsest_sweeps", self.coarsest_sweeps, 0)
+        _check_choice("hierarchy_precision", self.hierarchy_precision, ("DEFAULT", "SINGLE"), ())
 
     def _amgx_keys(self, scope: str) -> dict[str, Any]:
         keys = {
@@ -357,6 +369,8 @@ class AMGConfig:
             keys["coarsest_sweeps"] = self.coarsest_sweeps
         if self.smoothed_aggregation:
             keys["jaxsolve_smoothed_aggregation"] = 1
+        if self.hierarchy_precision != "DEFAULT":
+            keys["jaxsolve_hierarchy_precision"] = self.hierarchy_precision
         return keys
 
 
@@ -462,8 +476,8 @@ class SolverConfig:
         (``main``, ``main_preconditioner``, ``..._smoother``), so AmgX reads
         the same settings: jaxsolve's defaults where they differ from AmgX's
         are explicit.  ``parse_amgx_config(config.to_amgx_dict()) == config``.
-        The one key AmgX does not know, ``jaxsolve_smoothed_aggregation``, is
-        written only when set.
+        The keys AmgX does not know, ``jaxsolve_smoothed_aggregation`` and
+        ``jaxsolve_hierarchy_precision``, are written only when set.
 
         Returns:
           A JSON-serializable dict.
@@ -563,6 +577,10 @@ def parse_amgx_config(
       in the config for the solve to honour.
     * ``jaxsolve_smoothed_aggregation`` (0 or 1): a jaxsolve extension, AmgX
       has no smoothed aggregation; see :class:`AMGConfig`.
+    * ``jaxsolve_hierarchy_precision`` (DEFAULT or SINGLE): a jaxsolve
+      extension, an AMG hierarchy in single precision inside a solve of the
+      matrix's (AmgX chooses precision by its mode, not its config); see
+      :class:`AMGConfig`.
 
     Accepted and ignored, as they cannot change the solution of a
     configuration jaxsolve accepts: ``config_version`` (2), ``scope``, the
@@ -804,6 +822,7 @@ def _amg_config(keys: Mapping[str, Any], path: str) -> tuple[AMGConfig, set[str]
         cycle=get("cycle"), max_levels=get("max_levels"),
         min_coarse_rows=get("min_coarse_rows"), coarse_solver=coarse_solver,
         coarsest_sweeps=get("coarsest_sweeps") if coarse_solver == "NOSOLVER" else None,
+        hierarchy_precision=get("jaxsolve_hierarchy_precision"),
     )
     return amg, used
 

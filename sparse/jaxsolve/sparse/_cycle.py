@@ -26,8 +26,14 @@ from ._relaxation import relax
 
 
 def cycle(hierarchy: Hierarchy, b: jax.Array) -> jax.Array:
-    """One cycle of ``hierarchy.config.cycle`` type from ``x = 0`` on the finest level."""
-    return _cycle(hierarchy, 0, b, None, hierarchy.config.cycle)
+    """One cycle of ``hierarchy.config.cycle`` type from ``x = 0`` on the finest level.
+
+    A hierarchy set up in single precision (``hierarchy_precision``) cycles on ``b``
+    rounded to it, and the result returns in ``b``'s dtype.
+    """
+    dtype = hierarchy.coarsest.a.values.dtype
+    x = _cycle(hierarchy, 0, b.astype(dtype), None, hierarchy.config.cycle)
+    return x.astype(b.dtype)
 
 
 def _cycle(hierarchy: Hierarchy, index: int, b: jax.Array, x: jax.Array | None,

@@ -323,9 +323,9 @@ def numeric_setup(
     # Closed over by a caller's jit, the index arrays are constants; the barrier keeps XLA
     # from constant-folding the products' index arithmetic (seconds of compile time).
     arrays = jax.lax.optimization_barrier(arrays)
-    a_values = values
+    a_values = values.astype(hierarchy_dtype(values.dtype, structure.config))
     basis = _initial_basis(near_nullspace, structure.coarsest.n_rows if not structure.levels
-                           else structure.levels[0].a.n_rows, values.dtype)
+                           else structure.levels[0].a.n_rows, a_values.dtype)
     numbers = []
     patterns = [level_arrays.a for level_arrays in arrays.levels] + [arrays.coarsest]
     for level, level_arrays, coarse in zip(structure.levels, arrays.levels, patterns[1:],
@@ -340,6 +340,23 @@ def numeric_setup(
         coarsest=_coarsest_numbers(coarsest, arrays.coarsest_diagonal, structure.config),
         config=structure.config,
     )
+
+
+def hierarchy_dtype(dtype: Any, config: AMGConfig) -> np.dtype:
+    """The dtype in which a hierarchy for a matrix of ``dtype`` is set up and cycles.
+
+    >>> from jaxsolve.sparse import parse_amgx_config
+    >>> def amg(precision):
+    ...     return parse_amgx_config({"preconditioner": {
+    ...         "jaxsolve_hierarchy_precision": precision}}).preconditioner.amg
+    >>> hierarchy_dtype(np.complex128, amg("SINGLE")), hierarchy_dtype(np.float64, amg("DEFAULT"))
+    (dtype('complex64'), dtype('float64'))
+    """
+    dtype = np.dtype(dtype)
+    if config.hierarchy_precision == "SINGLE":
+        return np.dtype(np.complex64 if np.issubdtype(dtype, np.complexfloating)
+                        else np.float32)
+    return dtype
 
 
 def _initial_basis(near_nullspace: Any, n: int, dtype: Any) -> jax.Array:
