@@ -1,16 +1,117 @@
-"""Distributed dense linear algebra for JAX (``jaxsolve.dense``).
+"""Distributed dense linear algebra for JAX, differentiable (``jaxsolve.dense``).
 
-This distribution, ``jaxsolve-dense``, will hold Cholesky, LU, least-squares, QR, symmetric
-and generalized eigen, SVD and polar solvers over NVIDIA cuSOLVERMp for matrices sharded
-over a 2D device mesh, differentiable through :mod:`jaxsolve.autodiff` and laid out by
-:mod:`jaxsolve.layout`. No solver has landed yet: the package exports only its version.
+JAXMg's routines, with its names and argument order so that call sites port, for matrices
+sharded over a 2D device mesh (``P('pr', 'pc')``) or a single axis (``P('x', None)``):
+
+* linear systems: `potrs` (Cholesky, optionally with ``log det A``), `lu_solve` (LU),
+  `least_squares` (QR), and `solve`/`slogdet` in ``jax.numpy.linalg``'s shape;
+* decompositions: `syevd` (Hermitian eigen), `sygvd` (generalized Hermitian-definite eigen),
+  `qr`, `gesvd` (SVD) and `polar`;
+* factor once, use many times: `cho_factor` with `cho_solve`, `logdet` and `cho_inverse`;
+  `lu_factor` with `lu_solve`. The factor (`DenseFactor`) is a pytree that the derivative rules
+  reuse: each derivative is one more solve, never a second factorization.
+
+Every routine is differentiable (forward and reverse mode, higher orders) through the implicit
+rules of `jaxsolve.autodiff`, works under ``jax.jit``, and under ``jax.vmap`` (right-hand sides
+become extra columns of one solve; stacks of matrices are batched). f32, f64, c64 and c128;
+jaxsolve never changes ``jax_enable_x64``.
+
+**Failures** are values, not exceptions: a matrix that is not positive definite (`potrs`) or
+is singular (`lu_solve`) gives NaN outputs and, with ``return_status=True``, a `Status` holding
+LAPACK's ``info``; `raise_on_failure` raises `SolverError` outside ``jax.jit``. Bad arguments
+(shapes, dtypes, meshes, specs, ``T_A``) raise ``ValueError`` before any work.
+
+**Placement.** ``mesh`` and ``matrix_specs`` are read off the arrays' shardings when not
+given; ``b`` is split by rows like ``a`` or replicated; outputs come back in the caller's
+sharding. Meshes come from `jaxsolve.sharding` (`~jaxsolve.sharding.make_grid_mesh`,
+`~jaxsolve.sharding.row_mesh`), and several processes from its launcher.
+
+**Backends.** This release computes with the **XLA reference backend**: XLA's own linear
+algebra (``jax.lax.linalg``, LAPACK on CPU) on the sharded operands. It is the correctness
+reference, not the scalable path: XLA gathers the matrix onto each device to factor it. ``T_A``
+and ``pad`` (the tile size and padding of cuSOLVERMp's block-cyclic layout) are checked and
+accepted for JAXMg compatibility; native backends (cuSOLVER, cuSOLVERMp) plug in per routine
+behind the same functions.
+
+Examples:
+  JAXMg's README example, ``A = diag(1..N)``, ``b = 1``, over a 2 × 2 mesh of (virtual CPU)
+  devices:
+
+  >>> import jax, jax.numpy as jnp
+  >>> from jax.sharding import NamedSharding, PartitionSpec as P
+  >>> from jaxsolve import dense
+  >>> import jaxsolve.sharding as js
+  >>> mesh = js.make_grid_mesh(2, 2, devices=jax.devices()[:4])
+  >>> a = jax.device_put(jnp.diag(jnp.arange(1., 9.)), NamedSharding(mesh, P("pr", "pc")))
+  >>> b = jax.device_put(jnp.ones(8), NamedSharding(mesh, P("pr")))
+  >>> x, logdet = dense.potrs(a, b, T_A=3, return_logdet=True)
+  >>> bool(jnp.allclose(x, 1 / jnp.arange(1., 9.))), x.sharding.spec == P("pr")
+  (True, True)
+  >>> bool(jnp.allclose(logdet, jnp.sum(jnp.log(jnp.arange(1., 9.)))))
+  True
+
+  Gradients, and a failure reported as a status:
+
+  >>> g = jax.grad(lambda a: dense.potrs(a, b, return_logdet=True)[1])(a)
+  >>> bool(jnp.allclose(g, jnp.diag(1 / jnp.arange(1., 9.))))
+  True
+  >>> x, status = dense.potrs(-a, b, return_status=True)
+  >>> status
+  Status(routine='potrs', info=1)
+  >>> dense.raise_on_failure(status)
+  Traceback (most recent call last):
+    ...
+  jaxsolve.dense._status.SolverError: potrs failed: info=1: the leading minor of order 1 is not positive definite
 """
 
 import importlib.metadata as _metadata
+
+from . import _xla as _xla  # registers the XLA reference backend
+from ._cholesky import cho_factor as cho_factor
+from ._cholesky import cho_inverse as cho_inverse
+from ._cholesky import cho_solve as cho_solve
+from ._cholesky import logdet as logdet
+from ._cholesky import potrs as potrs
+from ._compile import clear_cache as clear_cache
+from ._decompositions import gesvd as gesvd
+from ._decompositions import least_squares as least_squares
+from ._decompositions import polar as polar
+from ._decompositions import qr as qr
+from ._eigen import syevd as syevd
+from ._eigen import sygvd as sygvd
+from ._factor import DenseFactor as DenseFactor
+from ._lu import lu_factor as lu_factor
+from ._lu import lu_solve as lu_solve
+from ._lu import slogdet as slogdet
+from ._lu import solve as solve
+from ._status import SolverError as SolverError
+from ._status import Status as Status
+from ._status import raise_on_failure as raise_on_failure
 
 try:
     __version__ = _metadata.version("jaxsolve-dense")
 except _metadata.PackageNotFoundError:  # a source checkout, not an installed distribution
     __version__ = "unknown"
 
-__all__ = ["__version__"]
+__all__ = [
+    "DenseFactor",
+    "SolverError",
+    "Status",
+    "cho_factor",
+    "cho_inverse",
+    "cho_solve",
+    "clear_cache",
+    "gesvd",
+    "least_squares",
+    "logdet",
+    "lu_factor",
+    "lu_solve",
+    "polar",
+    "potrs",
+    "qr",
+    "raise_on_failure",
+    "slogdet",
+    "solve",
+    "syevd",
+    "sygvd",
+]

@@ -1,0 +1,137 @@
+"""The dispatch point: which backend computes a routine, and the services it must supply.
+
+The public routines (`potrs`, `syevd`, ...) never compute anything themselves. They check their
+arguments, place the operands (`Layout`), and hand a backend's *services* (plain functions on
+arrays) to the rules of `jaxsolve.autodiff`, which call them for the values and for every
+derivative. A backend is one set of services per *routine family*:
+
+==================  ==================  ==========================================================
+family              services            used by
+==================  ==================  ==========================================================
+``"cholesky"``      `FactorServices`    ``potrs``, ``cho_factor``, ``cho_solve``, ``logdet``,
+                                        ``cho_inverse``
+``"lu"``            `FactorServices`    ``lu_solve``, ``lu_factor``, ``solve``, ``slogdet``
+``"syevd"``         `Decomposition`     ``syevd``; ``polar``'s derivative
+``"sygvd"``         `Decomposition`     ``sygvd``
+``"least_squares"`` `Decomposition`     ``least_squares``
+``"qr"``            `Decomposition`     ``qr``
+``"gesvd"``         `Decomposition`     ``gesvd``
+``"polar"``         `Decomposition`     ``polar``
+==================  ==================  ==========================================================
+
+`services` picks, per family, the first registered backend whose predicate accepts the call's
+`Layout` (mesh, specs, tile ``T_A``, ``pad``) and dtype, and asks it for the services of that
+layout: a native backend builds them around its FFI call for that mesh and tile (inside
+``jax.shard_map``), once per compiled program. Today only the XLA reference backend
+(``_xla.py``) is registered, and it accepts everything; a native backend (cuSOLVER on one GPU,
+cuSOLVERMp over a 2D grid, through XLA FFI) registers its families with `register` and a
+predicate such as "the mesh is on CUDA devices", without any change to the public routines.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from ._layout import Layout
+
+FAMILIES = ("cholesky", "lu", "syevd", "sygvd", "least_squares", "qr", "gesvd", "polar")
+
+
+class FactorServices(NamedTuple):
+    """The services of a factorization family (``"cholesky"``, ``"lu"``).
+
+    Attributes:
+      factor: ``factor(a) -> factor``, a pytree with an ``int32`` leaf ``info`` (LAPACK's: 0 on
+        success) and at least one leaf of ``a``'s shape and dtype (the factor in place of ``a``,
+        which ``donate=True`` aliases to ``a``'s buffer). On failure the factor is NaN.
+      solve: Cholesky: ``solve(factor, rhs) -> A⁻¹ rhs``; LU: ``solve(factor, rhs, transpose)``,
+        ``A⁻ᵀ rhs`` (plain transpose) when ``transpose``. ``rhs`` is ``(n, k)``.
+      logdet: Cholesky: ``logdet(factor) -> log det A`` (real scalar); LU:
+        ``logdet(factor) -> (sign, log |det A|)``.
+    """
+
+    factor: Callable[..., Any]
+    solve: Callable[..., Any]
+    logdet: Callable[..., Any]
+
+
+class Decomposition(NamedTuple):
+    """The services of a one-shot routine (eigensolvers, least squares, QR, SVD).
+
+    Attributes:
+      compute: the service that `jaxsolve.autodiff`'s rule takes (``decompose`` or
+        ``solve_least_squares``), with the signature that rule documents.
+      info: ``info(inputs, outputs) -> int32 info``: LAPACK's ``info`` for the call, from its
+        inputs and outputs (the autodiff rules accept services that return only the outputs).
+    """
+
+    compute: Callable[..., Any]
+    info: Callable[..., Any]
+
+
+Predicate = Callable[[Layout, np.dtype], bool]
+Factory = Callable[[Layout, np.dtype], Any]
+
+
+@dataclasses.dataclass
+class _Entry:
+    backend: str
+    applies: Predicate
+    make: Factory
+
+
+_REGISTRY: dict[str, list[_Entry]] = {family: [] for family in FAMILIES}
+_CLEAR_HOOKS: list[Callable[[], None]] = []
+
+
+def register(
+    family: str,
+    backend: str,
+    make: Factory,
+    *,
+    applies: Predicate = lambda layout, dtype: True,
+    clear: Callable[[], None] | None = None,
+) -> None:
+    """Registers a backend's services for one family, ahead of those registered before.
+
+    Args:
+      family: one of `FAMILIES`.
+      backend: the backend's name, e.g. ``"xla"``.
+      make: ``make(layout, dtype)``, the backend's services for a call on `layout` with
+        `dtype`: a `FactorServices` or `Decomposition` as the family needs. Called while
+        tracing, once per compiled program.
+      applies: ``applies(layout, dtype)``, whether this backend computes a call on `layout`
+        with `dtype`; the first registered backend that applies wins, newest first.
+      clear: frees the backend's cached handles and workspaces (`clear_cache` calls it).
+    """
+    if family not in _REGISTRY:
+        raise ValueError(f"register: unknown family {family!r}; families are {FAMILIES}.")
+    _REGISTRY[family].insert(0, _Entry(backend, applies, make))
+    if clear is not None and clear not in _CLEAR_HOOKS:
+        _CLEAR_HOOKS.append(clear)
+
+
+def services(family: str, layout: Layout, dtype: Any) -> Any:
+    """The services of the backend that computes `family` on `layout` and `dtype`."""
+    for entry in _REGISTRY[family]:
+        if entry.applies(layout, np.dtype(dtype)):
+            return entry.make(layout, np.dtype(dtype))
+    raise RuntimeError(f"no jaxsolve.dense backend computes {family!r} on {layout}")
+
+
+def backend_name(family: str, layout: Layout, dtype: Any) -> str:
+    """The name of the backend `services` picks (for tests and diagnostics)."""
+    for entry in _REGISTRY[family]:
+        if entry.applies(layout, np.dtype(dtype)):
+            return entry.backend
+    raise RuntimeError(f"no jaxsolve.dense backend computes {family!r} on {layout}")
+
+
+def clear_backends() -> None:
+    """Runs every backend's ``clear`` hook."""
+    for hook in _CLEAR_HOOKS:
+        hook()

@@ -1,0 +1,314 @@
+"""Cholesky routines: `potrs`, `cho_factor`, `cho_solve`, `logdet` and `cho_inverse`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+
+from jaxsolve import autodiff
+
+from . import _backend
+from ._compile import run
+from ._factor import DenseFactor, check_factor, placed_factor
+from ._layout import Layout, check_flag, constrain, prepare_matrix, prepare_rhs, work_matrix
+from ._status import fill_failed, status_of
+
+
+def _factorize(layout: Layout, a: jax.Array) -> tuple[Any, autodiff.Factorization]:
+    cholesky = _backend.services("cholesky", layout, a.dtype)
+    a = constrain(a, layout.matrix_sharding())
+    return cholesky, autodiff.cholesky_factor(a, decompose=cholesky.factor)
+
+
+def _solve(cholesky: Any, factorization: autodiff.Factorization, b: jax.Array,
+           layout: Layout) -> jax.Array:
+    b = constrain(b, layout.rhs_sharding())
+    x = autodiff.cholesky_solve(factorization, b, solve_with_factor=cholesky.solve)
+    (x,) = fill_failed(factorization.factor.info, x)
+    return constrain(x, layout.rhs_sharding())
+
+
+def _logdet(cholesky: Any, factorization: autodiff.Factorization, layout: Layout) -> jax.Array:
+    value = autodiff.cholesky_logdet(
+        factorization, solve_with_factor=cholesky.solve, logdet_of_factor=cholesky.logdet)
+    (value,) = fill_failed(factorization.factor.info, value)
+    return constrain(value, layout.replicated())
+
+
+def _info(factorization: autodiff.Factorization, layout: Layout) -> jax.Array:
+    return constrain(factorization.factor.info, layout.replicated())
+
+
+def _potrs_body(layout, return_logdet, a, b):
+    cholesky, factorization = _factorize(layout, a)
+    outputs = [_solve(cholesky, factorization, b, layout)]
+    if return_logdet:
+        outputs.append(_logdet(cholesky, factorization, layout))
+    outputs.append(_info(factorization, layout))
+    return tuple(outputs), work_matrix(factorization.factor, a, layout)
+
+
+def potrs(
+    a: Any,
+    b: Any,
+    T_A: int = 256,
+    mesh: jax.sharding.Mesh | None = None,
+    matrix_specs: jax.sharding.PartitionSpec | None = None,
+    *,
+    in_specs: tuple[Any, Any] | None = None,
+    return_logdet: bool = False,
+    return_status: bool = False,
+    pad: bool = True,
+    donate: bool = False,
+) -> Any:
+    r"""Solves ``A x = b`` for a Hermitian positive definite ``A`` (Cholesky, ``potrf``+``potrs``).
+
+    JAXMg's ``potrs``, with its names and argument order. ``A = L Lᴴ`` is factored from its
+    **lower triangle**; ``x`` and, with `return_logdet`, ``log det A = 2 Σ log Lᵢᵢ`` come from
+    that one factor. Derivatives are `jaxsolve.autodiff`'s Cholesky rules (``ẋ = A⁻¹(ḃ - Ȧ x)``,
+    ``d log det A = tr(A⁻¹ Ȧ)``), each one more solve with the same factor; tangents of ``A``
+    are treated as Hermitian, so gradients with respect to ``A`` are Hermitian. ``jax.vmap``
+    over right-hand sides solves them as extra columns of one call; over stacks of matrices it
+    batches the factorization.
+
+    When ``A`` is not positive definite nothing is raised: ``x`` and ``logdet`` are NaN, and the
+    status (with `return_status`) carries ``potrf``'s ``info``, the order of the first leading
+    minor that is not positive definite; see `Status` and `raise_on_failure`.
+
+    Args:
+      a: ``(n, n)`` Hermitian positive definite matrix, float32, float64, complex64 or
+        complex128, sharded over a 2D mesh (``P('pr', 'pc')``) or one axis (``P('x', None)``),
+        or unsharded.
+      b: ``(n,)`` or ``(n, k)``, the dtype of ``a``, split by rows like ``a`` or replicated.
+      T_A: the tile size of the native backends' 2D block-cyclic layout, a positive int;
+        checked, and accepted for JAXMg compatibility by the XLA reference backend, which does
+        not tile.
+      mesh: the `jax.sharding.Mesh` of ``a``; read off ``a``'s sharding when omitted.
+      matrix_specs: ``a``'s `jax.sharding.PartitionSpec`; read off ``a`` when omitted, else
+        ``P(*mesh.axis_names)`` for a 2D mesh and ``P(axis, None)`` for a 1D one.
+      in_specs: JAXMg's older form, the pair ``(matrix spec, rhs spec)``.
+      return_logdet: also return ``log det A``, a real scalar, replicated.
+      return_status: also return the `Status`.
+      pad: whether the native backends may pad ``a`` to whole tiles; checked, and accepted for
+        JAXMg compatibility (the XLA reference backend does not pad).
+      donate: donate ``a``'s and ``b``'s buffers (``jax.jit``'s ``donate_argnums``): the
+        factor is written over ``a`` and ``x`` over ``b``, so that no second ``n × n`` matrix
+        is allocated; both inputs are deleted and must not be used afterwards. Unlike JAXMg,
+        off by default (JAX's convention). Ignored inside ``jax.jit`` (donate the outer
+        function's arguments instead) and when differentiating.
+
+    Returns:
+      ``x`` (the shape and sharding of ``b``); ``(x, logdet)`` with `return_logdet`;
+      ``(..., status)`` with `return_status`.
+
+    Raises:
+      ValueError: for bad shapes, dtypes, meshes, specs, ``T_A`` or flags, before any work.
+
+    See also: `cho_factor` and `cho_solve` to factor once and solve many times; `lu_solve`.
+
+    Examples:
+      JAXMg's README example: ``A = diag(1..N)``, ``b = 1``.
+
+      >>> import jax.numpy as jnp
+      >>> from jaxsolve import dense
+      >>> a = jnp.diag(jnp.arange(1., 5.))
+      >>> x, logdet = dense.potrs(a, jnp.ones(4), T_A=3, return_logdet=True)
+      >>> bool(jnp.allclose(x, jnp.array([1., 1 / 2, 1 / 3, 1 / 4])))
+      True
+      >>> bool(jnp.allclose(logdet, jnp.log(24.)))
+      True
+    """
+    caller = "potrs"
+    a, layout = prepare_matrix(caller, a, T_A, mesh, matrix_specs, in_specs=in_specs, flags=dict(
+        return_logdet=return_logdet, return_status=return_status, pad=pad, donate=donate))
+    b, layout = prepare_rhs(caller, a, b, layout, in_specs)
+    outputs = run(_potrs_body, (layout, bool(return_logdet)), (a, b), bool(donate))
+    *values, info = outputs
+    if return_status:
+        values.append(status_of(caller, info))
+    return values[0] if len(values) == 1 else tuple(values)
+
+
+def _cho_factor_body(layout, a):
+    _, factorization = _factorize(layout, a)
+    return placed_factor(factorization, "cholesky", layout), ()
+
+
+def cho_factor(
+    a: Any,
+    T_A: int = 256,
+    mesh: jax.sharding.Mesh | None = None,
+    matrix_specs: jax.sharding.PartitionSpec | None = None,
+    *,
+    pad: bool = True,
+) -> DenseFactor:
+    """Factors a Hermitian positive definite matrix once (``potrf``), for reuse.
+
+    The factor (a `DenseFactor`, a pytree) serves `cho_solve`, `logdet` and all their
+    derivatives: each derivative is one more solve with it, never a second factorization. It
+    keeps ``A`` too (derivatives need ``Ȧ x`` and a Hermitian projection), so it holds two
+    ``n × n`` matrices. ``A``'s lower triangle is read. If ``A`` is not positive definite the
+    factor is NaN and ``factor.status`` says so (nothing is raised).
+
+    Args:
+      a: ``(n, n)`` Hermitian positive definite matrix; as for `potrs`.
+      T_A: as for `potrs`.
+      mesh: as for `potrs`.
+      matrix_specs: as for `potrs`.
+      pad: as for `potrs`.
+
+    Returns:
+      A `DenseFactor` with ``kind == "cholesky"``, in ``a``'s sharding.
+
+    Raises:
+      ValueError: for bad shapes, dtypes, meshes, specs or ``T_A``, before any work.
+
+    Examples:
+      Gaussian-process style: solve, log-determinant and their gradient from one factor.
+
+      >>> import jax, jax.numpy as jnp
+      >>> from jaxsolve import dense
+      >>> y = jnp.array([1., 2.])
+      >>> def nll(k):
+      ...     factor = dense.cho_factor(k)
+      ...     return y @ dense.cho_solve(factor, y) / 2 + dense.logdet(factor) / 2
+      >>> k = jnp.array([[2., 1.], [1., 2.]])
+      >>> gradient = jax.grad(nll)(k)
+      >>> alpha = jnp.linalg.solve(k, y)
+      >>> bool(jnp.allclose(gradient, (jnp.linalg.inv(k) - jnp.outer(alpha, alpha)) / 2))
+      True
+    """
+    caller = "cho_factor"
+    a, layout = prepare_matrix(caller, a, T_A, mesh, matrix_specs, flags=dict(pad=pad))
+    return run(_cho_factor_body, (layout,), (a,))
+
+
+def _cho_solve_body(layout, factor, b):
+    cholesky = _backend.services("cholesky", layout, b.dtype)
+    x = _solve(cholesky, factor.factorization, b, layout)
+    return (x, _info(factor.factorization, layout)), ()
+
+
+def cho_solve(
+    factor: DenseFactor, b: Any, *, return_status: bool = False
+) -> Any:
+    """Solves ``A x = b`` with a factor from `cho_factor` (``potrs``).
+
+    Derivatives with respect to ``b`` and to the factored ``A`` reuse the factor (one solve
+    each). ``b`` may be split by rows like ``A`` or replicated; ``x`` comes back in ``b``'s
+    sharding, NaN if the factorization failed.
+
+    Args:
+      factor: a `DenseFactor` from `cho_factor`.
+      b: ``(n,)`` or ``(n, k)``, the dtype of ``A``.
+      return_status: also return the factorization's `Status` (routine ``"potrs"``).
+
+    Returns:
+      ``x``, or ``(x, status)``.
+
+    Raises:
+      ValueError: if `factor` is not a Cholesky `DenseFactor`, or for a bad ``b``.
+
+    Examples:
+      >>> import jax.numpy as jnp
+      >>> from jaxsolve import dense
+      >>> factor = dense.cho_factor(jnp.diag(jnp.array([4., 16.])))
+      >>> dense.cho_solve(factor, jnp.array([[4., 8.], [16., 32.]]))
+      Array([[1., 2.],
+             [1., 2.]], dtype=float32)
+    """
+    caller = "cho_solve"
+    factor = check_factor(caller, factor, "cholesky")
+    check_flag(caller, "return_status", return_status)
+    b, layout = prepare_rhs(caller, factor.matrix, b, factor.layout.with_rhs_spec(None))
+    x, info = run(_cho_solve_body, (layout,), (factor, b))
+    return (x, status_of("potrs", info)) if return_status else x
+
+
+def _logdet_body(layout, factor):
+    cholesky = _backend.services("cholesky", layout, factor.matrix.dtype)
+    return _logdet(cholesky, factor.factorization, layout), ()
+
+
+def logdet(factor: DenseFactor) -> jax.Array:
+    r"""``log det A`` of a Hermitian positive definite ``A`` from its `cho_factor` factor.
+
+    ``2 Σ log Lᵢᵢ``, read off the factor. Its derivative, ``tr(A⁻¹ Ȧ)`` forward and ``A⁻ᵀ``
+    reverse, is `jaxsolve.autodiff.cholesky_logdet`'s: solves with the same factor, never an
+    explicit inverse. NaN if the factorization failed.
+
+    Args:
+      factor: a `DenseFactor` from `cho_factor`.
+
+    Returns:
+      A real scalar (float32 for float32 and complex64 matrices, float64 otherwise),
+      replicated.
+
+    Raises:
+      ValueError: if `factor` is not a Cholesky factor (for a general matrix use `slogdet`).
+
+    Examples:
+      >>> import jax.numpy as jnp
+      >>> from jaxsolve import dense
+      >>> dense.logdet(dense.cho_factor(jnp.diag(jnp.array([1., 4.]))))
+      Array(1.3862944, dtype=float32)
+    """
+    factor = check_factor("logdet", factor, "cholesky")
+    return run(_logdet_body, (factor.layout,), (factor,))
+
+
+def _cho_inverse_body(layout, a):
+    cholesky, factorization = _factorize(layout, a)
+    eye = constrain(jnp.eye(a.shape[0], dtype=a.dtype), layout.matrix_sharding())
+    inverse = autodiff.cholesky_solve(factorization, eye, solve_with_factor=cholesky.solve)
+    (inverse,) = fill_failed(factorization.factor.info, inverse)
+    return (constrain(inverse, layout.matrix_sharding()), _info(factorization, layout)), ()
+
+
+def cho_inverse(
+    a: Any,
+    T_A: int = 256,
+    mesh: jax.sharding.Mesh | None = None,
+    matrix_specs: jax.sharding.PartitionSpec | None = None,
+    *,
+    return_status: bool = False,
+    pad: bool = True,
+    donate: bool = False,
+) -> Any:
+    """``A⁻¹`` of a Hermitian positive definite matrix, from its Cholesky factor (``potri``).
+
+    Computed as ``n`` right-hand sides of one Cholesky solve against the identity, so that its
+    derivative (``-A⁻¹ Ȧ A⁻¹``, Hermitian) is `jaxsolve.autodiff`'s Cholesky rule. Prefer
+    `potrs` or `cho_solve` when only ``A⁻¹ b`` is needed.
+
+    Args:
+      a: ``(n, n)`` Hermitian positive definite matrix; as for `potrs` (lower triangle read).
+      T_A: as for `potrs`.
+      mesh: as for `potrs`.
+      matrix_specs: as for `potrs`.
+      return_status: also return the `Status` (routine ``"cho_inverse"``).
+      pad: as for `potrs`.
+      donate: donate ``a``'s buffer; ``A⁻¹`` is written over it.
+
+    Returns:
+      ``A⁻¹`` in ``a``'s sharding (NaN if ``A`` is not positive definite), or
+      ``(A⁻¹, status)``.
+
+    Raises:
+      ValueError: for bad arguments, before any work.
+
+    Examples:
+      >>> import jax.numpy as jnp
+      >>> from jaxsolve import dense
+      >>> dense.cho_inverse(jnp.array([[4., 0.], [0., 16.]]))
+      Array([[0.25  , 0.    ],
+             [0.    , 0.0625]], dtype=float32)
+    """
+    caller = "cho_inverse"
+    a, layout = prepare_matrix(caller, a, T_A, mesh, matrix_specs, flags=dict(
+        return_status=return_status, pad=pad, donate=donate))
+    inverse, info = run(_cho_inverse_body, (layout,), (a,), bool(donate))
+    return (inverse, status_of(caller, info)) if return_status else inverse
+

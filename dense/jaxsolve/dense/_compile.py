@@ -1,0 +1,65 @@
+"""Compiled programs of the dense routines, cached per static configuration; `clear_cache`."""
+
+from __future__ import annotations
+
+import functools
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+import jax
+
+from ._backend import clear_backends
+
+
+@functools.lru_cache(maxsize=None)
+def _program(body: Callable[..., Any], statics: tuple[Any, ...], arity: int,
+             donate: bool) -> Callable[..., Any]:
+    def program(*arrays):
+        outputs, work = body(*statics, *arrays)
+        return (outputs, work) if donate else outputs
+
+    return jax.jit(program, donate_argnums=tuple(range(arity)) if donate else ())
+
+
+def run(body: Callable[..., Any], statics: tuple[Any, ...], arrays: tuple[Any, ...],
+        donate: bool = False) -> Any:
+    """``body(*statics, *arrays)``'s outputs, computed by one ``jax.jit`` program.
+
+    `body` returns ``(outputs, work)``: ``work`` holds arrays of the donated inputs' shapes,
+    shardings and dtypes (a factor that takes the input's place), returned only with `donate`
+    so that XLA can write them into the donated buffers, and deleted at once. With `donate`,
+    every input is deleted afterwards, also one that no output could reuse (XLA's warning about
+    it is silenced: the caller asked for the buffer to go). The program is built once per
+    `body`, `statics` (hashable: layouts, flags) and `donate`; ``jax.jit`` then compiles it
+    once per shape and dtype.
+    """
+    program = _program(body, statics, len(arrays), donate)
+    if not donate:
+        return program(*arrays)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Some donated buffers were not usable")
+        outputs, work = program(*arrays)
+    for leaf in [*jax.tree.leaves(work), *jax.tree.leaves(arrays)]:
+        if isinstance(leaf, jax.Array) and not isinstance(leaf, jax.core.Tracer) and (
+                not leaf.is_deleted()):
+            leaf.delete()
+    return outputs
+
+
+def clear_cache() -> None:
+    """Drops every compiled dense program and every backend's cached state.
+
+    The next call of each routine traces and compiles again. Native backends free their cached
+    solver handles, process grids and workspaces here; the XLA reference backend keeps none.
+
+    Examples:
+      >>> import jax.numpy as jnp
+      >>> from jaxsolve import dense
+      >>> x = dense.potrs(jnp.eye(2), jnp.ones(2))
+      >>> dense.clear_cache()
+      >>> dense.potrs(jnp.eye(2), jnp.ones(2))
+      Array([1., 1.], dtype=float32)
+    """
+    _program.cache_clear()
+    clear_backends()

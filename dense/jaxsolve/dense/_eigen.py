@@ -1,0 +1,159 @@
+"""Hermitian eigensolvers: `syevd` (``A V = V diag(w)``) and `sygvd` (``A V = B V diag(w)``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+
+from jaxsolve import autodiff
+
+from . import _backend
+from ._compile import run
+from ._layout import checked_array, constrain, prepare_matrix
+from ._status import fill_failed, status_of
+
+
+def _syevd_body(layout, a):
+    syevd = _backend.services("syevd", layout, a.dtype)
+    a = constrain(a, layout.matrix_sharding())
+    w, v = autodiff.eigh(a, decompose=syevd.compute)
+    info = syevd.info((a,), (w, v))
+    w, v = fill_failed(info, w, v)
+    outputs = (constrain(w, layout.replicated()), constrain(v, layout.matrix_sharding()),
+               constrain(info, layout.replicated()))
+    return outputs, ()
+
+
+def syevd(
+    a: Any,
+    T_A: int = 256,
+    mesh: jax.sharding.Mesh | None = None,
+    matrix_specs: jax.sharding.PartitionSpec | None = None,
+    *,
+    return_eigenvectors: bool = True,
+    return_status: bool = False,
+    pad: bool = True,
+    donate: bool = False,
+) -> Any:
+    r"""Eigenvalues and eigenvectors of a Hermitian matrix, ``A = V diag(w) Vᴴ`` (``syevd``).
+
+    JAXMg's ``syevd``, with its names and argument order. The **lower triangle** of ``A`` is
+    read. Eigenvalues come in ascending order, replicated; eigenvectors are the columns of
+    ``V``, in ``a``'s sharding. Derivatives are `jaxsolve.autodiff.eigh`'s (JAX's ``eigh``
+    rule on this routine's outputs); as there, eigenvector derivatives of repeated eigenvalues
+    are not finite, and only phase-invariant functions of ``V`` have meaningful ones.
+    ``jax.vmap`` over a stack of matrices batches the eigensolver.
+
+    Args:
+      a: ``(n, n)`` Hermitian matrix, sharded as for `potrs`.
+      T_A: as for `potrs` (checked; the XLA reference backend does not tile).
+      mesh: as for `potrs`.
+      matrix_specs: as for `potrs`.
+      return_eigenvectors: return ``(w, V)``; with False, ``w`` alone (the XLA reference
+        backend still computes ``V``, which derivatives of ``w`` need).
+      return_status: also return the `Status` (``info == 1``: the result is not finite).
+      pad: as for `potrs`.
+      donate: donate ``a``'s buffer (``V`` is written over it); ``a`` is deleted.
+
+    Returns:
+      ``(w, V)``, or ``w``; then ``status`` last with `return_status`.
+
+    Raises:
+      ValueError: for bad arguments, before any work.
+
+    Examples:
+      >>> import jax.numpy as jnp
+      >>> from jaxsolve import dense
+      >>> w, v = dense.syevd(jnp.array([[2., 1.], [1., 2.]]))
+      >>> w
+      Array([1., 3.], dtype=float32)
+    """
+    caller = "syevd"
+    a, layout = prepare_matrix(caller, a, T_A, mesh, matrix_specs, flags=dict(
+        return_eigenvectors=return_eigenvectors, return_status=return_status, pad=pad,
+        donate=donate))
+    w, v, info = run(_syevd_body, (layout,), (a,), bool(donate))
+    outputs = [w, v] if return_eigenvectors else [w]
+    if return_status:
+        outputs.append(status_of(caller, info))
+    return outputs[0] if len(outputs) == 1 else tuple(outputs)
+
+
+def _sygvd_body(layout, a, b):
+    sygvd = _backend.services("sygvd", layout, a.dtype)
+    a = constrain(a, layout.matrix_sharding())
+    b = constrain(b, layout.matrix_sharding())
+    w, v = autodiff.eigh_generalized(a, b, decompose=sygvd.compute)
+    info = sygvd.info((a, b), (w, v))
+    w, v = fill_failed(info, w, v)
+    outputs = (constrain(w, layout.replicated()), constrain(v, layout.matrix_sharding()),
+               constrain(info, layout.replicated()))
+    return outputs, ()
+
+
+def sygvd(
+    a: Any,
+    b: Any,
+    T_A: int = 256,
+    mesh: jax.sharding.Mesh | None = None,
+    matrix_specs: jax.sharding.PartitionSpec | None = None,
+    *,
+    return_eigenvectors: bool = True,
+    return_status: bool = False,
+    pad: bool = True,
+    donate: bool = False,
+) -> Any:
+    r"""The generalized Hermitian-definite eigenproblem ``A V = B V diag(w)`` (``sygvd``).
+
+    LAPACK's ``sygvd``/``hegvd`` with ``itype=1`` (cuSOLVERMp has it; JAXMg does not wrap it):
+    ``A`` Hermitian, ``B`` Hermitian positive definite, eigenvectors ``B``-orthonormal
+    (``Vᴴ B V = I``), eigenvalues ascending. Equivalent to ``scipy.linalg.eigh(a, b)``.
+    Derivatives are `jaxsolve.autodiff.eigh_generalized`'s. If ``B`` is not positive definite
+    the outputs are NaN and ``info = n + k``, ``k`` the order of ``B``'s first leading minor
+    that is not positive definite.
+
+    Args:
+      a: ``(n, n)`` Hermitian matrix, sharded as for `potrs`.
+      b: ``(n, n)`` Hermitian positive definite matrix, the dtype of ``a``; placed like ``a``.
+      T_A: as for `potrs`.
+      mesh: as for `potrs`.
+      matrix_specs: as for `potrs`, for both matrices.
+      return_eigenvectors: as for `syevd`.
+      return_status: also return the `Status`.
+      pad: as for `potrs`.
+      donate: donate ``a``'s and ``b``'s buffers (``V`` is written over ``a``); both are
+        deleted.
+
+    Returns:
+      ``(w, V)``, or ``w``; then ``status`` last with `return_status`.
+
+    Raises:
+      ValueError: for bad arguments, before any work.
+
+    Examples:
+      >>> import jax.numpy as jnp
+      >>> from jaxsolve import dense
+      >>> a = jnp.array([[2., 0.], [0., 6.]])
+      >>> b = jnp.array([[1., 0.], [0., 2.]])
+      >>> w, v = dense.sygvd(a, b)
+      >>> bool(jnp.allclose(w, jnp.array([2., 3.])))
+      True
+      >>> bool(jnp.allclose(a @ v, b @ v * w[None, :]))
+      True
+    """
+    caller = "sygvd"
+    a, layout = prepare_matrix(caller, a, T_A, mesh, matrix_specs, flags=dict(
+        return_eigenvectors=return_eigenvectors, return_status=return_status, pad=pad,
+        donate=donate))
+    b = checked_array(caller, "b", b)  # placed like a (same shape: it divides the same way)
+    if b.shape != a.shape or b.dtype != a.dtype:
+        raise ValueError(
+            f"{caller}: a and b must have the same shape and dtype, got {a.shape} {a.dtype} "
+            f"and {b.shape} {b.dtype}."
+        )
+    w, v, info = run(_sygvd_body, (layout,), (a, b), bool(donate))
+    outputs = [w, v] if return_eigenvectors else [w]
+    if return_status:
+        outputs.append(status_of(caller, info, a.shape[0]))
+    return outputs[0] if len(outputs) == 1 else tuple(outputs)

@@ -1,0 +1,194 @@
+"""The status of a dense routine: LAPACK-style ``info``, and `raise_on_failure`.
+
+Dense routines do not raise when a matrix is not positive definite or is singular: that is only
+known once the factorization has run, on the devices, possibly inside ``jax.jit``. Instead the
+outputs are NaN and, with ``return_status=True``, a `Status` says what happened, as LAPACK's
+(and cuSOLVER's) ``info`` does. `raise_on_failure` turns a failed status into an exception,
+outside ``jax.jit``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+# What a positive ``info`` means, per routine, in LAPACK's words. `n` is the matrix order.
+_CHOLESKY = "the leading minor of order {info} is not positive definite"
+_LU = "U({info},{info}) is exactly zero (1-based), so the matrix is singular"
+_NOT_FINITE = (
+    "the result is not finite (the XLA backend does not expose LAPACK's info for this "
+    "routine; a check for NaN and inf stands in for it)"
+)
+_MEANINGS = {
+    "potrs": _CHOLESKY,
+    "cho_factor": _CHOLESKY,
+    "cho_inverse": _CHOLESKY,
+    "lu_solve": _LU,
+    "lu_factor": _LU,
+    "solve": _LU,
+    "least_squares": (
+        "diagonal element {info} of the triangular factor of A is zero (1-based), so A does "
+        "not have full rank"
+    ),
+    "syevd": _NOT_FINITE,
+    "gesvd": _NOT_FINITE,
+    "qr": _NOT_FINITE,
+    "polar": _NOT_FINITE,
+}
+
+ROUTINES = tuple(sorted([*_MEANINGS, "sygvd"]))
+
+
+class SolverError(RuntimeError):
+    """A dense routine failed: raised by `raise_on_failure`, which says which and why.
+
+    Its message names the routine, LAPACK's ``info`` and what that means, e.g. ``"potrs
+    failed: info=2: the leading minor of order 2 is not positive definite"``; for a stack of
+    matrices (``jax.vmap``), the first that failed and how many did.
+    """
+
+
+@jax.tree_util.register_dataclass
+@dataclasses.dataclass(frozen=True, eq=False)
+class Status:
+    """What a dense routine reports about its run, in LAPACK's convention.
+
+    ``info == 0`` means success. A positive ``info`` means the routine failed and its outputs are
+    NaN; its meaning depends on the routine, as in LAPACK:
+
+    ==============================================  =============================================
+    routine                                         ``info > 0``
+    ==============================================  =============================================
+    ``potrs``, ``cho_factor``, ``cho_inverse``      the leading minor of order ``info`` is not
+                                                    positive definite (``potrf``)
+    ``lu_solve``, ``lu_factor``, ``solve``          ``U(info, info)`` is exactly zero: singular
+                                                    (``getrf``)
+    ``least_squares``                               diagonal element ``info`` of ``R`` is zero:
+                                                    ``A`` is rank deficient (``gels``)
+    ``sygvd``                                       ``info > n``: the leading minor of order
+                                                    ``info - n`` of ``B`` is not positive
+                                                    definite; ``info <= n``: as ``syevd``
+    ``syevd``, ``gesvd``, ``qr``, ``polar``         ``1``: the result is not finite (a NaN check;
+                                                    XLA does not expose LAPACK's info here)
+    ==============================================  =============================================
+
+    A `Status` is a pytree: it can be returned from ``jax.jit``, and under ``jax.vmap`` over a
+    stack of matrices ``info`` has one entry per matrix.
+
+    Attributes:
+      info: an ``int32`` array, a scalar for one matrix, replicated over the devices.
+      routine: the routine that ran, e.g. ``"potrs"`` (static).
+      n: the order of the matrix (static), which ``sygvd``'s ``info`` refers to.
+
+    Examples:
+      >>> import jax.numpy as jnp
+      >>> from jaxsolve import dense
+      >>> x, status = dense.potrs(jnp.array([[1., 2.], [2., 1.]]), jnp.ones(2),
+      ...                         return_status=True)
+      >>> status
+      Status(routine='potrs', info=2)
+      >>> status.message()
+      'potrs failed: info=2: the leading minor of order 2 is not positive definite'
+    """
+
+    info: jax.Array
+    routine: str = dataclasses.field(metadata=dict(static=True))
+    n: int = dataclasses.field(default=0, metadata=dict(static=True), repr=False)
+
+    def __repr__(self) -> str:
+        try:
+            info = _host_info(self.info)
+        except TypeError:
+            return f"Status(routine={self.routine!r}, info={self.info})"
+        shown = int(info) if info.ndim == 0 else info.tolist()
+        return f"Status(routine={self.routine!r}, info={shown})"
+
+    @property
+    def ok(self) -> jax.Array:
+        """``info == 0``: a boolean array (one entry per matrix under ``jax.vmap``)."""
+        return jnp.equal(self.info, 0)
+
+    def message(self) -> str:
+        """What ``info`` means, in words (outside ``jax.jit``); first failure of a stack."""
+        info = _host_info(self.info)
+        failed = np.flatnonzero(info.ravel() != 0)
+        if failed.size == 0:
+            return f"{self.routine} succeeded: info=0"
+        value = int(info.ravel()[failed[0]])
+        where = ""
+        if info.ndim:
+            index = tuple(int(i) for i in np.unravel_index(failed[0], info.shape))
+            where = f" for matrix {index} of the stack ({failed.size} of {info.size} failed)"
+        meaning = _meaning(self.routine, value, self.n)
+        return f"{self.routine} failed{where}: info={value}: {meaning}"
+
+
+def _meaning(routine: str, info: int, n: int) -> str:
+    if info < 0:
+        return f"argument {-info} had an illegal value"
+    if routine == "sygvd":
+        if info > n:
+            return _CHOLESKY.format(info=info - n) + " in B"
+        return _NOT_FINITE
+    return _MEANINGS.get(routine, "the routine failed").format(info=info)
+
+
+def _host_info(info: jax.Array) -> np.ndarray:
+    """``info`` on the host; a `TypeError` inside ``jax.jit``, where it is not known yet."""
+    if isinstance(info, jax.core.Tracer):
+        raise TypeError(
+            "raise_on_failure: the status is a traced value (inside jax.jit, jax.vmap or a "
+            "derivative); return it from the jitted function and call raise_on_failure on the "
+            "result, outside."
+        )
+    if isinstance(info, jax.Array) and not info.is_fully_addressable:
+        # Replicated over the devices of several processes: every process holds a full copy.
+        info = info.addressable_data(0)
+    return np.asarray(info)
+
+
+def raise_on_failure(status: Status) -> None:
+    """Raises `SolverError` if `status` reports a failure; call it outside ``jax.jit``.
+
+    Args:
+      status: a `Status`, as returned by a routine with ``return_status=True``.
+
+    Raises:
+      SolverError: if ``status.info`` is not zero (for a stack, if any is not); the message
+        names the routine, the ``info`` and what it means.
+      TypeError: if `status` is not a `Status`, or is traced (inside ``jax.jit``).
+
+    Examples:
+      >>> import jax.numpy as jnp
+      >>> from jaxsolve import dense
+      >>> singular = jnp.array([[1., 2.], [2., 4.]])
+      >>> x, status = dense.lu_solve(singular, jnp.ones(2), return_status=True)
+      >>> x
+      Array([nan, nan], dtype=float32)
+      >>> dense.raise_on_failure(status)
+      Traceback (most recent call last):
+        ...
+      jaxsolve.dense._status.SolverError: lu_solve failed: info=2: U(2,2) is exactly zero (1-based), so the matrix is singular
+    """
+    if not isinstance(status, Status):
+        raise TypeError(
+            f"raise_on_failure: status must be a jaxsolve.dense.Status (from a routine called "
+            f"with return_status=True), got {type(status).__name__}."
+        )
+    info = _host_info(status.info)
+    if np.any(info != 0):
+        raise SolverError(status.message())
+
+
+def status_of(routine: str, info: jax.Array, n: int = 0) -> Status:
+    """A `Status` of `routine` (on matrices of order `n`) with ``info`` as ``int32``."""
+    return Status(info=jnp.asarray(info, jnp.int32), routine=routine, n=n)
+
+
+def fill_failed(info: jax.Array, *outputs: jax.Array) -> tuple[jax.Array, ...]:
+    """`outputs` with NaN everywhere when ``info != 0`` (the failure contract of every routine)."""
+    ok = jnp.equal(info, 0)
+    return tuple(jnp.where(ok, x, jnp.nan) for x in outputs)

@@ -1,0 +1,78 @@
+"""Shared setup for the jaxsolve.dense tests.
+
+* 8 virtual CPU devices (``XLA_FLAGS`` must hold the flag before JAX starts its backend), so
+  that 1 × 1, 2 × 1, 1 × 2 and 2 × 2 grids build on any machine.
+* Every test starts with the users' defaults for x64 (off) and strict dtype and rank promotion,
+  so that the routines never rely on implicit promotion; the `dtype` fixture turns x64 on for
+  float64 and complex128 only.
+"""
+
+import os
+
+os.environ["XLA_FLAGS"] = " ".join(
+    filter(None, [os.environ.get("XLA_FLAGS"), "--xla_force_host_platform_device_count=8"])
+)
+
+import jax  # noqa: E402
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+
+from helpers import COVERING, DTYPES, GRIDS, grid_mesh, is_wide  # noqa: E402
+
+
+def _set_config(name, value):
+    previous = getattr(jax.config, name)
+    jax.config.update(name, value)
+    return previous
+
+
+@pytest.fixture(autouse=True)
+def strict_config():
+    """x64 off, strict dtype promotion, rank promotion raises; then restores."""
+    settings = {
+        "jax_enable_x64": False,
+        "jax_numpy_dtype_promotion": "strict",
+        "jax_numpy_rank_promotion": "raise",
+    }
+    previous = {name: _set_config(name, value) for name, value in settings.items()}
+    yield
+    for name, value in previous.items():
+        jax.config.update(name, value)
+
+
+@pytest.fixture
+def x64(strict_config):
+    """Enables ``jax_enable_x64`` for one test."""
+    del strict_config
+    jax.config.update("jax_enable_x64", True)
+
+
+@pytest.fixture(params=DTYPES, ids=[np.dtype(d).name for d in DTYPES])
+def dtype(request, strict_config):
+    """Each supported dtype, with x64 on only for the 64-bit ones."""
+    del strict_config
+    dtype = np.dtype(request.param)
+    if is_wide(dtype):
+        jax.config.update("jax_enable_x64", True)
+    return dtype
+
+
+@pytest.fixture(params=list(GRIDS), ids=list(GRIDS))
+def mesh(request):
+    """A row-major grid mesh of the shape named by the parameter, axes ('pr', 'pc')."""
+    return grid_mesh(*GRIDS[request.param])
+
+
+@pytest.fixture(params=COVERING, ids=[f"{np.dtype(d).name}-{g}" for d, g in COVERING])
+def dtype_and_mesh(request, strict_config):
+    """Every dtype on the 2 × 2 grid, and float64 on the other grids (x64 as `dtype` sets it).
+
+    The full dtype × grid product runs for `potrs` and `lu_solve` (`dtype` and `mesh`); the
+    other routines take this covering, which keeps the suite's compile time in bounds.
+    """
+    del strict_config
+    dtype, grid = request.param
+    dtype = np.dtype(dtype)
+    if is_wide(dtype):
+        jax.config.update("jax_enable_x64", True)
+    return dtype, grid_mesh(*GRIDS[grid])

@@ -1,0 +1,55 @@
+"""Matrices, meshes and tolerances shared by the jaxsolve.dense tests."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.sharding import NamedSharding
+
+import jaxsolve.sharding as js
+
+DTYPES = (np.float32, np.float64, np.complex64, np.complex128)
+GRIDS = {"1x1": (1, 1), "2x1": (2, 1), "1x2": (1, 2), "2x2": (2, 2)}
+COVERING = [(d, "2x2") for d in DTYPES] + [(np.float64, g) for g in ("1x1", "2x1", "1x2")]
+
+
+def is_wide(dtype):
+    return np.dtype(dtype) in (np.dtype(np.float64), np.dtype(np.complex128))
+
+
+def tolerance(dtype):
+    """A residual tolerance for well-conditioned 8 × 8 problems."""
+    return 1e-10 if is_wide(dtype) else 2e-4
+
+
+def grid_mesh(rows, cols):
+    return js.make_grid_mesh(rows, cols, devices=jax.devices("cpu")[: rows * cols])
+
+
+def put(x, mesh, spec):
+    return jax.device_put(jnp.asarray(x), NamedSharding(mesh, spec))
+
+
+def random_matrix(rng, shape, dtype):
+    dtype = np.dtype(dtype)
+    x = rng.standard_normal(shape)
+    if dtype.kind == "c":
+        x = x + 1j * rng.standard_normal(shape)
+    return x.astype(dtype)
+
+
+def hermitian_positive_definite(rng, n, dtype):
+    x = random_matrix(rng, (n, n), dtype)
+    return (x @ x.conj().T + n * np.eye(n)).astype(dtype)
+
+
+def hermitian(rng, n, dtype):
+    x = random_matrix(rng, (n, n), dtype)
+    return ((x + x.conj().T) / 2).astype(dtype)
+
+
+def well_conditioned(rng, n, dtype):
+    return (random_matrix(rng, (n, n), dtype) + 4 * np.sqrt(n) * np.eye(n)).astype(dtype)
+
+
+def max_error(x, y):
+    return float(np.max(np.abs(np.asarray(x) - np.asarray(y))))

@@ -1,0 +1,59 @@
+"""potrs over two processes, started by jaxsolve.sharding's launcher on virtual CPU devices."""
+
+import os
+import pathlib
+import subprocess
+import sys
+import textwrap
+
+import jaxsolve.autodiff
+import jaxsolve.dense
+import jaxsolve.sharding
+
+# The folders holding jaxsolve/<package>/, for the launched processes' PYTHONPATH.
+ROOTS = [str(pathlib.Path(module.__file__).parents[2])
+         for module in (jaxsolve.dense, jaxsolve.autodiff, jaxsolve.sharding)]
+
+SCRIPT = """
+import jax
+import numpy as np
+from jax.sharding import NamedSharding, PartitionSpec as P
+
+import jaxsolve.sharding as js
+
+info = js.initialize()
+jax.config.update("jax_enable_x64", True)
+from jaxsolve import dense
+
+n = 12
+mesh = js.make_grid_mesh(2, 2)  # 2 processes x 2 devices: each process holds one grid row
+a_global = np.diag(np.arange(1.0, n + 1))
+a = jax.make_array_from_callback((n, n), NamedSharding(mesh, P("pr", "pc")),
+                                 lambda index: a_global[index])
+b = jax.make_array_from_callback((n,), NamedSharding(mesh, P("pr")),
+                                 lambda index: np.ones(n)[index])
+x, logdet, status = dense.potrs(a, b, T_A=3, return_logdet=True, return_status=True)
+dense.raise_on_failure(status)
+assert not x.is_fully_addressable and x.sharding.spec == P("pr")
+for shard in x.addressable_shards:
+    np.testing.assert_allclose(shard.data, 1 / np.arange(1.0, n + 1)[shard.index], rtol=1e-14)
+np.testing.assert_allclose(logdet.addressable_data(0), np.sum(np.log(np.arange(1.0, n + 1))))
+_, failed = dense.potrs(-a, b, return_status=True)
+assert int(failed.info.addressable_data(0)) == 1
+print("ok", info.process_id, jax.process_count(), jax.device_count())
+"""
+
+
+def test_potrs_over_two_processes(tmp_path):
+    script = tmp_path / "potrs_two_processes.py"
+    script.write_text(textwrap.dedent(SCRIPT))
+    environment = dict(os.environ)
+    environment["PYTHONPATH"] = os.pathsep.join(
+        filter(None, [*ROOTS, environment.get("PYTHONPATH")]))
+    environment.pop("XLA_FLAGS", None)  # the launcher gives each process its own devices
+    command = [sys.executable, "-m", "jaxsolve.sharding.launch", "-n", "2",
+               "--devices-per-process", "2", "--platform", "cpu", "--timeout", "120", str(script)]
+    run = subprocess.run(command, env=environment, capture_output=True, text=True, timeout=150)
+    assert run.returncode == 0, run.stdout + run.stderr
+    lines = sorted(line for line in run.stdout.splitlines() if " ok " in line)
+    assert lines == ["[rank 0] ok 0 2 4", "[rank 1] ok 1 2 4"], run.stdout

@@ -1,0 +1,57 @@
+"""Tests for Status and raise_on_failure."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from jaxsolve import dense
+
+
+class TestStatus:
+    def test_status_success(self):
+        x, status = dense.potrs(jnp.eye(2), jnp.ones(2), return_status=True)
+        assert isinstance(status, dense.Status) and status.routine == "potrs"
+        assert bool(status.ok) and status.info.dtype == np.int32
+        assert status.message() == "potrs succeeded: info=0"
+        assert dense.raise_on_failure(status) is None
+        assert repr(status) == "Status(routine='potrs', info=0)"
+
+    def test_status_is_a_pytree_through_jit(self):
+        @jax.jit
+        def f(a):
+            return dense.lu_solve(a, jnp.ones(2), return_status=True)
+
+        _, status = f(jnp.zeros((2, 2)))
+        assert isinstance(status, dense.Status) and status.routine == "lu_solve"
+        assert int(status.info) == 1
+        with pytest.raises(dense.SolverError, match=r"^lu_solve failed: info=1: U\(1,1\) is "):
+            dense.raise_on_failure(status)
+
+    def test_raise_on_failure_inside_jit(self):
+        def f(a):
+            _, status = dense.potrs(a, jnp.ones(2), return_status=True)
+            dense.raise_on_failure(status)
+
+        with pytest.raises(TypeError, match=r"^raise_on_failure: the status is a traced value "
+                           r"\(inside jax.jit, jax.vmap or a derivative\); return it from the "
+                           r"jitted function and call raise_on_failure on the result, outside\."):
+            jax.jit(f)(jnp.eye(2))
+
+    def test_raise_on_failure_needs_a_status(self):
+        with pytest.raises(TypeError, match=r"^raise_on_failure: status must be a "
+                           r"jaxsolve.dense.Status \(from a routine called with "
+                           r"return_status=True\), got int\.$"):
+            dense.raise_on_failure(0)
+
+    def test_status_of_each_routine(self):
+        nan = jnp.full((2, 2), jnp.nan)
+        for routine, call in [
+            ("qr", lambda: dense.qr(nan, return_status=True)),
+            ("gesvd", lambda: dense.gesvd(nan, return_status=True)),
+            ("polar", lambda: dense.polar(nan, return_status=True)),
+            ("cho_inverse", lambda: dense.cho_inverse(-jnp.eye(2), return_status=True)),
+        ]:
+            *outputs, status = call()
+            assert status.routine == routine and int(status.info) == 1, routine
+            assert all(np.all(np.isnan(np.asarray(x))) for x in outputs), routine
