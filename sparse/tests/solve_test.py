@@ -216,6 +216,22 @@ class TestConfigurations:
 
 
 class TestTransformations:
+    def test_grad_with_respect_to_b_alone_of_a_nonsymmetric_solve(self, x64):
+        # The values stay concrete while reverse mode traces, so Aᵀ's setup, built then,
+        # must take its values concretely too.
+        A = sparse.as_csr(matrices.convection_diffusion_matrix_2d(16, 2.0))
+        A = A.with_values(A.values.astype(jnp.float64))
+        b = jnp.ones(A.shape[0])
+        config = {"solver": "PBICGSTAB", "tolerance": 1e-10}
+
+        def loss(b):
+            return jnp.sum(sparse.solve(A, b, config=config)[0] ** 2)
+
+        dense = scipy_matrix(A).toarray()
+        x = np.linalg.solve(dense, np.ones(A.shape[0]))
+        np.testing.assert_allclose(jax.grad(loss)(b), np.linalg.solve(dense.T, 2 * x),
+                                   rtol=1e-6)
+
     def test_jit_with_traced_values_and_no_cached_structure(self):
         sparse.clear_cache()
         A = sparse.as_csr(matrices.poisson_matrix(16))

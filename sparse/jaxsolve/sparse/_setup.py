@@ -119,11 +119,12 @@ class System:
     def transposed(self) -> System:
         """``Aᵀ``'s system; built on first use (when reverse mode traces its solve)."""
         pattern, permutation = self.csr_pattern.transposed  # cached per pattern
+        with jax.ensure_compile_time_eval():  # concrete, even while reverse mode traces
+            values = (None if self.concrete_values is None
+                      else self.concrete_values[permutation])
         return dataclasses.replace(
             self, pattern=CsrStructure(pattern.indptr, pattern.indices, pattern.shape[1]),
-            csr_pattern=pattern, values_from=permutation,
-            concrete_values=None if self.concrete_values is None
-            else self.concrete_values[permutation],
+            csr_pattern=pattern, values_from=permutation, concrete_values=values,
             # The near-null space of Aᵀ is not known; the constant serves.
             near_nullspace=None, pattern_key=f"{self.pattern_key}ᵀ",
         )
