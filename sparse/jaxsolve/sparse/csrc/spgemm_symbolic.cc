@@ -13,10 +13,12 @@
 // columns are sorted.
 //
 // Both passes are Gustavson's: a marker array of size p records which columns
-// row i of C has seen. O(p + products + sum over C's rows of r log r).
+// row i of C has seen. O(p + products + sum over C's rows of r log r), split
+// over the machine's cores by blocks of rows (each thread its own markers).
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
-#include <new>
+#include <thread>
 #include <vector>
 
 #include "export.h"
@@ -34,13 +36,50 @@ void ForEachProduct(int32_t i, const int32_t* a_indptr,
   }
 }
 
+// Rows smaller than this are not worth a thread of their own.
+constexpr int64_t kMinRowsPerThread = 4096;
+
+// Calls body(begin, end) on contiguous blocks of [0, m) rows, one block per
+// thread (the last in the calling thread); false if any call threw.
+template <typename Body>
+bool ForRowBlocks(int32_t m, Body body) {
+  const int64_t cores = std::max<int64_t>(1, std::thread::hardware_concurrency());
+  const int64_t blocks = std::clamp<int64_t>(m / kMinRowsPerThread, 1, cores);
+  std::atomic<bool> failed{false};
+  const auto run = [&](int64_t b) {
+    try {
+      body(static_cast<int32_t>(m * b / blocks),
+           static_cast<int32_t>(m * (b + 1) / blocks));
+    } catch (...) {
+      failed = true;
+    }
+  };
+  std::vector<std::thread> threads;
+  for (int64_t b = 0; b + 1 < blocks; ++b) threads.emplace_back(run, b);
+  run(blocks - 1);
+  for (std::thread& thread : threads) thread.join();
+  return !failed;
+}
+
+// The number of products of rows [begin, end).
+int64_t Products(int32_t begin, int32_t end, const int32_t* a_indptr,
+                 const int32_t* a_indices, const int32_t* b_indptr) {
+  int64_t count = 0;
+  for (int32_t t = a_indptr[begin]; t < a_indptr[end]; ++t) {
+    count += b_indptr[a_indices[t] + 1] - b_indptr[a_indices[t]];
+  }
+  return count;
+}
+
+// Rows [begin, end) of C's columns and of the offsets, from product `first`.
 template <typename Offset>
-void Fill(int32_t m, int32_t p, const int32_t* a_indptr,
+void Fill(int32_t begin, int32_t end, int32_t p, const int32_t* a_indptr,
           const int32_t* a_indices, const int32_t* b_indptr,
           const int32_t* b_indices, const int64_t* c_indptr,
           int32_t* c_indices, Offset* offsets) {
+  offsets += Products(0, begin, a_indptr, a_indices, b_indptr);
   std::vector<int32_t> marker(p, -1), position(p);
-  for (int32_t i = 0; i < m; ++i) {
+  for (int32_t i = begin; i < end; ++i) {
     int32_t* row = c_indices + c_indptr[i];
     int32_t length = 0;
     ForEachProduct(i, a_indptr, a_indices, b_indptr, b_indices,
@@ -66,10 +105,10 @@ void Fill(int32_t m, int32_t p, const int32_t* a_indptr,
 JAXSOLVE_SPARSE_EXPORT int32_t JaxsolveSparseSpgemmCount(
     int32_t m, int32_t p, const int32_t* a_indptr, const int32_t* a_indices,
     const int32_t* b_indptr, const int32_t* b_indices, int64_t* c_indptr) {
-  try {
+  // Each block writes its rows' lengths; the sum runs after.
+  const bool counted = ForRowBlocks(m, [&](int32_t begin, int32_t end) {
     std::vector<int32_t> marker(p, -1);
-    c_indptr[0] = 0;
-    for (int32_t i = 0; i < m; ++i) {
+    for (int32_t i = begin; i < end; ++i) {
       int64_t length = 0;
       ForEachProduct(i, a_indptr, a_indices, b_indptr, b_indices,
                      [&](int32_t col) {
@@ -78,12 +117,13 @@ JAXSOLVE_SPARSE_EXPORT int32_t JaxsolveSparseSpgemmCount(
                          ++length;
                        }
                      });
-      c_indptr[i + 1] = c_indptr[i] + length;
+      c_indptr[i + 1] = length;
     }
-    return 0;
-  } catch (const std::bad_alloc&) {
-    return -1;
-  }
+  });
+  if (!counted) return -1;
+  c_indptr[0] = 0;
+  for (int32_t i = 0; i < m; ++i) c_indptr[i + 1] += c_indptr[i];
+  return 0;
 }
 
 // Second pass: writes C's sorted column indices (c_indptr[m] of them) and the
@@ -94,22 +134,20 @@ JAXSOLVE_SPARSE_EXPORT int32_t JaxsolveSparseSpgemmFill(
     const int32_t* b_indptr, const int32_t* b_indices, const int64_t* c_indptr,
     int32_t* c_indices, void* offsets, int32_t offset_bytes) {
   const auto fill = [&](auto* typed) {
-    Fill(m, p, a_indptr, a_indices, b_indptr, b_indices, c_indptr, c_indices,
-         typed);
-    return 0;
+    const bool filled = ForRowBlocks(m, [&](int32_t begin, int32_t end) {
+      Fill(begin, end, p, a_indptr, a_indices, b_indptr, b_indices, c_indptr,
+           c_indices, typed);
+    });
+    return filled ? 0 : -1;
   };
-  try {
-    switch (offset_bytes) {
-      case 1:
-        return fill(static_cast<uint8_t*>(offsets));
-      case 2:
-        return fill(static_cast<uint16_t*>(offsets));
-      case 4:
-        return fill(static_cast<int32_t*>(offsets));
-      default:
-        return -1;
-    }
-  } catch (const std::bad_alloc&) {
-    return -1;
+  switch (offset_bytes) {
+    case 1:
+      return fill(static_cast<uint8_t*>(offsets));
+    case 2:
+      return fill(static_cast<uint16_t*>(offsets));
+    case 4:
+      return fill(static_cast<int32_t*>(offsets));
+    default:
+      return -1;
   }
 }
