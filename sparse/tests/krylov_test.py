@@ -392,3 +392,28 @@ class TestJacobi:
                 "jacobi: A must be a CsrMatrix, got ndarray; convert it with"
                 " jaxsolve.sparse.as_csr(A).")):
             jacobi(np.eye(2))
+
+
+class TestInnerProduct:
+    @pytest.mark.parametrize("method", [cg, bicgstab, gmres, fgmres])
+    def test_inner_product_is_used_for_every_reduction(self, method):
+        # An inner product over a "duplicated" vector, as a sharded solve sums over devices:
+        # each entry counted twice gives the same iterates, and every reduction goes through it.
+        A = as_csr(poisson(6))
+        b = jnp.ones(A.shape[0])
+        calls = []
+
+        def doubled(u, v):
+            calls.append(1)
+            return 2 * jnp.vdot(u, v)
+
+        x_ref, info_ref = method(A.matvec, b, precondition=jacobi(A), tolerance=1e-6)
+        x, info = method(A.matvec, b, precondition=jacobi(A), tolerance=1e-6,
+                         inner_product=doubled)
+        assert calls
+        assert int(info.iterations) == int(info_ref.iterations)
+        np.testing.assert_allclose(x, x_ref, rtol=1e-4, atol=1e-5)
+
+    def test_inner_product_errors(self):
+        with pytest.raises(TypeError, match="inner_product must be a callable"):
+            cg(lambda v: v, jnp.ones(3), inner_product=1.0)

@@ -60,6 +60,11 @@ class _Problem(NamedTuple):
     threshold: jax.Array  # stop when ‖r‖ <= threshold
     scale: jax.Array  # ‖r_0‖, or 1 when r_0 = 0: relative residual = ‖r‖ / scale
     max_iters: int
+    inner: Callable[[jax.Array, jax.Array], jax.Array]  # (u, v) ↦ uᴴ v
+
+    def norm(self, v: jax.Array) -> jax.Array:
+        """``‖v‖₂`` from the inner product (summed over devices for a sharded solve)."""
+        return _norm(self.inner, v)
 
 
 class _Progress(NamedTuple):
@@ -81,6 +86,7 @@ def cg(
     tolerance: float | jax.Array = 1e-6,
     max_iters: int = 1000,
     convergence: Convergence = "RELATIVE_INI",
+    inner_product: Callable[[jax.Array, jax.Array], jax.Array] | None = None,
 ) -> tuple[jax.Array, SolveInfo]:
     r"""Solves ``A x = b`` for a Hermitian positive definite ``A`` by (P)CG.
 
@@ -108,6 +114,10 @@ def cg(
         convergence: ``"RELATIVE_INI"``: stop when
             ``‖r_k‖ <= tolerance · ‖r_0‖``; ``"ABSOLUTE"``: when
             ``‖r_k‖ <= tolerance``.
+        inner_product: ``(u, v) ↦ uᴴ v`` on vectors of shape ``(n,)``;
+            ``jnp.vdot`` by default.  A solve over the shards of a vector under
+            ``jax.shard_map`` passes one that sums the local products over the
+            devices (``lax.psum``), so that every device takes the same steps.
 
     Returns:
         ``(x, info)``: the ``(n,)`` solution and a :class:`SolveInfo`.
@@ -130,23 +140,24 @@ def cg(
         >>> jnp.allclose(A @ x, b, atol=1e-5)
         Array(True, dtype=bool)
     """
-    problem, x0, r0 = _setup("cg", matvec, b, x0, precondition, tolerance, max_iters, convergence)
+    problem, x0, r0 = _setup("cg", matvec, b, x0, precondition, tolerance, max_iters, convergence,
+                               inner_product)
     z0 = problem.precondition(r0)
-    rho0 = jnp.vdot(r0, z0).real
+    rho0 = problem.inner(r0, z0).real
     start = _start(
         problem,
-        jnp.linalg.norm(r0),
+        problem.norm(r0),
         _breakdown(rho0 <= 0, FailureReason.PRECONDITIONER_NOT_POSITIVE_DEFINITE),
     )
 
     def step(state):
         x, r, p, rho, progress = state
         q = problem.matvec(p)
-        pq = jnp.vdot(p, q).real
+        pq = problem.inner(p, q).real
         alpha = (rho / pq).astype(x.dtype)
         r_next = r - alpha * q
         z = problem.precondition(r_next)
-        rho_next = jnp.vdot(r_next, z).real
+        rho_next = problem.inner(r_next, z).real
         p_next = z + (rho_next / rho).astype(x.dtype) * p
         indefinite = pq <= 0  # then keep the last good iterate
         x, r, p, rho = _keep_if(
@@ -157,7 +168,7 @@ def cg(
             jnp.int32(FailureReason.NOT_POSITIVE_DEFINITE),
             _breakdown(rho <= 0, FailureReason.PRECONDITIONER_NOT_POSITIVE_DEFINITE),
         )
-        return x, r, p, rho, _advance(progress, jnp.linalg.norm(r), breakdown, problem)
+        return x, r, p, rho, _advance(progress, problem.norm(r), breakdown, problem)
 
     x, *_, progress = lax.while_loop(_running, step, (x0, r0, z0, rho0, start))
     return x, _info(progress, problem)
@@ -172,6 +183,7 @@ def bicgstab(
     tolerance: float | jax.Array = 1e-6,
     max_iters: int = 1000,
     convergence: Convergence = "RELATIVE_INI",
+    inner_product: Callable[[jax.Array, jax.Array], jax.Array] | None = None,
 ) -> tuple[jax.Array, SolveInfo]:
     r"""Solves a general square ``A x = b`` by right-preconditioned BiCGSTAB.
 
@@ -193,6 +205,10 @@ def bicgstab(
         tolerance: the convergence tolerance (see ``convergence``).
         max_iters: the most iterations (static).
         convergence: ``"RELATIVE_INI"`` or ``"ABSOLUTE"``, as for :func:`cg`.
+        inner_product: ``(u, v) ↦ uᴴ v`` on vectors of shape ``(n,)``;
+            ``jnp.vdot`` by default.  A solve over the shards of a vector under
+            ``jax.shard_map`` passes one that sums the local products over the
+            devices (``lax.psum``), so that every device takes the same steps.
 
     Returns:
         ``(x, info)``: the ``(n,)`` solution and a :class:`SolveInfo`.
@@ -212,34 +228,35 @@ def bicgstab(
         Array(True, dtype=bool)
     """
     problem, x0, r0 = _setup(
-        "bicgstab", matvec, b, x0, precondition, tolerance, max_iters, convergence
+        "bicgstab", matvec, b, x0, precondition, tolerance, max_iters, convergence,
+        inner_product,
     )
     one = jnp.ones((), r0.dtype)
-    start = _start(problem, jnp.linalg.norm(r0), FailureReason.NONE)
+    start = _start(problem, problem.norm(r0), FailureReason.NONE)
     zeros = jnp.zeros_like(r0)
 
     def step(state):
         x, r, p, v, rho, alpha, omega, progress = state
         r_hat = r0  # the shadow residual
-        rho_next = jnp.vdot(r_hat, r)
+        rho_next = problem.inner(r_hat, r)
         p_next = r + (rho_next / rho) * (alpha / omega) * (p - omega * v)
         p_hat = problem.precondition(p_next)
         v_next = problem.matvec(p_hat)
-        r_hat_v = jnp.vdot(r_hat, v_next)
+        r_hat_v = problem.inner(r_hat, v_next)
         alpha_next = rho_next / r_hat_v
         s = r - alpha_next * v_next
         x_half = x + alpha_next * p_hat
-        s_norm = jnp.linalg.norm(s)
+        s_norm = problem.norm(s)
         half_done = s_norm <= problem.threshold
         s_hat = problem.precondition(s)
         t = problem.matvec(s_hat)
-        t_t = jnp.vdot(t, t)
-        omega_next = jnp.where(t_t == 0, 0, jnp.vdot(t, s) / jnp.where(t_t == 0, 1, t_t))
+        t_t = problem.inner(t, t)
+        omega_next = jnp.where(t_t == 0, 0, problem.inner(t, s) / jnp.where(t_t == 0, 1, t_t))
         stagnated = (omega_next == 0) & ~half_done
         stop_at_half = half_done | stagnated  # x_half is the iterate to keep
         x_next = jnp.where(stop_at_half, x_half, x_half + omega_next * s_hat)
         r_next = jnp.where(stop_at_half, s, s - omega_next * t)
-        norm_next = jnp.where(stop_at_half, s_norm, jnp.linalg.norm(r_next))
+        norm_next = jnp.where(stop_at_half, s_norm, problem.norm(r_next))
         broke = (rho_next == 0) | (r_hat_v == 0)  # then keep the last good iterate
         x, r, p, v, rho, alpha, omega, norm = _keep_if(
             broke,
@@ -267,6 +284,7 @@ def stationary(
     tolerance: float | jax.Array = 1e-6,
     max_iters: int = 1000,
     convergence: Convergence = "RELATIVE_INI",
+    inner_product: Callable[[jax.Array, jax.Array], jax.Array] | None = None,
 ) -> tuple[jax.Array, SolveInfo]:
     r"""Solves ``A x = b`` by the stationary iteration ``x ← x + M⁻¹ (b − A x)``.
 
@@ -278,7 +296,8 @@ def stationary(
     a Krylov method accelerates the same ``M``.
 
     Args:
-        matvec, b, x0, precondition, tolerance, max_iters, convergence: as for :func:`cg`.
+        matvec, b, x0, precondition, tolerance, max_iters, convergence, inner_product: as
+            for :func:`cg`.
 
     Returns:
         ``(x, info)``: the ``(n,)`` solution and a :class:`SolveInfo`.
@@ -293,15 +312,16 @@ def stationary(
         ('SUCCESS', 12)
     """
     problem, x0, r0 = _setup(
-        "stationary", matvec, b, x0, precondition, tolerance, max_iters, convergence
+        "stationary", matvec, b, x0, precondition, tolerance, max_iters, convergence,
+        inner_product,
     )
-    start = _start(problem, jnp.linalg.norm(r0), FailureReason.NONE)
+    start = _start(problem, problem.norm(r0), FailureReason.NONE)
 
     def step(state):
         x, r, progress = state
         x = x + problem.precondition(r)
         r = problem.b - problem.matvec(x)
-        return x, r, _advance(progress, jnp.linalg.norm(r), FailureReason.NONE, problem)
+        return x, r, _advance(progress, problem.norm(r), FailureReason.NONE, problem)
 
     x, _, progress = lax.while_loop(_running, step, (x0, r0, start))
     return x, _info(progress, problem)
@@ -317,6 +337,7 @@ def gmres(
     max_iters: int = 1000,
     convergence: Convergence = "RELATIVE_INI",
     restart: int = 20,
+    inner_product: Callable[[jax.Array, jax.Array], jax.Array] | None = None,
 ) -> tuple[jax.Array, SolveInfo]:
     r"""Solves a general square ``A x = b`` by restarted, right-preconditioned GMRES.
 
@@ -347,6 +368,10 @@ def gmres(
         tolerance: the convergence tolerance (see ``convergence``).
         max_iters: the most Arnoldi steps in all (static).
         convergence: ``"RELATIVE_INI"`` or ``"ABSOLUTE"``, as for :func:`cg`.
+        inner_product: ``(u, v) ↦ uᴴ v`` on vectors of shape ``(n,)``;
+            ``jnp.vdot`` by default.  A solve over the shards of a vector under
+            ``jax.shard_map`` passes one that sums the local products over the
+            devices (``lax.psum``), so that every device takes the same steps.
         restart: the static basis size ``m`` (reduced to
             ``min(restart, max_iters, n)`` when smaller).
 
@@ -371,7 +396,8 @@ def gmres(
         Array(True, dtype=bool)
     """
     return _gmres(
-        "gmres", False, matvec, b, x0, precondition, tolerance, max_iters, convergence, restart
+        "gmres", False, matvec, b, x0, precondition, tolerance, max_iters, convergence, restart,
+        inner_product,
     )
 
 
@@ -385,6 +411,7 @@ def fgmres(
     max_iters: int = 1000,
     convergence: Convergence = "RELATIVE_INI",
     restart: int = 20,
+    inner_product: Callable[[jax.Array, jax.Array], jax.Array] | None = None,
 ) -> tuple[jax.Array, SolveInfo]:
     r"""Solves ``A x = b`` by flexible GMRES: the preconditioner may vary.
 
@@ -403,6 +430,10 @@ def fgmres(
         tolerance: the convergence tolerance (see ``convergence``).
         max_iters: the most Arnoldi steps in all (static).
         convergence: ``"RELATIVE_INI"`` or ``"ABSOLUTE"``, as for :func:`cg`.
+        inner_product: ``(u, v) ↦ uᴴ v`` on vectors of shape ``(n,)``;
+            ``jnp.vdot`` by default.  A solve over the shards of a vector under
+            ``jax.shard_map`` passes one that sums the local products over the
+            devices (``lax.psum``), so that every device takes the same steps.
         restart: the static basis size ``m``, as for :func:`gmres`.
 
     Returns:
@@ -421,7 +452,8 @@ def fgmres(
         Array(True, dtype=bool)
     """
     return _gmres(
-        "fgmres", True, matvec, b, x0, precondition, tolerance, max_iters, convergence, restart
+        "fgmres", True, matvec, b, x0, precondition, tolerance, max_iters, convergence, restart,
+        inner_product,
     )
 
 
@@ -450,12 +482,13 @@ def _gmres(
     max_iters: int,
     convergence: str,
     restart: int,
+    inner_product: Callable[[jax.Array, jax.Array], jax.Array] | None = None,
 ) -> tuple[jax.Array, SolveInfo]:
     """GMRES(m) with right preconditioning; ``flexible`` keeps ``Z = M⁻¹ V``."""
     if not _is_int(restart) or restart < 1:
         raise ValueError(f"{name}: restart must be a positive int, got {restart!r}.")
     problem, x0, r0 = _setup(
-        name, matvec, b, x0, precondition, tolerance, max_iters, convergence
+        name, matvec, b, x0, precondition, tolerance, max_iters, convergence, inner_product
     )
     n, dtype = r0.shape[0], r0.dtype
     m = max(1, min(int(restart), max_iters, n))
@@ -466,9 +499,9 @@ def _gmres(
         z = problem.precondition(state.basis[j])
         w = problem.matvec(z)
         w, h = lax.fori_loop(
-            0, m, _gram_schmidt_step(state.basis, j), (w, jnp.zeros(m + 1, dtype))
+            0, m, _gram_schmidt_step(state.basis, j, problem.inner), (w, jnp.zeros(m + 1, dtype))
         )
-        h_next = jnp.linalg.norm(w)
+        h_next = problem.norm(w)
         safe_h_next = jnp.where(h_next == 0, 1, h_next).astype(dtype)
         basis = state.basis.at[j + 1].set(jnp.where(h_next == 0, 0, w / safe_h_next))
         h = h.at[j + 1].set(h_next.astype(dtype))
@@ -500,7 +533,7 @@ def _gmres(
     def cycle(state: tuple[jax.Array, jax.Array, _Progress]):
         """One restart cycle: up to m Arnoldi steps, then the update of x and r."""
         x, r, progress = state
-        beta = jnp.linalg.norm(r)
+        beta = problem.norm(r)
         safe_beta = jnp.where(beta == 0, 1, beta).astype(dtype)
         zeros = jnp.zeros(m, dtype)
         arnoldi = lax.while_loop(
@@ -532,17 +565,17 @@ def _gmres(
             x = x + problem.precondition(y @ arnoldi.basis[:m])
         return x, problem.b - problem.matvec(x), arnoldi.progress
 
-    start = _start(problem, jnp.linalg.norm(r0), FailureReason.NONE)
+    start = _start(problem, problem.norm(r0), FailureReason.NONE)
     x, _, progress = lax.while_loop(_running, cycle, (x0, r0, start))
     return x, _info(progress, problem)
 
 
-def _gram_schmidt_step(basis: jax.Array, j: jax.Array) -> Callable:
+def _gram_schmidt_step(basis: jax.Array, j: jax.Array, inner: Callable) -> Callable:
     """Step ``i`` of modified Gram-Schmidt: ``w -= (vᵢᴴ w) vᵢ`` for ``i <= j``."""
 
     def step(i, state):
         w, h = state
-        h_i = jnp.where(i <= j, jnp.vdot(basis[i], w), 0)
+        h_i = jnp.where(i <= j, inner(basis[i], w), 0)
         return w - h_i * basis[i], h.at[i].set(h_i)
 
     return step
@@ -586,8 +619,13 @@ def _setup(
     tolerance: Any,
     max_iters: Any,
     convergence: Any,
+    inner_product: Any = None,
 ) -> tuple[_Problem, jax.Array, jax.Array]:
     """Checks the arguments; returns the problem, ``x0`` and ``r0 = b - A x0``."""
+    if inner_product is not None and not callable(inner_product):
+        raise TypeError(f"{name}: inner_product must be a callable (u, v) ↦ uᴴ v, got"
+                        f" {type(inner_product).__name__}.")
+    inner = jnp.vdot if inner_product is None else inner_product
     if not _is_int(max_iters) or max_iters < 0:
         raise ValueError(
             f"{name}: max_iters must be a non-negative int (it fixes the length of"
@@ -638,9 +676,9 @@ def _setup(
 
     problem_matvec = cast(matvec)
     # A zero right-hand side has the solution 0 (whatever x0 is).
-    x0 = jnp.where(jnp.linalg.norm(b) == 0, 0, x0.astype(dtype))
+    x0 = jnp.where(_norm(inner, b) == 0, 0, x0.astype(dtype))
     r0 = b - problem_matvec(x0)
-    r0_norm = jnp.linalg.norm(r0)
+    r0_norm = _norm(inner, r0)
     tolerance = jnp.asarray(tolerance, real_dtype)
     problem = _Problem(
         matvec=problem_matvec,
@@ -649,8 +687,16 @@ def _setup(
         threshold=tolerance * r0_norm if convergence == "RELATIVE_INI" else tolerance,
         scale=jnp.where(r0_norm > 0, r0_norm, 1),
         max_iters=int(max_iters),
+        inner=inner,
     )
     return problem, x0, r0
+
+
+def _norm(inner: Callable, v: jax.Array) -> jax.Array:
+    """``‖v‖₂``: ``jnp.linalg.norm`` for the plain inner product, else ``√(vᴴv)``."""
+    if inner is jnp.vdot:
+        return jnp.linalg.norm(v)
+    return jnp.sqrt(inner(v, v).real)
 
 
 def _is_int(value: Any) -> bool:
