@@ -14,6 +14,7 @@ MODULES = [
     "jaxsolve.sharding._launcher",
     "jaxsolve.sharding._mesh",
     "jaxsolve.sharding._partition",
+    "jaxsolve.sharding._sharded",
 ]
 
 

@@ -22,6 +22,10 @@ step dependable on one host and on clusters:
 * `halo_plans` (all ranks, one host) and `halo_plan` (one MPI rank) say which entries of ``x``
   each rank must receive from and send to which other rank for its rows of ``A x``, renumber
   its columns into ``[owned | halo]``, and count the bytes exchanged (`HaloPlan`).
+* `shard_rows` turns a global sparse matrix into a `ShardedCsrMatrix`: equal blocks of rows
+  stacked over the devices of a `row_mesh` with their halo exchanges as ``ppermute`` messages,
+  for one-host solves under `jax.shard_map` (`jaxsolve.sparse.solve` takes it); `shard_map` is
+  `jax.shard_map` on every supported JAX.
 
 Examples:
   A script, run with ``python -m jaxsolve.sharding.launch -n 4 --platform cpu script.py``, in
@@ -88,6 +92,9 @@ from ._partition import gather_vector as gather_vector
 from ._partition import partition_csr_matrix as partition_csr_matrix
 from ._partition import partition_rows as partition_rows
 from ._partition import partition_vector as partition_vector
+from ._sharded import ShardedCsrMatrix as ShardedCsrMatrix
+from ._sharded import shard_map as shard_map
+from ._sharded import shard_rows as shard_rows
 
 try:
     __version__ = _metadata.version("jaxsolve-sharding")
@@ -97,6 +104,7 @@ except _metadata.PackageNotFoundError:  # a source checkout, not an installed di
 __all__ = [
     "HaloPlan",
     "ProcessInfo",
+    "ShardedCsrMatrix",
     "detect_process",
     "gather_vector",
     "halo_plan",
@@ -108,4 +116,6 @@ __all__ = [
     "partition_rows",
     "partition_vector",
     "row_mesh",
+    "shard_map",
+    "shard_rows",
 ]
