@@ -21,6 +21,10 @@ Krylov methods, configured in AmgX's vocabulary and differentiable through
   a failed `info` into a `SolveError`. `jacobi` is the simplest preconditioner.
 * `parse_amgx_config`: AmgX configurations (flat, nested ``config_version: 2``, JSON text or
   file) into a hashable `SolverConfig` tree with documented defaults.
+* Sharded solves on one host: `solve` takes a ``jaxsolve.sharding.ShardedCsrMatrix``
+  (``shard_rows``) and a ``b`` split over the same mesh and runs under ``jax.shard_map``,
+  with halo exchanges by ``ppermute`` and block-Jacobi AMG with a coarse space;
+  `communication_per_iteration` counts the bytes a device exchanges per iteration.
 * `jaxsolve.sparse.matrices`: a gallery of test problems whose patterns stay static when
   their values are traced.
 """
@@ -35,6 +39,7 @@ from ._config import SolverConfig as SolverConfig
 from ._config import parse_amgx_config as parse_amgx_config
 from ._csr import CsrMatrix as CsrMatrix
 from ._csr import as_csr as as_csr
+from ._distributed import communication_per_iteration as communication_per_iteration
 from ._krylov import bicgstab as bicgstab
 from ._krylov import cg as cg
 from ._krylov import fgmres as fgmres
@@ -86,6 +91,7 @@ __all__ = [
     "cg",
     "clear_cache",
     "clear_solver_cache",
+    "communication_per_iteration",
     "describe",
     "fgmres",
     "get_solver_cache_info",

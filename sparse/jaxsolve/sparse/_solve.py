@@ -27,6 +27,7 @@ from jaxsolve import autodiff
 
 from ._config import SolverConfig, parse_amgx_config
 from ._csr_arrays import CsrArrays
+from ._distributed import ShardedCsrMatrix, solve_sharded
 from ._hierarchy import Hierarchy
 from ._krylov import bicgstab, cg, fgmres, gmres, stationary
 from ._preconditioner import finest_diagonal, make_precondition
@@ -103,7 +104,11 @@ def solve(
 
     Args:
       A: the ``(n, n)`` matrix: a :class:`CsrMatrix`, a dense array, a
-        ``jax.experimental.sparse`` BCOO/BCSR, or any ``scipy.sparse`` matrix.
+        ``jax.experimental.sparse`` BCOO/BCSR, or any ``scipy.sparse`` matrix.  Or a
+        ``jaxsolve.sharding.ShardedCsrMatrix`` (``shard_rows``), solved on all the devices
+        of its mesh under ``jax.shard_map`` with ``b`` split like its rows (Krylov methods
+        with block-Jacobi AMG and a coarse space; ``x0``, ``config`` and ``derivative``
+        only; see ``_distributed.py``).
       b: ``(n,)`` or ``(n, k)`` right-hand side(s).
       x0: initial guess of ``b``'s shape (zeros by default).
       config: an AmgX configuration (dict, JSON text or file path) or a
@@ -147,6 +152,15 @@ def solve(
       >>> jax.jit(jax.grad(loss))(A.values).shape
       (4992,)
     """
+    if isinstance(A, ShardedCsrMatrix):
+        _reject_sharded(reuse_setup=reuse_setup or None, near_nullspace=near_nullspace,
+                        comm=comm, nglobal=nglobal, partition_info=partition_info,
+                        block_dim=block_dim if block_dim != 1 else None, nullspace=nullspace,
+                        transpose_nullspace=transpose_nullspace)
+        if derivative not in ("implicit", "adjoint"):
+            raise ValueError(
+                f"solve: derivative must be 'implicit' or 'adjoint', got {derivative!r}.")
+        return solve_sharded(A, b, x0, config, derivative=derivative)
     _reject_deferred(comm=comm, nglobal=nglobal, partition_info=partition_info,
                      block_dim=block_dim if block_dim != 1 else None, nullspace=nullspace,
                      transpose_nullspace=transpose_nullspace)
@@ -197,6 +211,13 @@ def _print_grid_stats(config: SolverConfig, system: System, matrix) -> None:
 def _sparse_pattern(pattern) -> autodiff.SparsePattern:
     """The autodiff view of a CSR pattern, built once per pattern (``O(nnz)`` host work)."""
     return autodiff.SparsePattern.from_csr(pattern.indptr, pattern.indices, pattern.shape)
+
+
+def _reject_sharded(**given: Any) -> None:
+    for name, value in given.items():
+        if value is not None:
+            raise ValueError(f"solve: {name}= is not supported with a sharded A"
+                             " (jaxsolve.sharding.ShardedCsrMatrix).")
 
 
 def _reject_deferred(**given: Any) -> None:

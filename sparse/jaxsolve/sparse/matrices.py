@@ -58,7 +58,9 @@ __all__ = [
     "convection_diffusion_matrix_2d",
     "elasticity_matrix_2d",
     "poisson3d_matrix",
+    "poisson3d_matrix_distributed",
     "poisson_matrix",
+    "poisson_matrix_distributed",
     "rhs_linear",
     "rhs_ones",
     "rhs_random",
@@ -409,6 +411,115 @@ def poisson3d_matrix(n: int, *, dtype: DTypeLike = jnp.float32) -> sparse.BCSR:
       Array(0., dtype=float32)
     """
     return _laplacian("poisson3d_matrix", n, 3, dtype)
+
+
+def poisson_matrix_distributed(
+    nx: int, ny: int, rank: int, nranks: int, *, dtype: DTypeLike = jnp.float32
+) -> tuple[sparse.BCSR, int, int]:
+    """Rank ``rank``'s rows of the 2D Poisson matrix of an ``nx × ny`` grid, built locally.
+
+    The rows ``row_start:row_end`` that ``jaxsolve.sharding.partition_rows(nx * ny, nranks)``
+    gives this rank (contiguous blocks, the first ``n % nranks`` ranks one row more), with
+    global column indices, computed from the grid alone: the global matrix is never formed,
+    so each MPI rank (or each device's host code) builds only its part, in ``O(rows)``.
+    Unknown ``(i, j)``, ``0 <= i < nx``, ``0 <= j < ny``, is row ``i * ny + j``; the
+    stacked blocks equal ``pyamg.gallery.poisson((nx, ny))``, and :func:`poisson_matrix`
+    for ``nx = ny = n``.  JAX-AMG's ``poisson_matrix_distributed`` has this call shape (it
+    numbers the grid ``x`` fastest, which for a square grid is the same matrix).
+
+    Args:
+      nx, ny: grid points along each axis, static ints >= 1.
+      rank: this rank, ``0 <= rank < nranks``.
+      nranks: the number of ranks, >= 1.
+      dtype: real floating dtype of the values.
+
+    Returns:
+      ``(A_local, row_start, row_end)``: a BCSR of shape ``(row_end - row_start, nx * ny)``
+      (NumPy pattern, sorted columns) and the global rows it holds.
+
+    Raises:
+      TypeError: if a size or rank is not an int, or ``dtype`` not a real floating dtype.
+      ValueError: if a size is below 1 or ``rank`` is not in ``[0, nranks)``.
+
+    Examples:
+      >>> import numpy as np
+      >>> from jaxsolve.sparse import matrices
+      >>> A_local, row_start, row_end = matrices.poisson_matrix_distributed(3, 3, 1, 2)
+      >>> A_local.shape, (row_start, row_end)
+      ((4, 9), (5, 9))
+      >>> blocks = [matrices.poisson_matrix_distributed(3, 3, r, 2)[0].todense() for r in (0, 1)]
+      >>> bool(np.array_equal(np.vstack(blocks), matrices.poisson_matrix(3).todense()))
+      True
+    """
+    return _laplacian_rows("poisson_matrix_distributed", (nx, ny), rank, nranks, dtype)
+
+
+def poisson3d_matrix_distributed(
+    nx: int, ny: int, nz: int, rank: int, nranks: int, *, dtype: DTypeLike = jnp.float32
+) -> tuple[sparse.BCSR, int, int]:
+    """Rank ``rank``'s rows of the 3D Poisson matrix of an ``nx × ny × nz`` grid, built locally.
+
+    The 3D twin of :func:`poisson_matrix_distributed`: unknown ``(i, j, k)`` is row
+    ``(i * ny + j) * nz + k``; 6 on the diagonal, -1 for each grid neighbour; the stacked
+    blocks equal ``pyamg.gallery.poisson((nx, ny, nz))`` and, for a cube, :func:`poisson3d_matrix`.
+
+    Args:
+      nx, ny, nz: grid points along each axis, static ints >= 1.
+      rank: this rank, ``0 <= rank < nranks``.
+      nranks: the number of ranks, >= 1.
+      dtype: real floating dtype of the values.
+
+    Returns:
+      ``(A_local, row_start, row_end)``, as :func:`poisson_matrix_distributed`.
+
+    Raises:
+      TypeError, ValueError: as :func:`poisson_matrix_distributed`.
+
+    Examples:
+      >>> from jaxsolve.sparse import matrices
+      >>> A_local, row_start, row_end = matrices.poisson3d_matrix_distributed(4, 4, 4, 3, 4)
+      >>> A_local.shape, (row_start, row_end), A_local.nse
+      ((16, 64), (48, 64), 80)
+    """
+    return _laplacian_rows("poisson3d_matrix_distributed", (nx, ny, nz), rank, nranks, dtype)
+
+
+def _laplacian_rows(caller: str, shape: tuple[int, ...], rank: int, nranks: int,
+                    dtype: DTypeLike) -> tuple[sparse.BCSR, int, int]:
+    """Rows ``partition_rows(prod(shape), nranks)[rank]`` of the ``2·ndim + 1``-point
+    Laplacian on a C-ordered grid, with global columns, from the grid alone."""
+    from jaxsolve.sharding import partition_rows  # sharding needs no sparse: no cycle
+
+    shape = tuple(_checked_size(caller, n) for n in shape)
+    nranks = _checked_size(caller, nranks)
+    if isinstance(rank, bool) or not isinstance(rank, (int, np.integer)):
+        raise TypeError(f"{caller}: rank must be an int, got {type(rank).__name__}.")
+    if not 0 <= rank < nranks:
+        raise ValueError(f"{caller}: rank={rank} is not one of the {nranks} ranks 0 to"
+                         f" {nranks - 1}.")
+    dtype = _checked_dtype(caller, dtype)
+    n, ndim = math.prod(shape), len(shape)
+    _check_int32_capacity(caller, n * (2 * ndim + 1))
+    row_start, row_end = partition_rows(n, nranks)[int(rank)]
+    offsets = np.zeros((2 * ndim + 1, ndim), np.int64)
+    for axis in range(ndim):
+        offsets[2 * axis, axis], offsets[2 * axis + 1, axis] = -1, 1
+    strides = np.cumprod((1,) + shape[:0:-1])[::-1]
+    flat = offsets @ strides
+    order = np.argsort(flat, kind="stable")  # ascending columns within each row
+    rows = np.arange(row_start, row_end)
+    points = np.stack(np.unravel_index(rows, shape))[:, :, None]  # (ndim, rows, 1)
+    targets = points + offsets[order].T[:, None, :]
+    inside = np.all((targets >= 0) & (targets < np.array(shape)[:, None, None]), axis=0)
+    indices = (rows[:, None] + flat[order])[inside].astype(np.int32)
+    indptr = np.concatenate([[0], np.cumsum(inside.sum(axis=1))]).astype(np.int32)
+    coefficients = jnp.asarray([-1] * (2 * ndim) + [2 * ndim], dtype)  # offsets, then centre
+    stencil = np.where(np.all(offsets == 0, axis=1), 2 * ndim, 0)
+    stencil[~np.all(offsets == 0, axis=1)] = np.arange(2 * ndim)
+    data = coefficients[np.broadcast_to(stencil[order], inside.shape)[inside]]
+    indices, indptr = _read_only(indices, indptr)
+    info = {"shape": (row_end - row_start, n), "indices_sorted": True, "unique_indices": True}
+    return sparse.BCSR.tree_unflatten(info, (data, indices, indptr)), row_start, row_end
 
 
 def anisotropic_diffusion_matrix(

@@ -1,0 +1,158 @@
+"""Tests of the one-host sharded solve: `solve` on a `jaxsolve.sharding.ShardedCsrMatrix`.
+
+Runs on 8 virtual CPU devices: the flag must be in ``XLA_FLAGS`` before JAX starts its
+backend, so this file sets it at import (Bazel runs each test file in its own process). Run
+in one process after other files have started JAX with one device, the tests skip.
+"""
+
+import os
+
+os.environ["XLA_FLAGS"] = " ".join(
+    filter(None, [os.environ.get("XLA_FLAGS"), "--xla_force_host_platform_device_count=8"])
+)
+
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+from jax.sharding import NamedSharding, PartitionSpec  # noqa: E402
+
+from jaxsolve import sharding, sparse  # noqa: E402
+from jaxsolve.sparse import matrices  # noqa: E402
+
+pytestmark = pytest.mark.skipif(
+    len(jax.devices("cpu")) < 8,
+    reason="needs 8 CPU devices: run this file in its own process (XLA_FLAGS set too late)")
+
+PCG = {"solver": "PCG", "tolerance": 1e-7, "max_iters": 200, "preconditioner": {"solver": "AMG"}}
+BICGSTAB = {"solver": "PBICGSTAB", "tolerance": 1e-7, "max_iters": 200,
+            "preconditioner": {"solver": "AMG"}}
+PROBLEMS = {
+    "poisson2d": (lambda: matrices.poisson_matrix(16), PCG),
+    "poisson3d": (lambda: matrices.poisson3d_matrix(8), PCG),
+    "convection_diffusion": (lambda: matrices.convection_diffusion_matrix_2d(16, 2.0), BICGSTAB),
+}
+
+
+def _mesh(parts):
+    return sharding.row_mesh(devices=jax.devices("cpu")[:parts])
+
+
+@pytest.fixture(scope="module")
+def systems():
+    """Per problem: the matrix, a right-hand side, and the single-device solution."""
+    cache = {}
+
+    def get(name):
+        if name not in cache:
+            make, config = PROBLEMS[name]
+            A = make()
+            b = matrices.rhs_random(A.shape[0], seed=1)
+            with jax.numpy_dtype_promotion("standard"):
+                x, info = sparse.solve(A, b, config=config)
+            cache[name] = A, b, config, x, int(info.iterations)
+        return cache[name]
+
+    return get
+
+
+class TestSolveSharded:
+
+    @pytest.mark.parametrize("parts", [4, 8])
+    @pytest.mark.parametrize("name", list(PROBLEMS))
+    def test_solve_matches_single_device(self, systems, name, parts):
+        A, b, config, x_single, _ = systems(name)
+        A_sharded = sharding.shard_rows(A, _mesh(parts))
+        b_sharded = jax.device_put(b, A_sharded.sharding)
+        x, info = sparse.solve(A_sharded, b_sharded, config=config)
+        assert sparse.Status(int(info.status)) == sparse.Status.SUCCESS
+        assert x.sharding.is_equivalent_to(A_sharded.sharding, 1)
+        np.testing.assert_allclose(x, x_single, rtol=1e-4,
+                                   atol=1e-4 * float(jnp.abs(x_single).max()))
+        residual = jnp.linalg.norm(A @ x - b) / jnp.linalg.norm(b)
+        assert float(residual) < 1e-5
+
+    def test_solve_iterations_near_single_device(self):
+        # Large enough for several AMG levels: the coarse space that couples the blocks keeps
+        # the iterations near the single-device AMG's (block-Jacobi AMG alone would not).
+        A = matrices.poisson3d_matrix(16)
+        b = matrices.rhs_random(A.shape[0], seed=2)
+        _, single = sparse.solve(A, b, config=PCG)
+        _, sharded = sparse.solve(sharding.shard_rows(A, _mesh(8)), b, config=PCG)
+        assert sparse.Status(int(sharded.status)) == sparse.Status.SUCCESS
+        assert int(sharded.iterations) <= 1.5 * int(single.iterations)
+
+    def test_solve_jit_traced_values_unequal_blocks(self):
+        # 34² rows over 4 devices: 8.5 grid rows each, so the diagonal blocks differ (one
+        # lax.switch branch per structure); the values are traced, so the structures come
+        # from the pattern and the numbers are set up inside the compiled program.
+        A = matrices.poisson_matrix(34)
+        b = matrices.rhs_random(A.shape[0], seed=3)
+        x_single, _ = sparse.solve(A, b, config=PCG)
+        A_sharded = sharding.shard_rows(A, _mesh(4))
+        solve = jax.jit(lambda values, b: sparse.solve(A_sharded.with_values(values), b,
+                                                       config=PCG))
+        x, info = solve(A_sharded.values, jax.device_put(b, A_sharded.sharding))
+        assert sparse.Status(int(info.status)) == sparse.Status.SUCCESS
+        np.testing.assert_allclose(x, x_single, rtol=1e-4,
+                                   atol=1e-4 * float(jnp.abs(x_single).max()))
+
+    def test_solve_with_x0(self, systems):
+        A, b, config, x_single, _ = systems("poisson2d")
+        A_sharded = sharding.shard_rows(A, _mesh(4))
+        x0 = x_single + jnp.sin(jnp.arange(A.shape[0], dtype=jnp.float32))
+        x, info = sparse.solve(A_sharded, b, x0, config=config)
+        assert sparse.Status(int(info.status)) == sparse.Status.SUCCESS
+        np.testing.assert_allclose(x, x_single, rtol=1e-4,
+                                   atol=1e-4 * float(jnp.abs(x_single).max()))
+
+    def test_solve_compiled_has_no_all_gather(self, systems):
+        A, b, config, _, _ = systems("convection_diffusion")
+        A_sharded = sharding.shard_rows(A, _mesh(8))
+        b_sharded = jax.device_put(b, A_sharded.sharding)
+        hlo = jax.jit(lambda b: sparse.solve(A_sharded, b, config=config)[0]).lower(
+            b_sharded).compile().as_text()
+        assert "collective-permute" in hlo  # the halo exchanges
+        assert "all-gather" not in hlo
+        assert "all-to-all" not in hlo
+
+    def test_solve_errors(self, systems):
+        A, b, config, _, _ = systems("poisson2d")
+        A_sharded = sharding.shard_rows(A, _mesh(4))
+        other = jax.device_put(b, NamedSharding(_mesh(8), PartitionSpec("rows")))
+        with pytest.raises(ValueError, match="b is sharded over another mesh"):
+            sparse.solve(A_sharded, other)
+        with pytest.raises(ValueError, match=r"b must have shape \(256,\) or \(256, k\)"):
+            sparse.solve(A_sharded, b[:128])
+        with pytest.raises(ValueError, match="not supported with a sharded A"):
+            sparse.solve(A_sharded, b, reuse_setup=True)
+        with pytest.raises(ValueError, match="Krylov method"):
+            sparse.solve(A_sharded, b, config={"solver": "AMG"})
+
+
+class TestSolveShardedGrad:
+
+    @pytest.mark.parametrize("name,parts", [("convection_diffusion", 4), ("poisson2d", 8)])
+    def test_solve_grad_matches_single_device(self, systems, name, parts):
+        A, b, config, _, _ = systems(name)
+        A_csr = sparse.as_csr(A)
+        A_sharded = sharding.shard_rows(A, _mesh(parts))
+        weights = jnp.cos(jnp.arange(A.shape[0], dtype=jnp.float32))
+
+        def single(values, b):
+            return jnp.sum(weights * sparse.solve(A_csr.with_values(values), b, config=config)[0])
+
+        def sharded(values, b):
+            return jnp.sum(weights * sparse.solve(A_sharded.with_values(values), b,
+                                                  config=config)[0])
+
+        values_bar, b_bar = jax.grad(single, argnums=(0, 1))(A_csr.values, b)
+        stacked_bar, sharded_b_bar = jax.grad(sharded, argnums=(0, 1))(A_sharded.values, b)
+        scale = float(jnp.abs(values_bar).max())
+        np.testing.assert_allclose(sharded_b_bar, b_bar, rtol=1e-3,
+                                   atol=1e-4 * float(jnp.abs(b_bar).max()))
+        np.testing.assert_allclose(A_sharded.global_values(stacked_bar), values_bar, rtol=1e-3,
+                                   atol=1e-4 * scale)
+        # The padding of the blocks gets no gradient.
+        for rank, count in enumerate(A_sharded.layout.nnz):
+            assert not np.any(np.asarray(stacked_bar)[rank, count:])
