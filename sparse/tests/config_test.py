@@ -301,14 +301,14 @@ class TestParseAmgxConfig:
         ({"solver": "PCG", "preconditioner": {"algorithm": "CLASSICAL"}}, ValueError,
          "in scope 'solver.preconditioner', algorithm 'CLASSICAL' is not implemented yet:"
          " classical AMG arrives with its own issue; supported: AGGREGATION."),
-        ({"preconditioner": {"smoother": "MULTICOLOR_GS"}}, ValueError,
-         "in scope 'solver.preconditioner.smoother', smoother 'MULTICOLOR_GS' is not"
-         " implemented yet: it arrives with the matrix-free issue's graph colouring; supported:"
-         " BLOCK_JACOBI, JACOBI_L1, CHEBYSHEV_POLY."),
-        ({"preconditioner": {"smoother": {"solver": "MULTICOLOR_DILU"}}}, ValueError,
-         "in scope 'solver.preconditioner.smoother', smoother 'MULTICOLOR_DILU' is not"
-         " implemented yet: it arrives with the matrix-free issue's graph colouring; supported:"
-         " BLOCK_JACOBI, JACOBI_L1, CHEBYSHEV_POLY."),
+        ({"preconditioner": {"smoother": "MULTICOLOR_ILU"}}, ValueError,
+         "in scope 'solver.preconditioner.smoother', smoother 'MULTICOLOR_ILU' is not"
+         " implemented yet; supported: BLOCK_JACOBI, JACOBI_L1, CHEBYSHEV_POLY, MULTICOLOR_GS,"
+         " MULTICOLOR_DILU."),
+        ({"preconditioner": {"smoother": {"solver": "BLOCK_JACOBI", "symmetric_GS": 1}}},
+         ValueError, "in scope 'solver.preconditioner.smoother', 'symmetric_GS' does not apply"
+         " to solver 'BLOCK_JACOBI'; it applies to MULTICOLOR_GS. Move it into the scope of"
+         " that component."),
         ({"preconditioner": {"selector": "PMIS"}}, ValueError,
          "in scope 'solver.preconditioner', selector 'PMIS' chooses coarse points for classical"
          " AMG, but jaxsolve's AMG is AGGREGATION; supported: SIZE_2, SIZE_4, SIZE_8."),
@@ -318,13 +318,15 @@ class TestParseAmgxConfig:
         ({"solver": "PBICGSTB"}, ValueError,
          "in scope 'solver', solver 'PBICGSTB' is not an AmgX solver (did you mean 'PBICGSTAB'"
          " or 'BICGSTAB'?); supported: CG, PCG, BICGSTAB, PBICGSTAB, GMRES, FGMRES, AMG,"
-         " BLOCK_JACOBI, JACOBI_L1, CHEBYSHEV_POLY, NOSOLVER."),
+         " BLOCK_JACOBI, JACOBI_L1, CHEBYSHEV_POLY, MULTICOLOR_GS, MULTICOLOR_DILU, NOSOLVER."),
         ({"solver": "IDR"}, ValueError,
          "in scope 'solver', solver 'IDR' is not implemented yet; supported: CG, PCG, BICGSTAB,"
-         " PBICGSTAB, GMRES, FGMRES, AMG, BLOCK_JACOBI, JACOBI_L1, CHEBYSHEV_POLY, NOSOLVER."),
+         " PBICGSTAB, GMRES, FGMRES, AMG, BLOCK_JACOBI, JACOBI_L1, CHEBYSHEV_POLY,"
+         " MULTICOLOR_GS, MULTICOLOR_DILU, NOSOLVER."),
         ({"solver": "PCG", "preconditioner": {"solver": "PCG"}}, ValueError,
          "in scope 'solver.preconditioner', preconditioner 'PCG' is not implemented yet;"
-         " supported: AMG, BLOCK_JACOBI, JACOBI_L1, CHEBYSHEV_POLY, NOSOLVER."),
+         " supported: AMG, BLOCK_JACOBI, JACOBI_L1, CHEBYSHEV_POLY, MULTICOLOR_GS,"
+         " MULTICOLOR_DILU, NOSOLVER."),
         ({"preconditioner": {"cycle": "CGF"}}, ValueError,
          "in scope 'solver.preconditioner', cycle 'CGF' is not implemented yet; supported: V,"
          " W, F."),
@@ -343,7 +345,8 @@ class TestParseAmgxConfig:
          " PBICGSTAB, GMRES and FGMRES. Move it into the scope of that component."),
         ({"solver": "CG", "relaxation_factor": 0.5}, ValueError,
          "in scope 'solver', 'relaxation_factor' does not apply to solver 'CG'; it applies to"
-         " BLOCK_JACOBI and JACOBI_L1. Move it into the scope of that component."),
+         " BLOCK_JACOBI, JACOBI_L1, MULTICOLOR_GS and MULTICOLOR_DILU. Move it into the scope"
+         " of that component."),
         ({"preconditioner": {"coarsest_sweeps": 3}}, ValueError,
          "in scope 'solver.preconditioner', 'coarsest_sweeps' does not apply to solver 'AMG';"
          " it applies to AMG with coarse_solver NOSOLVER. Move it into the scope of that"

@@ -61,7 +61,7 @@ def test_docstring_examples_run():
 
 @pytest.mark.parametrize(("name", "exports"), [
     ("libjaxsolve_sparse.so", {"JaxsolveSparseCsrMatvec", "JaxsolveSparseCsrProduct",
-                               "JaxsolveSparseAggregatePairs",
+                               "JaxsolveSparseAggregatePairs", "JaxsolveSparseColorDsatur",
                                "JaxsolveSparseCouplingGraph", "JaxsolveSparseContractGraph",
                                "JaxsolveSparseSpgemmCount", "JaxsolveSparseSpgemmFill"}),
     ("libjaxsolve_sparse_cuda13.so", {"JaxsolveSparseCsrMatvec"}),

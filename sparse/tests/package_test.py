@@ -20,7 +20,8 @@ def test_package_exports_only_documented_public_names():
     "jaxsolve.sparse._hierarchy", "jaxsolve.sparse._krylov", "jaxsolve.sparse._preconditioner",
     "jaxsolve.sparse._solve",
     "jaxsolve.sparse._statistics", "jaxsolve.sparse._status", "jaxsolve.sparse.matrices",
-    "jaxsolve.sparse._distributed",
+    "jaxsolve.sparse._coloring", "jaxsolve.sparse._matrix_free",
+    "jaxsolve.sparse._sparsity_tracing", "jaxsolve.sparse._distributed",
 ])
 def test_docstring_examples_run(module):
     failed, attempted = doctest.testmod(importlib.import_module(module),

@@ -21,6 +21,11 @@ Krylov methods, configured in AmgX's vocabulary and differentiable through
   a failed `info` into a `SolveError`. `jacobi` is the simplest preconditioner.
 * `parse_amgx_config`: AmgX configurations (flat, nested ``config_version: 2``, JSON text or
   file) into a hashable `SolverConfig` tree with documented defaults.
+* Matrix-free operators: `solve` and `make_preconditioner` also take ``A`` as a function
+  ``x ↦ A x``, whose matrix is recovered by `trace_sparsity` (the pattern, read from the
+  jaxpr), `color_columns` (a distance-2 coloring) and one evaluation per color, on the
+  device and differentiably; `cache_coloring` and `with_cache` precompute the structure
+  for use under `jax.jit` (a `ColoringInfo`).
 * Sharded solves on one host: `solve` takes a ``jaxsolve.sharding.ShardedCsrMatrix``
   (``shard_rows``) and a ``b`` split over the same mesh and runs under ``jax.shard_map``,
   with halo exchanges by ``ppermute`` and block-Jacobi AMG with a coarse space;
@@ -48,6 +53,11 @@ from ._cache import CacheInfo as CacheInfo
 from ._cache import cache_info as cache_info
 from ._cache import clear_cache as clear_cache
 from ._cache import set_cache_size as set_cache_size
+from ._coloring import color_columns as color_columns
+from ._matrix_free import ColoringInfo as ColoringInfo
+from ._matrix_free import cache_coloring as cache_coloring
+from ._matrix_free import with_cache as with_cache
+from ._sparsity_tracing import trace_sparsity as trace_sparsity
 from ._krylov import stationary as stationary
 from ._preconditioner import Preconditioner as Preconditioner
 from ._preconditioner import jacobi as jacobi
@@ -75,6 +85,7 @@ __all__ = [
     "AMGConfig",
     "AMGXStatus",
     "CacheInfo",
+    "ColoringInfo",
     "CsrMatrix",
     "DEFAULT_SOLVER_CONFIG",
     "FailureReason",
@@ -87,10 +98,12 @@ __all__ = [
     "Status",
     "as_csr",
     "bicgstab",
+    "cache_coloring",
     "cache_info",
     "cg",
     "clear_cache",
     "clear_solver_cache",
+    "color_columns",
     "communication_per_iteration",
     "describe",
     "fgmres",
@@ -104,4 +117,6 @@ __all__ = [
     "set_cache_size",
     "solve",
     "stationary",
+    "trace_sparsity",
+    "with_cache",
 ]

@@ -31,15 +31,13 @@ _AMGX_SOLVERS = (
     "CHEBYSHEV_POLY", "KACZMARZ", "DENSE_LU_SOLVER", "NOSOLVER",
 )
 _PRECONDITIONED = ("PCG", "PBICGSTAB", "GMRES", "FGMRES")
-_RELAXATIONS = ("BLOCK_JACOBI", "JACOBI_L1", "CHEBYSHEV_POLY")
-_WEIGHTED_RELAXATIONS = ("BLOCK_JACOBI", "JACOBI_L1")
+_RELAXATIONS = ("BLOCK_JACOBI", "JACOBI_L1", "CHEBYSHEV_POLY", "MULTICOLOR_GS", "MULTICOLOR_DILU")
+_WEIGHTED_RELAXATIONS = ("BLOCK_JACOBI", "JACOBI_L1", "MULTICOLOR_GS", "MULTICOLOR_DILU")
 _SOLVERS = ("CG", "PCG", "BICGSTAB", "PBICGSTAB", "GMRES", "FGMRES", "AMG", *_RELAXATIONS,
             "NOSOLVER")
 _PRECONDITIONERS = ("AMG", *_RELAXATIONS, "NOSOLVER")
 _COARSE_SOLVERS = ("DENSE_LU_SOLVER", "NOSOLVER")
-_COLOURING = "is not implemented yet: it arrives with the matrix-free issue's graph colouring"
-_SOLVER_REASONS = {name: _COLOURING for name in
-                   ("MULTICOLOR_GS", "MULTICOLOR_DILU", "MULTICOLOR_ILU")}
+_SOLVER_REASONS: dict[str, str] = {}
 _CLASSICAL_SELECTOR = ("chooses coarse points for classical AMG, but jaxsolve's AMG is"
                        " AGGREGATION")
 _SELECTOR_REASONS = {name: _CLASSICAL_SELECTOR for name in
@@ -53,12 +51,13 @@ _AMG_KEYS = frozenset({
     "postsweeps", "cycle", "max_levels", "min_coarse_rows", "coarse_solver", "coarsest_sweeps",
     "jaxsolve_hierarchy_precision",
 })
-_RELAXATION_KEYS = frozenset({"relaxation_factor", "chebyshev_polynomial_order"})
+_RELAXATION_KEYS = frozenset({"relaxation_factor", "chebyshev_polynomial_order", "symmetric_GS"})
 # Where each parameter applies, for the error about one that applies to nothing in its scope.
 _APPLIES_TO = {
     "preconditioner": "PCG, PBICGSTAB, GMRES and FGMRES",
     "gmres_n_restart": "GMRES and FGMRES",
-    "relaxation_factor": "BLOCK_JACOBI and JACOBI_L1",
+    "relaxation_factor": "BLOCK_JACOBI, JACOBI_L1, MULTICOLOR_GS and MULTICOLOR_DILU",
+    "symmetric_GS": "MULTICOLOR_GS",
     "chebyshev_polynomial_order": "CHEBYSHEV_POLY",
     "coarsest_sweeps": "AMG with coarse_solver NOSOLVER",
     **{key: "AMG" for key in _AMG_KEYS - {"coarsest_sweeps"}},
@@ -96,7 +95,7 @@ _IGNORED_KEYS = frozenset({
     "matrix_coloring_scheme", "max_num_hash", "num_colors", "max_uncolored_percentage",
     "initial_color", "use_bsrxmv", "fine_levels", "coloring_try_remove_last_colors",
     "coloring_custom_arg", "weakness_bound", "late_rejection", "geometric_dim",
-    "boundary_coloring", "halo_coloring", "ilu_sparsity_level", "symmetric_GS", "jacobi_iters",
+    "boundary_coloring", "halo_coloring", "ilu_sparsity_level", "jacobi_iters",
     "GS_L1_variant", "kpz_mu", "kpz_order", "kaczmarz_coloring_needed", "cf_smoothing_mode",
     "subspace_dim_s", "cycle_iters", "chebyshev_lambda_estimate_mode", "cheby_max_lambda",
     "cheby_min_lambda", "max_coarse_iters", "alt_rel_tolerance",
@@ -128,7 +127,8 @@ _AMG_DEFAULTS = {
     "max_levels": 100, "min_coarse_rows": 256, "coarse_solver": "DENSE_LU_SOLVER",
     "coarsest_sweeps": 2, "jaxsolve_hierarchy_precision": "DEFAULT",
 }
-_RELAXATION_DEFAULTS = {"relaxation_factor": 0.9, "chebyshev_polynomial_order": 5}
+_RELAXATION_DEFAULTS = {"relaxation_factor": 0.9, "chebyshev_polynomial_order": 5,
+                        "symmetric_GS": 0}
 
 
 # -----------------------------------------------------------------------------
@@ -223,11 +223,22 @@ class RelaxationConfig:
     * ``CHEBYSHEV_POLY``: AmgX's Chebyshev polynomial of degree
       ``chebyshev_polynomial_order`` in ``A``, scaled by the Gershgorin bound
       ``max_i Σ_j |A[i, j]|`` of its largest eigenvalue.
+    * ``MULTICOLOR_GS``: Gauss-Seidel over the colors of a distance-1 coloring of
+      ``A``'s graph, ``x_c ← x_c + ω D_c⁻¹ (b - A x)_c`` for each color ``c`` in turn (the
+      unknowns of one color are updated at once); with ``symmetric_gs`` the colors are
+      then swept again in reverse order, so that ``M`` is symmetric, as PCG needs.
+    * ``MULTICOLOR_DILU``: ``M = (E + L) E⁻¹ (E + U)``, with ``L``/``U`` the entries of
+      ``A`` from earlier/later colors and the diagonal ``E`` chosen so that
+      ``diag(M) = diag(A)`` (AmgX's DILU); ``ω`` damps the update.  Symmetric for a
+      symmetric ``A``.
 
     Attributes:
-      solver: ``"BLOCK_JACOBI"``, ``"JACOBI_L1"`` or ``"CHEBYSHEV_POLY"``.
-      relaxation_factor: damping ``ω`` in ``(0, 2]`` for the two Jacobis, else None.
+      solver: ``"BLOCK_JACOBI"``, ``"JACOBI_L1"``, ``"CHEBYSHEV_POLY"``,
+        ``"MULTICOLOR_GS"`` or ``"MULTICOLOR_DILU"``.
+      relaxation_factor: damping ``ω`` in ``(0, 2]`` for all but CHEBYSHEV_POLY, else None.
       chebyshev_polynomial_order: degree in ``[1, 10]`` for CHEBYSHEV_POLY, else None.
+      symmetric_gs: a forward and a backward sweep (AmgX's ``symmetric_GS``), for
+        MULTICOLOR_GS only.
 
     Raises:
       TypeError, ValueError: if a field has the wrong type, is out of range, or
@@ -237,12 +248,14 @@ class RelaxationConfig:
       >>> from jaxsolve.sparse import RelaxationConfig
       >>> RelaxationConfig(solver="CHEBYSHEV_POLY", relaxation_factor=None,
       ...                  chebyshev_polynomial_order=3)
-      RelaxationConfig(solver='CHEBYSHEV_POLY', relaxation_factor=None, chebyshev_polynomial_order=3)
+      RelaxationConfig(solver='CHEBYSHEV_POLY', relaxation_factor=None, chebyshev_polynomial_order=3,
+                       symmetric_gs=False)
     """
 
     solver: str
     relaxation_factor: float | None
     chebyshev_polynomial_order: int | None
+    symmetric_gs: bool = False
 
     def __post_init__(self) -> None:
         _checked_init(self, self._check)
@@ -258,10 +271,16 @@ class RelaxationConfig:
                        not weighted, context)
         if not weighted:
             _check_int("chebyshev_polynomial_order", self.chebyshev_polynomial_order, 1, 10)
+        if not isinstance(self.symmetric_gs, bool):
+            raise TypeError(f"symmetric_gs must be a bool, got {self.symmetric_gs!r}.")
+        if self.symmetric_gs and self.solver != "MULTICOLOR_GS":
+            raise ValueError(f"symmetric_gs applies to MULTICOLOR_GS only, not {context}.")
 
     def _amgx_keys(self) -> dict[str, Any]:
         keys = {"relaxation_factor": self.relaxation_factor,
-                "chebyshev_polynomial_order": self.chebyshev_polynomial_order}
+                "chebyshev_polynomial_order": self.chebyshev_polynomial_order,
+                "symmetric_GS": int(self.symmetric_gs) if self.solver == "MULTICOLOR_GS"
+                else None}
         return {key: value for key, value in keys.items() if value is not None}
 
 
@@ -556,16 +575,19 @@ def parse_amgx_config(
     ``cycle: V``, ``max_levels: 100``, ``min_coarse_rows: 256`` (2; a dense
     inverse of up to 256 rows costs less than more levels), ``coarse_solver:
     DENSE_LU_SOLVER``, ``coarsest_sweeps: 2``.
-    Relaxations: ``relaxation_factor: 0.9``, ``chebyshev_polynomial_order: 5``.
+    Relaxations: ``relaxation_factor: 0.9``, ``chebyshev_polynomial_order: 5``,
+    ``symmetric_GS: 0``.
     Reporting flags ``print_solve_stats``, ``print_grid_stats``,
     ``store_res_history``: 0.
 
     **Keys.**  Supported values:
 
     * ``solver``: CG, PCG, BICGSTAB, PBICGSTAB, GMRES, FGMRES, AMG, BLOCK_JACOBI,
-      JACOBI_L1, CHEBYSHEV_POLY, NOSOLVER; ``preconditioner``: AMG,
-      BLOCK_JACOBI, JACOBI_L1, CHEBYSHEV_POLY, NOSOLVER (for PCG, PBICGSTAB,
-      GMRES, FGMRES only); ``smoother``: BLOCK_JACOBI, JACOBI_L1, CHEBYSHEV_POLY;
+      JACOBI_L1, CHEBYSHEV_POLY, MULTICOLOR_GS, MULTICOLOR_DILU, NOSOLVER;
+      ``preconditioner``: AMG, BLOCK_JACOBI, JACOBI_L1, CHEBYSHEV_POLY,
+      MULTICOLOR_GS, MULTICOLOR_DILU, NOSOLVER (for PCG, PBICGSTAB, GMRES, FGMRES
+      only); ``smoother``: BLOCK_JACOBI, JACOBI_L1, CHEBYSHEV_POLY, MULTICOLOR_GS,
+      MULTICOLOR_DILU (``symmetric_GS``: 0 or 1 for MULTICOLOR_GS);
       ``coarse_solver``: DENSE_LU_SOLVER, NOSOLVER.
     * ``algorithm``: AGGREGATION; ``selector``: SIZE_2, SIZE_4, SIZE_8;
       ``cycle``: V, W, F; ``presweeps``, ``postsweeps``, ``max_levels``,
@@ -833,12 +855,15 @@ def _relaxation_config(
     weighted = solver in _WEIGHTED_RELAXATIONS
     parameter = "relaxation_factor" if weighted else "chebyshev_polynomial_order"
     value = keys.get(parameter, _RELAXATION_DEFAULTS[parameter])
+    symmetric = solver == "MULTICOLOR_GS"
     relaxation = _build(
         RelaxationConfig, path, solver=solver,
         relaxation_factor=value if weighted else None,
         chebyshev_polynomial_order=None if weighted else value,
+        symmetric_gs=_flag("symmetric_GS", keys.get(
+            "symmetric_GS", _RELAXATION_DEFAULTS["symmetric_GS"]), path) if symmetric else False,
     )
-    return relaxation, {"solver", parameter}
+    return relaxation, {"solver", parameter} | ({"symmetric_GS"} if symmetric else set())
 
 
 def _smoother_config(keys: Mapping[str, Any], path: str) -> tuple[RelaxationConfig, set[str]]:

@@ -13,7 +13,7 @@ JAX's CUDA major the first time a product runs on a GPU):
 * :func:`aggregate_pairs`: greedy pairwise matching of a weighted graph, the aggregation step
   of an AMG setup, on NumPy arrays.
 * :func:`coupling_graph` and :func:`contract_graph`: the weighted graphs aggregation matches
-  on, on NumPy arrays.
+  on, on NumPy arrays; :func:`dsatur_coloring`, the greedy coloring of a product graph.
 * :func:`spgemm_symbolic`: the pattern of a sparse product ``C = A B`` and where each scalar
   product lands in it, so that the numeric product (``A P``, ``Pᵀ A P`` in an AMG setup) is a
   walk over a fixed map.
@@ -66,6 +66,8 @@ _cpu.JaxsolveSparseCouplingGraph.restype = ctypes.c_int64
 _cpu.JaxsolveSparseContractGraph.argtypes = [ctypes.c_int32, _I32, _I32, _F64, _I32,
                                              ctypes.c_int32, ctypes.c_int32, _I32, _I32, _F64]
 _cpu.JaxsolveSparseContractGraph.restype = ctypes.c_int64
+_cpu.JaxsolveSparseColorDsatur.argtypes = [ctypes.c_int32, _I64, _I32, _I64, _I32, _I32]
+_cpu.JaxsolveSparseColorDsatur.restype = ctypes.c_int32
 _cpu.JaxsolveSparseSpgemmCount.argtypes = [ctypes.c_int32] * 2 + [_I32] * 4 + [_I64]
 _cpu.JaxsolveSparseSpgemmCount.restype = ctypes.c_int32
 _cpu.JaxsolveSparseSpgemmFill.argtypes = [ctypes.c_int32] * 2 + [_I32] * 4 + [
@@ -492,6 +494,30 @@ def _checked_weights(fn: str, name: str, weights: Any, shape: tuple[int, ...]) -
             f"{name}.shape={weights.shape} and {name}.dtype={weights.dtype}"
         )
     return np.ascontiguousarray(weights, np.float64)
+
+
+def dsatur_coloring(first_indptr: Any, first_indices: Any, second_indptr: Any,
+                    second_indices: Any) -> np.ndarray:
+    """DSATUR coloring of the graph of ``F S``: nodes ``v`` and ``w`` adjacent when some
+    ``r`` has ``F[v, r]`` and ``S[r, w]`` (the product is never formed).
+
+    ``F = Pᵀ``, ``S = P`` gives the column-intersection graph of ``P``; ``F = I``,
+    ``S = P + Pᵀ`` the graph of a square ``P``. Unchecked patterns (``color_columns`` makes
+    them); see ``csrc/coloring.cc``.
+
+    Returns:
+      ``(n,)`` int32 colors ``0 .. k - 1``, every one used.
+    """
+    n = np.shape(first_indptr)[0] - 1
+    colors = np.empty(n, np.int32)
+    count = _cpu.JaxsolveSparseColorDsatur(
+        n, np.ascontiguousarray(first_indptr, np.int64),
+        np.ascontiguousarray(first_indices, np.int32),
+        np.ascontiguousarray(second_indptr, np.int64),
+        np.ascontiguousarray(second_indices, np.int32), colors)
+    if count < 0:
+        raise MemoryError("color_columns: not enough memory for the coloring.")
+    return colors
 
 
 class SpgemmPattern(NamedTuple):

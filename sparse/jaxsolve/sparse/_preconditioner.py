@@ -17,6 +17,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from . import _matrix_free
 from ._config import DEFAULT_SOLVER_CONFIG, SolverConfig, parse_amgx_config
 from ._csr import CsrMatrix
 from ._csr_arrays import CsrArrays
@@ -25,7 +26,8 @@ from ._hierarchy import Hierarchy
 from ._relaxation import RelaxationData, relax, relaxation_data
 from ._setup import System, checked_inputs
 
-_PRECONDITIONERS = ("AMG", "BLOCK_JACOBI", "JACOBI_L1", "CHEBYSHEV_POLY", "NOSOLVER")
+_PRECONDITIONERS = ("AMG", "BLOCK_JACOBI", "JACOBI_L1", "CHEBYSHEV_POLY", "MULTICOLOR_GS",
+                    "MULTICOLOR_DILU", "NOSOLVER")
 
 
 def jacobi(A: CsrMatrix) -> jax.tree_util.Partial:
@@ -147,7 +149,8 @@ def make_preconditioner(
     with the numbers computed inside the caller's program when ``A``'s values are traced.
 
     Args:
-      A: the ``(n, n)`` matrix (any type :func:`solve` accepts).
+      A: the ``(n, n)`` matrix (any type :func:`solve` accepts; a matrix-free operator
+        with its structure attached by :func:`with_cache`).
       config: the preconditioner's configuration, or None for the default.
       near_nullspace: ``(n, k)`` near-null space for smoothed aggregation.
       check: validate concrete inputs first.
@@ -170,8 +173,14 @@ def make_preconditioner(
       True
     """
     preconditioner = _preconditioner_config(config)
+    probe = jnp.zeros(np.shape(A)[0]) if not _matrix_free.is_operator(A) else None
+    if probe is None:  # a matrix-free A: its size and dtype are those of its attached structure
+        if getattr(A, "shape", None) is None:
+            raise ValueError("make_preconditioner: A is a matrix-free operator of unknown size;"
+                             " pass with_cache(A, coloring=cache_coloring(A, n)).")
+        probe = jnp.zeros(A.shape[0], A.dtype)
     matrix, _, _, near_nullspace = checked_inputs(
-        "make_preconditioner", A, jnp.zeros(np.shape(A)[0]), None, near_nullspace, check)
+        "make_preconditioner", A, probe, None, near_nullspace, check)
     # The system's setup needs a solver scope around the preconditioner; any Krylov one.
     scope = dataclasses.replace(DEFAULT_SOLVER_CONFIG, preconditioner=preconditioner)
     system = System.for_matrix(matrix, scope, near_nullspace, reuse_setup=False, check=check)

@@ -9,6 +9,17 @@ A relaxation sweep improves ``x`` for ``A x = b`` with a cheap approximate inver
 * ``CHEBYSHEV_POLY``: a Chebyshev polynomial of degree ``chebyshev_polynomial_order`` in
   ``D⁻¹A``, damping the spectrum in ``[λ/30, λ]`` with ``λ`` the Gershgorin bound
   ``maxᵢ Σⱼ |a_ij| / |a_ii|`` of ``ρ(D⁻¹A)``.  One sweep costs that many products with ``A``.
+* ``MULTICOLOR_GS``: Gauss-Seidel in the order of a distance-1 coloring of ``A``'s graph
+  (:func:`._coloring.color_graph_on_device`, computed with the rest of the numeric setup):
+  ``x_c ← x_c + ω D_c⁻¹ (b − A x)_c`` for each color ``c``, the unknowns of one color at
+  once; ``symmetric_gs`` sweeps the colors forward, then backward.
+* ``MULTICOLOR_DILU``: ``x ← x + ω M⁻¹ (b − A x)`` with ``M = (E + L) E⁻¹ (E + U)``, ``L``
+  (``U``) the entries of ``A`` whose column has an earlier (later) color than their row,
+  and ``E`` the diagonal with ``diag(M) = diag(A)``: ``e_i = a_ii − Σ_{j earlier} a_ij
+  a_ji / e_j`` (AmgX's DILU).  ``M⁻¹`` is a forward and a backward substitution by colors.
+
+Each color of the multicolor smoothers costs one product with ``A`` (with the rows of the
+other colors masked), so a sweep costs as many products as there are colors.
 
 :func:`relaxation_data` computes what a relaxation needs from ``A``'s values (jit-able, so
 it is part of the numeric re-setup); :func:`relax` applies sweeps.  A sweep from ``x = 0``
@@ -24,6 +35,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
+from ._coloring import color_graph_on_device
 from ._config import RelaxationConfig
 from ._csr_arrays import CsrArrays
 
@@ -39,10 +51,17 @@ class RelaxationData(NamedTuple):
       interval: ``(2,)``: the eigenvalue interval of ``D⁻¹A`` a Chebyshev sweep damps
         (zeros for the Jacobis, which do not use it), in ``A``'s dtype like every array of
         a setup.
+      colors, n_colors: the multicolor smoothers' coloring ``(n,)`` and its size (else None);
+        ``scale`` is then ``1 / d`` (GS) or ``1 / e`` (DILU), undamped.
+      lower, upper: DILU's ``L`` and ``U``: ``A`` with the other entries zeroed (else None).
     """
 
     scale: jax.Array
     interval: jax.Array
+    colors: jax.Array | None = None
+    n_colors: jax.Array | None = None
+    lower: CsrArrays | None = None
+    upper: CsrArrays | None = None
 
 
 def relaxation_data(
@@ -50,6 +69,8 @@ def relaxation_data(
 ) -> RelaxationData:
     """The :class:`RelaxationData` of ``config``'s relaxation for ``A`` (jit-able)."""
     interval = jnp.zeros(2, a.values.dtype)
+    if config.solver in ("MULTICOLOR_GS", "MULTICOLOR_DILU"):
+        return _multicolor_data(a, diagonal, config, interval)
     if config.solver == "BLOCK_JACOBI":
         scale = _safe_inverse(diagonal) * config.relaxation_factor
     elif config.solver == "JACOBI_L1":
@@ -78,7 +99,13 @@ def relax(
 ) -> jax.Array:
     """``sweeps`` sweeps of the relaxation on ``A x = b`` from ``x`` (``None``: zero)."""
     for _ in range(sweeps):
-        if config.solver == "CHEBYSHEV_POLY":
+        if config.solver == "MULTICOLOR_GS":
+            x = _multicolor_gs(matvec, data, config, b, x)
+        elif config.solver == "MULTICOLOR_DILU":
+            residual = b if x is None else b - matvec(x)
+            step = _dilu_solve(data, residual) * jnp.asarray(config.relaxation_factor, b.dtype)
+            x = step if x is None else x + step
+        elif config.solver == "CHEBYSHEV_POLY":
             x = _chebyshev(matvec, data, config.chebyshev_polynomial_order, b, x)
         elif x is None:
             x = data.scale * b
@@ -112,3 +139,75 @@ def _chebyshev(matvec, data: RelaxationData, degree: int, b: jax.Array,
 
 def _safe_inverse(d: jax.Array) -> jax.Array:
     return jnp.where(d != 0, 1 / jnp.where(d != 0, d, 1), 0)
+
+
+def _multicolor_data(a: CsrArrays, diagonal: jax.Array, config: RelaxationConfig,
+                     interval: jax.Array) -> RelaxationData:
+    colors, n_colors = color_graph_on_device(a.indices, a.indptr, a.n_rows)
+    if config.solver == "MULTICOLOR_GS":
+        return RelaxationData(scale=_safe_inverse(diagonal).astype(a.values.dtype),
+                              interval=interval, colors=colors, n_colors=n_colors)
+    rows = a.row_ids
+    row_color, column_color = colors[rows], colors[a.indices]
+    lower = a._replace(values=jnp.where(column_color < row_color, a.values, 0))
+    upper = a._replace(values=jnp.where(column_color > row_color, a.values, 0))
+    # a_ji for each stored a_ij (0 where (j, i) is not stored): a binary search of row j.
+    transposed = _transposed_values(a, rows)
+
+    def eliminate(c, inverse_e):  # the rows of color c, from the earlier colors' e
+        terms = lower.values * transposed * inverse_e[a.indices]
+        e = diagonal - jax.ops.segment_sum(terms, rows, num_segments=a.n_rows,
+                                           indices_are_sorted=True)
+        return jnp.where(colors == c, _safe_inverse(e), inverse_e)
+
+    inverse_e = jax.lax.fori_loop(0, n_colors, eliminate, jnp.zeros_like(diagonal))
+    return RelaxationData(scale=inverse_e.astype(a.values.dtype), interval=interval,
+                          colors=colors, n_colors=n_colors, lower=lower, upper=upper)
+
+
+def _transposed_values(a: CsrArrays, rows: jax.Array) -> jax.Array:
+    """For each stored ``a_ij``, the stored ``a_ji``, or 0 where there is none."""
+    low, high = a.indptr[a.indices], a.indptr[a.indices + 1]
+    last = jnp.maximum(a.indices.shape[0] - 1, 0)
+
+    def halve(_, bounds):
+        low, high = bounds
+        middle = (low + high) // 2
+        go_right = a.indices[jnp.minimum(middle, last)] < rows
+        return jnp.where(go_right & (low < high), middle + 1, low), jnp.where(
+            go_right | (low >= high), high, middle)
+
+    low, high = jax.lax.fori_loop(0, 32, halve, (low, high))
+    found = (low < a.indptr[a.indices + 1]) & (a.indices[jnp.minimum(low, last)] == rows)
+    return jnp.where(found, a.values[jnp.minimum(low, last)], 0)
+
+
+def _multicolor_gs(matvec, data: RelaxationData, config: RelaxationConfig, b: jax.Array,
+                   x: jax.Array | None) -> jax.Array:
+    """One multicolor Gauss-Seidel sweep (forward; then backward if symmetric)."""
+    omega = jnp.asarray(config.relaxation_factor, b.dtype)
+    x = jnp.zeros_like(b) if x is None else x
+
+    def update(c, x):
+        mine = data.colors == c
+        return jnp.where(mine, x + omega * data.scale * (b - matvec(x)), x)
+
+    x = jax.lax.fori_loop(0, data.n_colors, update, x)
+    if config.symmetric_gs:
+        x = jax.lax.fori_loop(0, data.n_colors,
+                              lambda k, x: update(data.n_colors - 1 - k, x), x)
+    return x
+
+
+def _dilu_solve(data: RelaxationData, r: jax.Array) -> jax.Array:
+    """``M⁻¹ r`` for DILU's ``M = (E + L) E⁻¹ (E + U)``: substitutions color by color."""
+    def forward(c, y):  # (E + L) y = r
+        return jnp.where(data.colors == c, data.scale * (r - data.lower.matvec(y)), y)
+
+    y = jax.lax.fori_loop(0, data.n_colors, forward, jnp.zeros_like(r))
+
+    def backward(k, z):  # (E + U) z = E y
+        c = data.n_colors - 1 - k
+        return jnp.where(data.colors == c, y - data.scale * data.upper.matvec(z), z)
+
+    return jax.lax.fori_loop(0, data.n_colors, backward, y)

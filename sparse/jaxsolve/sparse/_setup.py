@@ -16,7 +16,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import _cache
+from . import _cache, _matrix_free
 from ._config import AMGConfig, SolverConfig
 from ._csr import CsrMatrix, as_csr
 from ._csr_arrays import CsrArrays, CsrStructure
@@ -28,12 +28,11 @@ def checked_inputs(
     caller: str, A: Any, b: Any, x0: Any, near_nullspace: Any, check: bool
 ) -> tuple[CsrMatrix, jax.Array, jax.Array | None, jax.Array | None]:
     """``A`` as a square CsrMatrix and ``b``, ``x0``, ``near_nullspace`` in its dtype."""
-    if callable(A) and not isinstance(A, (CsrMatrix, jax.Array, np.ndarray)):
-        raise TypeError(
-            f"{caller}: A is a callable; matrix-free operators (sparsity tracing and graph"
-            " coloring) arrive with their own issue. Pass the matrix as a CsrMatrix, a"
-            " dense array, a BCOO/BCSR or a scipy.sparse matrix."
-        )
+    if _matrix_free.is_operator(A):  # x ↦ A x: materialized by colored probing
+        b = jnp.asarray(b)
+        A = _matrix_free.operator_matrix(
+            caller, A, b.shape[0] if b.ndim >= 1 else None,
+            b.dtype if jnp.issubdtype(b.dtype, jnp.inexact) else None)
     matrix = as_csr(A, check=check)
     n = matrix.shape[0]
     if matrix.shape[0] != matrix.shape[1]:
@@ -234,7 +233,8 @@ def _check_diagonal(matrix: CsrMatrix, config: SolverConfig) -> None:
 
 def divides_by_diagonal(config: SolverConfig) -> bool:
     used = config.preconditioner if config.preconditioner is not None else config
-    return used.solver in ("AMG", "BLOCK_JACOBI", "CHEBYSHEV_POLY")
+    return used.solver in ("AMG", "BLOCK_JACOBI", "CHEBYSHEV_POLY", "MULTICOLOR_GS",
+                           "MULTICOLOR_DILU")
 
 
 def _preconditioner_name(config: SolverConfig) -> str:

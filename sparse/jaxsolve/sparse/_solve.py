@@ -104,7 +104,11 @@ def solve(
 
     Args:
       A: the ``(n, n)`` matrix: a :class:`CsrMatrix`, a dense array, a
-        ``jax.experimental.sparse`` BCOO/BCSR, or any ``scipy.sparse`` matrix.  Or a
+        ``jax.experimental.sparse`` BCOO/BCSR, any ``scipy.sparse`` matrix, or a
+        matrix-free operator ``x ↦ A x``.  An operator's matrix is recovered by colored
+        probing (:func:`cache_coloring`; its structure cached by the operator's jaxpr);
+        inside ``jax.jit`` attach the structure with :func:`with_cache`.  Derivatives
+        then flow on to what the operator closes over.  Or a
         ``jaxsolve.sharding.ShardedCsrMatrix`` (``shard_rows``), solved on all the devices
         of its mesh under ``jax.shard_map`` with ``b`` split like its rows (Krylov methods
         with block-Jacobi AMG and a coarse space; ``x0``, ``config`` and ``derivative``
@@ -129,10 +133,10 @@ def solve(
       ``failure_reason``), with a leading axis of ``k`` for ``b`` of shape ``(n, k)``.
 
     Raises:
-      TypeError: for a callable ``A`` (matrix-free operators arrive with their own issue),
-        unsupported types, or non-float data.
+      TypeError: for unsupported types or non-float data.
       ValueError: for bad shapes, invalid CSR patterns, NaN/Inf or zero diagonals in
-        concrete inputs, an invalid configuration, or a JAX-AMG keyword not supported yet.
+        concrete inputs, an invalid configuration, a JAX-AMG keyword not supported yet,
+        or a matrix-free ``A`` built from traced values without :func:`with_cache`.
 
     Examples:
       >>> import jax, jax.numpy as jnp

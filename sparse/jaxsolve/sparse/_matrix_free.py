@@ -1,0 +1,419 @@
+"""Matrix-free operators: their matrix, recovered by colored probing, for the AMG engine.
+
+AMG needs the matrix; a simulator has ``x ↦ A x``.  Three steps turn one into the other:
+
+1. **Pattern**: :func:`trace_sparsity` reads which ``a_ij`` can be nonzero from the
+   operator's jaxpr (:mod:`._sparsity_tracing`).
+2. **Coloring**: :func:`color_columns` splits the columns into groups sharing no row
+   (:mod:`._coloring`): ``k`` colors, 5 for a 5-point stencil.
+3. **Values**: one operator evaluation per color, all batched with ``jax.vmap``: for
+   the seed ``s_c`` (ones on the columns of color ``c``), ``(A s_c)[i] = a_ij`` for the
+   one ``j`` of color ``c`` in row ``i``, so a gather assembles the CSR values on the
+   device.  This step is plain JAX, so it runs under ``jax.jit`` and is differentiable
+   with respect to whatever the operator closes over: gradients reach the parameters
+   of a simulator through :func:`solve`.
+
+Steps 1–2 are host work on concrete data, done once per operator *structure*:
+:func:`cache_coloring` returns them as a :class:`ColoringInfo`, and keeps them in a
+bounded LRU cache keyed by a hash of the operator's jaxpr, shapes and the structure of
+its constants (their zeros, and their values where they are integers or booleans), so a
+closure rebuilt on every call with new coefficients still finds its entry.  Inside
+``jax.jit`` the structure cannot be computed (the operator's constants are traced):
+compute it before and attach it with :func:`with_cache`, as in this training loop::
+
+    info = sparse.cache_coloring(make_operator(d0), n)         # outside jit, once
+
+    @jax.jit
+    @jax.value_and_grad
+    def loss(d):
+        A = sparse.with_cache(make_operator(d), coloring=info)  # d traced
+        x, _ = sparse.solve(A, b)
+        return jnp.sum((x - target) ** 2)
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import functools
+import hashlib
+import re
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import extend as jex
+
+from ._coloring import color_columns
+from ._csr import CsrMatrix, _CsrPattern
+from ._sparsity_tracing import default_dtype, normalized_shape, trace_pattern
+
+_CACHE_SIZE = 32
+_MATERIALIZE_BYTES = 512 * 2**20  # the products of one vmap batch of seeds, at most
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class ColoringInfo:
+    """The structure of a matrix-free operator: its pattern and a distance-2 coloring.
+
+    Computed by :func:`cache_coloring`, attached to an operator by :func:`with_cache`.
+    Hashable by identity; its arrays are read-only NumPy arrays on the host.
+
+    Attributes:
+      rows: ``(nnz,)`` int32 row of each pattern entry, in CSR order (by row, then column).
+      cols: ``(nnz,)`` int32 column of each entry.
+      colors: ``(n_cols,)`` int32 color of each column; columns of one color share no row.
+      n_colors: the number of colors, i.e. of operator evaluations per materialization.
+      shape: ``(n_rows, n_cols)``.
+      dtype: the dtype of the operator's input the structure was traced with.
+      method: ``"traced"`` (from the jaxpr) or ``"probed"`` (by unit vectors).
+    """
+
+    rows: np.ndarray
+    cols: np.ndarray
+    colors: np.ndarray
+    n_colors: int
+    shape: tuple[int, int]
+    dtype: np.dtype
+    method: str = "traced"
+
+    @property
+    def nnz(self) -> int:
+        return int(self.rows.size)
+
+    @functools.cached_property
+    def pattern(self) -> _CsrPattern:
+        """The pattern as the one shared by every :class:`CsrMatrix` materialized on it."""
+        counts = np.bincount(self.rows, minlength=self.shape[0])
+        indptr = np.concatenate([[0], np.cumsum(counts)])
+        return _CsrPattern(self.cols, indptr, self.shape)
+
+    @functools.cached_property
+    def positions(self) -> np.ndarray:
+        """Where each entry's value sits among the products ``(n_colors, n_rows)``, flat."""
+        flat = self.colors[self.cols].astype(np.int64) * self.shape[0] + self.rows
+        return flat.astype(np.int32 if flat.size == 0 or flat.max() < 2**31 - 1 else np.int64)
+
+    def __iter__(self):
+        """JAX-AMG's 5-tuple: ``rows, cols, colors, n_colors, shape = info``."""
+        return iter((self.rows, self.cols, self.colors, self.n_colors, self.shape))
+
+    def __repr__(self) -> str:
+        return (f"ColoringInfo(shape={self.shape}, nnz={self.nnz}, n_colors={self.n_colors},"
+                f" dtype={self.dtype}, method={self.method!r})")
+
+
+class CachedOperator:
+    """A matrix-free operator with its structure attached (see :func:`with_cache`).
+
+    Calling it calls the operator.  ``shape`` and ``dtype`` are the coloring's.
+    """
+
+    def __init__(self, operator: Callable[[jax.Array], jax.Array], coloring: ColoringInfo | None,
+                 is_symmetric: bool | None, nullspace: Any):
+        self.operator = operator
+        self.coloring = coloring
+        self.is_symmetric = is_symmetric
+        self.nullspace = nullspace
+
+    def __call__(self, x: jax.Array) -> jax.Array:
+        return self.operator(x)
+
+    @property
+    def shape(self) -> tuple[int, int] | None:
+        return None if self.coloring is None else self.coloring.shape
+
+    @property
+    def dtype(self) -> np.dtype | None:
+        return None if self.coloring is None else self.coloring.dtype
+
+
+def with_cache(operator: Callable[[jax.Array], jax.Array], *,
+               coloring: ColoringInfo | None = None, is_symmetric: bool | None = None,
+               nullspace: Any = None) -> CachedOperator:
+    """Attaches a precomputed structure to a matrix-free operator, for use under ``jax.jit``.
+
+    :func:`solve` and :func:`make_preconditioner` accept a callable ``A``; outside
+    ``jit`` they find its structure themselves (and cache it), but inside they cannot,
+    since the operator's constants are traced.  Compute it outside with
+    :func:`cache_coloring` and attach it here, inside: only the values are then computed
+    in the compiled program (one operator evaluation per color), differentiably.
+
+    Args:
+      operator: ``x ↦ A x`` (or an operator returned by ``with_cache``, whose attachments
+        the new ones replace where given).
+      coloring: from :func:`cache_coloring` on an operator of the same structure.
+      is_symmetric: whether ``A`` is symmetric; recorded for JAX-AMG's call shape
+        (``CG``/``PCG`` configurations already treat ``A`` as symmetric).
+      nullspace: the null space of a singular ``A`` (JAX-AMG's keyword); singular
+        systems are not supported yet, and a solve with one raises.
+
+    Returns:
+      A callable operator carrying the attachments.
+
+    Examples:
+      >>> import jax, jax.numpy as jnp
+      >>> from jaxsolve import sparse
+      >>> def operator(d):
+      ...     return lambda x: d * x - jnp.roll(x, 1) - jnp.roll(x, -1)
+      >>> info = sparse.cache_coloring(operator(4.0), 16)
+      >>> solve = jax.jit(lambda d, b: sparse.solve(
+      ...     sparse.with_cache(operator(d), coloring=info), b)[0])
+      >>> x = solve(4.0, jnp.ones(16))
+      >>> bool(jnp.allclose(operator(4.0)(x), 1.0, atol=1e-4))
+      True
+    """
+    if isinstance(operator, CachedOperator):
+        coloring = operator.coloring if coloring is None else coloring
+        is_symmetric = operator.is_symmetric if is_symmetric is None else is_symmetric
+        nullspace = operator.nullspace if nullspace is None else nullspace
+        operator = operator.operator
+    if not callable(operator):
+        raise TypeError(f"with_cache: operator must be callable, got {type(operator).__name__}.")
+    if coloring is not None and not isinstance(coloring, ColoringInfo):
+        raise TypeError("with_cache: coloring must be a ColoringInfo from cache_coloring,"
+                        f" got {type(coloring).__name__}.")
+    return CachedOperator(operator, coloring, is_symmetric, nullspace)
+
+
+# -----------------------------------------------------------------------------
+# The structure cache
+
+
+_cache: collections.OrderedDict[str, ColoringInfo] = collections.OrderedDict()
+_cache_lock = threading.Lock()
+
+
+def cache_coloring(operator: Callable[[jax.Array], jax.Array], shape: Any,
+                   dtype: Any = None) -> ColoringInfo:
+    r"""The pattern and distance-2 coloring of a matrix-free operator, computed once.
+
+    Traces the operator's sparsity (:func:`trace_sparsity`, with its fallback to probing),
+    colors its columns (:func:`color_columns`), checks that the matrix recovered with
+    that coloring reproduces the operator on a random vector, and keeps the result in an
+    LRU cache of 32 entries keyed by the operator's structure: a hash of its jaxpr, the
+    shapes and dtype, and the zero patterns of the arrays it closes over (full values
+    for integer and boolean ones, which can be indices).  An operator rebuilt with new
+    coefficients (a new closure) finds the same entry.
+
+    Call it outside ``jax.jit``; pass the result to :func:`with_cache` inside.
+
+    Args:
+      operator: ``x ↦ A x`` for ``x`` of shape ``(n_cols,)``; linear, with concrete
+        closed-over arrays.
+      shape: ``n`` for a square operator, or ``(n_rows, n_cols)``.
+      dtype: the dtype of ``x`` (default: JAX's default float); solves in another
+        dtype reuse the structure.
+
+    Returns:
+      A :class:`ColoringInfo`.
+
+    Raises:
+      ValueError: if the operator closes over traced values (call it outside
+        ``jit``/``grad``), does not map ``(n_cols,)`` to ``(n_rows,)``, or is not
+        reproduced by the recovered matrix (it is not linear).
+
+    Examples:
+      >>> import jax.numpy as jnp
+      >>> from jaxsolve import sparse
+      >>> def laplacian_2d(x):  # 5-point stencil on a 32 × 32 grid, zero boundary
+      ...     u = jnp.pad(x.reshape(32, 32), 1)
+      ...     return (4 * u[1:-1, 1:-1] - u[:-2, 1:-1] - u[2:, 1:-1]
+      ...             - u[1:-1, :-2] - u[1:-1, 2:]).ravel()
+      >>> info = sparse.cache_coloring(laplacian_2d, 32 * 32)
+      >>> info.nnz, info.shape
+      (4992, (1024, 1024))
+      >>> info.n_colors  # the optimum: 5 operator evaluations recover all 4992 entries
+      5
+    """
+    shape = normalized_shape("cache_coloring", shape)
+    dtype = default_dtype(dtype)
+    operator = operator.operator if isinstance(operator, CachedOperator) else operator
+    with jax.ensure_compile_time_eval():  # host work, also while a caller's jit traces
+        return _cache_coloring(operator, shape, dtype)
+
+
+def _cache_coloring(operator: Callable, shape: tuple[int, int], dtype: np.dtype) -> ColoringInfo:
+    closed_jaxpr = jax.make_jaxpr(operator)(jax.ShapeDtypeStruct((shape[1],), dtype))
+    if any(isinstance(c, jax.core.Tracer) for c in closed_jaxpr.consts):
+        raise ValueError(
+            "cache_coloring: the operator closes over traced values (it was built inside"
+            " jax.jit, grad or vmap). Call cache_coloring outside, on an operator of the"
+            " same structure built from concrete arrays, and attach the result inside"
+            " with with_cache(operator, coloring=...).")
+    key = _structure_key(closed_jaxpr, shape, dtype)
+    with _cache_lock:
+        info = _cache.get(key)
+        if info is not None:
+            _cache.move_to_end(key)
+            return info
+    pattern, method = trace_pattern(operator, shape, dtype, closed_jaxpr)
+    colors = color_columns(pattern, distance=2) if pattern.nnz else np.zeros(shape[1], np.int32)
+    coo = pattern.tocoo()
+    info = ColoringInfo(
+        rows=_frozen(coo.row), cols=_frozen(coo.col), colors=_frozen(colors),
+        n_colors=int(colors.max(initial=-1)) + 1 if pattern.nnz else 0, shape=shape,
+        dtype=dtype, method=method)
+    check_materialized("cache_coloring", operator, info, materialize(operator, info))
+    with _cache_lock:
+        _cache[key] = info
+        while len(_cache) > _CACHE_SIZE:
+            _cache.popitem(last=False)
+    return info
+
+
+def _frozen(a: np.ndarray) -> np.ndarray:
+    a = np.ascontiguousarray(a, dtype=np.int32)
+    a.flags.writeable = False
+    return a
+
+
+# A float literal of the printed jaxpr (``4.0:f32[]``): only whether it is zero is structure.
+_FLOAT_LITERAL = re.compile(
+    r"(?<![\w.])-?(?:\d+\.?\d*(?:e[-+]?\d+)?|inf|nan)(?=:(?:bf16|f16|f32|f64|c64|c128)\[)")
+
+
+def _structure_key(closed_jaxpr: Any, shape: tuple[int, int], dtype: np.dtype) -> str:
+    digest = hashlib.blake2b(digest_size=20)
+    text = _FLOAT_LITERAL.sub(
+        lambda match: "0" if float(match.group()) == 0 else "nz", str(closed_jaxpr.jaxpr))
+    digest.update(f"{shape}|{dtype}|{text}".encode())
+    # The arrays the operator closes over: constvars, or (in newer JAX versions) array
+    # literals inside the equations, whose printed form need not show their values.
+    for const in [*closed_jaxpr.consts, *_array_literals(closed_jaxpr.jaxpr)]:
+        const = np.asarray(const)
+        digest.update(f"|{const.shape}{const.dtype}|".encode())
+        structural = const if const.dtype.kind in "biu" else (const != 0)
+        digest.update(np.ascontiguousarray(structural).tobytes())
+    return digest.hexdigest()
+
+
+def _array_literals(jaxpr: Any) -> list[Any]:
+    """The values of the non-scalar literals of ``jaxpr`` and its sub-jaxprs, in order."""
+    found = []
+    for eqn in jaxpr.eqns:
+        for atom in eqn.invars:
+            if isinstance(atom, jex.core.Literal) and np.ndim(atom.val) > 0:
+                found.append(atom.val)
+        for value in eqn.params.values():
+            for sub in value if isinstance(value, (tuple, list)) else (value,):
+                inner = getattr(sub, "jaxpr", sub)
+                if isinstance(inner, jex.core.Jaxpr):
+                    found.extend(getattr(sub, "consts", []))
+                    found.extend(_array_literals(inner))
+    return found
+
+
+def clear_coloring_cache() -> None:
+    """Empties the structure cache of :func:`cache_coloring`."""
+    with _cache_lock:
+        _cache.clear()
+
+
+# -----------------------------------------------------------------------------
+# Materialization
+
+
+def materialize(operator: Callable[[jax.Array], jax.Array], coloring: ColoringInfo,
+                dtype: Any = None) -> CsrMatrix:
+    """The operator's matrix on ``coloring``'s pattern: one evaluation per color, vmapped.
+
+    jit-able and differentiable with respect to the operator's closed-over arrays.
+    """
+    m, n = coloring.shape
+    dtype = coloring.dtype if dtype is None else np.dtype(dtype)
+    k = coloring.n_colors
+    if k == 0:
+        return CsrMatrix._on_pattern(jnp.zeros(0, dtype), coloring.pattern)
+    colors = jnp.asarray(coloring.colors)
+    seeds = (colors[None, :] == jnp.arange(k, dtype=colors.dtype)[:, None]).astype(dtype)
+    batch = max(1, min(k, _MATERIALIZE_BYTES // max(1, (m + n) * dtype.itemsize)))
+    products = _evaluate(operator, seeds, batch)
+    values = products.reshape(-1)[jnp.asarray(coloring.positions)]
+    return CsrMatrix._on_pattern(values, coloring.pattern)
+
+
+def _evaluate(operator: Callable, seeds: jax.Array, batch: int) -> jax.Array:
+    """``operator`` on each row of ``seeds``: vmapped in batches, or sequentially when the
+    operator cannot be vmapped (a callback without a ``vmap_method``)."""
+    try:
+        jax.eval_shape(jax.vmap(operator), seeds[:1])
+    except NotImplementedError:
+        return jax.lax.map(operator, seeds)
+    if batch >= seeds.shape[0]:
+        return jax.vmap(operator)(seeds)
+    return jax.lax.map(operator, seeds, batch_size=batch)
+
+
+def check_materialized(caller: str, operator: Callable, coloring: ColoringInfo,
+                       matrix: CsrMatrix) -> None:
+    """Raises if ``matrix`` does not reproduce ``operator`` on a random vector."""
+    if isinstance(matrix.values, jax.core.Tracer):
+        return
+    n = coloring.shape[1]
+    dtype = np.dtype(matrix.values.dtype)
+    x = jnp.asarray(np.random.default_rng(7).standard_normal(n).astype(dtype))
+    with jax.numpy_dtype_promotion("standard"):
+        expected = jnp.asarray(operator(x))
+        got = matrix @ x.astype(matrix.values.dtype)
+        scale = _abs_matvec(matrix, x) + jnp.abs(expected)
+        error = jnp.max(jnp.abs(expected - got) / jnp.maximum(scale, jnp.finfo(dtype).tiny))
+    tolerance = 100 * float(jnp.finfo(dtype).eps) * max(1, int(np.sqrt(coloring.n_colors)))
+    if not float(error) <= tolerance:
+        raise ValueError(
+            f"{caller}: the matrix recovered from the operator's pattern ({coloring.method},"
+            f" {coloring.n_colors} colors) does not reproduce it (relative error"
+            f" {float(error):.2e}). Is the operator linear in x, without an offset?")
+
+
+def _abs_matvec(matrix: CsrMatrix, x: jax.Array) -> jax.Array:
+    return CsrMatrix._on_pattern(jnp.abs(matrix.values), matrix._pattern) @ jnp.abs(x).astype(
+        jnp.abs(matrix.values).dtype)
+
+
+# -----------------------------------------------------------------------------
+# The solver's entry: a callable A as a CsrMatrix
+
+
+def is_operator(A: Any) -> bool:
+    """Whether ``A`` is a matrix-free operator (a callable that is not a matrix)."""
+    return callable(A) and not isinstance(A, (CsrMatrix, jax.Array, np.ndarray)) and not (
+        hasattr(A, "todense") or hasattr(A, "toarray"))
+
+
+def operator_matrix(caller: str, operator: Any, n: int | None, dtype: Any) -> CsrMatrix:
+    """The matrix of a matrix-free ``A``, for :func:`solve` and :func:`make_preconditioner`.
+
+    Its structure is the attached one (:func:`with_cache`), else :func:`cache_coloring`'s,
+    which needs the operator's constants concrete (outside ``jit``).
+    """
+    cached = operator if isinstance(operator, CachedOperator) else None
+    if cached is not None and cached.nullspace is not None:
+        raise ValueError(f"{caller}: with_cache(nullspace=...) is not supported yet:"
+                         " singular systems arrive with the classical/singular/block issue.")
+    coloring = None if cached is None else cached.coloring
+    if coloring is None:
+        if n is None:
+            raise ValueError(
+                f"{caller}: A is a matrix-free operator of unknown size; attach its structure"
+                " with with_cache(A, coloring=cache_coloring(A, n)).")
+        try:
+            coloring = cache_coloring(operator, n, dtype)
+        except ValueError as error:
+            if "traced values" not in str(error):
+                raise
+            raise ValueError(
+                f"{caller}: A is a matrix-free operator built from traced values (inside"
+                " jax.jit, grad or vmap), so its sparsity cannot be found here. Compute it"
+                " outside with info = cache_coloring(A_outside, n) and pass"
+                " with_cache(A, coloring=info) instead.") from None
+    elif n is not None and coloring.shape != (n, n):
+        raise ValueError(f"{caller}: A's attached coloring has shape {coloring.shape}, but b"
+                         f" needs ({n}, {n}).")
+    matrix = materialize(operator, coloring, dtype)
+    if cached is None:  # a structure from the cache: make sure it fits this operator
+        check_materialized(caller, operator, coloring, matrix)
+    return matrix
