@@ -149,6 +149,11 @@ def test_statistics_count_levels_and_memory():
     assert set(stats.bytes_kept) == {"finest pattern", "coarse operators", "transfer operators",
                                      "smoothers", "coarsest inverse", "product plans"}
     assert "operator complexity" in str(stats)
+    # the setup's phases, each timed (the numeric one once more by describe itself)
+    assert list(stats.setup_seconds) == ["aggregation", "sparse products", "to the device",
+                                         "numeric setup"]
+    assert all(seconds > 0 for seconds in stats.setup_seconds.values())
+    assert "setup time: aggregation" in str(stats)
 
 
 def dataclasses_replace_amg(**changes):

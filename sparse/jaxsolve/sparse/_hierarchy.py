@@ -25,9 +25,11 @@ compiled program:
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import functools
 import hashlib
+import time
 from typing import Any, NamedTuple
 
 import jax
@@ -95,6 +97,9 @@ class HierarchyStructure:
       arrays: the index arrays :func:`numeric_setup` reads, on the device (one copy,
         shared by every setup).
       config: the AMG configuration it was built for.
+      setup_seconds: the host time the build took, by phase: ``"aggregation"`` (coupling
+        graphs and matching), ``"sparse products"`` (the patterns and plans of ``T``,
+        ``P``, ``R``, ``A P`` and ``Pᵀ A P``) and ``"to the device"``.
     """
 
     levels: tuple[LevelStructure, ...]
@@ -102,6 +107,7 @@ class HierarchyStructure:
     coarsest_diagonal: np.ndarray
     arrays: StructureArrays
     config: AMGConfig
+    setup_seconds: dict[str, float] = dataclasses.field(default_factory=dict)
 
     @functools.cached_property
     def fingerprint(self) -> str:
@@ -203,6 +209,15 @@ def build_structure(
             " Store the diagonal or use a Krylov solver without AMG."
         )
     levels: list[LevelStructure] = []
+    seconds: collections.Counter[str] = collections.Counter()
+    clock = time.perf_counter()
+
+    def phase(name: str) -> None:  # the time since the last phase ended counts as `name`
+        nonlocal clock
+        now = time.perf_counter()
+        seconds[name] += now - clock
+        clock = now
+
     magnitudes = None if values is None else _aggregation.WeightedGraph(
         pattern.indptr, pattern.indices, np.abs(values))
     while len(levels) + 1 < config.max_levels and pattern.n_rows > config.min_coarse_rows:
@@ -211,13 +226,16 @@ def build_structure(
         if config.smoothed_aggregation and levels:
             rounds = _aggregation.smoothed_rounds(rounds, pattern.nnz / pattern.n_rows)
         aggregates, count = _aggregation.aggregate(graph, rounds)
+        phase("aggregation")
         if count * columns >= pattern.n_rows:  # no coarsening: stop here
             break
         level = _level_structure(pattern, aggregates, count, columns,
                                  config.smoothed_aggregation)
         levels.append(level)
+        phase("sparse products")
         magnitudes = (None if magnitudes is None or columns > 1
                       else _aggregation.aggregated(magnitudes, aggregates, count))
+        phase("aggregation")
         pattern = level.galerkin.c
     if config.coarse_solver == "DENSE_LU_SOLVER" and pattern.n_rows > MAX_DENSE_COARSE_ROWS:
         raise ValueError(
@@ -226,14 +244,16 @@ def build_structure(
             f" {config.max_levels}), lower min_coarse_rows, or use a coarser selector."
         )
     coarsest_diagonal = pattern.diagonal_positions()
+    arrays = StructureArrays(
+        levels=tuple(_level_arrays(level) for level in levels),
+        coarsest=_pattern_arrays(pattern),
+        coarsest_diagonal=jax.device_put(coarsest_diagonal),
+    )
+    jax.block_until_ready(arrays)
+    phase("to the device")
     return HierarchyStructure(
         levels=tuple(levels), coarsest=pattern, coarsest_diagonal=coarsest_diagonal,
-        arrays=StructureArrays(
-            levels=tuple(_level_arrays(level) for level in levels),
-            coarsest=_pattern_arrays(pattern),
-            coarsest_diagonal=jax.device_put(coarsest_diagonal),
-        ),
-        config=config,
+        arrays=arrays, config=config, setup_seconds=dict(seconds),
     )
 
 

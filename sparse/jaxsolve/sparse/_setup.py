@@ -149,7 +149,7 @@ class System:
             entry = _cache.setup_for((self.pattern_key, amg, k), build)
         if self.concrete_values is None or (self.reuse_setup and entry.numbers is not None):
             return entry.structure, entry.numbers if self.reuse_setup else None
-        entry.numbers = _numeric_setup_now(entry.structure, self.concrete_values,
+        entry.numbers = numeric_setup_now(entry.structure, self.concrete_values,
                                            self.near_nullspace)
         return entry.structure, entry.numbers
 
@@ -198,7 +198,7 @@ def _numeric_setup(structure, arrays, values, near_nullspace):
     return numeric_setup(structure, arrays, values, near_nullspace)
 
 
-def _numeric_setup_now(structure: HierarchyStructure, values: jax.Array,
+def numeric_setup_now(structure: HierarchyStructure, values: jax.Array,
                        near_nullspace: jax.Array | None) -> Hierarchy:
     """The numbers for concrete ``values``, computed now, even while a caller's jit traces.
 

@@ -10,6 +10,7 @@ same table when a solve sets up a hierarchy from concrete values.
 from __future__ import annotations
 
 import dataclasses
+import time
 from typing import Any
 
 import jax
@@ -17,7 +18,7 @@ import numpy as np
 
 from ._config import parse_amgx_config
 from ._hierarchy import Hierarchy, HierarchyStructure
-from ._setup import System, amg_config, checked_inputs
+from ._setup import System, amg_config, checked_inputs, numeric_setup_now
 
 
 @dataclasses.dataclass(frozen=True)
@@ -37,6 +38,9 @@ class HierarchyStatistics:
         of ``A``'s own index arrays).
       matrix_bytes: bytes of ``A`` itself in CSR (values, int32 indices and row pointers),
         the yardstick for ``bytes_kept``.
+      setup_seconds: the setup's time by phase: the structure's on the host when it was
+        built (``"aggregation"``, ``"sparse products"``, ``"to the device"``) and, from
+        :func:`describe`, one ``"numeric setup"`` on the device (compiled already).
     """
 
     rows: tuple[int, ...]
@@ -45,6 +49,7 @@ class HierarchyStatistics:
     operator_complexity: float
     bytes_kept: dict[str, int]
     matrix_bytes: int
+    setup_seconds: dict[str, float] = dataclasses.field(default_factory=dict)
 
     def __str__(self) -> str:
         lines = ["AMG hierarchy", " level        rows      nonzeros  nnz/row"]
@@ -57,6 +62,9 @@ class HierarchyStatistics:
                      f" {total / self.matrix_bytes:.2f} × the matrix's {self.matrix_bytes / 2**20:.1f} MiB")
         lines.extend(f"   {part:20s} {size / 2**20:10.1f} MiB"
                      for part, size in self.bytes_kept.items())
+        if self.setup_seconds:
+            lines.append(" setup time: " + ", ".join(
+                f"{phase} {seconds * 1e3:.1f} ms" for phase, seconds in self.setup_seconds.items()))
         return "\n".join(lines)
 
 
@@ -93,12 +101,15 @@ def describe(A: Any, config: Any = None, *,
     structure, numbers = system.setup
     if numbers is None:
         raise ValueError("describe: A's values must be concrete (call it outside jax.jit).")
-    return statistics(structure, numbers, matrix.values.dtype.itemsize)
+    start = time.perf_counter()  # once more, compiled: the time a re-setup takes
+    jax.block_until_ready(numeric_setup_now(structure, matrix.values, near_nullspace))
+    numeric_seconds = time.perf_counter() - start
+    return statistics(structure, numbers, matrix.values.dtype.itemsize, numeric_seconds)
 
 
-def statistics(structure: HierarchyStructure, numbers: Hierarchy,
-               itemsize: int) -> HierarchyStatistics:
-    """The :class:`HierarchyStatistics` of a built hierarchy."""
+def statistics(structure: HierarchyStructure, numbers: Hierarchy, itemsize: int,
+               numeric_seconds: float | None = None) -> HierarchyStatistics:
+    """The :class:`HierarchyStatistics` of a built hierarchy (and a numeric setup's time)."""
     patterns = [level.a for level in structure.levels] + [structure.coarsest]
     rows = tuple(pattern.n_rows for pattern in patterns)
     nonzeros = tuple(pattern.nnz for pattern in patterns)
@@ -127,4 +138,6 @@ def statistics(structure: HierarchyStructure, numbers: Hierarchy,
         rows=rows, nonzeros=nonzeros,
         grid_complexity=sum(rows) / rows[0], operator_complexity=sum(nonzeros) / nonzeros[0],
         bytes_kept=parts, matrix_bytes=nonzeros[0] * (itemsize + 4) + 4 * (rows[0] + 1),
+        setup_seconds={**structure.setup_seconds, **(
+            {} if numeric_seconds is None else {"numeric setup": numeric_seconds})},
     )
