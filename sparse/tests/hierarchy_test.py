@@ -195,3 +195,15 @@ def test_single_precision_hierarchy_inside_a_double_precision_solve(x64):
     assert iterations["SINGLE"] <= iterations["DEFAULT"] + 1, iterations
     # 4 bytes less for every coarse value (the index arrays stay as they were)
     assert coarse_bytes["DEFAULT"] - coarse_bytes["SINGLE"] == 4 * sum(stats.nonzeros[1:])
+
+
+def test_aggregates_grow_with_the_near_null_space():
+    # Three rigid-body modes make each aggregate three coarse unknowns: aggregates grow by
+    # 2^⌈log₂ 3⌉ = 4, so the levels still shrink by about SIZE_4's factor.
+    A, modes = matrices.elasticity_matrix_2d(24)
+    config = {"preconditioner": {"selector": "SIZE_4", "jaxsolve_smoothed_aggregation": 1}}
+    scalar = sparse.describe(A, config)
+    with_modes = sparse.describe(A, config, near_nullspace=modes)
+    assert with_modes.rows[0] / with_modes.rows[1] >= 4 * 0.8, with_modes.rows
+    assert with_modes.operator_complexity < 1.7, with_modes.operator_complexity
+    assert scalar.rows[0] / scalar.rows[1] == pytest.approx(4, rel=0.2)

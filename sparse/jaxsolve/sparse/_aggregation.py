@@ -40,6 +40,19 @@ ROUNDS = {"SIZE_2": 1, "SIZE_4": 2, "SIZE_8": 3}
 MAX_EXTRA_ROUNDS = 3
 
 
+def rounds_for_columns(columns: int) -> int:
+    """Pairwise rounds beyond the selector's for ``k = columns`` near-null-space vectors.
+
+    Each aggregate becomes ``k`` coarse unknowns, so aggregates ``2^⌈log₂ k⌉`` times
+    larger keep the coarsening ratio the selector's (``SIZE_4`` with three rigid-body
+    modes: aggregates of about 16 unknowns, 3 coarse unknowns each).
+
+    >>> rounds_for_columns(1), rounds_for_columns(3), rounds_for_columns(6)
+    (0, 2, 3)
+    """
+    return max(columns - 1, 0).bit_length()
+
+
 def smoothed_rounds(rounds: int, mean_row_length: float) -> int:
     """The pairwise rounds for a coarse level of smoothed aggregation.
 

@@ -222,7 +222,7 @@ def build_structure(
         pattern.indptr, pattern.indices, np.abs(values))
     while len(levels) + 1 < config.max_levels and pattern.n_rows > config.min_coarse_rows:
         graph = _aggregation.coupling_graph(pattern, magnitudes)
-        rounds = _aggregation.ROUNDS[config.selector]
+        rounds = _aggregation.ROUNDS[config.selector] + _aggregation.rounds_for_columns(columns)
         if config.smoothed_aggregation and levels:
             rounds = _aggregation.smoothed_rounds(rounds, pattern.nnz / pattern.n_rows)
         aggregates, count = _aggregation.aggregate(graph, rounds)
