@@ -25,6 +25,10 @@ level 2 about 130.  Its coarse levels therefore match in more rounds
 (:func:`smoothed_rounds`), until an aggregate is about as large as a row of the level's
 operator — the size that PyAMG's neighbourhood aggregation reaches by construction — so
 that the hierarchy stays short and its coarse operators sparse.
+
+With a near-null space of ``k`` vectors (rigid-body modes: ``k = 3`` in 2D, 6 in 3D) an
+aggregate becomes ``k`` coarse unknowns, so every level matches in ``⌈log₂ k⌉`` more rounds
+(:func:`rounds_for_columns`) and still shrinks by about the selector's factor.
 """
 
 from __future__ import annotations
