@@ -106,3 +106,20 @@ class TestMulticolorSolve:
             "solver": "AMG", "smoother": "MULTICOLOR_GS", "symmetric_GS": 1}})
         assert config.preconditioner.amg.smoother.symmetric_gs
         assert sparse.parse_amgx_config(config.to_amgx_dict()) == config
+
+
+def test_make_preconditioner_sets_a_relaxation_up_once(monkeypatch):
+    # Coloring the graph at every application, inside a Krylov loop, would cost a setup
+    # per iteration: the Preconditioner carries the relaxation's data instead.
+    from jaxsolve.sparse import _preconditioner
+    A = sparse.as_csr(sparse.matrices.poisson_matrix(16))
+    M = sparse.make_preconditioner(A, {"solver": "MULTICOLOR_GS", "symmetric_GS": 1})
+    assert M.relaxation is not None and M.relaxation.colors is not None
+    calls = []
+    setup = _preconditioner.relaxation_data
+    monkeypatch.setattr(_preconditioner, "relaxation_data",
+                        lambda *args: calls.append(1) or setup(*args))
+    b = jnp.ones(A.shape[0])
+    x, _ = jax.scipy.sparse.linalg.cg(A.matvec, b, M=M, tol=1e-6)
+    assert calls == []
+    assert float(jnp.linalg.norm(A.matvec(x) - b) / jnp.linalg.norm(b)) < 1e-5

@@ -93,8 +93,8 @@ def _scale_rows(inverse_diagonal: jax.Array, r: jax.Array) -> jax.Array:
     return scale.astype(dtype) * r.astype(dtype)
 
 
-@functools.partial(jax.tree_util.register_dataclass, data_fields=["matrix", "hierarchy"],
-                   meta_fields=["config"])
+@functools.partial(jax.tree_util.register_dataclass,
+                   data_fields=["matrix", "hierarchy", "relaxation"], meta_fields=["config"])
 @dataclasses.dataclass(frozen=True)
 class Preconditioner:
     """``r ↦ M⁻¹ r`` for a configured preconditioner of a matrix: a pytree, jit-able.
@@ -107,11 +107,14 @@ class Preconditioner:
     Attributes:
       matrix: the matrix, on the device.
       hierarchy: its AMG hierarchy, or None for a relaxation or ``NOSOLVER``.
+      relaxation: a relaxation's data (inverse diagonal, spectral interval, colors),
+        set up once, or None for AMG or ``NOSOLVER``.
       config: the preconditioner's configuration (static).
     """
 
     matrix: CsrArrays
     hierarchy: Hierarchy | None
+    relaxation: RelaxationData | None
     config: SolverConfig
 
     def __call__(self, r: jax.Array) -> jax.Array:
@@ -120,7 +123,8 @@ class Preconditioner:
         if r.ndim not in (1, 2) or r.shape[0] != self.matrix.n_rows:
             raise ValueError(f"Preconditioner: r must have shape ({self.matrix.n_rows},) or"
                              f" ({self.matrix.n_rows}, k), got {r.shape}.")
-        apply = make_precondition(self.config, self.matrix, self.hierarchy)
+        apply = make_precondition(self.config, self.matrix, self.hierarchy,
+                                  relaxation=self.relaxation)
         if apply is None:
             return r
         r = r.astype(self.matrix.values.dtype)
@@ -184,8 +188,11 @@ def make_preconditioner(
     # The system's setup needs a solver scope around the preconditioner; any Krylov one.
     scope = dataclasses.replace(DEFAULT_SOLVER_CONFIG, preconditioner=preconditioner)
     system = System.for_matrix(matrix, scope, near_nullspace, reuse_setup=False, check=check)
-    state = system.state()
-    return Preconditioner(*system.operators(matrix.values, state), config=preconditioner)
+    matrix, hierarchy = system.operators(matrix.values, system.state())
+    # A relaxation's data is set up here once, not at every application inside a Krylov loop.
+    relaxation = (None if preconditioner.solver in ("AMG", "NOSOLVER") else
+                  relaxation_data(matrix, finest_diagonal(matrix), preconditioner.relaxation))
+    return Preconditioner(matrix, hierarchy, relaxation, config=preconditioner)
 
 
 def _preconditioner_config(config: Any) -> SolverConfig:
@@ -208,12 +215,13 @@ def _preconditioner_config(config: Any) -> SolverConfig:
 
 def make_precondition(
     config: SolverConfig | None, matrix: CsrArrays, hierarchy: Hierarchy | None,
-    applications: int | None = None,
+    applications: int | None = None, relaxation: RelaxationData | None = None,
 ) -> Callable[[jax.Array], jax.Array] | None:
     """``r ↦ M⁻¹ r`` for a preconditioner configuration (None: the identity).
 
     ``applications`` (default: the configuration's ``max_iters``, as AmgX applies a
-    preconditioner) cycles, or sweeps of the relaxation, from zero.
+    preconditioner) cycles, or sweeps of the relaxation, from zero; a relaxation's data is
+    ``relaxation`` or, when None, set up here.
     """
     if config is None or config.solver == "NOSOLVER":
         return None
@@ -225,8 +233,9 @@ def make_precondition(
                 x = x + cycle(hierarchy, r - matrix.matvec(x))
             return x
         return apply_cycles
-    data = relaxation_data(matrix, finest_diagonal(matrix), config.relaxation)
-    return functools.partial(_sweeps, matrix, data, config, applications)
+    if relaxation is None:
+        relaxation = relaxation_data(matrix, finest_diagonal(matrix), config.relaxation)
+    return functools.partial(_sweeps, matrix, relaxation, config, applications)
 
 
 def _sweeps(matrix: CsrArrays, data: RelaxationData, config: SolverConfig, sweeps: int,
