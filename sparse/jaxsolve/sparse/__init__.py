@@ -30,6 +30,10 @@ Krylov methods, configured in AmgX's vocabulary and differentiable through
   (``shard_rows``) and a ``b`` split over the same mesh and runs under ``jax.shard_map``,
   with halo exchanges by ``ppermute`` and block-Jacobi AMG with a coarse space;
   `communication_per_iteration` counts the bytes a device exchanges per iteration.
+* Distributed solves across MPI processes, in JAX-AMG's call shape:
+  ``solve(A_local, b_local, comm=comm, nglobal=N, partition_info=(row_start, row_end))``
+  runs the same algorithms with ``mpi4jax`` messages (the ``mpi`` extra), under `jax.jit`
+  and `jax.grad`.
 * `jaxsolve.sparse.matrices`: a gallery of test problems whose patterns stay static when
   their values are traced.
 """

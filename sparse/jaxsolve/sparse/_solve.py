@@ -30,15 +30,13 @@ from ._csr_arrays import CsrArrays
 from ._distributed import ShardedCsrMatrix, solve_sharded
 from ._hierarchy import Hierarchy
 from ._krylov import bicgstab, cg, fgmres, gmres, stationary
+from ._mpi import solve_mpi
 from ._preconditioner import finest_diagonal, make_precondition
 from ._setup import System, checked_inputs, divides_by_diagonal
 from ._statistics import statistics
 from ._status import FailureReason, SolveInfo, Status
 
 _DEFERRED_KEYWORDS = {
-    "comm": "distributed solves arrive with the sharding issue",
-    "nglobal": "distributed solves arrive with the sharding issue",
-    "partition_info": "distributed solves arrive with the sharding issue",
     "block_dim": "block (BSR) systems arrive with the classical/singular/block issue",
     "nullspace": ("singular systems (a null space of A) arrive with the"
                   " classical/singular/block issue; for smoothed aggregation's near-null"
@@ -123,9 +121,15 @@ def solve(
         reproduces exactly (e.g. elasticity's rigid-body modes); the constant by default.
       check: validate concrete inputs before any work (``False`` skips the ``O(nnz)``
         checks; shapes and dtypes are always checked).
-      comm, nglobal, partition_info, block_dim, nullspace, transpose_nullspace:
-        JAX-AMG's keywords for distributed, block and singular systems; accepted by name,
-        they raise until those features land.
+      comm, nglobal, partition_info: a distributed solve across MPI processes (JAX-AMG's
+        call shape): ``comm`` an mpi4py communicator, ``nglobal`` the global number of
+        rows, ``partition_info`` ``(row_start, row_end)``; ``A`` and ``b`` are then this
+        rank's rows (global column indices) and ``x`` comes back the same way, ``info``
+        identical on every rank.  Every rank calls together; needs mpi4jax.  Krylov
+        methods with block-Jacobi AMG and a coarse space, reverse-mode derivatives (see
+        ``_mpi.py``).
+      block_dim, nullspace, transpose_nullspace: JAX-AMG's keywords for block and
+        singular systems; accepted by name, they raise until those features land.
 
     Returns:
       ``(x, info)``: the solution, of ``b``'s shape, and a :class:`SolveInfo`
@@ -165,8 +169,15 @@ def solve(
             raise ValueError(
                 f"solve: derivative must be 'implicit' or 'adjoint', got {derivative!r}.")
         return solve_sharded(A, b, x0, config, derivative=derivative)
-    _reject_deferred(comm=comm, nglobal=nglobal, partition_info=partition_info,
-                     block_dim=block_dim if block_dim != 1 else None, nullspace=nullspace,
+    if comm is not None or nglobal is not None or partition_info is not None:
+        return solve_mpi(A, b, x0, config, comm=comm, nglobal=nglobal,
+                         partition_info=partition_info, derivative=derivative,
+                         unsupported={"reuse_setup": reuse_setup or None,
+                                      "near_nullspace": near_nullspace,
+                                      "block_dim": block_dim if block_dim != 1 else None,
+                                      "nullspace": nullspace,
+                                      "transpose_nullspace": transpose_nullspace})
+    _reject_deferred(block_dim=block_dim if block_dim != 1 else None, nullspace=nullspace,
                      transpose_nullspace=transpose_nullspace)
     if derivative not in ("implicit", "adjoint"):
         raise ValueError(f"solve: derivative must be 'implicit' or 'adjoint', got {derivative!r}.")
