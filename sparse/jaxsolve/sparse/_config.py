@@ -325,6 +325,10 @@ class AMGConfig:
       coarsest_sweeps: sweeps on the coarsest level for ``NOSOLVER``, else None.
       hierarchy_precision: ``"DEFAULT"`` (the matrix's) or ``"SINGLE"`` (AmgX key
         ``jaxsolve_hierarchy_precision``, a jaxsolve extension).
+      coarse_null_dimension: ``0``, or for a singular system (``solve(...,
+        nullspace=N)`` sets it to ``N``'s columns; no AmgX key) the most null
+        vectors the coarsest matrix can have: its dense inverse is then a
+        pseudo-inverse that drops that many of its smallest singular values.
 
     Raises:
       TypeError, ValueError: if a field has the wrong type or value.
@@ -347,6 +351,7 @@ class AMGConfig:
     coarse_solver: str
     coarsest_sweeps: int | None
     hierarchy_precision: str = "DEFAULT"
+    coarse_null_dimension: int = 0
 
     def __post_init__(self) -> None:
         _checked_init(self, self._check)
@@ -374,6 +379,7 @@ class AMGConfig:
         if smoothed_only:
             _check_int("coarsest_sweeps", self.coarsest_sweeps, 0)
         _check_choice("hierarchy_precision", self.hierarchy_precision, ("DEFAULT", "SINGLE"), ())
+        _check_int("coarse_null_dimension", self.coarse_null_dimension, 0)
 
     def _amgx_keys(self, scope: str) -> dict[str, Any]:
         keys = {

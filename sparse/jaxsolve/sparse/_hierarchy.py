@@ -20,7 +20,8 @@ compiled program:
 * :func:`numeric_setup` (jit-able, differentiable, ``vmap``-able over values): all the
   numbers — ``T``, ``ω`` (a few power-iteration steps), ``P``, ``R``, ``A_{ℓ+1}``, the
   smoothers' data, and the inverse of the coarsest matrix, LU-factored and applied as a
-  dense inverse (``DENSE_LU_SOLVER``).
+  dense inverse (``DENSE_LU_SOLVER``); for a singular system (``coarse_null_dimension``)
+  a pseudo-inverse from its SVD instead.
 """
 
 from __future__ import annotations
@@ -476,6 +477,27 @@ def _coarsest_numbers(
     # A decoupled row (a vanished coarse basis function) is all zero: make it identity.
     decoupled = jnp.sum(jnp.abs(dense), axis=1) == 0
     dense = dense + jnp.diag(decoupled.astype(dense.dtype))
+    if config.coarse_null_dimension:
+        return CoarsestNumbers(a=a, inverse=_pseudo_inverse(dense, config.coarse_null_dimension),
+                               smoother=None)
     factors = jax.scipy.linalg.lu_factor(dense)
     inverse = jax.scipy.linalg.lu_solve(factors, jnp.eye(n, dtype=dense.dtype))
     return CoarsestNumbers(a=a, inverse=inverse, smoother=None)
+
+
+def _pseudo_inverse(dense: jax.Array, null_dimension: int) -> jax.Array:
+    """A pseudo-inverse of the coarsest matrix of a singular system, by its SVD.
+
+    ``A_c = Pᴴ A P`` is singular exactly on ``{c : P c ∈ null(A)}``, at most
+    ``null_dimension`` vectors (the columns of ``solve``'s ``nullspace=``), where an LU
+    factorization would divide by a rounding error.  The ``null_dimension`` smallest
+    singular values are dropped (and any below ``n ε σ_max``): if ``A_c`` happens to be
+    regular, the coarse correction only loses its smoothest directions, which the Krylov
+    method restores in a few iterations.
+    """
+    n = dense.shape[0]
+    u, s, vh = jnp.linalg.svd(dense)
+    cutoff = n * jnp.finfo(s.dtype).eps * s[0]
+    keep = (jnp.arange(n) < n - null_dimension) & (s > cutoff)
+    inverse_s = jnp.where(keep, 1 / jnp.where(keep, s, 1), 0).astype(dense.dtype)
+    return (jnp.conj(vh).T * inverse_s[None, :]) @ jnp.conj(u).T

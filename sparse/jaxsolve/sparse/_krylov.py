@@ -772,6 +772,7 @@ def _info(progress: _Progress, problem: _Problem) -> SolveInfo:
         status=progress.status,
         residual_history=progress.history,
         failure_reason=progress.reason,
+        rhs_inconsistency=jnp.full((), jnp.nan, progress.history.dtype),  # set by solve
     )
 
 

@@ -31,6 +31,7 @@ from ._distributed import ShardedCsrMatrix, solve_sharded
 from ._hierarchy import Hierarchy
 from ._krylov import bicgstab, cg, fgmres, gmres, stationary
 from ._mpi import solve_mpi
+from ._nullspace import minimum_norm, null_spaces, pseudo_inverse_services, singular_config
 from ._preconditioner import finest_diagonal, make_precondition
 from ._setup import System, checked_inputs, divides_by_diagonal
 from ._statistics import statistics
@@ -38,10 +39,6 @@ from ._status import FailureReason, SolveInfo, Status
 
 _DEFERRED_KEYWORDS = {
     "block_dim": "block (BSR) systems arrive with the classical/singular/block issue",
-    "nullspace": ("singular systems (a null space of A) arrive with the"
-                  " classical/singular/block issue; for smoothed aggregation's near-null"
-                  " space (e.g. rigid-body modes) pass near_nullspace="),
-    "transpose_nullspace": "singular systems arrive with the classical/singular/block issue",
 }
 _KRYLOV = {"CG": cg, "PCG": cg, "BICGSTAB": bicgstab, "PBICGSTAB": bicgstab,
            "GMRES": gmres, "FGMRES": fgmres}
@@ -95,6 +92,16 @@ def solve(
     pattern runs one batched loop until every system has converged; ``b`` of shape
     ``(n, k)`` solves ``k`` right-hand sides the same way.
 
+    **Singular systems** (a periodic or pure-Neumann Poisson matrix, whose null space is
+    the constants): pass a basis of ``A``'s null space as ``nullspace`` (and of ``Aᵀ``'s
+    as ``transpose_nullspace`` when ``A`` is not symmetric).  The solve then returns the
+    minimum-norm least-squares solution ``x = A⁺ b``: ``b`` loses its part in
+    ``null(Aᵀ)`` before the Krylov method starts, ``x`` its part in ``null(A)`` at the
+    end, the dropped part ``‖P b‖ / ‖b‖`` is ``info.rhs_inconsistency`` (NaN for regular
+    solves), and the coarsest AMG level is inverted by an SVD pseudo-inverse instead of
+    LU.  Derivatives are the projected ones: ``b̄ = (Aᵀ)⁺ x̄``, and for the values the
+    derivative along matrices that keep the null spaces (see ``_nullspace.py``).
+
     **Failures** never pass silently: ``info.status`` is a :class:`Status` and
     ``info.failure_reason`` says why (:func:`raise_on_failure` turns both into an
     exception outside ``jit``).  Traced values with NaN/Inf or a zero diagonal end as
@@ -128,19 +135,28 @@ def solve(
         identical on every rank.  Every rank calls together; needs mpi4jax.  Krylov
         methods with block-Jacobi AMG and a coarse space, reverse-mode derivatives (see
         ``_mpi.py``).
-      block_dim, nullspace, transpose_nullspace: JAX-AMG's keywords for block and
-        singular systems; accepted by name, they raise until those features land.
+      nullspace: ``(n,)`` or ``(n, k)``, a basis of ``A``'s null space (JAX-AMG's
+        meaning: exact null vectors of a singular ``A``, not ``near_nullspace``), e.g.
+        :func:`matrices.constant_nullspace`; not differentiated.
+      transpose_nullspace: a basis of ``Aᵀ``'s null space, ``(n,)`` or ``(n, m)``; each
+        of the two defaults to the other (right for symmetric ``A``).  Concrete bases are
+        checked against ``A`` (unless ``check=False``).
+      block_dim: JAX-AMG's keyword for block systems; accepted by name, it raises until
+        that feature lands.
 
     Returns:
       ``(x, info)``: the solution, of ``b``'s shape, and a :class:`SolveInfo`
       (``iterations``, ``residual``, ``status``, ``residual_history``,
-      ``failure_reason``), with a leading axis of ``k`` for ``b`` of shape ``(n, k)``.
+      ``failure_reason``, ``rhs_inconsistency``), with a leading axis of ``k`` for
+      ``b`` of shape ``(n, k)``.
 
     Raises:
       TypeError: for unsupported types or non-float data.
       ValueError: for bad shapes, invalid CSR patterns, NaN/Inf or zero diagonals in
         concrete inputs, an invalid configuration, a JAX-AMG keyword not supported yet,
-        or a matrix-free ``A`` built from traced values without :func:`with_cache`.
+        a ``nullspace``/``transpose_nullspace`` of the wrong shape or not annihilated by
+        ``A``/``Aᵀ``, or a matrix-free ``A`` built from traced values without
+        :func:`with_cache`.
 
     Examples:
       >>> import jax, jax.numpy as jnp
@@ -177,8 +193,7 @@ def solve(
                                       "block_dim": block_dim if block_dim != 1 else None,
                                       "nullspace": nullspace,
                                       "transpose_nullspace": transpose_nullspace})
-    _reject_deferred(block_dim=block_dim if block_dim != 1 else None, nullspace=nullspace,
-                     transpose_nullspace=transpose_nullspace)
+    _reject_deferred(block_dim=block_dim if block_dim != 1 else None)
     if derivative not in ("implicit", "adjoint"):
         raise ValueError(f"solve: derivative must be 'implicit' or 'adjoint', got {derivative!r}.")
     config = parse_amgx_config(config)
@@ -186,6 +201,9 @@ def solve(
         raise ValueError("solve: solver 'NOSOLVER' solves nothing; it is a preconditioner"
                          " choice (e.g. {'solver': 'PBICGSTAB', 'preconditioner': 'NOSOLVER'}).")
     matrix, b, x0, near_nullspace = checked_inputs("solve", A, b, x0, near_nullspace, check)
+    spaces = null_spaces("solve", matrix, nullspace, transpose_nullspace, check)
+    if spaces is not None:  # singular: the coarsest AMG level gets a pseudo-inverse
+        config = singular_config(config, spaces)
     system = System.for_matrix(matrix, config, near_nullspace, reuse_setup, check)
     _print_grid_stats(config, system, matrix)
     hermitian = config.solver in _HERMITIAN_METHODS
@@ -198,18 +216,22 @@ def solve(
     # The setup's arrays travel with the values as the operator (arguments of the compiled
     # solve, not constants); only the values are differentiated.
     operator = (matrix.values, state)
+    services = (_service(system), None if hermitian else _service(system, transposed=True))
+    if spaces is not None:  # A⁺ = P_N A⁻¹ P_W and its transpose (_nullspace.py)
+        operator, *services = pseudo_inverse_services(spaces, operator, *services)
     correction, info = autodiff.linear_solve(
         operator, rhs,
-        solve=_service(system),
-        transpose_solve=None if hermitian else _service(system, transposed=True),
+        solve=services[0],
+        transpose_solve=services[1],
         matvec=lambda operator, x: pattern.matvec(operator[0], x),
         symmetric=hermitian,
-        symmetrize=(lambda operator: (pattern.symmetrize(operator[0]), operator[1]))
+        symmetrize=(lambda operator: (pattern.symmetrize(operator[0]), *operator[1:]))
         if hermitian else None,
         mode="jvp" if derivative == "implicit" else "adjoint",
         has_aux=True,
     )
-    return (correction if x0 is None else x0 + correction), info
+    x = correction if x0 is None else x0 + correction
+    return (x, info) if spaces is None else minimum_norm(spaces, x, b, info)
 
 
 def _print_grid_stats(config: SolverConfig, system: System, matrix) -> None:

@@ -193,6 +193,12 @@ class SolveInfo:
             ``k = 0, ..., iterations`` (so entry 0 is ``1``), then NaN.
         failure_reason: ``()`` int32, a :class:`FailureReason` code
             (``NONE`` on success).
+        rhs_inconsistency: ``()`` real, for a singular system (``solve(...,
+            nullspace=...)``) the part of ``b`` outside ``A``'s range,
+            ``‖P b‖ / ‖b‖`` with ``P`` the orthogonal projection onto
+            ``null(Aᴴ)`` (``0`` for a consistent ``b``, and for ``b = 0``);
+            NaN when no null space was given (None in a ``SolveInfo`` built
+            without it).  (JAX-AMG's ``info["rhs_inconsistency"]``.)
 
     Examples:
         >>> import jax.numpy as jnp
@@ -209,6 +215,7 @@ class SolveInfo:
     status: jax.Array
     residual_history: jax.Array
     failure_reason: jax.Array
+    rhs_inconsistency: jax.Array | None = None
 
 
 class SolveError(RuntimeError):

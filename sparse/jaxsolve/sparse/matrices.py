@@ -55,8 +55,10 @@ from jax.typing import ArrayLike, DTypeLike
 
 __all__ = [
     "anisotropic_diffusion_matrix",
+    "constant_nullspace",
     "convection_diffusion_matrix_2d",
     "elasticity_matrix_2d",
+    "periodic_poisson_matrix",
     "poisson3d_matrix",
     "poisson3d_matrix_distributed",
     "poisson_matrix",
@@ -411,6 +413,80 @@ def poisson3d_matrix(n: int, *, dtype: DTypeLike = jnp.float32) -> sparse.BCSR:
       Array(0., dtype=float32)
     """
     return _laplacian("poisson3d_matrix", n, 3, dtype)
+
+
+def periodic_poisson_matrix(n: int, *, dtype: DTypeLike = jnp.float32) -> sparse.BCSR:
+    """The 2D 5-point Poisson matrix on an ``n × n`` periodic grid: singular.
+
+    As :func:`poisson_matrix`, 4 on the diagonal and -1 for each of the four grid
+    neighbours, but the grid wraps around (a torus): neighbour ``(i ± 1) mod n`` along
+    each axis, so every row sums to zero and the matrix is symmetric positive
+    *semi*-definite with the constants as its null space (:func:`constant_nullspace`),
+    eigenvalues ``4 - 2 cos(2πk/n) - 2 cos(2πl/n)``.  ``A x = b`` has a solution only
+    for ``b`` of zero sum; solve it with ``solve(A, b, nullspace=constant_nullspace(n * n))``,
+    which returns the solution of zero mean.  For ``n = 2`` the two neighbours along an
+    axis coincide (one entry of -2); for ``n = 1`` the matrix is ``[[0]]``.  It is the
+    graph Laplacian of the ``n × n`` torus.
+
+    Args:
+      n: grid points per side, a static int >= 1; the matrix has ``n²`` unknowns.
+      dtype: real floating dtype of the values.
+
+    Returns:
+      A BCSR of shape ``(n², n²)`` with ``5n²`` stored entries for ``n >= 3``.
+
+    Raises:
+      TypeError: if ``n`` is not an int, or ``dtype`` not a real floating dtype.
+      ValueError: if ``n < 1``, ``dtype`` needs x64, or the matrix overflows int32 indices.
+
+    Examples:
+      >>> import jax.numpy as jnp
+      >>> from jaxsolve.sparse import matrices
+      >>> a = matrices.periodic_poisson_matrix(3)
+      >>> a.shape, a.nse
+      ((9, 9), 45)
+      >>> a.todense()[0]  # the corner couples across both periodic boundaries
+      Array([ 4., -1., -1., -1.,  0.,  0., -1.,  0.,  0.], dtype=float32)
+      >>> bool(jnp.all(a @ jnp.ones(9) == 0))  # the constants are its null space
+      True
+    """
+    n = _checked_size("periodic_poisson_matrix", n)
+    dtype = _checked_dtype("periodic_poisson_matrix", dtype)
+    _check_int32_capacity("periodic_poisson_matrix", 5 * n * n)
+    indptr, indices, values = _periodic_laplacian_pattern(n)
+    return _bcsr(jnp.asarray(values, dtype), indices, indptr, n * n)
+
+
+@functools.lru_cache(maxsize=8)
+def _periodic_laplacian_pattern(n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(indptr, indices, values)`` of the periodic 5-point Laplacian, values in NumPy."""
+    i, j = np.divmod(np.arange(n * n), n)
+    rows, cols, weights = [np.arange(n * n)], [np.arange(n * n)], [np.full(n * n, 4.0)]
+    for di, dj in ((-1, 0), (1, 0), (0, -1), (0, 1)):
+        rows.append(np.arange(n * n))
+        cols.append(((i + di) % n) * n + (j + dj) % n)
+        weights.append(np.full(n * n, -1.0))
+    indptr, indices, slot = _csr_pattern(np.concatenate(rows), np.concatenate(cols), n * n)
+    values = np.zeros(indices.size)
+    np.add.at(values, slot, np.concatenate(weights))
+    return _read_only(indptr, indices, values)
+
+
+def constant_nullspace(n: int, *, dtype: DTypeLike = jnp.float32) -> jax.Array:
+    """The unit constant vector as an ``(n, 1)`` null-space basis.
+
+    ``1/√n`` everywhere: the null space of :func:`periodic_poisson_matrix` (and of any
+    pure-Neumann Laplacian or graph Laplacian of a connected graph), in the shape
+    ``solve(..., nullspace=)`` takes.
+
+    Examples:
+      >>> from jaxsolve.sparse import matrices
+      >>> matrices.constant_nullspace(4).T
+      Array([[0.5, 0.5, 0.5, 0.5]], dtype=float32)
+    """
+    n = _checked_size("constant_nullspace", n)
+    dtype = _checked_dtype("constant_nullspace", dtype)
+    return jnp.full((n, 1), 1 / math.sqrt(n), dtype)
 
 
 def poisson_matrix_distributed(
