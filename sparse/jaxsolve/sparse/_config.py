@@ -216,7 +216,11 @@ class RelaxationConfig:
     Each sweep updates ``x ← x + M⁻¹ (b - A x)``:
 
     * ``BLOCK_JACOBI``: damped Jacobi, ``M = D / ω`` with ``D = diag(A)``
-      (AmgX's name; blocks are 1 × 1 for scalar systems).
+      (AmgX's name; blocks are 1 × 1 for scalar systems).  It smooths only while
+      ``ω ρ(D⁻¹A) < 2``: with AmgX's default ``ω = 0.9`` it diverges on 2D
+      elasticity (``ρ ≈ 2.33``), and PCG then stops with
+      ``PRECONDITIONER_NOT_POSITIVE_DEFINITE``; use ``JACOBI_L1`` or
+      ``CHEBYSHEV_POLY`` there.
     * ``JACOBI_L1``: ℓ1-Jacobi, ``M = D_ℓ1 / ω`` with ``D_ℓ1[i] = Σ_j |A[i, j]|``,
       convergent for every SPD matrix without a damping estimate (AmgX itself
       applies ``ω`` only to a first sweep from ``x = 0``).
