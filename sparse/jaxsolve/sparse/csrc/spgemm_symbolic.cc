@@ -16,14 +16,16 @@
 // row i of C has seen. O(p + products + sum over C's rows of r log r), split
 // over the machine's cores by blocks of rows (each thread its own markers).
 #include <algorithm>
-#include <atomic>
 #include <cstdint>
-#include <thread>
 #include <vector>
 
 #include "export.h"
+#include "row_blocks.h"
 
 namespace {
+
+using ::jaxsolve::sparse::BlocksFor;
+using ::jaxsolve::sparse::ForRowBlocks;
 
 // Calls visit(column) for every product of row i of C, in product order.
 template <typename Visit>
@@ -38,28 +40,6 @@ void ForEachProduct(int32_t i, const int32_t* a_indptr,
 
 // Rows smaller than this are not worth a thread of their own.
 constexpr int64_t kMinRowsPerThread = 4096;
-
-// Calls body(begin, end) on contiguous blocks of [0, m) rows, one block per
-// thread (the last in the calling thread); false if any call threw.
-template <typename Body>
-bool ForRowBlocks(int32_t m, Body body) {
-  const int64_t cores = std::max<int64_t>(1, std::thread::hardware_concurrency());
-  const int64_t blocks = std::clamp<int64_t>(m / kMinRowsPerThread, 1, cores);
-  std::atomic<bool> failed{false};
-  const auto run = [&](int64_t b) {
-    try {
-      body(static_cast<int32_t>(m * b / blocks),
-           static_cast<int32_t>(m * (b + 1) / blocks));
-    } catch (...) {
-      failed = true;
-    }
-  };
-  std::vector<std::thread> threads;
-  for (int64_t b = 0; b + 1 < blocks; ++b) threads.emplace_back(run, b);
-  run(blocks - 1);
-  for (std::thread& thread : threads) thread.join();
-  return !failed;
-}
 
 // The number of products of rows [begin, end).
 int64_t Products(int32_t begin, int32_t end, const int32_t* a_indptr,
@@ -106,9 +86,10 @@ JAXSOLVE_SPARSE_EXPORT int32_t JaxsolveSparseSpgemmCount(
     int32_t m, int32_t p, const int32_t* a_indptr, const int32_t* a_indices,
     const int32_t* b_indptr, const int32_t* b_indices, int64_t* c_indptr) {
   // Each block writes its rows' lengths; the sum runs after.
-  const bool counted = ForRowBlocks(m, [&](int32_t begin, int32_t end) {
+  const int64_t blocks = BlocksFor(m, kMinRowsPerThread);
+  const bool counted = ForRowBlocks(m, blocks, [&](int64_t begin, int64_t end) {
     std::vector<int32_t> marker(p, -1);
-    for (int32_t i = begin; i < end; ++i) {
+    for (int32_t i = static_cast<int32_t>(begin); i < end; ++i) {
       int64_t length = 0;
       ForEachProduct(i, a_indptr, a_indices, b_indptr, b_indices,
                      [&](int32_t col) {
@@ -134,10 +115,12 @@ JAXSOLVE_SPARSE_EXPORT int32_t JaxsolveSparseSpgemmFill(
     const int32_t* b_indptr, const int32_t* b_indices, const int64_t* c_indptr,
     int32_t* c_indices, void* offsets, int32_t offset_bytes) {
   const auto fill = [&](auto* typed) {
-    const bool filled = ForRowBlocks(m, [&](int32_t begin, int32_t end) {
-      Fill(begin, end, p, a_indptr, a_indices, b_indptr, b_indices, c_indptr,
-           c_indices, typed);
-    });
+    const bool filled = ForRowBlocks(
+        m, BlocksFor(m, kMinRowsPerThread), [&](int64_t begin, int64_t end) {
+          Fill(static_cast<int32_t>(begin), static_cast<int32_t>(end), p,
+               a_indptr, a_indices, b_indptr, b_indices, c_indptr, c_indices,
+               typed);
+        });
     return filled ? 0 : -1;
   };
   switch (offset_bytes) {
