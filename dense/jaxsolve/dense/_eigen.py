@@ -14,11 +14,15 @@ from ._layout import checked_array, constrain, prepare_matrix
 from ._status import fill_failed, status_of
 
 
-def _syevd_body(layout, a):
-    syevd = _backend.services("syevd", layout, a.dtype)
-    a = constrain(a, layout.matrix_sharding())
-    w, v = autodiff.eigh(a, decompose=syevd.compute)
-    info = syevd.info((a,), (w, v))
+# The derivative rule of each family: A V = V diag(w), and A V = B V diag(w).
+_RULES = {"syevd": autodiff.eigh, "sygvd": autodiff.eigh_generalized}
+
+
+def _eigen_body(family, layout, *matrices):
+    services = _backend.services(family, layout, matrices[0].dtype)
+    matrices = tuple(constrain(m, layout.matrix_sharding()) for m in matrices)
+    w, v = _RULES[family](*matrices, decompose=services.compute)
+    info = services.info(matrices, (w, v))
     w, v = fill_failed(info, w, v)
     outputs = (constrain(w, layout.replicated()), constrain(v, layout.matrix_sharding()),
                constrain(info, layout.replicated()))
@@ -73,23 +77,11 @@ def syevd(
     a, layout = prepare_matrix(caller, a, T_A, mesh, matrix_specs, flags=dict(
         return_eigenvectors=return_eigenvectors, return_status=return_status, pad=pad,
         donate=donate))
-    w, v, info = run(_syevd_body, (layout,), (a,), bool(donate))
+    w, v, info = run(_eigen_body, ("syevd", layout), (a,), bool(donate))
     outputs = [w, v] if return_eigenvectors else [w]
     if return_status:
         outputs.append(status_of(caller, info))
     return outputs[0] if len(outputs) == 1 else tuple(outputs)
-
-
-def _sygvd_body(layout, a, b):
-    sygvd = _backend.services("sygvd", layout, a.dtype)
-    a = constrain(a, layout.matrix_sharding())
-    b = constrain(b, layout.matrix_sharding())
-    w, v = autodiff.eigh_generalized(a, b, decompose=sygvd.compute)
-    info = sygvd.info((a, b), (w, v))
-    w, v = fill_failed(info, w, v)
-    outputs = (constrain(w, layout.replicated()), constrain(v, layout.matrix_sharding()),
-               constrain(info, layout.replicated()))
-    return outputs, ()
 
 
 def sygvd(
@@ -152,7 +144,7 @@ def sygvd(
             f"{caller}: a and b must have the same shape and dtype, got {a.shape} {a.dtype} "
             f"and {b.shape} {b.dtype}."
         )
-    w, v, info = run(_sygvd_body, (layout,), (a, b), bool(donate))
+    w, v, info = run(_eigen_body, ("sygvd", layout), (a, b), bool(donate))
     outputs = [w, v] if return_eigenvectors else [w]
     if return_status:
         outputs.append(status_of(caller, info, a.shape[0]))
