@@ -648,21 +648,28 @@ def solve_sharded(
             return (values + _transposed_values(layout, values)) / 2
     else:
         transpose_service = _service(config, transposed)
-    rhs = b
     if x0 is not None:
         x0 = lax.stop_gradient(_checked_vector("x0", x0, A).astype(dtype))
         if x0.shape != b.shape:
             raise ValueError(f"solve: x0 must have b's shape {b.shape}, got {x0.shape}.")
-        rhs = b - matvec(operator, x0)
+    return solve_from(operator, b, x0, matvec=matvec, solve=_service(config, forward),
+                      transpose_solve=transpose_service, hermitian=hermitian,
+                      symmetrize=symmetrize, derivative=derivative)
+
+
+def solve_from(operator: Any, b: jax.Array, x0: jax.Array | None, *, matvec, solve,
+               transpose_solve, hermitian: bool, symmetrize, derivative: str
+               ) -> tuple[jax.Array, SolveInfo]:
+    """``x = A⁻¹ b`` through `jaxsolve.autodiff.linear_solve`, its services distributed.
+
+    An initial guess enters as the right-hand side of the correction ``A δ = b − A x0``
+    (``x0`` gets no derivative), shared by the sharded and the MPI solves.
+    """
+    rhs = b if x0 is None else b - matvec(operator, x0)
     correction, info = autodiff.linear_solve(
-        operator, rhs,
-        solve=_service(config, forward),
-        transpose_solve=transpose_service,
-        matvec=matvec,
-        symmetric=hermitian,
-        symmetrize=symmetrize,
-        mode="jvp" if derivative == "implicit" else "adjoint",
-        has_aux=True,
+        operator, rhs, solve=solve, transpose_solve=transpose_solve, matvec=matvec,
+        symmetric=hermitian, symmetrize=symmetrize,
+        mode="jvp" if derivative == "implicit" else "adjoint", has_aux=True,
     )
     return (correction if x0 is None else x0 + correction), info
 

@@ -59,13 +59,13 @@ import numpy as np
 import scipy.sparse
 from jax import lax
 
-from jaxsolve import autodiff
 from jaxsolve.sharding import halo_plan
 
 from ._config import AMGConfig, SolverConfig, parse_amgx_config
 from ._csr_arrays import CsrStructure
 from ._distributed import (COARSE_PER_PART, _coarse_aggregates, _Preconditioner,
-                           coarse_inverse_rows, krylov_columns, local_matvec, precondition)
+                           coarse_inverse_rows, krylov_columns, local_matvec, precondition,
+                           solve_from)
 from ._hierarchy import HierarchyStructure, build_structure, numeric_setup
 from ._status import SolveInfo
 
@@ -577,17 +577,7 @@ def solve_mpi(
         def symmetrize(values):
             return values
 
-    rhs = b
-    if x0 is not None:
-        rhs = b - matvec(values, x0)
-    correction, info = autodiff.linear_solve(
-        values, rhs,
-        solve=_compiled_solve(config, layout, False),
-        transpose_solve=None if hermitian else _compiled_solve(config, layout, True),
-        matvec=matvec,
-        symmetric=hermitian,
-        symmetrize=symmetrize,
-        mode="jvp" if derivative == "implicit" else "adjoint",
-        has_aux=True,
-    )
-    return (correction if x0 is None else x0 + correction), info
+    return solve_from(values, b, x0, matvec=matvec,
+                      solve=_compiled_solve(config, layout, False),
+                      transpose_solve=None if hermitian else _compiled_solve(config, layout, True),
+                      hermitian=hermitian, symmetrize=symmetrize, derivative=derivative)
