@@ -219,19 +219,44 @@ def solve(
     services = (_service(system), None if hermitian else _service(system, transposed=True))
     if spaces is not None:  # A⁺ = P_N A⁻¹ P_W and its transpose (_nullspace.py)
         operator, *services = pseudo_inverse_services(spaces, operator, *services)
-    correction, info = autodiff.linear_solve(
-        operator, rhs,
-        solve=services[0],
-        transpose_solve=services[1],
-        matvec=lambda operator, x: pattern.matvec(operator[0], x),
-        symmetric=hermitian,
-        symmetrize=(lambda operator: (pattern.symmetrize(operator[0]), *operator[1:]))
-        if hermitian else None,
-        mode="jvp" if derivative == "implicit" else "adjoint",
-        has_aux=True,
-    )
+    if _is_concrete_tree((operator, rhs)):
+        # Nothing traces these arrays, so nothing can differentiate the solve: the
+        # service alone (one compiled call) gives what the rule would, without the
+        # Python work of setting the rule up on every call.
+        correction, info = _on_columns(services[0], operator, rhs)
+    else:
+        correction, info = autodiff.linear_solve(
+            operator, rhs,
+            solve=services[0],
+            transpose_solve=services[1],
+            matvec=lambda operator, x: pattern.matvec(operator[0], x),
+            symmetric=hermitian,
+            symmetrize=(lambda operator: (pattern.symmetrize(operator[0]), *operator[1:]))
+            if hermitian else None,
+            mode="jvp" if derivative == "implicit" else "adjoint",
+            has_aux=True,
+        )
     x = correction if x0 is None else x0 + correction
     return (x, info) if spaces is None else minimum_norm(spaces, x, b, info)
+
+
+def _is_concrete_tree(tree: Any) -> bool:
+    """Whether no leaf of ``tree`` is traced (by jit, vmap or a derivative)."""
+    return not any(isinstance(leaf, jax.core.Tracer) for leaf in jax.tree.leaves(tree))
+
+
+def _on_columns(service: Callable[[tuple, jax.Array], tuple[jax.Array, SolveInfo]],
+                operator: tuple, rhs: jax.Array) -> tuple[jax.Array, SolveInfo]:
+    """``service`` (which takes ``(n, k)`` right-hand sides) applied to ``rhs`` of shape
+    ``(n,)`` or ``(n, k)``; ``info`` loses its column axis with a 1-D ``rhs``."""
+    if rhs.ndim == 2:
+        return service(operator, rhs)
+    return _first_column(*service(operator, rhs[:, None]))
+
+
+@jax.jit
+def _first_column(x: jax.Array, info: SolveInfo) -> tuple[jax.Array, SolveInfo]:
+    return x[:, 0], jax.tree.map(lambda leaf: leaf[0], info)
 
 
 def _print_grid_stats(config: SolverConfig, system: System, matrix) -> None:
