@@ -1,5 +1,6 @@
 """Tests for jaxsolve.sparse.solve: accuracy, configurations, transformations, failures."""
 
+import gc
 import re
 
 import jax
@@ -404,6 +405,19 @@ class TestCache:
         assert sparse.cache_info() == sparse.CacheInfo(0, 0, 8, 0)
         with pytest.raises(ValueError, match="non-negative int"):
             sparse.set_cache_size(-1)
+
+    def test_clear_cache_frees_the_setups_device_arrays(self):
+        A = sparse.as_csr(matrices.poisson3d_matrix(12))
+        b = matrices.rhs_ones(12**3)
+        sparse.clear_cache()
+        gc.collect()
+        before = {id(array) for array in jax.live_arrays()}
+        x, info = sparse.solve(A, b)
+        del x, info
+        assert len(jax.live_arrays()) > len(before) + 10  # the hierarchy's arrays
+        sparse.clear_cache()  # ... also those JAX's compilation caches could keep
+        gc.collect()
+        assert {id(array) for array in jax.live_arrays()} <= before
 
     def test_a_gradient_keeps_a_and_its_transpose(self, x64):
         sparse.clear_cache()
