@@ -474,7 +474,8 @@ def shuffled_rows(matrix, seed):
 class TestSpgemmSymbolic:
     @pytest.mark.parametrize(("m", "n", "p", "density"),
                              [(20, 30, 25, 0.1), (40, 10, 50, 0.3), (7, 100, 3, 0.05),
-                              (30, 30, 30, 0.0)])
+                              (30, 30, 30, 0.0),
+                              (9000, 50, 40, 0.05)])  # rows in several blocks of threads
     def test_spgemm_symbolic_against_reference(self, m, n, p, density):
         for seed in range(3):
             a = random_csr((m, n), np.float64, density, seed, empty_rows=(0,))

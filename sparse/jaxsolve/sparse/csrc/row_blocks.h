@@ -20,14 +20,15 @@ inline int64_t BlocksFor(int64_t work, int64_t min_work) {
   return std::clamp<int64_t>(work / std::max<int64_t>(min_work, 1), 1, cores);
 }
 
-// Calls body(begin, end) on `blocks` contiguous blocks of [0, n), each on a
-// thread of its own (the last in the calling thread); false if a call threw.
+// Calls body(b, begin, end) for the `blocks` contiguous blocks b of [0, n),
+// each on a thread of its own (the last in the calling thread); false if a
+// call threw.
 template <typename Body>
-bool ForRowBlocks(int64_t n, int64_t blocks, Body body) {
+bool ForNumberedBlocks(int64_t n, int64_t blocks, Body body) {
   std::atomic<bool> failed{false};
   const auto run = [&](int64_t b) {
     try {
-      body(n * b / blocks, n * (b + 1) / blocks);
+      body(b, n * b / blocks, n * (b + 1) / blocks);
     } catch (...) {
       failed = true;
     }
@@ -37,6 +38,13 @@ bool ForRowBlocks(int64_t n, int64_t blocks, Body body) {
   run(blocks - 1);
   for (std::thread& thread : threads) thread.join();
   return !failed;
+}
+
+// Calls body(begin, end) on the blocks of ForNumberedBlocks.
+template <typename Body>
+bool ForRowBlocks(int64_t n, int64_t blocks, Body body) {
+  return ForNumberedBlocks(
+      n, blocks, [&](int64_t, int64_t begin, int64_t end) { body(begin, end); });
 }
 
 }  // namespace jaxsolve::sparse

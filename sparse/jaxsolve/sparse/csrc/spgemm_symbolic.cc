@@ -25,6 +25,7 @@
 namespace {
 
 using ::jaxsolve::sparse::BlocksFor;
+using ::jaxsolve::sparse::ForNumberedBlocks;
 using ::jaxsolve::sparse::ForRowBlocks;
 
 // Calls visit(column) for every product of row i of C, in product order.
@@ -52,12 +53,13 @@ int64_t Products(int32_t begin, int32_t end, const int32_t* a_indptr,
 }
 
 // Rows [begin, end) of C's columns and of the offsets, from product `first`.
+// Rows [begin, end) of C, whose products start at offsets + first.
 template <typename Offset>
-void Fill(int32_t begin, int32_t end, int32_t p, const int32_t* a_indptr,
-          const int32_t* a_indices, const int32_t* b_indptr,
-          const int32_t* b_indices, const int64_t* c_indptr,
-          int32_t* c_indices, Offset* offsets) {
-  offsets += Products(0, begin, a_indptr, a_indices, b_indptr);
+void Fill(int32_t begin, int32_t end, int64_t first, int32_t p,
+          const int32_t* a_indptr, const int32_t* a_indices,
+          const int32_t* b_indptr, const int32_t* b_indices,
+          const int64_t* c_indptr, int32_t* c_indices, Offset* offsets) {
+  offsets += first;
   std::vector<int32_t> marker(p, -1), position(p);
   for (int32_t i = begin; i < end; ++i) {
     int32_t* row = c_indices + c_indptr[i];
@@ -114,12 +116,22 @@ JAXSOLVE_SPARSE_EXPORT int32_t JaxsolveSparseSpgemmFill(
     int32_t m, int32_t p, const int32_t* a_indptr, const int32_t* a_indices,
     const int32_t* b_indptr, const int32_t* b_indices, const int64_t* c_indptr,
     int32_t* c_indices, void* offsets, int32_t offset_bytes) {
+  // Block b's first product: the products of the blocks before it, each block
+  // counting its own in parallel.
+  const int64_t blocks = BlocksFor(m, kMinRowsPerThread);
+  std::vector<int64_t> first(blocks + 1, 0);
+  ForNumberedBlocks(m, blocks, [&](int64_t b, int64_t begin, int64_t end) {
+    first[b + 1] = Products(static_cast<int32_t>(begin),
+                            static_cast<int32_t>(end), a_indptr, a_indices,
+                            b_indptr);
+  });
+  for (int64_t b = 0; b < blocks; ++b) first[b + 1] += first[b];
   const auto fill = [&](auto* typed) {
-    const bool filled = ForRowBlocks(
-        m, BlocksFor(m, kMinRowsPerThread), [&](int64_t begin, int64_t end) {
-          Fill(static_cast<int32_t>(begin), static_cast<int32_t>(end), p,
-               a_indptr, a_indices, b_indptr, b_indices, c_indptr, c_indices,
-               typed);
+    const bool filled = ForNumberedBlocks(
+        m, blocks, [&](int64_t b, int64_t begin, int64_t end) {
+          Fill(static_cast<int32_t>(begin), static_cast<int32_t>(end),
+               first[b], p, a_indptr, a_indices, b_indptr, b_indices,
+               c_indptr, c_indices, typed);
         });
     return filled ? 0 : -1;
   };
