@@ -251,7 +251,12 @@ class TestParseAmgxConfig:
         {"solver": "PBICGSTAB", "preconditioner": {"solver": "JACOBI_L1", "max_iters": 2}},
         {"solver": "BLOCK_JACOBI", "relaxation_factor": 0.6, "max_iters": 30},
         {"solver": "PCG", "preconditioner": "NOSOLVER"},
-    ], ids=["default", "cg", "fgmres-sa-cheby", "pbicgstab-jacobi-l1", "jacobi", "pcg-none"])
+        {"solver": "PCG", "preconditioner": {
+            "algorithm": "CLASSICAL", "selector": "HMIS", "interpolator": "D1",
+            "strength": "ALL", "strength_threshold": 0.6, "max_row_sum": 0.9,
+            "interp_max_elements": 4, "interp_truncation_factor": 0.1}},
+    ], ids=["default", "cg", "fgmres-sa-cheby", "pbicgstab-jacobi-l1", "jacobi", "pcg-none",
+            "pcg-classical"])
     def test_parse_amgx_config_round_trip(self, config):
         parsed = parse_amgx_config(config)
         amgx = parsed.to_amgx_dict()
@@ -298,9 +303,26 @@ class TestParseAmgxConfig:
         ({"preconditioner": {"selektor": "SIZE_2"}}, ValueError,
          "in scope 'solver.preconditioner', 'selektor' is not an AmgX parameter (did you mean"
          " 'selector'?)."),
-        ({"solver": "PCG", "preconditioner": {"algorithm": "CLASSICAL"}}, ValueError,
-         "in scope 'solver.preconditioner', algorithm 'CLASSICAL' is not implemented yet:"
-         " classical AMG arrives with its own issue; supported: AGGREGATION."),
+        ({"solver": "PCG", "preconditioner": {"algorithm": "ENERGYMIN"}}, ValueError,
+         "in scope 'solver.preconditioner', algorithm 'ENERGYMIN' is not implemented yet;"
+         " supported: AGGREGATION, CLASSICAL."),
+        ({"preconditioner": {"algorithm": "CLASSICAL", "selector": "SIZE_2"}}, ValueError,
+         "in scope 'solver.preconditioner', selector 'SIZE_2' is a selector of algorithm"
+         " 'AGGREGATION', not of 'CLASSICAL'; supported: PMIS, HMIS."),
+        ({"preconditioner": {"algorithm": "CLASSICAL", "selector": "AGGRESSIVE_PMIS"}},
+         ValueError, "in scope 'solver.preconditioner', selector 'AGGRESSIVE_PMIS' (aggressive"
+         " coarsening) is not implemented yet; supported: PMIS, HMIS."),
+        ({"preconditioner": {"algorithm": "CLASSICAL", "aggressive_levels": 2}}, ValueError,
+         "in scope 'solver.preconditioner', AmgX parameter 'aggressive_levels' is not"
+         " implemented yet; only AmgX's default 0 is accepted, got 2."),
+        ({"preconditioner": {"algorithm": "CLASSICAL", "strength_threshold": 1.5}}, ValueError,
+         "in scope 'solver.preconditioner', strength_threshold must be in [0, 1], got 1.5."),
+        ({"preconditioner": {"algorithm": "CLASSICAL", "interpolator": "MULTIPASS"}}, ValueError,
+         "in scope 'solver.preconditioner', interpolator 'MULTIPASS' is not implemented yet;"
+         " supported: D2, D1."),
+        ({"preconditioner": {"algorithm": "CLASSICAL", "jaxsolve_smoothed_aggregation": 1}},
+         ValueError, "in scope 'solver.preconditioner', smoothed_aggregation applies to"
+         " algorithm 'AGGREGATION' only."),
         ({"preconditioner": {"smoother": "MULTICOLOR_ILU"}}, ValueError,
          "in scope 'solver.preconditioner.smoother', smoother 'MULTICOLOR_ILU' is not"
          " implemented yet; supported: BLOCK_JACOBI, JACOBI_L1, CHEBYSHEV_POLY, MULTICOLOR_GS,"
@@ -309,10 +331,11 @@ class TestParseAmgxConfig:
          ValueError, "in scope 'solver.preconditioner.smoother', 'symmetric_GS' does not apply"
          " to solver 'BLOCK_JACOBI'; it applies to MULTICOLOR_GS. Move it into the scope of"
          " that component."),
-        ({"preconditioner": {"selector": "PMIS"}}, ValueError,
-         "in scope 'solver.preconditioner', selector 'PMIS' chooses coarse points for classical"
-         " AMG, but jaxsolve's AMG is AGGREGATION; supported: SIZE_2, SIZE_4, SIZE_8."),
-        ({"preconditioner": {"selector": "MULTI_PAIRWISE"}}, ValueError,
+        ({"preconditioner": {"algorithm": "AGGREGATION", "selector": "PMIS"}}, ValueError,
+         "in scope 'solver.preconditioner', selector 'PMIS' is a selector of algorithm"
+         " 'CLASSICAL', not of 'AGGREGATION'; supported: SIZE_2, SIZE_4, SIZE_8."),
+        ({"preconditioner": {"algorithm": "AGGREGATION", "selector": "MULTI_PAIRWISE"}},
+         ValueError,
          "in scope 'solver.preconditioner', selector 'MULTI_PAIRWISE' is not implemented yet;"
          " supported: SIZE_2, SIZE_4, SIZE_8."),
         ({"solver": "PBICGSTB"}, ValueError,
@@ -399,9 +422,12 @@ class TestConfigClasses:
                 "SolverConfig: preconditioner must be set for solver 'PCG'.")):
             solver("PCG")
         with pytest.raises(ValueError, match=re.escape(
-                "AMGConfig: algorithm 'CLASSICAL' is not implemented yet: classical AMG arrives"
-                " with its own issue; supported: AGGREGATION.")):
-            amg(algorithm="CLASSICAL")
+                "AMGConfig: interpolator must be set for algorithm 'CLASSICAL'.")):
+            amg(algorithm="CLASSICAL", selector="PMIS")
+        with pytest.raises(ValueError, match=re.escape(
+                "AMGConfig: strength_threshold must be None for algorithm 'AGGREGATION', got"
+                " 0.25.")):
+            amg(strength_threshold=0.25)
         with pytest.raises(ValueError, match=re.escape(
                 "AMGConfig: coarsest_sweeps must be set for coarse_solver 'NOSOLVER'.")):
             amg(coarse_solver="NOSOLVER")
