@@ -47,6 +47,10 @@ def surrogate_values(pattern: CsrStructure) -> np.ndarray:
     """The graph Laplacian on ``pattern``: ``-1`` off the diagonal, the row's count on it.
 
     The values a structure is built from when the matrix's are not concrete.
+
+    >>> path = CsrStructure(np.array([0, 2, 5, 7]), np.array([0, 1, 0, 1, 2, 1, 2]), 3)
+    >>> surrogate_values(path).tolist()
+    [1.0, -1.0, -1.0, 2.0, -1.0, -1.0, 1.0]
     """
     rows = pattern.row_ids
     off_diagonal = pattern.indices != rows

@@ -126,9 +126,9 @@ _SOLVER_DEFAULTS = {
 _PRECONDITIONER_DEFAULTS = {**_SOLVER_DEFAULTS, "solver": "AMG", "max_iters": 1,
                             "monitor_residual": 0}
 _AMG_DEFAULTS = {
-    "algorithm": "AGGREGATION", "jaxsolve_smoothed_aggregation": 0,
-    "interpolator": "D2", "strength": "AHAT", "strength_threshold": 0.25, "max_row_sum": 1.1,
-    "interp_max_elements": -1, "interp_truncation_factor": 1.1,
+    "algorithm": "CLASSICAL", "jaxsolve_smoothed_aggregation": 0,
+    "interpolator": "D2", "strength": "AHAT", "strength_threshold": 0.5, "max_row_sum": 1.1,
+    "interp_max_elements": 4, "interp_truncation_factor": 1.1,
     "smoother": "BLOCK_JACOBI", "presweeps": 1, "postsweeps": 1, "cycle": "V",
     "max_levels": 100, "min_coarse_rows": 256, "coarse_solver": "DENSE_LU_SOLVER",
     "coarsest_sweeps": 2, "jaxsolve_hierarchy_precision": "DEFAULT",
@@ -379,7 +379,11 @@ class AMGConfig:
 
     Examples:
       >>> from jaxsolve.sparse import parse_amgx_config
-      >>> parse_amgx_config({"solver": "AMG", "selector": "SIZE_8"}).amg.selector
+      >>> amg = parse_amgx_config({"solver": "AMG"}).amg
+      >>> amg.algorithm, amg.selector, amg.interpolator, amg.strength_threshold
+      ('CLASSICAL', 'PMIS', 'D2', 0.5)
+      >>> parse_amgx_config({"solver": "AMG", "algorithm": "AGGREGATION",
+      ...                    "selector": "SIZE_8"}).amg.selector
       'SIZE_8'
     """
 
@@ -638,12 +642,17 @@ def parse_amgx_config(
     RELATIVE_INI`` (ABSOLUTE), ``norm: L2``, ``monitor_residual: 1`` (0),
     ``gmres_n_restart: 20``, ``preconditioner: AMG``.  Preconditioner:
     the same but ``solver: AMG``, ``max_iters: 1``, ``monitor_residual: 0``
-    (one cycle per application).  AMG: ``algorithm: AGGREGATION`` (AmgX and
-    JAX-AMG: CLASSICAL, which jaxsolve does not have yet: its own issue brings
-    it), ``selector: SIZE_4`` (PMIS; AmgX's aggregation default is SIZE_2,
-    whose levels halve the unknowns: SIZE_4 needs half the levels, each of
-    which is compiled code, for the same iterations on Poisson problems),
-    ``smoother: BLOCK_JACOBI``, ``presweeps: 1``, ``postsweeps: 1``,
+    (one cycle per application).  AMG: ``algorithm: CLASSICAL`` (as AmgX and
+    JAX-AMG; jaxsolve's default was AGGREGATION before classical AMG arrived),
+    ``selector: PMIS`` for CLASSICAL and ``SIZE_4`` for AGGREGATION (AmgX's
+    aggregation default is SIZE_2, whose levels halve the unknowns: SIZE_4
+    needs half the levels, each of which is compiled code, for the same
+    iterations on Poisson problems); for CLASSICAL ``interpolator: D2``,
+    ``strength: AHAT``, ``strength_threshold: 0.5`` (JAX-AMG's; AmgX: 0.25),
+    ``max_row_sum: 1.1``, ``interp_max_elements: 4`` (AmgX: -1, no limit;
+    on 3D Poisson four weights a row cut the operator complexity from about 4
+    to about 3 for the same iterations), ``interp_truncation_factor: 1.1``
+    (off); ``smoother: BLOCK_JACOBI``, ``presweeps: 1``, ``postsweeps: 1``,
     ``cycle: V``, ``max_levels: 100``, ``min_coarse_rows: 256`` (2; a dense
     inverse of up to 256 rows costs less than more levels), ``coarse_solver:
     DENSE_LU_SOLVER``, ``coarsest_sweeps: 2``.
@@ -661,8 +670,12 @@ def parse_amgx_config(
       only); ``smoother``: BLOCK_JACOBI, JACOBI_L1, CHEBYSHEV_POLY, MULTICOLOR_GS,
       MULTICOLOR_DILU (``symmetric_GS``: 0 or 1 for MULTICOLOR_GS);
       ``coarse_solver``: DENSE_LU_SOLVER, NOSOLVER.
-    * ``algorithm``: AGGREGATION; ``selector``: SIZE_2, SIZE_4, SIZE_8;
-      ``cycle``: V, W, F; ``presweeps``, ``postsweeps``, ``max_levels``,
+    * ``algorithm``: CLASSICAL, AGGREGATION; ``selector``: PMIS, HMIS
+      (classical), SIZE_2, SIZE_4, SIZE_8 (aggregation); ``interpolator``:
+      D2, D1; ``strength``: AHAT, ALL; ``strength_threshold``,
+      ``max_row_sum``, ``interp_max_elements``, ``interp_truncation_factor``
+      (read in every AMG scope, used by CLASSICAL; ``aggressive_levels`` only
+      at 0); ``cycle``: V, W, F; ``presweeps``, ``postsweeps``, ``max_levels``,
       ``min_coarse_rows``, ``coarsest_sweeps``.
     * ``convergence``: RELATIVE_INI (also spelled RELATIVE_INI_CORE), ABSOLUTE;
       ``norm``: L2; ``max_iters``, ``tolerance``, ``monitor_residual``,
@@ -684,8 +697,8 @@ def parse_amgx_config(
     runtime settings (``determinism_flag``, ``communicator``, memory pools,
     streams, consolidation, readers and writers, ``coarseAgenerator``,
     ``use_scalar_norm``, ...); and the settings of components jaxsolve rejects
-    anyway (``interpolator``, ``strength_threshold`` and the other classical-AMG
-    keys, colouring, Gauss-Seidel, ILU, MULTI_PAIRWISE and CHEBYSHEV settings,
+    anyway (aggressive coarsening's ``aggressive_selector`` and
+    ``aggressive_interpolator``, energy-minimising AMG's keys, colouring, Gauss-Seidel, ILU, MULTI_PAIRWISE and CHEBYSHEV settings,
     ...).  In a smoother's scope, the stopping and reporting keys are ignored
     too: the cycle sets a smoother's sweeps, in AmgX as here.
 
@@ -702,15 +715,15 @@ def parse_amgx_config(
       >>> from jaxsolve.sparse import parse_amgx_config
       >>> config = parse_amgx_config(
       ...     {"solver": "PCG", "tolerance": 1e-8,
-      ...      "preconditioner": {"solver": "AMG", "selector": "SIZE_4", "cycle": "W"}})
+      ...      "preconditioner": {"solver": "AMG", "selector": "HMIS", "cycle": "W"}})
       >>> config.solver, config.tolerance, config.max_iters
       ('PCG', 1e-08, 1000)
       >>> amg = config.preconditioner.amg
       >>> amg.selector, amg.cycle, amg.smoother.relaxation_factor, amg.coarse_solver
-      ('SIZE_4', 'W', 0.9, 'DENSE_LU_SOLVER')
+      ('HMIS', 'W', 0.9, 'DENSE_LU_SOLVER')
       >>> parse_amgx_config({"config_version": 2, "solver": {
       ...     "solver": "PCG", "tolerance": 1e-8,
-      ...     "preconditioner": {"solver": "AMG", "selector": "SIZE_4", "cycle": "W"}}}) == config
+      ...     "preconditioner": {"solver": "AMG", "selector": "HMIS", "cycle": "W"}}}) == config
       True
       >>> parse_amgx_config({"solver": "PCG", "tolerence": 1e-8})
       Traceback (most recent call last):
@@ -958,7 +971,8 @@ def _coarse_solver(keys: Mapping[str, Any], path: str) -> tuple[str, set[str]]:
 
 
 DEFAULT_SOLVER_CONFIG: SolverConfig = _parse_document({})
-"""jaxsolve's default: PBICGSTAB to 1e-6 relative, one aggregation AMG V-cycle as preconditioner.
+"""jaxsolve's default: PBICGSTAB to 1e-6 relative, one classical AMG V-cycle as preconditioner
+(PMIS, D2 interpolation: JAX-AMG's).
 
 See :func:`parse_amgx_config` for every default value.
 """
