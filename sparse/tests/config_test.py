@@ -138,10 +138,22 @@ def block_jacobi(relaxation_factor=0.9):
 
 
 def amg(**changes):
-    fields = dict(algorithm="AGGREGATION", selector="SIZE_4", smoothed_aggregation=False,
+    """jaxsolve's default AMG (classical), with ``changes``."""
+    fields = dict(algorithm="CLASSICAL", selector="PMIS", smoothed_aggregation=False,
                   smoother=block_jacobi(), presweeps=1, postsweeps=1, cycle="V", max_levels=100,
-                  min_coarse_rows=256, coarse_solver="DENSE_LU_SOLVER", coarsest_sweeps=None)
+                  min_coarse_rows=256, coarse_solver="DENSE_LU_SOLVER", coarsest_sweeps=None,
+                  interpolator="D2", strength="AHAT", strength_threshold=0.5, max_row_sum=1.1,
+                  interp_max_elements=4, interp_truncation_factor=1.1)
     return AMGConfig(**{**fields, **changes})
+
+
+def aggregation(**changes):
+    """Aggregation AMG with jaxsolve's defaults and ``changes``."""
+    classical_only = dict.fromkeys(("interpolator", "strength", "strength_threshold",
+                                    "max_row_sum", "interp_max_elements",
+                                    "interp_truncation_factor"))
+    return amg(**{"algorithm": "AGGREGATION", "selector": "SIZE_4", **classical_only,
+                  **changes})
 
 
 def solver(name, **changes):
@@ -167,12 +179,12 @@ class TestParseAmgxConfig:
 
     def test_parse_amgx_config_flat_and_nested_forms_agree(self):
         scope = {"solver": "PCG", "tolerance": 1e-8, "max_iters": 50,
-                 "preconditioner": {"solver": "AMG", "cycle": "W", "selector": "SIZE_4"}}
+                 "preconditioner": {"solver": "AMG", "cycle": "W", "selector": "HMIS"}}
         flat = parse_amgx_config(scope)
         nested = parse_amgx_config({"config_version": 2, "determinism_flag": 1, "solver": scope})
         assert flat == nested == solver(
             "PCG", tolerance=1e-8, max_iters=50,
-            preconditioner=amg_preconditioner(amg=amg(cycle="W", selector="SIZE_4")))
+            preconditioner=amg_preconditioner(amg=amg(cycle="W", selector="HMIS")))
 
     def test_parse_amgx_config_json_string_and_file(self, tmp_path):
         document = {"config_version": 2, "solver": {"solver": "GMRES", "gmres_n_restart": 10}}
@@ -216,7 +228,7 @@ class TestParseAmgxConfig:
             "FGMRES", print_solve_stats=True, gmres_n_restart=32,
             preconditioner=amg_preconditioner(
                 print_grid_stats=True,
-                amg=amg(selector="SIZE_2", min_coarse_rows=32, smoother=block_jacobi(0.75),
+                amg=aggregation(selector="SIZE_2", min_coarse_rows=32, smoother=block_jacobi(0.75),
                         presweeps=0, postsweeps=3, coarse_solver="NOSOLVER",
                         coarsest_sweeps=2)))
         config = parse_amgx_config(PCG_AGGREGATION_JACOBI_JSON)
@@ -224,7 +236,7 @@ class TestParseAmgxConfig:
             "PCG", tolerance=1e-4, print_solve_stats=True,
             preconditioner=amg_preconditioner(
                 print_grid_stats=True,
-                amg=amg(selector="SIZE_2", smoother=block_jacobi(0.8), presweeps=0,
+                amg=aggregation(selector="SIZE_2", smoother=block_jacobi(0.8), presweeps=0,
                         postsweeps=3, coarse_solver="NOSOLVER", coarsest_sweeps=2)))
         with pytest.raises(ValueError, match=re.escape(
                 "parse_amgx_config: in scope 'solver.preconditioner', AmgX parameter"
@@ -234,24 +246,31 @@ class TestParseAmgxConfig:
 
     def test_parse_amgx_config_ignores_what_cannot_change_the_solution(self):
         config = parse_amgx_config({
-            "solver": "AMG", "obtain_timings": 1, "print_config": 1, "interpolator": "D2",
-            "strength_threshold": 0.5, "communicator": "MPI", "error_scaling": 0,
+            "solver": "AMG", "algorithm": "AGGREGATION", "obtain_timings": 1, "print_config": 1,
+            "interpolator": "D1", "strength_threshold": 0.3, "aggressive_selector": "PMIS",
+            "communicator": "MPI", "error_scaling": 0,
             "smoother": {"solver": "BLOCK_JACOBI", "max_iters": 4, "tolerance": 0.1,
                          "monitor_residual": 1, "print_solve_stats": 1}})
-        assert config == solver("AMG", amg=amg())
+        # Classical AMG's keys are read, as AmgX reads them, and left out for aggregation.
+        assert config == solver("AMG", amg=aggregation())
 
     @pytest.mark.parametrize("config", [
         DEFAULT_SOLVER_CONFIG,
         {"solver": "CG", "convergence": "ABSOLUTE", "tolerance": 1e-9, "store_res_history": 1},
         {"solver": "FGMRES", "gmres_n_restart": 8, "preconditioner": {
             "smoother": {"solver": "CHEBYSHEV_POLY", "chebyshev_polynomial_order": 2},
-            "coarse_solver": "NOSOLVER", "coarsest_sweeps": 4, "selector": "SIZE_8",
+            "coarse_solver": "NOSOLVER", "coarsest_sweeps": 4, "algorithm": "AGGREGATION", "selector": "SIZE_8",
             "jaxsolve_smoothed_aggregation": 1, "max_levels": 3, "min_coarse_rows": 7,
             "jaxsolve_hierarchy_precision": "SINGLE"}},
         {"solver": "PBICGSTAB", "preconditioner": {"solver": "JACOBI_L1", "max_iters": 2}},
         {"solver": "BLOCK_JACOBI", "relaxation_factor": 0.6, "max_iters": 30},
         {"solver": "PCG", "preconditioner": "NOSOLVER"},
-    ], ids=["default", "cg", "fgmres-sa-cheby", "pbicgstab-jacobi-l1", "jacobi", "pcg-none"])
+        {"solver": "PCG", "preconditioner": {
+            "algorithm": "CLASSICAL", "selector": "HMIS", "interpolator": "D1",
+            "strength": "ALL", "strength_threshold": 0.6, "max_row_sum": 0.9,
+            "interp_max_elements": 4, "interp_truncation_factor": 0.1}},
+    ], ids=["default", "cg", "fgmres-sa-cheby", "pbicgstab-jacobi-l1", "jacobi", "pcg-none",
+            "pcg-classical"])
     def test_parse_amgx_config_round_trip(self, config):
         parsed = parse_amgx_config(config)
         amgx = parsed.to_amgx_dict()
@@ -262,7 +281,8 @@ class TestParseAmgxConfig:
     def test_parse_amgx_config_smoothed_aggregation_extension_key(self):
         assert "jaxsolve_smoothed_aggregation" not in json.dumps(
             DEFAULT_SOLVER_CONFIG.to_amgx_dict())
-        config = parse_amgx_config({"preconditioner": {"jaxsolve_smoothed_aggregation": 1}})
+        config = parse_amgx_config({"preconditioner": {"algorithm": "AGGREGATION",
+                                                        "jaxsolve_smoothed_aggregation": 1}})
         assert config.preconditioner.amg.smoothed_aggregation is True
         assert config.to_amgx_dict()["solver"]["preconditioner"][
             "jaxsolve_smoothed_aggregation"] == 1
@@ -298,9 +318,26 @@ class TestParseAmgxConfig:
         ({"preconditioner": {"selektor": "SIZE_2"}}, ValueError,
          "in scope 'solver.preconditioner', 'selektor' is not an AmgX parameter (did you mean"
          " 'selector'?)."),
-        ({"solver": "PCG", "preconditioner": {"algorithm": "CLASSICAL"}}, ValueError,
-         "in scope 'solver.preconditioner', algorithm 'CLASSICAL' is not implemented yet:"
-         " classical AMG arrives with its own issue; supported: AGGREGATION."),
+        ({"solver": "PCG", "preconditioner": {"algorithm": "ENERGYMIN"}}, ValueError,
+         "in scope 'solver.preconditioner', algorithm 'ENERGYMIN' is not implemented yet;"
+         " supported: AGGREGATION, CLASSICAL."),
+        ({"preconditioner": {"algorithm": "CLASSICAL", "selector": "SIZE_2"}}, ValueError,
+         "in scope 'solver.preconditioner', selector 'SIZE_2' is a selector of algorithm"
+         " 'AGGREGATION', not of 'CLASSICAL'; supported: PMIS, HMIS."),
+        ({"preconditioner": {"algorithm": "CLASSICAL", "selector": "AGGRESSIVE_PMIS"}},
+         ValueError, "in scope 'solver.preconditioner', selector 'AGGRESSIVE_PMIS' (aggressive"
+         " coarsening) is not implemented yet; supported: PMIS, HMIS."),
+        ({"preconditioner": {"algorithm": "CLASSICAL", "aggressive_levels": 2}}, ValueError,
+         "in scope 'solver.preconditioner', AmgX parameter 'aggressive_levels' is not"
+         " implemented yet; only AmgX's default 0 is accepted, got 2."),
+        ({"preconditioner": {"algorithm": "CLASSICAL", "strength_threshold": 1.5}}, ValueError,
+         "in scope 'solver.preconditioner', strength_threshold must be in [0, 1], got 1.5."),
+        ({"preconditioner": {"algorithm": "CLASSICAL", "interpolator": "MULTIPASS"}}, ValueError,
+         "in scope 'solver.preconditioner', interpolator 'MULTIPASS' is not implemented yet;"
+         " supported: D2, D1."),
+        ({"preconditioner": {"algorithm": "CLASSICAL", "jaxsolve_smoothed_aggregation": 1}},
+         ValueError, "in scope 'solver.preconditioner', smoothed_aggregation applies to"
+         " algorithm 'AGGREGATION' only."),
         ({"preconditioner": {"smoother": "MULTICOLOR_ILU"}}, ValueError,
          "in scope 'solver.preconditioner.smoother', smoother 'MULTICOLOR_ILU' is not"
          " implemented yet; supported: BLOCK_JACOBI, JACOBI_L1, CHEBYSHEV_POLY, MULTICOLOR_GS,"
@@ -309,10 +346,11 @@ class TestParseAmgxConfig:
          ValueError, "in scope 'solver.preconditioner.smoother', 'symmetric_GS' does not apply"
          " to solver 'BLOCK_JACOBI'; it applies to MULTICOLOR_GS. Move it into the scope of"
          " that component."),
-        ({"preconditioner": {"selector": "PMIS"}}, ValueError,
-         "in scope 'solver.preconditioner', selector 'PMIS' chooses coarse points for classical"
-         " AMG, but jaxsolve's AMG is AGGREGATION; supported: SIZE_2, SIZE_4, SIZE_8."),
-        ({"preconditioner": {"selector": "MULTI_PAIRWISE"}}, ValueError,
+        ({"preconditioner": {"algorithm": "AGGREGATION", "selector": "PMIS"}}, ValueError,
+         "in scope 'solver.preconditioner', selector 'PMIS' is a selector of algorithm"
+         " 'CLASSICAL', not of 'AGGREGATION'; supported: SIZE_2, SIZE_4, SIZE_8."),
+        ({"preconditioner": {"algorithm": "AGGREGATION", "selector": "MULTI_PAIRWISE"}},
+         ValueError,
          "in scope 'solver.preconditioner', selector 'MULTI_PAIRWISE' is not implemented yet;"
          " supported: SIZE_2, SIZE_4, SIZE_8."),
         ({"solver": "PBICGSTB"}, ValueError,
@@ -399,9 +437,12 @@ class TestConfigClasses:
                 "SolverConfig: preconditioner must be set for solver 'PCG'.")):
             solver("PCG")
         with pytest.raises(ValueError, match=re.escape(
-                "AMGConfig: algorithm 'CLASSICAL' is not implemented yet: classical AMG arrives"
-                " with its own issue; supported: AGGREGATION.")):
-            amg(algorithm="CLASSICAL")
+                "AMGConfig: interpolator must be set for algorithm 'CLASSICAL'.")):
+            amg(interpolator=None)
+        with pytest.raises(ValueError, match=re.escape(
+                "AMGConfig: strength_threshold must be None for algorithm 'AGGREGATION', got"
+                " 0.25.")):
+            aggregation(strength_threshold=0.25)
         with pytest.raises(ValueError, match=re.escape(
                 "AMGConfig: coarsest_sweeps must be set for coarse_solver 'NOSOLVER'.")):
             amg(coarse_solver="NOSOLVER")

@@ -142,7 +142,7 @@ def test_coarsest_inverse_is_the_inverse(x64):
 
 def test_statistics_count_levels_and_memory():
     stats = sparse.describe(matrices.poisson3d_matrix(12),
-                            {"preconditioner": {"selector": "SIZE_8", "min_coarse_rows": 20}})
+                            {"preconditioner": {"algorithm": "AGGREGATION", "selector": "SIZE_8", "min_coarse_rows": 20}})
     assert stats.rows[0] == 1728 and stats.nonzeros[0] == 1728 * 7 - 6 * 144
     assert all(a > b for a, b in zip(stats.rows, stats.rows[1:]))
     assert stats.operator_complexity == pytest.approx(sum(stats.nonzeros) / stats.nonzeros[0])
@@ -157,7 +157,9 @@ def test_statistics_count_levels_and_memory():
 
 
 def dataclasses_replace_amg(**changes):
-    amg = sparse.DEFAULT_SOLVER_CONFIG.preconditioner.amg
+    """jaxsolve's default aggregation AMG, with ``changes``."""
+    amg = sparse.parse_amgx_config(
+        {"preconditioner": {"algorithm": "AGGREGATION"}}).preconditioner.amg
     return dataclasses.replace(amg, **changes)
 
 
@@ -184,7 +186,7 @@ def test_single_precision_hierarchy_inside_a_double_precision_solve(x64):
     iterations, coarse_bytes = {}, {}
     for precision in ("DEFAULT", "SINGLE"):
         config = {"solver": "PCG", "tolerance": 1e-10, "max_iters": 100, "preconditioner": {
-            "solver": "AMG", "selector": "SIZE_8", "jaxsolve_hierarchy_precision": precision}}
+            "solver": "AMG", "algorithm": "AGGREGATION", "selector": "SIZE_8", "jaxsolve_hierarchy_precision": precision}}
         x, info = sparse.solve(A, b, config=config)
         assert info.status == sparse.Status.SUCCESS, precision
         assert x.dtype == jnp.float64
@@ -201,7 +203,7 @@ def test_aggregates_grow_with_the_near_null_space():
     # Three rigid-body modes make each aggregate three coarse unknowns: aggregates grow by
     # 2^⌈log₂ 3⌉ = 4, so the levels still shrink by about SIZE_4's factor.
     A, modes = matrices.elasticity_matrix_2d(24)
-    config = {"preconditioner": {"selector": "SIZE_4", "jaxsolve_smoothed_aggregation": 1}}
+    config = {"preconditioner": {"algorithm": "AGGREGATION", "selector": "SIZE_4", "jaxsolve_smoothed_aggregation": 1}}
     scalar = sparse.describe(A, config)
     with_modes = sparse.describe(A, config, near_nullspace=modes)
     assert with_modes.rows[0] / with_modes.rows[1] >= 4 * 0.8, with_modes.rows

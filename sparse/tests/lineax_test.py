@@ -192,7 +192,7 @@ class TestAMGSolver:
         operator = CsrLinearOperator(A, lx.positive_semidefinite_tag)
         b = matrices.rhs_random(A.shape[0], seed=2, dtype=np.float64)
         config = {"solver": "PCG", "tolerance": 1e-10, "max_iters": 300,
-                  "preconditioner": {"solver": "AMG", "selector": "SIZE_4", "smoother": "JACOBI_L1",
+                  "preconditioner": {"solver": "AMG", "algorithm": "AGGREGATION", "selector": "SIZE_4", "smoother": "JACOBI_L1",
                                      "jaxsolve_smoothed_aggregation": 1}}
         with_modes = lx.linear_solve(operator, b, AMGSolver(config, near_nullspace=modes))
         scalar = lx.linear_solve(operator, b, AMGSolver(config))

@@ -63,7 +63,11 @@ def test_docstring_examples_run():
     ("libjaxsolve_sparse.so", {"JaxsolveSparseCsrMatvec", "JaxsolveSparseCsrProduct",
                                "JaxsolveSparseAggregatePairs", "JaxsolveSparseColorDsatur",
                                "JaxsolveSparseCouplingGraph", "JaxsolveSparseContractGraph",
-                               "JaxsolveSparseSpgemmCount", "JaxsolveSparseSpgemmFill"}),
+                               "JaxsolveSparseSpgemmCount", "JaxsolveSparseSpgemmFill",
+                               "JaxsolveSparseClassicalSplitting",
+                               "JaxsolveSparseInterpolationPlan",
+                               "JaxsolveSparseInterpolationSizes",
+                               "JaxsolveSparseInterpolationCopy"}),
     ("libjaxsolve_sparse_cuda13.so", {"JaxsolveSparseCsrMatvec"}),
 ])
 def test_libraries_export_our_functions_and_need_only_the_c_runtime(name, exports):

@@ -16,7 +16,7 @@ def test_package_exports_only_documented_public_names():
 
 
 @pytest.mark.parametrize("module", [
-    "jaxsolve.sparse._aggregation", "jaxsolve.sparse._cache", "jaxsolve.sparse._config", "jaxsolve.sparse._csr",
+    "jaxsolve.sparse._aggregation", "jaxsolve.sparse._cache", "jaxsolve.sparse._classical", "jaxsolve.sparse._config", "jaxsolve.sparse._csr",
     "jaxsolve.sparse._hierarchy", "jaxsolve.sparse._krylov", "jaxsolve.sparse._preconditioner",
     "jaxsolve.sparse._solve",
     "jaxsolve.sparse._statistics", "jaxsolve.sparse._status", "jaxsolve.sparse.matrices",

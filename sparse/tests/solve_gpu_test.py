@@ -18,7 +18,7 @@ CPU = jax.devices("cpu")[0]
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(GPU is None, reason="needs a GPU")]
 
 SA = {"solver": "PCG", "tolerance": 1e-10, "preconditioner": {
-    "solver": "AMG", "selector": "SIZE_8", "jaxsolve_smoothed_aggregation": 1,
+    "solver": "AMG", "algorithm": "AGGREGATION", "selector": "SIZE_8", "jaxsolve_smoothed_aggregation": 1,
     "smoother": "JACOBI_L1"}}
 
 

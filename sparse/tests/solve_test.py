@@ -17,7 +17,7 @@ from jaxsolve.sparse import matrices
 
 # Smoothed aggregation with ℓ1-Jacobi, which (unlike damped Jacobi with ω = 0.9) smooths
 # every SPD matrix, elasticity included.
-SA = {"solver": "PCG", "preconditioner": {"solver": "AMG", "selector": "SIZE_4",
+SA = {"solver": "PCG", "preconditioner": {"solver": "AMG", "algorithm": "AGGREGATION", "selector": "SIZE_4",
                                            "jaxsolve_smoothed_aggregation": 1,
                                            "smoother": "JACOBI_L1"}}
 
@@ -156,11 +156,11 @@ class TestAcceptance:
 
 class TestConfigurations:
     @pytest.mark.parametrize("amg", [
-        {"selector": "SIZE_2"}, {"selector": "SIZE_8"}, {"cycle": "W"}, {"cycle": "F"},
+        {"algorithm": "AGGREGATION", "selector": "SIZE_2"}, {"algorithm": "AGGREGATION", "selector": "SIZE_8"}, {"cycle": "W"}, {"cycle": "F"},
         {"smoother": "JACOBI_L1"}, {"smoother": "CHEBYSHEV_POLY"},
         {"coarse_solver": "NOSOLVER", "coarsest_sweeps": 4},
         {"presweeps": 2, "postsweeps": 2, "max_levels": 2},
-        {"jaxsolve_smoothed_aggregation": 1, "selector": "SIZE_8"},
+        {"jaxsolve_smoothed_aggregation": 1, "algorithm": "AGGREGATION", "selector": "SIZE_8"},
     ])
     def test_amg_variants_converge(self, amg):
         A = matrices.poisson_matrix(20)

@@ -7,7 +7,9 @@ from a fixed seed and ``x0 = 0``, until ``‖b - A x‖ <= tolerance · ‖b‖`
 ``--config``, 1e-8 by default), by:
 
 * **jaxsolve AMG-PCG**: ``jaxsolve.sparse.solve`` with ``--config`` (an AmgX configuration,
-  JSON). Its *first setup* is ``clear_cache()`` then ``solve``: the structure (aggregates,
+  JSON; by default smoothed aggregation, ``--config '{"preconditioner": {"algorithm":
+  "CLASSICAL"}}'`` for classical AMG with its defaults, whose iterations
+  ``tools/bench/sparse_classical.py`` compares with PyAMG's). Its *first setup* is ``clear_cache()`` then ``solve``: the structure (aggregates,
   patterns, index maps) and the numeric setup, plus the solve, which is subtracted (the
   median cold-cache call minus the median solve alone). The very first call also compiles;
   its compile time, the first call minus a later cold-cache call, is reported apart.
@@ -103,6 +105,7 @@ DEFAULT_CONFIG = {
     "max_iters": 200,
     "preconditioner": {
         "solver": "AMG",
+        "algorithm": "AGGREGATION",
         "selector": "SIZE_8",
         "jaxsolve_smoothed_aggregation": 1,
         "smoother": "BLOCK_JACOBI",

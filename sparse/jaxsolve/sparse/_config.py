@@ -38,18 +38,24 @@ _SOLVERS = ("CG", "PCG", "BICGSTAB", "PBICGSTAB", "GMRES", "FGMRES", "AMG", *_RE
 _PRECONDITIONERS = ("AMG", *_RELAXATIONS, "NOSOLVER")
 _COARSE_SOLVERS = ("DENSE_LU_SOLVER", "NOSOLVER")
 _SOLVER_REASONS: dict[str, str] = {}
-_CLASSICAL_SELECTOR = ("chooses coarse points for classical AMG, but jaxsolve's AMG is"
-                       " AGGREGATION")
-_SELECTOR_REASONS = {name: _CLASSICAL_SELECTOR for name in
-                     ("PMIS", "AGGRESSIVE_PMIS", "HMIS", "AGGRESSIVE_HMIS", "CR")}
+_SELECTORS = {"AGGREGATION": ("SIZE_2", "SIZE_4", "SIZE_8"), "CLASSICAL": ("PMIS", "HMIS")}
+_AMGX_SELECTORS = ("SIZE_2", "SIZE_4", "SIZE_8", "MULTI_PAIRWISE", "DUMMY", "GEO",
+                   "PARALLEL_GREEDY_SELECTOR", "PMIS", "AGGRESSIVE_PMIS", "HMIS",
+                   "AGGRESSIVE_HMIS", "CR", "RS")
+_DEFAULT_SELECTORS = {"AGGREGATION": "SIZE_4", "CLASSICAL": "PMIS"}
+_INTERPOLATORS = ("D2", "D1")
+_STRENGTHS = ("AHAT", "ALL")
 
 # Parameters jaxsolve reads, by the component that reads them.
 _STOPPING_KEYS = frozenset({"max_iters", "tolerance", "convergence", "norm", "monitor_residual"})
 _REPORTING_KEYS = frozenset({"print_solve_stats", "print_grid_stats", "store_res_history"})
+# Classical AMG's parameters, read in any AMG scope (AmgX ignores them for aggregation).
+_CLASSICAL_KEYS = ("interpolator", "strength", "strength_threshold", "max_row_sum",
+                   "interp_max_elements", "interp_truncation_factor")
 _AMG_KEYS = frozenset({
     "algorithm", "selector", "jaxsolve_smoothed_aggregation", "smoother", "presweeps",
     "postsweeps", "cycle", "max_levels", "min_coarse_rows", "coarse_solver", "coarsest_sweeps",
-    "jaxsolve_hierarchy_precision",
+    "jaxsolve_hierarchy_precision", *_CLASSICAL_KEYS,
 })
 _RELAXATION_KEYS = frozenset({"relaxation_factor", "chebyshev_polynomial_order", "symmetric_GS"})
 # Where each parameter applies, for the error about one that applies to nothing in its scope.
@@ -67,7 +73,7 @@ _IMPLEMENTED_KEYS = {"solver"} | _STOPPING_KEYS | _REPORTING_KEYS | set(_APPLIES
 # AmgX parameters that cannot change the solution of any configuration jaxsolve accepts:
 # printing and timing; config structure; AmgX's memory pools, streams, MPI, file I/O and
 # block-matrix options (jaxsolve solves scalar systems); and the options of components
-# jaxsolve rejects (classical and energy-minimising AMG, the MULTI_PAIRWISE and DUMMY
+# jaxsolve rejects (energy-minimising AMG, aggressive coarsening, the MULTI_PAIRWISE and DUMMY
 # selectors, colouring-based and Gauss-Seidel-type smoothers, CHEBYSHEV, IDR, CG cycles,
 # iterative coarse solvers, the COMBINED_REL_INI_ABS criterion).
 _IGNORED_KEYS = frozenset({
@@ -85,10 +91,8 @@ _IGNORED_KEYS = frozenset({
     "matrix_writer", "block_format", "block_convert", "spmm_gmem_size", "spmm_no_sort",
     "spmm_max_attempts", "coarseAgenerator", "coarseAgenerator_coarse", "amg_host_levels_rows",
     "structure_reuse_levels", "use_scalar_norm", "aggregation_edge_weight_component",
-    "exact_coarse_solve", "interpolator", "energymin_interpolator", "energymin_selector",
-    "aggressive_levels", "aggressive_selector", "aggressive_interpolator", "strength",
-    "strength_threshold", "max_row_sum", "interp_truncation_factor", "interp_max_elements",
-    "affinity_iterations", "affinity_vectors", "weight_formula", "aggregation_passes",
+    "exact_coarse_solve", "energymin_interpolator", "energymin_selector",
+    "aggressive_selector", "aggressive_interpolator", "affinity_iterations", "affinity_vectors", "weight_formula", "aggregation_passes",
     "filter_weights", "filter_weights_alpha", "full_ghost_level", "notay_weights",
     "ghost_offdiag_limit", "serial_matching", "modified_handshake", "aggregate_size",
     "coloring_level", "reorder_cols_by_color", "insert_diag_while_reordering",
@@ -108,7 +112,7 @@ _DEFAULT_ONLY_KEYS: dict[str, Any] = {
     "reuse_scale": 0, "scaling_smoother_steps": 2, "intensive_smoothing": 0,
     "handshaking_phases": 1, "max_matching_iterations": 15, "max_unassigned_percentage": 0.05,
     "merge_singletons": 1, "rel_div_tolerance": -1, "scaling": "NONE",
-    "fine_smoother": None, "coarse_smoother": None,
+    "fine_smoother": None, "coarse_smoother": None, "aggressive_levels": 0,
 }
 _AMGX_KEYS = _IMPLEMENTED_KEYS | _IGNORED_KEYS | set(_DEFAULT_ONLY_KEYS)
 
@@ -122,7 +126,9 @@ _SOLVER_DEFAULTS = {
 _PRECONDITIONER_DEFAULTS = {**_SOLVER_DEFAULTS, "solver": "AMG", "max_iters": 1,
                             "monitor_residual": 0}
 _AMG_DEFAULTS = {
-    "algorithm": "AGGREGATION", "selector": "SIZE_4", "jaxsolve_smoothed_aggregation": 0,
+    "algorithm": "CLASSICAL", "jaxsolve_smoothed_aggregation": 0,
+    "interpolator": "D2", "strength": "AHAT", "strength_threshold": 0.5, "max_row_sum": 1.1,
+    "interp_max_elements": 4, "interp_truncation_factor": 1.1,
     "smoother": "BLOCK_JACOBI", "presweeps": 1, "postsweeps": 1, "cycle": "V",
     "max_levels": 100, "min_coarse_rows": 256, "coarse_solver": "DENSE_LU_SOLVER",
     "coarsest_sweeps": 2, "jaxsolve_hierarchy_precision": "DEFAULT",
@@ -290,9 +296,33 @@ class RelaxationConfig:
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class AMGConfig:
-    """An aggregation AMG hierarchy and the cycle that applies it.
+    """An AMG hierarchy — classical or aggregation — and the cycle that applies it.
 
-    Setup matches strongly coupled unknowns into aggregates of about 2, 4 or 8
+    **Classical AMG** (``algorithm="CLASSICAL"``, Ruge–Stüben; JAX-AMG's
+    default) splits each level's unknowns into C points, which become the next
+    level's unknowns, and F points, interpolated from them (see
+    :mod:`jaxsolve.sparse._classical`):
+
+    * *strength*: ``i`` strongly depends on ``j ≠ i`` (``strength="AHAT"``)
+      when ``-σ_i a_ij ≥ θ max_{k≠i} (-σ_i a_ik) > 0``, ``σ_i`` the sign of
+      ``a_ii`` and ``θ = strength_threshold``; a row with ``|Σ_j a_ij| >
+      max_row_sum · |a_ii|`` depends on nothing.  ``"ALL"``: every stored
+      off-diagonal entry is strong.
+    * *splitting* (``selector``): ``PMIS`` (an independent set of C points in
+      the symmetrized strength graph; every F point with a strong coupling is
+      coupled to one) or ``HMIS`` (Ruge–Stüben's first pass: every F point with
+      a strong dependency depends on a C point).
+    * *interpolation* (``interpolator``): ``D2`` (distance two, extended+i:
+      an F point also interpolates from the C points of its strong F
+      neighbours) or ``D1`` (Ruge–Stüben's modified classical interpolation,
+      from its strong C neighbours).  Both reproduce constants on rows with
+      zero row sum.  Truncation drops weights below
+      ``interp_truncation_factor`` times the row's largest (when that factor
+      is in ``(0, 1)``; AmgX's default 1.1 leaves it off), then keeps the
+      ``interp_max_elements`` largest (when ``> 0``), and rescales the row to
+      its former sum.
+
+    **Aggregation AMG** (``algorithm="AGGREGATION"``) matches strongly coupled unknowns into aggregates of about 2, 4 or 8 strongly coupled unknowns into aggregates of about 2, 4 or 8
     (``SIZE_2``, ``SIZE_4``, ``SIZE_8``: one, two or three rounds of pairwise
     matching), level after level, until a level has at most
     ``min_coarse_rows`` rows or there are ``max_levels`` levels.
@@ -316,10 +346,20 @@ class AMGConfig:
     same).  Expect a few more iterations on hard problems.
 
     Attributes:
-      algorithm: ``"AGGREGATION"``.
-      selector: ``"SIZE_2"``, ``"SIZE_4"`` or ``"SIZE_8"``.
+      algorithm: ``"CLASSICAL"`` or ``"AGGREGATION"``.
+      selector: ``"PMIS"`` or ``"HMIS"`` (classical); ``"SIZE_2"``, ``"SIZE_4"``
+        or ``"SIZE_8"`` (aggregation).
       smoothed_aggregation: smooth the prolongation (AmgX key
-        ``jaxsolve_smoothed_aggregation``; AmgX has no smoothed aggregation).
+        ``jaxsolve_smoothed_aggregation``; AmgX has no smoothed aggregation);
+        False for classical AMG.
+      interpolator: ``"D2"`` or ``"D1"`` for classical AMG, else None.
+      strength: ``"AHAT"`` or ``"ALL"`` for classical AMG, else None.
+      strength_threshold: ``θ`` in ``[0, 1]`` for classical AMG, else None.
+      max_row_sum: ``> 0`` for classical AMG, else None.
+      interp_max_elements: ``-1`` (or ``0``: no limit) or ``>= 1`` weights per
+        row for classical AMG, else None.
+      interp_truncation_factor: ``>= 0`` for classical AMG (truncation only
+        for a factor in ``(0, 1)``), else None.
       smoother: the relaxation applied on every level but the coarsest.
       presweeps, postsweeps: smoothing sweeps before and after the correction, ``>= 0``.
       cycle: ``"V"``, ``"W"`` or ``"F"``.
@@ -339,7 +379,11 @@ class AMGConfig:
 
     Examples:
       >>> from jaxsolve.sparse import parse_amgx_config
-      >>> parse_amgx_config({"solver": "AMG", "selector": "SIZE_8"}).amg.selector
+      >>> amg = parse_amgx_config({"solver": "AMG"}).amg
+      >>> amg.algorithm, amg.selector, amg.interpolator, amg.strength_threshold
+      ('CLASSICAL', 'PMIS', 'D2', 0.5)
+      >>> parse_amgx_config({"solver": "AMG", "algorithm": "AGGREGATION",
+      ...                    "selector": "SIZE_8"}).amg.selector
       'SIZE_8'
     """
 
@@ -356,19 +400,39 @@ class AMGConfig:
     coarsest_sweeps: int | None
     hierarchy_precision: str = "DEFAULT"
     coarse_null_dimension: int = 0
+    interpolator: str | None = None
+    strength: str | None = None
+    strength_threshold: float | None = None
+    max_row_sum: float | None = None
+    interp_max_elements: int | None = None
+    interp_truncation_factor: float | None = None
 
     def __post_init__(self) -> None:
         _checked_init(self, self._check)
 
     def _check(self) -> None:
-        _check_choice("algorithm", self.algorithm, ("AGGREGATION",),
-                      ("CLASSICAL", "ENERGYMIN"),
-                      {"CLASSICAL": "is not implemented yet: classical AMG arrives with its"
-                                    " own issue"})
-        _check_choice("selector", self.selector, ("SIZE_2", "SIZE_4", "SIZE_8"),
-                      ("MULTI_PAIRWISE", "DUMMY", "GEO", "PARALLEL_GREEDY_SELECTOR",
-                       *_SELECTOR_REASONS), _SELECTOR_REASONS)
+        _check_choice("algorithm", self.algorithm, tuple(_SELECTORS), ("ENERGYMIN",))
+        classical = self.algorithm == "CLASSICAL"
+        other = "AGGREGATION" if classical else "CLASSICAL"
+        aggressive = "(aggressive coarsening) is not implemented yet"
+        _check_choice("selector", self.selector, _SELECTORS[self.algorithm], _AMGX_SELECTORS, {
+            **{name: f"is a selector of algorithm {other!r}, not of {self.algorithm!r}"
+               for name in _SELECTORS[other]},
+            "AGGRESSIVE_PMIS": aggressive, "AGGRESSIVE_HMIS": aggressive})
         _check_flag("smoothed_aggregation", self.smoothed_aggregation)
+        if classical and self.smoothed_aggregation:
+            raise ValueError("smoothed_aggregation applies to algorithm 'AGGREGATION' only.")
+        context = f"algorithm {self.algorithm!r}"
+        for field in _CLASSICAL_KEYS:
+            _check_set_iff(field, getattr(self, field), classical, context)
+        if classical:
+            _check_choice("interpolator", self.interpolator, _INTERPOLATORS,
+                          ("MULTIPASS", "D1_NO_TRUNCATION"))
+            _check_choice("strength", self.strength, _STRENGTHS, ("AFFINITY",))
+            _normalized_float(self, "strength_threshold", lambda t: 0 <= t <= 1, "in [0, 1]")
+            _normalized_float(self, "max_row_sum", lambda m: m > 0, "> 0")
+            _check_int("interp_max_elements", self.interp_max_elements, -1)
+            _normalized_float(self, "interp_truncation_factor", lambda f: f >= 0, ">= 0")
         if not isinstance(self.smoother, RelaxationConfig):
             raise TypeError(f"smoother must be a RelaxationConfig, got {self.smoother!r}.")
         _check_int("presweeps", self.presweeps, 0)
@@ -400,6 +464,8 @@ class AMGConfig:
             keys["jaxsolve_smoothed_aggregation"] = 1
         if self.hierarchy_precision != "DEFAULT":
             keys["jaxsolve_hierarchy_precision"] = self.hierarchy_precision
+        if self.algorithm == "CLASSICAL":
+            keys.update({key: getattr(self, key) for key in _CLASSICAL_KEYS})
         return keys
 
 
@@ -576,12 +642,17 @@ def parse_amgx_config(
     RELATIVE_INI`` (ABSOLUTE), ``norm: L2``, ``monitor_residual: 1`` (0),
     ``gmres_n_restart: 20``, ``preconditioner: AMG``.  Preconditioner:
     the same but ``solver: AMG``, ``max_iters: 1``, ``monitor_residual: 0``
-    (one cycle per application).  AMG: ``algorithm: AGGREGATION`` (AmgX and
-    JAX-AMG: CLASSICAL, which jaxsolve does not have yet: its own issue brings
-    it), ``selector: SIZE_4`` (PMIS; AmgX's aggregation default is SIZE_2,
-    whose levels halve the unknowns: SIZE_4 needs half the levels, each of
-    which is compiled code, for the same iterations on Poisson problems),
-    ``smoother: BLOCK_JACOBI``, ``presweeps: 1``, ``postsweeps: 1``,
+    (one cycle per application).  AMG: ``algorithm: CLASSICAL`` (as AmgX and
+    JAX-AMG; jaxsolve's default was AGGREGATION before classical AMG arrived),
+    ``selector: PMIS`` for CLASSICAL and ``SIZE_4`` for AGGREGATION (AmgX's
+    aggregation default is SIZE_2, whose levels halve the unknowns: SIZE_4
+    needs half the levels, each of which is compiled code, for the same
+    iterations on Poisson problems); for CLASSICAL ``interpolator: D2``,
+    ``strength: AHAT``, ``strength_threshold: 0.5`` (JAX-AMG's; AmgX: 0.25),
+    ``max_row_sum: 1.1``, ``interp_max_elements: 4`` (AmgX: -1, no limit;
+    on 3D Poisson four weights a row cut the operator complexity from about 4
+    to about 3 for the same iterations), ``interp_truncation_factor: 1.1``
+    (off); ``smoother: BLOCK_JACOBI``, ``presweeps: 1``, ``postsweeps: 1``,
     ``cycle: V``, ``max_levels: 100``, ``min_coarse_rows: 256`` (2; a dense
     inverse of up to 256 rows costs less than more levels), ``coarse_solver:
     DENSE_LU_SOLVER``, ``coarsest_sweeps: 2``.
@@ -599,8 +670,12 @@ def parse_amgx_config(
       only); ``smoother``: BLOCK_JACOBI, JACOBI_L1, CHEBYSHEV_POLY, MULTICOLOR_GS,
       MULTICOLOR_DILU (``symmetric_GS``: 0 or 1 for MULTICOLOR_GS);
       ``coarse_solver``: DENSE_LU_SOLVER, NOSOLVER.
-    * ``algorithm``: AGGREGATION; ``selector``: SIZE_2, SIZE_4, SIZE_8;
-      ``cycle``: V, W, F; ``presweeps``, ``postsweeps``, ``max_levels``,
+    * ``algorithm``: CLASSICAL, AGGREGATION; ``selector``: PMIS, HMIS
+      (classical), SIZE_2, SIZE_4, SIZE_8 (aggregation); ``interpolator``:
+      D2, D1; ``strength``: AHAT, ALL; ``strength_threshold``,
+      ``max_row_sum``, ``interp_max_elements``, ``interp_truncation_factor``
+      (read in every AMG scope, used by CLASSICAL; ``aggressive_levels`` only
+      at 0); ``cycle``: V, W, F; ``presweeps``, ``postsweeps``, ``max_levels``,
       ``min_coarse_rows``, ``coarsest_sweeps``.
     * ``convergence``: RELATIVE_INI (also spelled RELATIVE_INI_CORE), ABSOLUTE;
       ``norm``: L2; ``max_iters``, ``tolerance``, ``monitor_residual``,
@@ -622,8 +697,8 @@ def parse_amgx_config(
     runtime settings (``determinism_flag``, ``communicator``, memory pools,
     streams, consolidation, readers and writers, ``coarseAgenerator``,
     ``use_scalar_norm``, ...); and the settings of components jaxsolve rejects
-    anyway (``interpolator``, ``strength_threshold`` and the other classical-AMG
-    keys, colouring, Gauss-Seidel, ILU, MULTI_PAIRWISE and CHEBYSHEV settings,
+    anyway (aggressive coarsening's ``aggressive_selector`` and
+    ``aggressive_interpolator``, energy-minimising AMG's keys, colouring, Gauss-Seidel, ILU, MULTI_PAIRWISE and CHEBYSHEV settings,
     ...).  In a smoother's scope, the stopping and reporting keys are ignored
     too: the cycle sets a smoother's sweeps, in AmgX as here.
 
@@ -640,15 +715,15 @@ def parse_amgx_config(
       >>> from jaxsolve.sparse import parse_amgx_config
       >>> config = parse_amgx_config(
       ...     {"solver": "PCG", "tolerance": 1e-8,
-      ...      "preconditioner": {"solver": "AMG", "selector": "SIZE_4", "cycle": "W"}})
+      ...      "preconditioner": {"solver": "AMG", "selector": "HMIS", "cycle": "W"}})
       >>> config.solver, config.tolerance, config.max_iters
       ('PCG', 1e-08, 1000)
       >>> amg = config.preconditioner.amg
       >>> amg.selector, amg.cycle, amg.smoother.relaxation_factor, amg.coarse_solver
-      ('SIZE_4', 'W', 0.9, 'DENSE_LU_SOLVER')
+      ('HMIS', 'W', 0.9, 'DENSE_LU_SOLVER')
       >>> parse_amgx_config({"config_version": 2, "solver": {
       ...     "solver": "PCG", "tolerance": 1e-8,
-      ...     "preconditioner": {"solver": "AMG", "selector": "SIZE_4", "cycle": "W"}}}) == config
+      ...     "preconditioner": {"solver": "AMG", "selector": "HMIS", "cycle": "W"}}}) == config
       True
       >>> parse_amgx_config({"solver": "PCG", "tolerence": 1e-8})
       Traceback (most recent call last):
@@ -840,6 +915,14 @@ def _amg_config(keys: Mapping[str, Any], path: str) -> tuple[AMGConfig, set[str]
         return keys.get(key, _AMG_DEFAULTS[key])
 
     used: set[str] = set()
+    algorithm = get("algorithm")
+    classical = algorithm == "CLASSICAL"
+    selector = keys.get("selector", _DEFAULT_SELECTORS.get(algorithm, "SIZE_4"))
+    used.add("selector")
+    # Read in every AMG scope, as AmgX reads them; kept for classical AMG only.
+    parameters = {key: get(key) for key in _CLASSICAL_KEYS}
+    if not classical:
+        parameters = dict.fromkeys(parameters)
     smoother, smoother_used = _component(keys, "smoother", path, _AMG_DEFAULTS["smoother"],
                                          _smoother_config)
     coarse_solver, coarse_used = _component(keys, "coarse_solver", path,
@@ -847,7 +930,7 @@ def _amg_config(keys: Mapping[str, Any], path: str) -> tuple[AMGConfig, set[str]
     used |= smoother_used | coarse_used
     amg = _build(
         AMGConfig, path,
-        algorithm=get("algorithm"), selector=get("selector"),
+        algorithm=algorithm, selector=selector, **parameters,
         smoothed_aggregation=_flag("jaxsolve_smoothed_aggregation",
                                    get("jaxsolve_smoothed_aggregation"), path),
         smoother=smoother, presweeps=get("presweeps"), postsweeps=get("postsweeps"),
@@ -888,7 +971,8 @@ def _coarse_solver(keys: Mapping[str, Any], path: str) -> tuple[str, set[str]]:
 
 
 DEFAULT_SOLVER_CONFIG: SolverConfig = _parse_document({})
-"""jaxsolve's default: PBICGSTAB to 1e-6 relative, one aggregation AMG V-cycle as preconditioner.
+"""jaxsolve's default: PBICGSTAB to 1e-6 relative, one classical AMG V-cycle as preconditioner
+(PMIS, D2 interpolation: JAX-AMG's).
 
 See :func:`parse_amgx_config` for every default value.
 """

@@ -265,13 +265,13 @@ def _build_block_setup(layout, values: np.ndarray | None, amg: AMGConfig) -> _Bl
 
 
 def _coarse_aggregates(structure: HierarchyStructure, target: int) -> tuple[np.ndarray, int]:
-    """Each row's coarse unknown: the composite aggregates of the block's hierarchy, merged
-    further by pairwise matching until there are at most ``target``."""
+    """Each row's coarse unknown: the composite aggregates of the block's hierarchy (none for
+    classical AMG), merged further by pairwise matching until there are at most ``target``."""
     n = structure.levels[0].a.n_rows if structure.levels else structure.coarsest.n_rows
     of_row, count = np.arange(n), n
     pattern = structure.levels[0].a if structure.levels else structure.coarsest
     for level in structure.levels:
-        if count <= target:
+        if count <= target or level.aggregates is None:  # classical levels: no partition
             break
         of_row, count, pattern = level.aggregates[of_row], level.n_aggregates, level.galerkin.c
     graph = scipy.sparse.csr_array((np.ones(pattern.nnz), pattern.indices, pattern.indptr),

@@ -1,7 +1,10 @@
 """The AMG hierarchy: its structure (host, once per pattern) and its numbers (under jit).
 
-An aggregation AMG hierarchy is a list of levels ``A₀ = A, A₁, …, A_L``.  Level ``ℓ``
-groups its unknowns into aggregates (:mod:`._aggregation`) and builds
+An AMG hierarchy is a list of levels ``A₀ = A, A₁, …, A_L``, each with a prolongation
+``P``, its restriction ``R = Pᴴ`` and the coarse operator ``A_{ℓ+1} = R A P``.  Classical
+AMG (:mod:`._classical`) splits a level's unknowns into C and F points and interpolates
+the F points from the C points.  Aggregation AMG groups a level's unknowns into aggregates
+(:mod:`._aggregation`) and builds
 
 * the tentative prolongation ``T``: on each aggregate, an orthonormal basis of the
   near-null space ``B_ℓ`` restricted to it (the constant vector unless the user gives
@@ -14,11 +17,13 @@ The work splits in two, so that new values on a fixed pattern are re-set-up insi
 compiled program:
 
 * :func:`build_structure` (host, NumPy and native code; cached per pattern and
-  configuration): the aggregates and every pattern — of ``T``, ``P``, ``R``, ``A P``,
-  ``A_{ℓ+1}`` — with the plans of the sparse products (:mod:`._products`).  Coupling
-  strengths come from the values when they are concrete, else from the pattern alone.
+  configuration): the splittings or aggregates and every pattern — of ``T``, ``P``, ``R``,
+  ``A P``, ``A_{ℓ+1}`` — with the plans of the sparse products (:mod:`._products`) and of
+  classical interpolation.  Coupling strengths come from the values when they are
+  concrete, else from the pattern alone.
 * :func:`numeric_setup` (jit-able, differentiable, ``vmap``-able over values): all the
-  numbers — ``T``, ``ω`` (a few power-iteration steps), ``P``, ``R``, ``A_{ℓ+1}``, the
+  numbers — the interpolation weights, or ``T`` and ``ω`` (a few power-iteration steps),
+  ``P``, ``R``, ``A_{ℓ+1}``, the
   smoothers' data, and the inverse of the coarsest matrix, LU-factored and applied as a
   dense inverse (``DENSE_LU_SOLVER``); for a singular system (``coarse_null_dimension``)
   a pseudo-inverse from its SVD instead.
@@ -37,7 +42,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import _aggregation
+from . import _aggregation, _classical
+from ._classical import InterpolationArrays, InterpolationStructure
 from ._config import AMGConfig
 from ._csr_arrays import CsrArrays, CsrStructure
 from ._products import ProductPlan, plan_product
@@ -58,26 +64,27 @@ class LevelStructure:
     Attributes:
       a: the pattern of this level's operator.
       diagonal: per row, the position of ``a``'s diagonal entry (-1 where none is stored).
-      aggregates: ``(n,)`` the aggregate of each unknown.
-      n_aggregates: the number of aggregates.
+      aggregates: ``(n,)`` the aggregate of each unknown (None for classical AMG).
+      n_aggregates: the number of aggregates (classical AMG: of C points).
       columns: ``k``, the near-null-space vectors per aggregate (coarse unknowns per
-        aggregate).
+        aggregate; 1 for classical AMG).
       tentative: the pattern of ``T`` (``n × k·n_aggregates``; row ``i`` holds columns
-        ``k·aggregates[i] + c``).
+        ``k·aggregates[i] + c``), or None for classical AMG.
       smoothing: the plan of ``A T`` (smoothed aggregation) or None.
       tentative_in_p: where ``T``'s entries sit among ``P``'s (smoothed aggregation).
       p: the pattern of ``P`` (that of ``A T``, or ``T``'s).
       r: the pattern of ``R = Pᴴ``; ``r_from_p`` takes ``P``'s values to ``R``'s.
       a_p: the plan of ``A P``.
       galerkin: the plan of ``R (A P)``, whose result is the next level's operator.
+      interpolation: classical AMG's splitting and interpolation plan, else None.
     """
 
     a: CsrStructure
     diagonal: np.ndarray
-    aggregates: np.ndarray
+    aggregates: np.ndarray | None
     n_aggregates: int
     columns: int
-    tentative: CsrStructure
+    tentative: CsrStructure | None
     smoothing: ProductPlan | None
     tentative_in_p: np.ndarray | None
     p: CsrStructure
@@ -85,6 +92,7 @@ class LevelStructure:
     r_from_p: np.ndarray
     a_p: ProductPlan
     galerkin: ProductPlan
+    interpolation: InterpolationStructure | None = None
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -99,8 +107,10 @@ class HierarchyStructure:
         shared by every setup).
       config: the AMG configuration it was built for.
       setup_seconds: the host time the build took, by phase: ``"aggregation"`` (coupling
-        graphs and matching), ``"sparse products"`` (the patterns and plans of ``T``,
-        ``P``, ``R``, ``A P`` and ``Pᵀ A P``) and ``"to the device"``.
+        graphs and matching) or ``"splitting"`` (classical: strength, C/F splitting,
+        interpolation plan and truncation), ``"sparse products"`` (the patterns and plans of
+        ``T``, ``P``, ``R``, ``A P`` and ``Pᵀ A P``), ``"coarse values"`` (classical: the
+        next level's values on the host, for its strength) and ``"to the device"``.
     """
 
     levels: tuple[LevelStructure, ...]
@@ -112,7 +122,7 @@ class HierarchyStructure:
 
     @functools.cached_property
     def fingerprint(self) -> str:
-        """A digest of everything static about the structure: patterns and aggregates.
+        """A digest of everything static about the structure: patterns, aggregates, splittings.
 
         Equal fingerprints mean interchangeable structures, so a structure rebuilt after
         ``clear_cache()`` reuses the compiled numeric setup of the one it replaces.
@@ -120,7 +130,10 @@ class HierarchyStructure:
         digest = hashlib.blake2b(repr(self.config).encode(), digest_size=16)
         patterns = [level.a for level in self.levels] + [self.coarsest]
         for array in [*(p.indptr for p in patterns), *(p.indices for p in patterns),
-                      *(level.aggregates for level in self.levels)]:
+                      *(level.p.indptr for level in self.levels),
+                      *(level.p.indices for level in self.levels),
+                      *(level.aggregates for level in self.levels
+                        if level.aggregates is not None)]:
             digest.update(np.ascontiguousarray(array).tobytes())
             digest.update(b"|")
         digest.update(repr([(level.columns, level.smoothing is None)
@@ -143,7 +156,8 @@ class LevelArrays(NamedTuple):
 
     a: CsrArrays  # values: an empty placeholder; the numbers arrive with each setup
     diagonal: jax.Array
-    aggregates: jax.Array
+    aggregates: jax.Array | None
+    interpolation: InterpolationArrays | None
     smoothing_offsets: jax.Array | None
     tentative_in_p: jax.Array | None
     p: CsrArrays
@@ -173,7 +187,9 @@ def _level_arrays(level: LevelStructure) -> LevelArrays:
     return LevelArrays(
         a=_pattern_arrays(level.a),
         diagonal=jax.device_put(level.diagonal),
-        aggregates=jax.device_put(level.aggregates),
+        aggregates=None if level.aggregates is None else jax.device_put(level.aggregates),
+        interpolation=(None if level.interpolation is None
+                       else _classical.device_arrays(level.interpolation)),
         smoothing_offsets=jax.device_put(level.smoothing.offsets) if smoothed else None,
         tentative_in_p=jax.device_put(level.tentative_in_p) if smoothed else None,
         p=_pattern_arrays(level.p),
@@ -193,9 +209,11 @@ def build_structure(
     Args:
       pattern: the finest operator's pattern.
       values: its concrete values, from which the first level's coupling strengths come
-        (the coarser levels' from the aggregated magnitudes); None to use the pattern only.
-      columns: ``k``, the near-null-space vectors (coarse unknowns per aggregate).  With
-        ``k > 1`` the levels below the first couple by pattern.
+        (the coarser levels' from the aggregated magnitudes, or for classical AMG from the
+        Galerkin products of these values); None to use the pattern only (classical AMG:
+        its graph Laplacian).
+      columns: ``k``, the near-null-space vectors (coarse unknowns per aggregate; 1 for
+        classical AMG).  With ``k > 1`` the levels below the first couple by pattern.
       config: the AMG configuration.
 
     Raises:
@@ -219,6 +237,82 @@ def build_structure(
         seconds[name] += now - clock
         clock = now
 
+    if config.algorithm == "CLASSICAL":
+        pattern = _classical_levels(pattern, values, config, levels, phase)
+    else:
+        pattern = _aggregation_levels(pattern, values, columns, config, levels, phase)
+    if config.coarse_solver == "DENSE_LU_SOLVER" and pattern.n_rows > MAX_DENSE_COARSE_ROWS:
+        raise ValueError(
+            f"the coarsest AMG level has {pattern.n_rows} rows, too many for its dense LU"
+            f" (at most {MAX_DENSE_COARSE_ROWS}): raise max_levels (now"
+            f" {config.max_levels}), lower min_coarse_rows, or use a coarser selector."
+        )
+    coarsest_diagonal = pattern.diagonal_positions()
+    arrays = StructureArrays(
+        levels=tuple(_level_arrays(level) for level in levels),
+        coarsest=_pattern_arrays(pattern),
+        coarsest_diagonal=jax.device_put(coarsest_diagonal),
+    )
+    jax.block_until_ready(arrays)
+    phase("to the device")
+    return HierarchyStructure(
+        levels=tuple(levels), coarsest=pattern, coarsest_diagonal=coarsest_diagonal,
+        arrays=arrays, config=config, setup_seconds=dict(seconds),
+    )
+
+
+def _classical_levels(pattern: CsrStructure, values: np.ndarray | None, config: AMGConfig,
+                      levels: list[LevelStructure], phase) -> CsrStructure:
+    """Appends classical AMG's levels to ``levels``; returns the coarsest pattern."""
+    values = _classical.surrogate_values(pattern) if values is None else values
+    while len(levels) + 1 < config.max_levels and pattern.n_rows > config.min_coarse_rows:
+        interpolation = _classical.level_structure(pattern, values, config)
+        phase("splitting")
+        if not 0 < interpolation.n_coarse < pattern.n_rows:  # no coarsening: stop here
+            break
+        p = interpolation.p
+        r, r_from_p = p.transposed()
+        a_p = plan_product(pattern, p)
+        level = LevelStructure(
+            a=pattern, diagonal=pattern.diagonal_positions(), aggregates=None,
+            n_aggregates=interpolation.n_coarse, columns=1, tentative=None, smoothing=None,
+            tentative_in_p=None, p=p, r=r, r_from_p=r_from_p, a_p=a_p,
+            galerkin=plan_product(r, a_p.c), interpolation=interpolation)
+        levels.append(level)
+        phase("sparse products")
+        values = _host_galerkin(level, values, _classical.host_values(interpolation, pattern,
+                                                                       values))
+        phase("coarse values")
+        pattern = level.galerkin.c
+    return pattern
+
+
+def _host_galerkin(level: LevelStructure, a_values: np.ndarray,
+                   p_values: np.ndarray) -> np.ndarray:
+    """The next level's values ``Pᴴ A P`` for concrete values, on the CPU.
+
+    Compiled and called, so that it computes now even inside a caller's trace (a ``vmap``
+    over values whose structure is built from the pattern).
+    """
+    cpu = jax.devices("cpu")[0]
+    operands = jax.device_put(
+        (level.a.on_device(a_values), level.p.on_device(p_values),
+         level.r.on_device(np.conj(p_values[level.r_from_p])), level.a_p.c.indptr,
+         level.a_p.offsets, level.galerkin.c.indptr, level.galerkin.offsets), cpu)
+    return np.asarray(_galerkin_values.lower(level, *operands).compile()(*operands))
+
+
+@functools.partial(jax.jit, static_argnums=0)
+def _galerkin_values(level, a, p, r, a_p_indptr, a_p_offsets, c_indptr, c_offsets):
+    a_p = CsrArrays(level.a_p.multiply(a, p, a_p_indptr, a_p_offsets),
+                    jnp.zeros(0, jnp.int32), a_p_indptr)
+    return level.galerkin.multiply(r, a_p, c_indptr, c_offsets)
+
+
+def _aggregation_levels(pattern: CsrStructure, values: np.ndarray | None, columns: int,
+                        config: AMGConfig, levels: list[LevelStructure],
+                        phase) -> CsrStructure:
+    """Appends aggregation AMG's levels to ``levels``; returns the coarsest pattern."""
     magnitudes = None if values is None else _aggregation.WeightedGraph(
         pattern.indptr, pattern.indices, np.abs(values))
     while len(levels) + 1 < config.max_levels and pattern.n_rows > config.min_coarse_rows:
@@ -238,24 +332,7 @@ def build_structure(
                       else _aggregation.aggregated(magnitudes, aggregates, count))
         phase("aggregation")
         pattern = level.galerkin.c
-    if config.coarse_solver == "DENSE_LU_SOLVER" and pattern.n_rows > MAX_DENSE_COARSE_ROWS:
-        raise ValueError(
-            f"the coarsest AMG level has {pattern.n_rows} rows, too many for its dense LU"
-            f" (at most {MAX_DENSE_COARSE_ROWS}): raise max_levels (now"
-            f" {config.max_levels}), lower min_coarse_rows, or use a coarser selector."
-        )
-    coarsest_diagonal = pattern.diagonal_positions()
-    arrays = StructureArrays(
-        levels=tuple(_level_arrays(level) for level in levels),
-        coarsest=_pattern_arrays(pattern),
-        coarsest_diagonal=jax.device_put(coarsest_diagonal),
-    )
-    jax.block_until_ready(arrays)
-    phase("to the device")
-    return HierarchyStructure(
-        levels=tuple(levels), coarsest=pattern, coarsest_diagonal=coarsest_diagonal,
-        arrays=arrays, config=config, setup_seconds=dict(seconds),
-    )
+    return pattern
 
 
 def _level_structure(
@@ -345,8 +422,9 @@ def numeric_setup(
     # from constant-folding the products' index arithmetic (seconds of compile time).
     arrays = jax.lax.optimization_barrier(arrays)
     a_values = values.astype(hierarchy_dtype(values.dtype, structure.config))
-    basis = _initial_basis(near_nullspace, structure.coarsest.n_rows if not structure.levels
-                           else structure.levels[0].a.n_rows, a_values.dtype)
+    basis = None if structure.config.algorithm == "CLASSICAL" else _initial_basis(
+        near_nullspace, structure.coarsest.n_rows if not structure.levels
+        else structure.levels[0].a.n_rows, a_values.dtype)
     numbers = []
     patterns = [level_arrays.a for level_arrays in arrays.levels] + [arrays.coarsest]
     for level, level_arrays, coarse in zip(structure.levels, arrays.levels, patterns[1:],
@@ -387,27 +465,22 @@ def _initial_basis(near_nullspace: Any, n: int, dtype: Any) -> jax.Array:
 
 
 def _numeric_level(
-    level: LevelStructure, arrays: LevelArrays, a: CsrArrays, basis: jax.Array,
+    level: LevelStructure, arrays: LevelArrays, a: CsrArrays, basis: jax.Array | None,
     coarse_indptr: jax.Array, config: AMGConfig,
-) -> tuple[LevelNumbers, jax.Array, jax.Array]:
-    """One level's numbers; returns them, the next operator's values and basis.
+) -> tuple[LevelNumbers, jax.Array, jax.Array | None]:
+    """One level's numbers; returns them, the next operator's values and basis (None for
+    classical AMG, which has none).
 
     ``coarse_indptr`` holds the row pointers of the next level's operator.
     """
     diagonal = _diagonal(a.values, arrays.diagonal)
-    t_values, coarse_basis = _tentative(basis, arrays.aggregates, level.n_aggregates)
-    if level.smoothing is None:
-        p_values = t_values
+    if level.interpolation is not None:
+        p_values = _classical.interpolation_values(
+            jnp, arrays.interpolation, level.interpolation.full.nnz, a.values, a.row_ids,
+            diagonal)
+        coarse_basis = None
     else:
-        # The product reads only T's values and row pointers (k entries a row).
-        k = level.columns
-        t = CsrArrays(t_values, jnp.zeros(0, jnp.int32),
-                      jnp.arange(0, level.a.n_rows * k + 1, k, dtype=jnp.int32))
-        a_t = level.smoothing.multiply(a, t, arrays.p.indptr, arrays.smoothing_offsets)
-        inverse_diagonal = jnp.where(diagonal != 0, 1 / jnp.where(diagonal != 0, diagonal, 1), 0)
-        omega = (4 / (3 * _spectral_radius(a, inverse_diagonal))).astype(a.values.dtype)
-        p_values = (-omega * inverse_diagonal[arrays.p.row_ids] * a_t).at[
-            arrays.tentative_in_p].add(t_values)
+        p_values, coarse_basis = _aggregation_prolongation(level, arrays, a, basis, diagonal)
     p = arrays.p._replace(values=p_values)
     r = arrays.r._replace(values=jnp.conj(p_values[arrays.r_from_p]))
     a_p_values = level.a_p.multiply(
@@ -417,6 +490,26 @@ def _numeric_level(
     coarse_values = level.galerkin.multiply(r, a_p, coarse_indptr, arrays.galerkin_offsets)
     smoother = relaxation_data(a, diagonal, config.smoother)
     return LevelNumbers(a=a, p=p, r=r, smoother=smoother), coarse_values, coarse_basis
+
+
+def _aggregation_prolongation(
+    level: LevelStructure, arrays: LevelArrays, a: CsrArrays, basis: jax.Array,
+    diagonal: jax.Array,
+) -> tuple[jax.Array, jax.Array]:
+    """``P``'s values (``T``, or ``T`` smoothed) and the next level's basis."""
+    t_values, coarse_basis = _tentative(basis, arrays.aggregates, level.n_aggregates)
+    if level.smoothing is None:
+        return t_values, coarse_basis
+    # The product reads only T's values and row pointers (k entries a row).
+    k = level.columns
+    t = CsrArrays(t_values, jnp.zeros(0, jnp.int32),
+                  jnp.arange(0, level.a.n_rows * k + 1, k, dtype=jnp.int32))
+    a_t = level.smoothing.multiply(a, t, arrays.p.indptr, arrays.smoothing_offsets)
+    inverse_diagonal = jnp.where(diagonal != 0, 1 / jnp.where(diagonal != 0, diagonal, 1), 0)
+    omega = (4 / (3 * _spectral_radius(a, inverse_diagonal))).astype(a.values.dtype)
+    p_values = (-omega * inverse_diagonal[arrays.p.row_ids] * a_t).at[
+        arrays.tentative_in_p].add(t_values)
+    return p_values, coarse_basis
 
 
 def _diagonal(values: jax.Array, positions: jax.Array) -> jax.Array:

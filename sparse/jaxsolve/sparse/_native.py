@@ -14,6 +14,8 @@ JAX's CUDA major the first time a product runs on a GPU):
   of an AMG setup, on NumPy arrays.
 * :func:`coupling_graph` and :func:`contract_graph`: the weighted graphs aggregation matches
   on, on NumPy arrays; :func:`dsatur_coloring`, the greedy coloring of a product graph.
+* :func:`classical_splitting` and :func:`interpolation_plan`: the C/F splitting of a strength
+  graph and the index plan of classical AMG's interpolation on it.
 * :func:`spgemm_symbolic`: the pattern of a sparse product ``C = A B`` and where each scalar
   product lands in it, so that the numeric product (``A P``, ``Pᵀ A P`` in an AMG setup) is a
   walk over a fixed map.
@@ -73,6 +75,16 @@ _cpu.JaxsolveSparseSpgemmCount.restype = ctypes.c_int32
 _cpu.JaxsolveSparseSpgemmFill.argtypes = [ctypes.c_int32] * 2 + [_I32] * 4 + [
     _I64, _I32, ctypes.c_void_p, ctypes.c_int32]
 _cpu.JaxsolveSparseSpgemmFill.restype = ctypes.c_int32
+_cpu.JaxsolveSparseClassicalSplitting.argtypes = [ctypes.c_int32, _I32, _I32, ctypes.c_int32,
+                                                 _I32]
+_cpu.JaxsolveSparseClassicalSplitting.restype = ctypes.c_int32
+_cpu.JaxsolveSparseInterpolationPlan.argtypes = [ctypes.c_int32, _I32, _I32,
+                                                _array(np.uint8), _I32, ctypes.c_int32]
+_cpu.JaxsolveSparseInterpolationPlan.restype = ctypes.c_void_p
+_cpu.JaxsolveSparseInterpolationSizes.argtypes = [ctypes.c_void_p, _I64]
+_cpu.JaxsolveSparseInterpolationSizes.restype = None
+_cpu.JaxsolveSparseInterpolationCopy.argtypes = [ctypes.c_void_p] + [_I32] * 7
+_cpu.JaxsolveSparseInterpolationCopy.restype = None
 
 _DTYPES = tuple(np.dtype(t) for t in (np.float32, np.float64, np.complex64, np.complex128))
 
@@ -611,3 +623,112 @@ def spgemm_symbolic(
                                      offset_dtype.itemsize):
         raise MemoryError(f"{fn}: out of memory for the marker arrays of {p=} columns")
     return SpgemmPattern(c_indptr.astype(np.int32), c_indices, offsets, n_products)
+
+
+# ----------------------------------------------------------------------------------------
+# Classical AMG
+
+
+SPLITTINGS = {"PMIS": 0, "HMIS": 1}
+
+
+def classical_splitting(indptr: Any, indices: Any, method: str) -> np.ndarray:
+    """The C/F splitting of a strength graph: ``(n,)`` bool, True for C points.
+
+    Row ``i`` of the ``n × n`` CSR graph lists the ``j ≠ i`` that ``i`` strongly depends
+    on. ``"PMIS"``: the maximal independent set of the symmetrized graph that De Sterck,
+    Yang and Heys' PMIS reaches with the weights ``|Sᵀ_i| + u_i`` (``u_i ∈ [0, 1)`` a fixed
+    hash of ``i``, so the splitting is deterministic). ``"HMIS"``: Ruge–Stüben's first pass
+    (HMIS on one process, which has no processor boundaries for its PMIS part). Points
+    without strong couplings are F. See ``csrc/classical.cc``.
+
+    Examples:
+      A path 0 - 1 - 2 - 3 - 4 of strong couplings both ways: every other point is C.
+
+      >>> import numpy as np
+      >>> indptr, indices = [0, 1, 3, 5, 7, 8], [1, 0, 2, 1, 3, 2, 4, 3]
+      >>> classical_splitting(indptr, indices, "PMIS").astype(int).tolist()
+      [1, 0, 1, 0, 1]
+    """
+    fn = "classical_splitting"
+    n = np.shape(indptr)[0] - 1 if np.ndim(indptr) == 1 else 0
+    indptr, indices = _check_pattern(fn, ("indptr", "indices"), indptr, indices, n)
+    if method not in SPLITTINGS:
+        raise ValueError(f"{fn}: method must be one of {sorted(SPLITTINGS)}, got {method!r}")
+    coarse = np.empty(n, np.int32)
+    if _cpu.JaxsolveSparseClassicalSplitting(n, indptr, indices, SPLITTINGS[method], coarse) < 0:
+        raise MemoryError(f"{fn}: out of memory for a graph of {n} nodes")
+    return coarse.astype(bool)
+
+
+class InterpolationPattern(NamedTuple):
+    """Classical interpolation's pattern and where ``A``'s values enter its weights.
+
+    ``P`` is ``n × n_coarse``. For an F point ``i`` with interpolatory C points ``C_i``
+    (``P``'s columns in row ``i``) and distributed strong F neighbours ``F_i``::
+
+        w_ij = -(a_ij + Σ_{k∈F_i} a_ik ā_kj / s_ik) / d_i,   s_ik = Σ_{l∈C_i (∪{i}: D2)} ā_kl
+
+    where ``ā_kl`` is ``a_kl`` if its sign is opposite to ``a_kk``'s, else 0, and ``d_i``
+    sums the other entries of row ``i`` and, for D2, ``Σ_k a_ik ā_ki / s_ik``. A
+    destination ``d`` is a position of ``P`` (``d >= 0``), row ``i``'s ``d_i``
+    (``d = -2 - i``) or nowhere (``-1``).
+    """
+
+    p_indptr: np.ndarray
+    """``(n + 1,)`` row pointers of ``P``."""
+    p_indices: np.ndarray
+    """Coarse columns of ``P``, sorted within each row (a C point's row: its own)."""
+    a_destination: np.ndarray
+    """``(nnz(A),)`` where each entry of ``A`` adds."""
+    pair_positions: np.ndarray
+    """The entry ``a_ik`` of each distributed coupling."""
+    pair_counts: np.ndarray
+    """The number of triples of each distributed coupling."""
+    triple_entries: np.ndarray
+    """Per triple, the entry ``a_kl`` of row ``k``."""
+    triple_destinations: np.ndarray
+    """Per triple, where ``ā_kl a_ik / s_ik`` adds."""
+
+
+def interpolation_pattern(indptr: Any, indices: Any, strong: Any, coarse: Any,
+                          distance_two: bool) -> InterpolationPattern:
+    """The :class:`InterpolationPattern` of D1 (``distance_two=False``: Ruge–Stüben's
+    modified classical interpolation, whose ``F_i`` are the strong F neighbours with a
+    common strong C point) or D2 (extended+i: ``C_i`` also holds the strong C points of
+    the strong F neighbours, all of which are distributed).
+
+    Args:
+      indptr, indices: the ``n × n`` matrix's pattern (columns sorted within rows).
+      strong: ``(nnz,)`` bool, the strong entries.
+      coarse: ``(n,)`` bool, the C points.
+      distance_two: D2 rather than D1.
+
+    Examples:
+      1D Laplacian, C points 0, 2, 4: each F point takes half of each C neighbour.
+
+      >>> import numpy as np
+      >>> plan = interpolation_pattern([0, 2, 5, 8, 11, 13], [0, 1, 0, 1, 2, 1, 2, 3, 2, 3, 4,
+      ...                              3, 4], [0, 1, 1, 0, 1, 1, 0, 1, 1, 0, 1, 1, 0],
+      ...                              [1, 0, 1, 0, 1], distance_two=True)
+      >>> plan.p_indptr.tolist(), plan.p_indices.tolist()
+      ([0, 1, 3, 4, 6, 7], [0, 0, 1, 1, 1, 2, 2])
+    """
+    fn = "interpolation_pattern"
+    n = np.shape(indptr)[0] - 1 if np.ndim(indptr) == 1 else 0
+    indptr, indices = _check_pattern(fn, ("indptr", "indices"), indptr, indices, n)
+    strong = np.ascontiguousarray(strong, np.uint8)
+    coarse = np.asarray(coarse, bool)
+    if strong.shape != indices.shape or coarse.shape != (n,):
+        raise ValueError(f"{fn}: strong must have shape {indices.shape} and coarse ({n},), got"
+                         f" {strong.shape} and {coarse.shape}")
+    coarse_index = np.where(coarse, np.cumsum(coarse) - 1, -1).astype(np.int32)
+    handle = _cpu.JaxsolveSparseInterpolationPlan(n, indptr, indices, strong, coarse_index,
+                                                  int(distance_two))
+    if not handle:
+        raise MemoryError(f"{fn}: out of memory for the plan of {n} rows")
+    sizes = np.empty(7, np.int64)
+    _cpu.JaxsolveSparseInterpolationSizes(handle, sizes)
+    arrays = [np.empty(size, np.int32) for size in sizes]
+    _cpu.JaxsolveSparseInterpolationCopy(handle, *arrays)
+    return InterpolationPattern(*arrays)

@@ -147,7 +147,7 @@ def make_preconditioner(
     """A preconditioner ``M⁻¹ ≈ A⁻¹`` of the configured kind: one AMG V-cycle by default.
 
     ``config`` describes the preconditioner itself — a flat AmgX scope such as
-    ``{"solver": "AMG", "selector": "SIZE_8", "cycle": "W"}`` (its ``max_iters``, 1 by
+    ``{"solver": "AMG", "selector": "HMIS", "cycle": "W"}`` (its ``max_iters``, 1 by
     default, counts cycles per application) — or a whole solver configuration, whose
     ``preconditioner`` is taken.  The setup is that of :func:`solve`: cached per pattern,
     with the numbers computed inside the caller's program when ``A``'s values are traced.

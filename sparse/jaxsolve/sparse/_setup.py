@@ -138,6 +138,11 @@ class System:
         amg = amg_config(self.config)
         if amg is None:
             return None, None
+        if amg.algorithm == "CLASSICAL" and self.near_nullspace is not None:
+            raise ValueError(
+                "solve: near_nullspace is smoothed aggregation's; classical AMG has none (its"
+                " interpolation reproduces constants). For rigid-body modes set the AMG's"
+                " algorithm to 'AGGREGATION' with jaxsolve_smoothed_aggregation: 1.")
         k = 1 if self.near_nullspace is None else self.near_nullspace.shape[1]
 
         def build() -> _cache.CacheEntry:

@@ -65,17 +65,19 @@ def solve(
     r"""Solves ``A x = b`` by an AMG-preconditioned Krylov method; differentiable.
 
     The method is configured in AmgX's vocabulary (:func:`parse_amgx_config`); by default
-    BiCGSTAB preconditioned by one V-cycle of aggregation AMG, to a residual ``1e-6`` times
-    the initial one, in at most 1000 iterations.  (JAX-AMG defaults to *classical* AMG,
-    which jaxsolve does not have yet; aggregation converges in somewhat more iterations of
-    cheaper cycles.)
+    BiCGSTAB preconditioned by one V-cycle of classical AMG (PMIS coarsening, distance-two
+    interpolation: JAX-AMG's default), to a residual ``1e-6`` times the initial one, in at
+    most 1000 iterations.  Aggregation AMG (``"algorithm": "AGGREGATION"``, jaxsolve's
+    default before classical AMG arrived) sets up faster and cycles more cheaply, in more
+    iterations.
 
     **Under jit.** ``A``'s sparsity pattern must be concrete: build ``A`` outside the
     compiled function (or close over it) and let only its values be traced, e.g.
     ``jax.jit(lambda v, b: solve(A.with_values(v), b))``.  The AMG structure
-    (aggregates, patterns) is then taken from the setup cache — built from concrete values
-    by an earlier call, or else from the pattern alone, with every stored entry counted as
-    an equally strong coupling — and the numeric setup (coarse operators, smoothers) runs
+    (splittings or aggregates, patterns) is then taken from the setup cache — built from
+    concrete values by an earlier call, or else from the pattern alone, with every stored
+    entry counted as an equally strong coupling (classical AMG: the pattern's graph
+    Laplacian) — and the numeric setup (coarse operators, smoothers) runs
     inside the compiled program: new values on a fixed pattern never leave the device.
     ``reuse_setup=True`` skips the numeric setup and reuses the numbers of the latest
     setup done with concrete values on this pattern (AmgX's "no resetup"), if there is

@@ -254,7 +254,7 @@ class AMGSolver(lx.AbstractLinearSolver[CsrLinearOperator]):
 
     ``lineax.linear_solve(operator, b, AMGSolver(config))`` solves with the engine of
     :func:`~jaxsolve.sparse.solve` — by default BiCGSTAB preconditioned by one V-cycle of
-    aggregation AMG, to a residual ``1e-6`` times the initial one — configured in AmgX's
+    classical AMG, to a residual ``1e-6`` times the initial one — configured in AmgX's
     vocabulary.  ``lineax.linear_solve`` compiles its arguments, so the values are traced:
     the AMG structure comes from ``solve``'s setup cache (built from concrete values by an
     earlier setup on the pattern, else from the pattern alone) and the numeric setup runs
@@ -405,7 +405,7 @@ def make_lineax_preconditioner(
         takes.
       config: the preconditioner's AmgX configuration (e.g. ``{"solver": "AMG",
         "cycle": "W"}``), or a solver configuration whose preconditioner is taken; None
-        for one V-cycle of aggregation AMG.
+        for one V-cycle of classical AMG.
       tags: the tags of ``M``, instead of the inherited ones.
       near_nullspace: ``(n, k)`` near-null space for smoothed aggregation.
 

@@ -1,0 +1,318 @@
+"""Tests for classical AMG: strength, PMIS/HMIS splittings, D1/D2 interpolation, solves."""
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pyamg
+import pytest
+import scipy.sparse
+import scipy.sparse.linalg
+from pyamg.classical.interpolate import classical_interpolation
+
+from jaxsolve import sparse
+from jaxsolve.sparse import _classical, _hierarchy, matrices, parse_amgx_config
+from jaxsolve.sparse._csr_arrays import CsrStructure
+
+
+def classical(**changes):
+    """The AMG configuration of a PCG solve with classical AMG and ``changes``."""
+    return {"solver": "PCG", "preconditioner": {"solver": "AMG", "algorithm": "CLASSICAL",
+                                                "min_coarse_rows": 16, **changes}}
+
+
+def amg_config(**changes):
+    return parse_amgx_config(classical(**changes)).preconditioner.amg
+
+
+def host(A) -> tuple[CsrStructure, np.ndarray]:
+    """``A``'s pattern (sorted) and its float64 values."""
+    matrix = scipy.sparse.csr_array(A).astype(np.float64)
+    matrix.sort_indices()
+    pattern = CsrStructure(matrix.indptr.astype(np.int32), matrix.indices.astype(np.int32),
+                           matrix.shape[1])
+    return pattern, matrix.data
+
+
+def scipy_of(pattern: CsrStructure, values) -> scipy.sparse.csr_array:
+    # Copies: eliminate_zeros would shrink the pattern's own arrays.
+    return scipy.sparse.csr_array((np.array(values), pattern.indices.copy(),
+                                   pattern.indptr.copy()), shape=(pattern.n_rows, pattern.n_cols))
+
+
+def scipy_matrix(A) -> scipy.sparse.csr_array:
+    csr = sparse.as_csr(A)
+    return scipy.sparse.csr_array((np.asarray(csr.values), csr.indices, csr.indptr),
+                                  shape=csr.shape)
+
+
+def rotated_anisotropic(n: int) -> scipy.sparse.csr_array:
+    stencil = pyamg.gallery.diffusion_stencil_2d(epsilon=0.01, theta=np.pi / 8, type="FD")
+    return scipy.sparse.csr_array(pyamg.gallery.stencil_grid(stencil, (n, n), format="csr"))
+
+
+PROBLEMS = {  # PyAMG's gallery
+    "poisson2d": lambda: scipy.sparse.csr_array(pyamg.gallery.poisson((20, 20), format="csr")),
+    "poisson3d": lambda: scipy.sparse.csr_array(pyamg.gallery.poisson((8, 8, 8), format="csr")),
+    "anisotropic": lambda: rotated_anisotropic(20),
+    "airfoil": lambda: scipy.sparse.csr_array(pyamg.gallery.load_example("airfoil")["A"]),
+}
+
+
+class TestSplitting:
+    @pytest.mark.parametrize("problem", sorted(PROBLEMS))
+    def test_pmis_c_points_are_independent_and_cover_the_f_points(self, problem):
+        pattern, values = host(PROBLEMS[problem]())
+        strong = _classical.strong_couplings(pattern, values, amg_config())
+        graph = scipy_of(pattern, strong.astype(float))
+        graph.eliminate_zeros()
+        coupled = (graph + graph.T).tocsr()  # G = S ∪ Sᵀ
+        coarse = _classical.level_structure(pattern, values, amg_config()).coarse
+        assert 0 < coarse.sum() < pattern.n_rows
+        # No strong coupling, in either direction, between two C points.
+        assert coupled[coarse][:, coarse].nnz == 0
+        # Every F point with a strong coupling is coupled to a C point.
+        has_coupling = np.diff(coupled.indptr) > 0
+        to_coarse = np.asarray(coupled[:, coarse].sum(axis=1)).ravel() > 0
+        assert np.all(to_coarse[~coarse & has_coupling])
+
+    @pytest.mark.parametrize("problem", sorted(PROBLEMS))
+    def test_hmis_f_points_depend_on_a_c_point(self, problem):
+        pattern, values = host(PROBLEMS[problem]())
+        config = amg_config(selector="HMIS")
+        strong = _classical.strong_couplings(pattern, values, config)
+        graph = scipy_of(pattern, strong.astype(float))
+        graph.eliminate_zeros()
+        coarse = _classical.level_structure(pattern, values, config).coarse
+        depends = np.diff(graph.indptr) > 0
+        on_coarse = np.asarray(graph[:, coarse].sum(axis=1)).ravel() > 0
+        assert np.all(on_coarse[~coarse & depends])
+        # A C point never depends on a C point chosen before it, so no two C points depend
+        # on each other.
+        c_graph = graph[coarse][:, coarse]
+        assert c_graph.multiply(c_graph.T).nnz == 0
+
+    def test_strength_follows_the_anisotropy_and_the_threshold(self):
+        # ε = 0.001 along x: only the vertical couplings (8 unknowns apart) are strong.
+        stencil = [[0, -1, 0], [-0.001, 2.002, -0.001], [0, -1, 0]]
+        pattern, values = host(pyamg.gallery.stencil_grid(stencil, (8, 8), format="csr"))
+        strong = _classical.strong_couplings(pattern, values, amg_config())
+        distance = np.abs(pattern.indices - pattern.row_ids)
+        assert np.all(distance[strong] == 8) and strong.sum() == 2 * 8 * 7
+        everything = _classical.strong_couplings(pattern, values, amg_config(strength="ALL"))
+        np.testing.assert_array_equal(everything, distance > 0)
+        # Rows whose sum exceeds 0.01 |a_ii| (here: on the boundary) depend on nothing.
+        capped = _classical.strong_couplings(pattern, values, amg_config(max_row_sum=0.01))
+        diagonal = values[pattern.diagonal_positions()]
+        large = np.abs(np.add.reduceat(values, pattern.indptr[:-1])) > 0.01 * diagonal
+        assert large.any() and not large.all()
+        np.testing.assert_array_equal(capped, strong & ~large[pattern.row_ids])
+
+
+class TestInterpolation:
+    @pytest.mark.parametrize("interpolator", ["D1", "D2"])
+    @pytest.mark.parametrize("problem", ["poisson2d", "poisson3d", "airfoil"])
+    def test_weights_reproduce_constants_on_zero_row_sum_rows(self, problem, interpolator):
+        pattern, values = host(PROBLEMS[problem]())
+        structure = _classical.level_structure(pattern, values,
+                                               amg_config(interpolator=interpolator))
+        p = scipy_of(structure.p, _classical.host_values(structure, pattern, values))
+        row_sums = np.asarray(p.sum(axis=1)).ravel()
+        a_row_sums = np.add.reduceat(values, pattern.indptr[:-1])
+        interpolated = np.diff(structure.p.indptr) > 0
+        zero_sum = np.abs(a_row_sums) < 1e-12 * np.abs(values).max()
+        assert zero_sum[~structure.coarse].sum() > 0
+        np.testing.assert_allclose(row_sums[zero_sum & interpolated], 1, rtol=1e-12)
+        # C points interpolate themselves
+        np.testing.assert_array_equal(p.toarray()[structure.coarse],
+                                      np.eye(structure.n_coarse))
+
+    @pytest.mark.parametrize("problem", ["anisotropic", "airfoil"])
+    def test_d1_is_pyamg_modified_classical_interpolation(self, problem):
+        A = PROBLEMS[problem]()
+        pattern, values = host(A)
+        structure = _classical.level_structure(pattern, values, amg_config(interpolator="D1"))
+        ours = scipy_of(structure.p, _classical.host_values(structure, pattern, values))
+        strength = scipy_of(pattern, structure.strong.astype(float))
+        strength.eliminate_zeros()
+        theirs = classical_interpolation(scipy_of(pattern, values), strength,
+                                         structure.coarse.astype(np.int32), modified=True)
+        np.testing.assert_allclose(ours.toarray(), theirs.toarray(), rtol=1e-12, atol=1e-14)
+
+    def test_d2_interpolates_from_distance_two(self):
+        pattern, values = host(PROBLEMS["poisson2d"]())
+        d1 = _classical.level_structure(pattern, values, amg_config(interpolator="D1"))
+        d2 = _classical.level_structure(pattern, values, amg_config(interpolator="D2"))
+        np.testing.assert_array_equal(d1.coarse, d2.coarse)
+        a = scipy_of(pattern, np.ones(pattern.nnz))
+
+        def entries(matrix):
+            return set(zip(*matrix.nonzero(), strict=True))
+
+        p1, p2 = (scipy_of(s.p, np.ones(s.p.nnz)) for s in (d1, d2))
+        assert p2.nnz > p1.nnz
+        assert entries(p2) <= entries((a @ a)[:, d2.coarse])  # within distance two
+        assert entries(p1) <= entries(a[:, d1.coarse])  # within distance one
+
+    @pytest.mark.parametrize("most, factor", [(2, 1.1), (3, 0.2), (-1, 0.5)])
+    def test_truncation_keeps_the_largest_and_rescales(self, most, factor):
+        pattern, values = host(PROBLEMS["airfoil"]())
+        untruncated = _classical.level_structure(pattern, values, amg_config())
+        config = amg_config(interp_max_elements=most, interp_truncation_factor=factor)
+        structure = _classical.level_structure(pattern, values, config)
+        np.testing.assert_array_equal(structure.coarse, untruncated.coarse)
+        full = scipy_of(untruncated.p, _classical.host_values(untruncated, pattern, values))
+        p = scipy_of(structure.p, _classical.host_values(structure, pattern, values))
+        counts = np.diff(structure.p.indptr)
+        assert p.nnz < full.nnz
+        if most > 0:
+            assert counts.max() <= most
+        np.testing.assert_allclose(p.sum(axis=1), full.sum(axis=1), rtol=1e-12)
+        full_dense, dense = np.abs(full.toarray()), np.abs(p.toarray())
+        for row in np.flatnonzero(counts):
+            weights = full_dense[row][full_dense[row] > 0]
+            kept = dense[row] > 0
+            # The kept weights are the row's largest, and none is below factor × largest.
+            assert full_dense[row][kept].min() >= np.sort(weights)[-kept.sum()]
+            if 0 < factor < 1:
+                assert full_dense[row][kept].min() >= factor * weights.max() * (1 - 1e-12)
+
+
+class TestNumericSetup:
+    def test_resetup_with_new_values_equals_a_fresh_setup(self, x64):
+        A = rotated_anisotropic(16)
+        pattern, values = host(A)
+        config = amg_config(interp_max_elements=3, max_levels=2)
+        # New values with the same strong couplings (and truncation) on the first level (on
+        # coarser ones the strengths would follow the new values): the diagonal shifted up.
+        shifted = values + 0.3 * (pattern.indices == pattern.row_ids)
+        cached = _hierarchy.build_structure(pattern, values, 1, config)
+        fresh = _hierarchy.build_structure(pattern, shifted, 1, config)
+        assert cached.fingerprint == fresh.fingerprint and len(cached.levels) == 1
+        setup = jax.jit(_hierarchy.numeric_setup, static_argnums=0)
+        resetup = setup(cached, cached.arrays, jnp.asarray(shifted), None)
+        expected = setup(fresh, fresh.arrays, jnp.asarray(shifted), None)
+        for got, want in zip(jax.tree.leaves(resetup), jax.tree.leaves(expected), strict=True):
+            np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-14)
+        # ... and its coarse operators are the Galerkin products of its interpolations
+        level = resetup.levels[0]
+        a = scipy_of(cached.levels[0].a, level.a.values)
+        p = scipy_of(cached.levels[0].p, level.p.values)
+        coarse = resetup.coarsest.a
+        np.testing.assert_allclose(scipy_of(cached.coarsest, coarse.values).toarray(),
+                                   (p.T @ a @ p).toarray(), rtol=1e-12, atol=1e-13)
+        # ... which the host's build computed for the values it saw
+        host_p = _classical.host_values(cached.levels[0].interpolation, pattern, shifted)
+        np.testing.assert_allclose(host_p, level.p.values, rtol=1e-12)
+
+    def test_numeric_setup_is_differentiable_and_vmaps(self, x64):
+        pattern, values = host(PROBLEMS["poisson2d"]())
+        structure = _hierarchy.build_structure(pattern, values, 1, amg_config())
+
+        def coarse_sum(v):
+            numbers = _hierarchy.numeric_setup(structure, structure.arrays, v, None)
+            return jnp.sum(numbers.levels[0].p.values ** 2) + jnp.sum(numbers.coarsest.a.values)
+
+        v = jnp.asarray(values)
+        jax.test_util.check_grads(coarse_sum, (v,), order=1, modes=["fwd", "rev"], eps=1e-4)
+        batched = jax.vmap(coarse_sum)(jnp.stack([v, 2 * v]))
+        np.testing.assert_allclose(batched, [coarse_sum(v), coarse_sum(2 * v)], rtol=1e-12)
+
+
+def status(info) -> str:
+    return sparse.Status(int(info.status)).name
+
+
+def relative_residual(A, x, b) -> float:
+    A = scipy_matrix(A).astype(np.float64)
+    return float(np.linalg.norm(A @ np.asarray(x, np.float64) - np.asarray(b, np.float64))
+                 / np.linalg.norm(np.asarray(b, np.float64)))
+
+
+class TestSolve:
+    @pytest.mark.parametrize("dtype, tolerance", [(np.float32, 1e-5), (np.float64, 1e-10)])
+    @pytest.mark.parametrize("problem, changes", [
+        ("poisson2d", {}),
+        ("poisson2d", {"interpolator": "D1", "selector": "HMIS"}),
+        ("poisson3d", {"interp_max_elements": 4}),
+        ("anisotropic", {"selector": "HMIS"}),
+        ("convection", {}),
+        ("airfoil", {"interpolator": "D1"}),
+    ])
+    def test_solves_the_gallery(self, request, dtype, tolerance, problem, changes):
+        if dtype == np.float64:
+            request.getfixturevalue("x64")
+        if problem == "convection":
+            A = matrices.convection_diffusion_matrix_2d(20, 20.0, dtype=dtype)
+            config = {**classical(**changes), "solver": "PBICGSTAB"}
+        else:
+            A = PROBLEMS[problem]().astype(dtype)
+            config = classical(**changes)
+        n = A.shape[0]
+        b = matrices.rhs_random(n, seed=1, dtype=dtype)
+        x, info = sparse.solve(A, b, config={**config, "tolerance": tolerance})
+        assert status(info) == "SUCCESS", int(info.iterations)
+        assert x.dtype == dtype
+        assert int(info.iterations) <= (25 if problem != "convection" else 40)
+        assert relative_residual(A, x, b) <= 10 * tolerance
+        assert len(sparse.describe(A, config).rows) >= 2
+
+    def test_classical_beats_jacobi_pcg_on_poisson(self, x64):
+        A = matrices.poisson_matrix(32, dtype=np.float64)
+        b = matrices.rhs_ones(32 * 32, dtype=np.float64)
+        _, amg = sparse.solve(A, b, config={**classical(), "tolerance": 1e-8})
+        _, jacobi = sparse.solve(A, b, config={"solver": "PCG", "tolerance": 1e-8,
+                                               "preconditioner": "BLOCK_JACOBI"})
+        assert 3 * int(amg.iterations) < int(jacobi.iterations)
+
+    def test_jit_with_traced_values_reuses_the_structure(self, x64):
+        sparse.clear_cache()
+        A = sparse.as_csr(matrices.poisson_matrix(16, dtype=np.float64))
+        b = matrices.rhs_ones(256, dtype=np.float64)
+        config = {**classical(), "tolerance": 1e-10}
+        x, eager = sparse.solve(A, b, config=config)
+        solve = jax.jit(lambda v, b: sparse.solve(A.with_values(v), b, config=config))
+        x1, info1 = solve(A.values, b)
+        assert int(info1.iterations) == int(eager.iterations)
+        x2, _ = solve(2 * A.values, b)  # the numeric re-setup runs inside the program
+        np.testing.assert_allclose(x2, x / 2, rtol=1e-8)
+        assert sparse.cache_info().misses == 1
+
+    def test_jit_without_concrete_values_builds_from_the_pattern(self):
+        sparse.clear_cache()
+        A = sparse.as_csr(matrices.poisson_matrix(16))
+        b = matrices.rhs_ones(256)
+        x, info = jax.jit(lambda v, b: sparse.solve(A.with_values(v), b, config=classical()))(
+            A.values, b)
+        assert status(info) == "SUCCESS"
+        assert relative_residual(A, x, b) <= 1e-5
+
+    def test_vmap_over_values_and_grad(self, x64):
+        A = sparse.as_csr(matrices.convection_diffusion_matrix_2d(8, 5.0, dtype=np.float64))
+        b = matrices.rhs_random(64, seed=0, dtype=np.float64)
+        config = {**classical(min_coarse_rows=8), "solver": "PBICGSTAB", "tolerance": 1e-12}
+        scales = jnp.array([1.0, 3.0])
+        xs, _ = jax.vmap(lambda s: sparse.solve(A.with_values(s * A.values), b,
+                                                config=config))(scales)
+        x, _ = sparse.solve(A, b, config=config)
+        np.testing.assert_allclose(xs, x[None] / scales[:, None], rtol=1e-9)
+        weights = jnp.linspace(-1.0, 1.0, 64)
+        rows = A.row_ids
+
+        def loss(values, b):
+            return jnp.sum(weights * sparse.solve(A.with_values(values), b, config=config)[0] ** 3)
+
+        def dense_loss(values, b):
+            matrix = jnp.zeros((64, 64)).at[rows, A.indices].add(values)
+            return jnp.sum(weights * jnp.linalg.solve(matrix, b) ** 3)
+
+        got = jax.jit(jax.grad(loss, argnums=(0, 1)))(A.values, b)
+        want = jax.grad(dense_loss, argnums=(0, 1))(A.values, b)
+        for g, w in zip(got, want, strict=True):
+            np.testing.assert_allclose(g, w, rtol=1e-7, atol=1e-9)
+
+    def test_near_nullspace_is_refused(self):
+        A, modes = matrices.elasticity_matrix_2d(4)
+        with pytest.raises(ValueError, match="near_nullspace is smoothed aggregation.s; classical AMG has none"):
+            sparse.solve(A, jnp.ones(A.shape[0]), config=classical(), near_nullspace=modes)
