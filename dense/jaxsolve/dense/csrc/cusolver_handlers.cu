@@ -91,18 +91,26 @@ void NanIfFailed(cudaStream_t stream, T* x, int64_t count, const int* info) {
 // After potrf(UPPER) of the column-major n x n matrix `a`: zeroes the strict
 // lower triangle (cuSOLVER leaves the input there), or fills everything with
 // NaN when the factorization failed. Row-major, the result is L, lower.
+// Thread block (x, y) walks columns y, y + gridDim.y, ...; its threads the
+// rows of a column, which are contiguous.
 template <typename T>
 __global__ void FinishCholeskyKernel(T* a, int64_t n, const int* info) {
   const bool failed = *info != 0;
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n * n;
-       i += int64_t{gridDim.x} * blockDim.x) {
-    const int64_t row = i % n, col = i / n;
-    if (failed) {
-      a[i] = Nan<T>();
-    } else if (row > col) {
-      a[i] = Zero<T>();
+  const T value = failed ? Nan<T>() : Zero<T>();
+  for (int64_t col = blockIdx.y; col < n; col += gridDim.y) {
+    const int64_t first = failed ? 0 : col + 1;
+    for (int64_t row = first + blockIdx.x * int64_t{blockDim.x} + threadIdx.x; row < n;
+         row += int64_t{gridDim.x} * blockDim.x) {
+      a[col * n + row] = value;
     }
   }
+}
+
+template <typename T>
+void FinishCholesky(cudaStream_t stream, T* a, int64_t n, const int* info) {
+  const dim3 grid(static_cast<unsigned>(std::min<int64_t>((n + kThreads - 1) / kThreads, 8)),
+                  static_cast<unsigned>(std::min<int64_t>(n, kMaxBlocks)));
+  FinishCholeskyKernel<T><<<grid, kThreads, 0, stream>>>(a, n, info);
 }
 
 // cuSOLVER's 1-based int64 pivots <-> the int32 0-based ones JAX keeps.
@@ -299,7 +307,7 @@ ffi::Error Potrf(cudaStream_t stream, ffi::AnyBuffer a, ffi::Result<ffi::AnyBuff
   JAXSOLVE_CUSOLVER(cusolverDnXpotrf(call.handle(), call.params(), CUBLAS_FILL_MODE_UPPER, n,
                                      kType, data, n, kType, call.device, call.sizes.device,
                                      call.host, call.sizes.host, d_info));
-  FinishCholeskyKernel<T><<<Blocks(n * n), kThreads, 0, stream>>>(data, n, d_info);
+  FinishCholesky(stream, data, n, d_info);
   JAXSOLVE_CUDA(cudaGetLastError());
   return ffi::Error::Success();
 }
