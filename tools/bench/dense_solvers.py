@@ -43,6 +43,8 @@ GPU host, which has no Bazel, with the wheels of ``tools/dev gpu-pack`` installe
     PYTHONPATH="$site" python3 tools/bench/dense_solvers.py             # all sizes, ~5 min
     PYTHONPATH="$site" python3 tools/bench/dense_solvers.py --quick     # N = 8192, ~1 min
     PYTHONPATH="$site" python3 tools/bench/dense_solvers.py --sizes 16384 --routines potrs
+    PYTHONPATH="$site" python3 tools/bench/dense_solvers.py --routines "" --overhead \
+        --largest 57344,65536,98304,126976
 """
 
 import argparse
@@ -188,7 +190,8 @@ def main() -> None:
     parser.add_argument("--sizes", type=lambda s: [int(v) for v in s.split(",")],
                         help="N values (default 8192,16384,32768; syevd stops at 16384)")
     parser.add_argument("--quick", action="store_true", help="N = 8192 only, 2 repeats")
-    parser.add_argument("--routines", default=",".join(ROUTINES))
+    parser.add_argument("--routines", default=",".join(ROUTINES),
+                        help="comma-separated; an empty string skips the table")
     parser.add_argument("--dtypes", default="float32,float64")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--overhead", action="store_true", help="also the per-call cost")
@@ -208,12 +211,17 @@ def main() -> None:
     repeats = 2 if args.quick else args.repeats
     sizes = [8192] if args.quick else (args.sizes or list(SOLVE_SIZES))
     device = jax.devices()[0]
-    print(f"jaxsolve.dense vs native JAX on {device.device_kind} ({device.platform}), "
-          f"JAX {jax.__version__}; median of {repeats}; extra memory in units of A")
+    from jaxsolve.dense import _backend, _layout
+
+    backend = _backend.backend_name("cholesky", _layout.Layout(device_platform=device.platform),
+                                    np.float64)
+    print(f"jaxsolve.dense ({backend} backend) vs native JAX on {device.device_kind} "
+          f"({device.platform}), JAX {jax.__version__}; median of {repeats}; extra memory in "
+          "units of A")
     print(f"{'routine':<10}{'dtype':<9}{'N':>7}  {'jaxsolve s':>11}{'TFLOP/s':>9}{'extra':>7}"
           f"{'(wksp)':>8}  {'native s':>10}{'TFLOP/s':>9}{'extra':>7}  {'speed-up':>8}"
           f"{'memory':>8}")
-    for routine in args.routines.split(","):
+    for routine in filter(None, args.routines.split(",")):
         for dtype in args.dtypes.split(","):
             for n in sizes:
                 if routine == "syevd" and n > max(EIGEN_SIZES) and not args.sizes:
@@ -254,8 +262,11 @@ def main() -> None:
             for impl in IMPLEMENTATIONS:
                 result = in_fresh_process(["--case", "potrs", impl, "float64", str(n), "1"],
                                           memory_fraction="0.97")
-                status = (f"ok, {result['seconds']:.2f} s, extra {result['extra']:.2f} A"
-                          if "failed" not in result else "failed: " + result["failed"])
+                if "failed" in result:
+                    status = "failed: " + result["failed"]
+                else:
+                    extra = "" if result["extra"] is None else f", extra {result['extra']:.2f} A"
+                    status = f"ok, {result['seconds']:.2f} s{extra}"
                 print(f"  N = {n:>6}  {impl:<9} {status}", flush=True)
 
 
