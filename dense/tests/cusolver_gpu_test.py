@@ -18,6 +18,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 import scipy.linalg
+from jax.sharding import NamedSharding
+from jax.sharding import PartitionSpec as P
 from jax.test_util import check_grads
 
 from helpers import hermitian, hermitian_positive_definite, is_wide, random_matrix, \
@@ -54,6 +56,17 @@ def test_gpu_matrices_take_cusolver():
         assert _backend.backend_name(family, layout, np.float32) == "cusolver"
     dense.potrs(gpu(2 * jnp.eye(4)), gpu(jnp.ones(4)))
     assert _cusolver.LIBRARY.cuda_unavailable_reason is None
+
+
+def test_a_mesh_of_one_gpu_takes_cusolver():
+    mesh = jax.sharding.Mesh(np.array([GPU]), ("x",))
+    a = jax.device_put(4 * jnp.eye(8), NamedSharding(mesh, P("x", None)))
+    b = jax.device_put(jnp.ones(8), NamedSharding(mesh, P("x")))
+    layout = _layout.matrix_layout("potrs", a, None, None)
+    assert layout.grid == (1, 1) and _backend.backend_name("cholesky", layout, a.dtype) == "cusolver"
+    x = dense.potrs(a, b)
+    np.testing.assert_allclose(x, np.full(8, 0.25))
+    assert x.sharding.is_equivalent_to(b.sharding, 1)
 
 
 # ------------------------------------------------------------------- each routine
