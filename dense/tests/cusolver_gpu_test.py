@@ -360,6 +360,31 @@ def test_donation_is_in_place(routine):
     assert kept["peak"] - kept["in_use"] > 0.95 * kept["matrix"], kept
 
 
+@pytest.mark.parametrize("routine", ["potrs", "cho_inverse", "lu_solve", "syevd", "sygvd",
+                                     "least_squares", "qr", "gesvd", "polar"])
+def test_donated_results_are_the_same(routine):
+    """With donate=True the handlers work in the inputs' own buffers; results do not change."""
+    rng = np.random.default_rng(16)
+    a = hermitian_positive_definite(rng, N, np.float32)
+    b = random_matrix(rng, (N, 2), np.float32)
+    call = {
+        "potrs": lambda a, b, donate: dense.potrs(a, b, donate=donate),
+        "cho_inverse": lambda a, b, donate: dense.cho_inverse(a, donate=donate),
+        "lu_solve": lambda a, b, donate: dense.lu_solve(a, b, donate=donate),
+        "syevd": lambda a, b, donate: dense.syevd(a, donate=donate)[0],
+        "sygvd": lambda a, b, donate: dense.sygvd(a, a + N * jnp.eye(N), donate=donate)[0],
+        "least_squares": lambda a, b, donate: dense.least_squares(a, b, donate=donate),
+        "qr": lambda a, b, donate: dense.qr(a, donate=donate)[1],
+        "gesvd": lambda a, b, donate: dense.gesvd(a, donate=donate)[1],
+        "polar": lambda a, b, donate: dense.polar(a, donate=donate)[1],
+    }[routine]
+    kept = np.asarray(call(gpu(a), gpu(b), False))
+    donated_a = gpu(a)
+    donated = np.asarray(call(donated_a, gpu(b), True))
+    assert donated_a.is_deleted()
+    np.testing.assert_allclose(donated, kept, rtol=1e-5, atol=1e-5 * np.abs(kept).max())
+
+
 def test_handles_and_workspaces_are_cached_and_cleared(x64):
     dense.clear_cache()
     a = gpu(jnp.eye(512) * 2)
