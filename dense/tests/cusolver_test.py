@@ -5,6 +5,7 @@ tested on a GPU by cusolver_gpu_test.py.
 """
 
 import ctypes
+import re
 
 import jax
 import jax.numpy as jnp
@@ -14,7 +15,16 @@ from jax.sharding import PartitionSpec as P
 
 from helpers import grid_mesh, put
 from jaxsolve import dense
-from jaxsolve.dense import _backend, _cusolver, _layout
+from jaxsolve.dense import (
+    _backend,
+    _cholesky,
+    _compile,
+    _cusolver,
+    _decompositions,
+    _eigen,
+    _layout,
+    _lu,
+)
 
 
 class TestSelection:
@@ -82,3 +92,48 @@ class TestLoading:
         library.JaxsolveDenseCusolverWorkspaceBytes.restype = ctypes.c_int64
         assert library.JaxsolveDenseCusolverWorkspaceBytes() == 0
         library.JaxsolveDenseCusolverClear()
+
+
+class TestLoweringForCuda:
+    """The programs a GPU would run, lowered for CUDA here: which handlers, and in place."""
+
+    @pytest.fixture
+    def on_gpu(self, monkeypatch):
+        monkeypatch.setattr(_cusolver, "require", lambda: None)  # nothing to load: no GPU here
+        return _layout.Layout(device_platform="gpu")
+
+    @staticmethod
+    def lowered(body, statics, arrays, donate=False):
+        program = _compile._program(body, statics, len(arrays), donate)
+        return program.trace(*arrays).lower(lowering_platforms=("cuda",)).as_text()
+
+    def test_potrs_factors_in_place_in_the_donated_matrix(self, on_gpu):
+        text = self.lowered(_cholesky._potrs_body, (on_gpu, True),
+                            (jnp.zeros((4, 4)), jnp.zeros(4)), donate=True)
+        calls = re.findall(r"custom_call @(\w+)\((.*)", text)
+        assert [target for target, _ in calls] == [_cusolver.POTRF, _cusolver.POTRS]
+        # potrf writes L over its operand, potrs x over b, and A's buffer is the factor's.
+        assert "output_tuple_indices = [0], operand_index = 0" in calls[0][1]
+        assert "output_tuple_indices = [], operand_index = 1" in calls[1][1]
+        # Outputs: x, logdet, info, then the factor (result 3), which takes A's buffer.
+        assert re.search(r"%arg0: tensor<4x4xf32> \{tf.aliasing_output = 3 ", text)
+
+    @pytest.mark.parametrize("dtype", [np.float32, np.complex64])
+    def test_every_family_lowers_to_its_handlers(self, on_gpu, dtype):
+        a, tall = jnp.zeros((6, 6), dtype), jnp.zeros((6, 4), dtype)
+        expected = [
+            (_lu._lu_solve_body, (on_gpu,), (a, jnp.zeros(6, dtype)), {"getrf", "getrs"}),
+            (_lu._slogdet_body, (on_gpu,), (a,), {"getrf"}),
+            (_eigen._eigen_body, ("syevd", on_gpu), (a,), {"syevd"}),
+            (_eigen._eigen_body, ("sygvd", on_gpu), (a, a), {"sygvd"}),
+            (_decompositions._qr_body, (on_gpu,), (tall,), {"qr"}),
+            (_decompositions._qr_body, (on_gpu,), (tall.T,), {"qr"}),
+            (_decompositions._least_squares_body, (on_gpu,), (tall, jnp.zeros(6, dtype)), {"qr"}),
+            (_decompositions._gesvd_body, (on_gpu,), (tall,), {"gesvd"}),
+            (_decompositions._gesvd_body, (on_gpu,), (tall.T,), {"gesvd"}),
+            (_decompositions._polar_body, (on_gpu,), (tall,), {"gesvd", "syevd"}),
+        ]
+        for body, statics, arrays, routines in expected:
+            text = self.lowered(body, statics, arrays)
+            found = set(re.findall(r"custom_call @jaxsolve_dense_cusolver_(\w+)", text))
+            assert found <= routines and found, (body.__name__, found)
