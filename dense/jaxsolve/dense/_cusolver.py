@@ -23,9 +23,10 @@ solution over ``b``. When the caller donates ``A`` (``donate=True``, or ``donate
 outer ``jax.jit``), XLA gives the handler ``A``'s own buffer and no second ``n × n`` matrix is
 allocated; otherwise XLA copies ``A`` first. JAX's arrays are row-major and cuSOLVER's
 column-major, so cuSOLVER sees ``Aᵀ``; the handlers use that instead of transposing: for a
-Hermitian ``A``, ``Aᵀ = conj(A)`` and its upper triangle is ``A``'s lower one (Cholesky and
-eigenvectors come out in place, the latter conjugate-transposed in place by a small kernel), and
-an LU of ``Aᵀ`` solves ``A x = b`` with ``getrs('T')``. Only QR, least squares and the SVD of a
+Hermitian ``A``, ``Aᵀ = conj(A)`` and its upper triangle is ``A``'s lower one (the eigenvectors
+come out in place, conjugate-transposed in place by a small kernel); Cholesky mirrors ``A``'s
+lower triangle into its upper one in place and factors with cuSOLVER's faster ``LOWER``
+variant; an LU of ``Aᵀ`` solves ``A x = b`` with ``getrs('T')``. Only QR, least squares and the SVD of a
 tall matrix transpose ``A`` once, out of place.
 
 **Handles and workspaces** are cached per CUDA stream (so per device), in the native library:
@@ -186,17 +187,29 @@ def _columns(rhs: jax.Array) -> jax.Array:
 # ------------------------------------------------------------------------ cholesky
 
 
-def potrf(a: jax.Array) -> _xla.CholeskyFactor:
-    """``A = L Lᴴ`` (``A``'s lower triangle read), ``L`` over ``A``; NaN when ``info > 0``."""
-    l, info = _call(POTRF, (_like(a.shape, a.dtype), _like((), jnp.int32)), a, aliases={0: 0})
-    return _xla.CholeskyFactor(l=l, info=info)
+class CholeskyFactor(NamedTuple):
+    """``A = L Lᴴ`` from ``A``'s lower triangle, with ``lt = Lᵀ``: the column-major ``L`` that
+    cuSOLVER wrote over ``A``'s buffer, in JAX's row-major view (upper triangular, zero below the
+    diagonal). NaN when ``info > 0``."""
+
+    lt: jax.Array
+    info: jax.Array
 
 
-def potrs(factor: _xla.CholeskyFactor, rhs: jax.Array) -> jax.Array:
-    # cuSOLVER, reading L column-major, solves with conj(A): x = conj(conj(A)⁻¹ conj(b)).
-    b = _columns(jnp.conj(rhs))
-    x = _call(POTRS, _like(b.shape, b.dtype), factor.l, b, aliases={1: 0})
-    return jnp.conj(x).T
+def potrf(a: jax.Array) -> CholeskyFactor:
+    lt, info = _call(POTRF, (_like(a.shape, a.dtype), _like((), jnp.int32)), a, aliases={0: 0})
+    return CholeskyFactor(lt=lt, info=info)
+
+
+def potrs(factor: CholeskyFactor, rhs: jax.Array) -> jax.Array:
+    b = _columns(rhs)
+    x = _call(POTRS, _like(b.shape, b.dtype), factor.lt, b, aliases={1: 0})
+    return x.T
+
+
+def cholesky_logdet(factor: CholeskyFactor) -> jax.Array:
+    """``log det A = 2 Σ log Lᵢᵢ``; ``Lᵀ`` has ``L``'s diagonal."""
+    return 2 * jnp.sum(jnp.log(jnp.real(jnp.diagonal(factor.lt))))
 
 
 # ------------------------------------------------------------------------------ lu
@@ -240,6 +253,16 @@ def syevd(a: jax.Array) -> tuple[jax.Array, jax.Array]:
     v, w = _call(SYEVD, (_like(a.shape, a.dtype), _like((n,), _real(a.dtype))), a,
                  aliases={0: 0})
     return w, v
+
+
+def eigenvalues_info(info):
+    """``info`` (the XLA backend's, for ``(w, V)``) reading only ``w``.
+
+    The handlers fill ``w`` and ``V`` with NaN together, so ``w`` says what both would, and the
+    check need not read all of ``V`` (whose reduction would cost memory beside the in-place
+    ``V``).
+    """
+    return lambda inputs, outputs: info(inputs, outputs[:1])
 
 
 def sygvd(a: jax.Array, b: jax.Array) -> tuple[jax.Array, jax.Array]:
@@ -295,10 +318,10 @@ def _loaded(services):
 
 
 _SERVICES = {
-    "cholesky": FactorServices(potrf, potrs, _xla.cholesky_logdet),
+    "cholesky": FactorServices(potrf, potrs, cholesky_logdet),
     "lu": FactorServices(getrf, getrs, _xla.lu_logdet),
-    "syevd": Decomposition(syevd, _xla.syevd_info),
-    "sygvd": Decomposition(sygvd, _xla.sygvd_info),
+    "syevd": Decomposition(syevd, eigenvalues_info(_xla.syevd_info)),
+    "sygvd": Decomposition(sygvd, eigenvalues_info(_xla.sygvd_info)),
     "least_squares": Decomposition(functools.partial(_xla.gels, qr=geqrf), _xla.gels_info),
     "qr": Decomposition(geqrf, _xla.decomposition_info),
     "gesvd": Decomposition(gesvd, _xla.decomposition_info),

@@ -4,7 +4,7 @@
 // Each routine is one templated core (the element type T) and a thin entry
 // that dispatches on the operand's dtype. The cores:
 //
-//   Potrf  A -> L, info                  cusolverDnXpotrf
+//   Potrf  A -> Lᵀ, info                 cusolverDnXpotrf
 //   Potrs  L, B -> X                     cusolverDnXpotrs
 //   Getrf  A -> LU, pivots, info         cusolverDnXgetrf
 //   Getrs  LU, pivots, B -> X            cusolverDnXgetrs
@@ -15,10 +15,12 @@
 //
 // Layouts. JAX hands over row-major buffers; cuSOLVER reads them
 // column-major, i.e. it sees the transpose. The Python side (_cusolver.py)
-// arranges operands so that this costs nothing where it matters: a Hermitian
+// arranges operands so that this costs little where it matters: a Hermitian
 // A read column-major is conj(A), whose upper triangle is A's lower one, so
-// potrf and syevd factor A's lower triangle in place; an LU of Aᵀ serves
-// A x = b with getrs('T'). Right-hand sides arrive as (k, n) arrays, i.e.
+// syevd decomposes A's lower triangle in place; potrf, whose LOWER variant
+// is cuSOLVER's faster one, first mirrors A's lower triangle into the upper
+// (one pass over half the matrix, in place) and then factors A itself; an LU
+// of Aᵀ serves A x = b with getrs('T'). Right-hand sides arrive as (k, n) arrays, i.e.
 // column-major n x k. Each handler documents what its buffers mean.
 //
 // The first operand's buffer is aliased to the first result
@@ -88,18 +90,18 @@ void NanIfFailed(cudaStream_t stream, T* x, int64_t count, const int* info) {
   if (count > 0) NanIfFailedKernel<T><<<Blocks(count), kThreads, 0, stream>>>(x, count, info);
 }
 
-// After potrf(UPPER) of the column-major n x n matrix `a`: zeroes the strict
-// lower triangle (cuSOLVER leaves the input there), or fills everything with
-// NaN when the factorization failed. Row-major, the result is L, lower.
-// Thread block (x, y) walks columns y, y + gridDim.y, ...; its threads the
-// rows of a column, which are contiguous.
+// After potrf(LOWER) of the column-major n x n matrix `a`: zeroes the strict
+// upper triangle (where the handler left A's lower triangle), or fills
+// everything with NaN when the factorization failed. Thread block (x, y)
+// walks columns y, y + gridDim.y, ...; its threads the rows of a column,
+// which are contiguous.
 template <typename T>
 __global__ void FinishCholeskyKernel(T* a, int64_t n, const int* info) {
   const bool failed = *info != 0;
   const T value = failed ? Nan<T>() : Zero<T>();
   for (int64_t col = blockIdx.y; col < n; col += gridDim.y) {
-    const int64_t first = failed ? 0 : col + 1;
-    for (int64_t row = first + blockIdx.x * int64_t{blockDim.x} + threadIdx.x; row < n;
+    const int64_t end = failed ? n : col;
+    for (int64_t row = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; row < end;
          row += int64_t{gridDim.x} * blockDim.x) {
       a[col * n + row] = value;
     }
@@ -162,6 +164,35 @@ void ConjugateTranspose(cudaStream_t stream, T* a, int64_t n) {
   const int64_t tiles = (n + kTile - 1) / kTile;
   if (tiles == 0) return;
   ConjugateTransposeKernel<T><<<dim3(tiles, tiles), dim3(kTile, kTileRows), 0, stream>>>(a, n);
+}
+
+// Copies the strict lower triangle of the row-major n x n matrix `a` into
+// its strict upper triangle, transposed: afterwards the column-major lower
+// triangle is the row-major lower triangle's, so that potrf(LOWER), cuSOLVER's
+// faster variant, factors the lower triangle of the caller's A. Thread block
+// (bj, bi), bi <= bj, fills tile (bi, bj) from tile (bj, bi); coalesced.
+template <typename T>
+__global__ void MirrorLowerKernel(T* a, int64_t n) {
+  const int64_t bi = blockIdx.y, bj = blockIdx.x;
+  if (bi > bj) return;
+  __shared__ T lower[kTile][kTile + 1];
+  const int64_t r0 = bi * kTile, c0 = bj * kTile;
+  for (int y = threadIdx.y; y < kTile; y += kTileRows) {
+    const int64_t r = c0 + y, c = r0 + threadIdx.x;  // tile (bj, bi)
+    if (r < n && c < n) lower[y][threadIdx.x] = a[r * n + c];
+  }
+  __syncthreads();
+  for (int y = threadIdx.y; y < kTile; y += kTileRows) {
+    const int64_t r = r0 + y, c = c0 + threadIdx.x;  // tile (bi, bj), above the diagonal
+    if (r < n && c < n && c > r) a[r * n + c] = lower[threadIdx.x][y];
+  }
+}
+
+template <typename T>
+void MirrorLower(cudaStream_t stream, T* a, int64_t n) {
+  const int64_t tiles = (n + kTile - 1) / kTile;
+  if (tiles == 0) return;
+  MirrorLowerKernel<T><<<dim3(tiles, tiles), dim3(kTile, kTileRows), 0, stream>>>(a, n);
 }
 
 // r (column-major k x n) = the upper trapezoid of a (column-major, lda rows).
@@ -285,8 +316,9 @@ ffi::Error NoQuery(WorkspaceSizes*) { return ffi::Error::Success(); }
 
 // -------------------------------------------------------------------- cores
 
-// A (n x n, Hermitian, its lower triangle read) -> L with A = L Lᴴ, lower,
-// zero above the diagonal, written over A; info as potrf's. NaN on failure.
+// A (n x n, Hermitian, its lower triangle read) -> Lᵀ, where A = L Lᴴ, written
+// over A (row-major; column-major it is L, lower, zero above the diagonal);
+// info as potrf's. NaN on failure.
 template <typename T>
 ffi::Error Potrf(cudaStream_t stream, ffi::AnyBuffer a, ffi::Result<ffi::AnyBuffer> l,
                  ffi::Result<ffi::Buffer<ffi::S32>> info) {
@@ -300,11 +332,12 @@ ffi::Error Potrf(cudaStream_t stream, ffi::AnyBuffer a, ffi::Result<ffi::AnyBuff
   Call call;
   JAXSOLVE_RETURN_IF_ERROR(call.Begin(stream, {kPotrf, kType, n, 0, 0}, 0, [&](WorkspaceSizes* s) {
     return CusolverError(
-        cusolverDnXpotrf_bufferSize(call.handle(), call.params(), CUBLAS_FILL_MODE_UPPER, n, kType,
+        cusolverDnXpotrf_bufferSize(call.handle(), call.params(), CUBLAS_FILL_MODE_LOWER, n, kType,
                                     data, n, kType, &s->device, &s->host),
         "cusolverDnXpotrf_bufferSize");
   }));
-  JAXSOLVE_CUSOLVER(cusolverDnXpotrf(call.handle(), call.params(), CUBLAS_FILL_MODE_UPPER, n,
+  MirrorLower(stream, data, n);
+  JAXSOLVE_CUSOLVER(cusolverDnXpotrf(call.handle(), call.params(), CUBLAS_FILL_MODE_LOWER, n,
                                      kType, data, n, kType, call.device, call.sizes.device,
                                      call.host, call.sizes.host, d_info));
   FinishCholesky(stream, data, n, d_info);
@@ -312,8 +345,8 @@ ffi::Error Potrf(cudaStream_t stream, ffi::AnyBuffer a, ffi::Result<ffi::AnyBuff
   return ffi::Error::Success();
 }
 
-// L from Potrf, B (k x n row-major: n x k column-major, conj(b)) -> X over B
-// with conj(A) X = B, i.e. x = conj(X) solves A x = b.
+// The factor from Potrf, B (k x n row-major: n x k column-major) -> X over B
+// with A X = B.
 template <typename T>
 ffi::Error Potrs(cudaStream_t stream, ffi::AnyBuffer l, ffi::AnyBuffer b,
                  ffi::Result<ffi::AnyBuffer> x) {
@@ -325,7 +358,7 @@ ffi::Error Potrs(cudaStream_t stream, ffi::AnyBuffer l, ffi::AnyBuffer b,
   if (n == 0 || k == 0) return ffi::Error::Success();
   Call call;
   JAXSOLVE_RETURN_IF_ERROR(call.Begin(stream, {kPotrf, kType, -1, 0, 0}, sizeof(int), NoQuery));
-  JAXSOLVE_CUSOLVER(cusolverDnXpotrs(call.handle(), call.params(), CUBLAS_FILL_MODE_UPPER, n, k,
+  JAXSOLVE_CUSOLVER(cusolverDnXpotrs(call.handle(), call.params(), CUBLAS_FILL_MODE_LOWER, n, k,
                                      kType, l.untyped_data(), n, kType, x->untyped_data(), n,
                                      static_cast<int*>(call.aux)));
   return ffi::Error::Success();
