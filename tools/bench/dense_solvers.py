@@ -27,7 +27,8 @@ the device memory the call needed beyond ``A`` and ``b``, in units of ``A``: the
 for jaxsolve, the cuSOLVER workspace it holds outside XLA's allocator
 (``_cusolver.workspace_bytes()``). JAX cannot reset a device's peak, so **each case runs in a
 fresh process** (``XLA_PYTHON_CLIENT_PREALLOCATE=false``). **speed-up** is native's time over
-jaxsolve's (above 1: jaxsolve is faster). Every result is checked (the residual of the solve, or
+jaxsolve's (above 1: jaxsolve is faster); **memory** native's extra over jaxsolve's (``(0)``:
+jaxsolve needed none). Every result is checked (the residual of the solve, or
 ``Σ w = tr A``) before it is timed.
 
 ``--overhead`` adds the per-call cost at ``N = 1024`` (f64): the first call (tracing,
@@ -243,14 +244,15 @@ def main() -> None:
                 ratio = memory = ""
                 if "failed" not in ours and "failed" not in native:
                     ratio = f"{native['seconds'] / ours['seconds']:>8.2f}"
-                    if ours["extra"] is not None:
-                        memory = f"{native['extra'] / max(ours['extra'], 1e-9):>8.1f}"
+                    if ours["extra"] is not None:  # native's extra memory over ours
+                        memory = (f"{native['extra'] / ours['extra']:>8.1f}"
+                                  if ours["extra"] >= 0.01 else f"{'(0)':>8}")
                     for name, result in (("jaxsolve", ours), ("native", native)):
                         error = result["error"]
                         if error is not None and not error < (1e-3 if dtype == "float32"
                                                               else 1e-8):
                             memory += f"  ({name} residual {error:.1e}!)"
-                print(f"{routine:<10}{dtype:<9}{n:>7}  {cells[0]}  {cells[1]}  {ratio}{memory}",
+                print(f"{routine:<10}{dtype:<9}{n:>7}  {cells[0]}  {cells[1]}  {ratio} {memory}",
                       flush=True)
 
     if args.overhead:
