@@ -96,3 +96,13 @@ class TestNativeLibrary:
         with pytest.raises(RuntimeError,
                            match=re.escape("my_op cannot run on the GPU: jaxsolve.demo's ")):
             library.require_cuda("my_op")
+
+    def test_native_library_without_cpu_library(self, tmp_path):
+        # GPU-only handlers (jaxsolve.dense's cuSOLVER ones): nothing to load at construction.
+        library = jaxsolve.layout.NativeLibrary("jaxsolve.demo", tmp_path, "demo", {}, cpu=False)
+        assert library.cpu is None and library.cuda is None
+        library.require_platform("my_op", jax.device_put(np.zeros(3), jax.devices("cpu")[0]))
+        with pytest.raises(RuntimeError,
+                           match=re.escape("my_op cannot run on the GPU: jaxsolve.demo's ")):
+            library.require_cuda("my_op")
+        assert library.cuda is None

@@ -26,12 +26,16 @@ given; ``b`` is split by rows like ``a`` or replicated; outputs come back in the
 sharding. Meshes come from `jaxsolve.sharding` (`~jaxsolve.sharding.make_grid_mesh`,
 `~jaxsolve.sharding.row_mesh`), and several processes from its launcher.
 
-**Backends.** This release computes with the **XLA reference backend**: XLA's own linear
-algebra (``jax.lax.linalg``, LAPACK on CPU) on the sharded operands. It is the correctness
-reference, not the scalable path: XLA gathers the matrix onto each device to factor it. ``T_A``
-and ``pad`` (the tile size and padding of cuSOLVERMp's block-cyclic layout) are checked and
-accepted for JAXMg compatibility; native backends (cuSOLVER, cuSOLVERMp) plug in per routine
-behind the same functions.
+**Backends.** A matrix on **one CUDA GPU** (unsharded, or on a mesh of one device) is computed
+by **cuSOLVER**, called directly through XLA FFI, in place: with ``donate=True`` the factor or
+the eigenvectors take the matrix's buffer, so no second ``n × n`` matrix is allocated. Its
+handles and workspaces are cached per device and freed by `clear_cache`. It needs NVIDIA's
+``nvidia-cusolver`` and ``nvidia-cublas`` wheels (``pip install 'jaxsolve-dense[cuda13]'``).
+Everything else (the CPU, a matrix sharded over several devices) is computed by the **XLA
+reference backend**: XLA's own linear algebra (``jax.lax.linalg``, LAPACK on CPU) on the sharded
+operands. It is the correctness reference, not the scalable path: XLA gathers the matrix onto
+each device to factor it. ``T_A`` and ``pad`` (the tile size and padding of cuSOLVERMp's
+block-cyclic layout) are checked and accepted for JAXMg compatibility; neither backend tiles.
 
 Examples:
   JAXMg's README example, ``A = diag(1..N)``, ``b = 1``, over a 2 × 2 mesh of (virtual CPU)
@@ -67,6 +71,7 @@ Examples:
 import importlib.metadata as _metadata
 
 from . import _xla as _xla  # registers the XLA reference backend
+from . import _cusolver as _cusolver  # registers cuSOLVER, ahead of it, for one GPU
 from ._cholesky import cho_factor as cho_factor
 from ._cholesky import cho_inverse as cho_inverse
 from ._cholesky import cho_solve as cho_solve

@@ -22,10 +22,11 @@ family              services            used by
 `services` picks, per family, the first registered backend whose predicate accepts the call's
 `Layout` (mesh, specs, tile ``T_A``, ``pad``) and dtype, and asks it for the services of that
 layout: a native backend builds them around its FFI call for that mesh and tile (inside
-``jax.shard_map``), once per compiled program. Today only the XLA reference backend
-(``_xla.py``) is registered, and it accepts everything; a native backend (cuSOLVER on one GPU,
-cuSOLVERMp over a 2D grid, through XLA FFI) registers its families with `register` and a
-predicate such as "the mesh is on CUDA devices", without any change to the public routines.
+``jax.shard_map``), once per compiled program. The XLA reference backend (``_xla.py``) accepts
+everything; cuSOLVER (``_cusolver.py``, through XLA FFI) is registered after it, so ahead of it,
+for a matrix on one GPU. Another native backend (cuSOLVERMp over a 2D grid) registers its
+families with `register` and a predicate such as "the mesh is on CUDA devices", without any
+change to the public routines.
 """
 
 from __future__ import annotations

@@ -55,6 +55,15 @@ class Layout:
     rhs_spec: PartitionSpec | None = None
     tile: int = 256
     pad: bool = True
+    device_platform: str | None = None  # without a mesh: the device's of a concrete matrix
+
+    @property
+    def platform(self) -> str:
+        """Where the routine runs: ``"cpu"``, ``"gpu"``, ... (the mesh's devices', else the
+        matrix's device's, else, for a value traced without a mesh, JAX's default backend)."""
+        if self.mesh is not None:
+            return self.mesh.devices.flat[0].platform
+        return self.device_platform or jax.default_backend()
 
     @property
     def grid(self) -> tuple[int, int]:
@@ -205,6 +214,13 @@ def _named(x: Any) -> NamedSharding | None:
     return sharding if isinstance(sharding, NamedSharding) else None
 
 
+def _device_platform(x: Any) -> str | None:
+    """The platform of a concrete array's devices; None for a traced value or NumPy input."""
+    if isinstance(x, jax.core.Tracer) or not isinstance(x, jax.Array):
+        return None
+    return next(iter(x.devices())).platform
+
+
 def _default_spec(caller: str, mesh: Mesh) -> PartitionSpec:
     names = mesh.axis_names
     if len(names) == 2:
@@ -303,7 +319,7 @@ def matrix_layout(
                     f"{caller}: matrix_specs={show_spec(matrix_specs)} was given without a "
                     "mesh, and a is not sharded over one; pass mesh= as well."
                 )
-            return Layout(tile=tile, pad=pad)
+            return Layout(tile=tile, pad=pad, device_platform=_device_platform(a))
         mesh = named.mesh
         if matrix_specs is None and any(named.spec):
             matrix_specs = named.spec

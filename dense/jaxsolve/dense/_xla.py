@@ -189,14 +189,17 @@ def sygvd_info(inputs, outputs) -> jax.Array:
 # ----------------------------------------------------- least squares, QR, SVD, polar
 
 
-def gels(a: jax.Array, rhs: jax.Array) -> jax.Array:
-    """Least squares (``m >= n``) or minimum norm (``m < n``) through a QR, as ``gels``."""
+def gels(a: jax.Array, rhs: jax.Array, qr=jnp.linalg.qr) -> jax.Array:
+    """Least squares (``m >= n``) or minimum norm (``m < n``) through a QR, as ``gels``.
+
+    ``qr(a) -> (q, r)`` is the reduced QR it uses (another backend passes its own).
+    """
     m, n = a.shape
     if m >= n:
-        q, r = jnp.linalg.qr(a)
+        q, r = qr(a)
         return jax.lax.linalg.triangular_solve(
             r, _matmul(_h(q), rhs), left_side=True, lower=False)
-    q, r = jnp.linalg.qr(_h(a))  # Aᴴ = Q R:  x = Q R⁻ᴴ b
+    q, r = qr(_h(a))  # Aᴴ = Q R:  x = Q R⁻ᴴ b
     y = jax.lax.linalg.triangular_solve(
         r, rhs, left_side=True, lower=False, transpose_a=True, conjugate_a=True)
     return _matmul(q, y)
@@ -224,9 +227,12 @@ def gesvd(a: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
     return u, s, vh
 
 
-def polar(a: jax.Array) -> tuple[jax.Array, jax.Array]:
-    """``A = U P`` from the SVD ``A = W diag(s) Vᴴ``: ``U = W Vᴴ``, ``P = V diag(s) Vᴴ``."""
-    w, s, vh = jnp.linalg.svd(a, full_matrices=False)
+def polar(a: jax.Array, svd=gesvd) -> tuple[jax.Array, jax.Array]:
+    """``A = U P`` from the SVD ``A = W diag(s) Vᴴ``: ``U = W Vᴴ``, ``P = V diag(s) Vᴴ``.
+
+    ``svd(a) -> (w, s, vh)`` is the reduced SVD it uses (another backend passes its own).
+    """
+    w, s, vh = svd(a)
     return _matmul(w, vh), _matmul(_h(vh) * s.astype(a.dtype)[None, :], vh)
 
 

@@ -80,9 +80,11 @@ class NativeLibrary:
       folder: the folder that holds the libraries.
       stem: the libraries' name without ``lib`` and ``.so``, e.g. ``"jaxsolve_layout"``.
       targets: FFI target name -> handler symbol, exported by every library of the package.
+      cpu: whether there is a CPU library; False for handlers that exist only on the GPU
+        (the package computes otherwise on the CPU), whose targets are then CUDA-only.
 
     Raises:
-      ImportError: the CPU library cannot be loaded.
+      ImportError: the CPU library (when ``cpu``) cannot be loaded.
 
     Examples:
       jaxsolve.layout's own libraries; plain C functions of the CPU library are called through
@@ -103,22 +105,30 @@ class NativeLibrary:
       ImportError: jaxsolve.layout: cannot load its native CPU library libmissing.so from ...
     """
 
-    def __init__(self, package: str, folder: pathlib.Path, stem: str, targets: Mapping[str, str]):
+    def __init__(self, package: str, folder: pathlib.Path, stem: str, targets: Mapping[str, str],
+                 *, cpu: bool = True):
         self.package = package
         self.folder = pathlib.Path(folder)
         self.stem = stem
         self.targets = dict(targets)
-        name = f"lib{stem}.so"
+        self.cuda: ctypes.CDLL | None = None
+        """The CUDA library once loaded, for the plain C functions it exports."""
+        self.cpu: ctypes.CDLL | None = None
+        """The CPU library, for the plain C functions it exports besides the handlers."""
+        if cpu:
+            self._load_cpu()
+
+    def _load_cpu(self) -> None:
+        name = f"lib{self.stem}.so"
         try:
             cpu = ctypes.CDLL(str(self.folder / name))
             self._register(cpu, "cpu")
         except OSError as error:
             raise ImportError(
-                f"{package}: cannot load its native CPU library {name} from {self.folder}: "
+                f"{self.package}: cannot load its native CPU library {name} from {self.folder}: "
                 f"{error}. Build it (or reinstall the package's wheel)."
             ) from error
-        self.cpu: ctypes.CDLL = cpu
-        """The CPU library, for the plain C functions it exports besides the handlers."""
+        self.cpu = cpu
 
     def _register(self, library: ctypes.CDLL, platform: str) -> None:
         """Registers every target; raises OSError naming a handler the library lacks."""
@@ -137,9 +147,11 @@ class NativeLibrary:
             return "the CUDA version of JAX's CUDA backend could not be determined"
         name = f"lib{self.stem}_cuda{major}.so"
         try:
-            self._register(ctypes.CDLL(str(self.folder / name)), "CUDA")
+            cuda = ctypes.CDLL(str(self.folder / name))
+            self._register(cuda, "CUDA")
         except OSError as error:
             return f"its CUDA {major} library {name} failed to load: {error}"
+        self.cuda = cuda
         return None
 
     def require_cuda(self, op: str) -> None:

@@ -1,0 +1,332 @@
+"""The cuSOLVER backend: every routine on one CUDA GPU, in place, through XLA FFI.
+
+When a routine's matrix lives on a single CUDA device (no mesh, or a mesh of one device: a 1 × 1
+grid), its services call NVIDIA cuSOLVER's dense API directly from C++ handlers
+(``csrc/cusolver_handlers.cu``), one per routine:
+
+=====================  ============================================================
+family                 cuSOLVER
+=====================  ============================================================
+``"cholesky"``         ``cusolverDnXpotrf``, ``cusolverDnXpotrs``; log det from L's diagonal
+``"lu"``               ``cusolverDnXgetrf``, ``cusolverDnXgetrs``
+``"syevd"``            ``cusolverDnXsyevd``
+``"sygvd"``            ``cusolverDn<t>sygvd`` (``hegvd`` for complex)
+``"qr"``               ``cusolverDnXgeqrf`` + ``<t>orgqr`` (``ungqr``)
+``"least_squares"``    that QR, then a triangular solve (XLA's, cuBLAS)
+``"gesvd"``            ``cusolverDnXgesvd``
+``"polar"``            that SVD: ``U = W Vᴴ``, ``H = V diag(s) Vᴴ``
+=====================  ============================================================
+
+**In place.** Each handler writes its main result over its first operand (XLA FFI's
+``input_output_aliases``): the Cholesky or LU factor over ``A``, the eigenvectors over ``A``, the
+solution over ``b``. When the caller donates ``A`` (``donate=True``, or ``donate_argnums`` of an
+outer ``jax.jit``), XLA gives the handler ``A``'s own buffer and no second ``n × n`` matrix is
+allocated; otherwise XLA copies ``A`` first. JAX's arrays are row-major and cuSOLVER's
+column-major, so cuSOLVER sees ``Aᵀ``; the handlers use that instead of transposing: for a
+Hermitian ``A``, ``Aᵀ = conj(A)`` and its upper triangle is ``A``'s lower one (the eigenvectors
+come out in place, conjugate-transposed in place by a small kernel); Cholesky mirrors ``A``'s
+lower triangle into its upper one in place and factors with cuSOLVER's faster ``LOWER``
+variant; an LU of ``Aᵀ`` solves ``A x = b`` with ``getrs('T')``. Only QR, least squares and the SVD of a
+tall matrix transpose ``A`` once, out of place.
+
+**Handles and workspaces** are cached per CUDA stream (so per device), in the native library:
+a cusolverDn handle, one device workspace that grows to the largest size a call has needed, and
+cuSOLVER's workspace sizes per routine, dtype and shape. A second call with the same shapes pays
+for no setup. `jaxsolve.dense.clear_cache` frees them (after the devices finish), and so does
+the interpreter's exit. The workspace is allocated with ``cudaMallocAsync``, outside XLA's
+memory pool; `workspace_bytes` says how much it holds.
+
+**No host synchronization.** cuSOLVER's ``info`` stays on the device: a small kernel fills
+failed outputs with NaN, and the ``info`` of ``potrf``/``getrf`` is the `Status`'s. The other
+routines report as the XLA reference backend does (a NaN check; ``sygvd``'s and
+``least_squares``' diagnoses), so statuses mean the same on every backend.
+
+**Vectorization.** ``jax.vmap`` over right-hand sides folds them into the columns of one solve
+(`jaxsolve.autodiff`); over a stack of matrices each handler runs once per matrix, in a loop
+(``vmap_method="sequential"``).
+
+**Libraries.** cuSOLVER and cuBLAS come from NVIDIA's pip wheels (``nvidia-cusolver``,
+``nvidia-cublas``, and those they need), which ``jaxsolve-dense[cuda13]`` installs (JAX's own
+``jax[cuda13]`` brings them too). They are loaded, with ``RTLD_GLOBAL``, the first time a routine
+runs on a GPU, before our handlers' library (``libjaxsolve_dense_cusolver_cuda13.so``); a missing
+wheel is a ``RuntimeError`` that names it. Importing `jaxsolve.dense` loads nothing.
+"""
+
+from __future__ import annotations
+
+import atexit
+import ctypes
+import functools
+import importlib.util
+import pathlib
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxsolve.layout import NativeLibrary
+
+from . import _xla
+from ._backend import Decomposition, FactorServices, register
+from ._layout import Layout
+
+POTRF = "jaxsolve_dense_cusolver_potrf"
+POTRS = "jaxsolve_dense_cusolver_potrs"
+GETRF = "jaxsolve_dense_cusolver_getrf"
+GETRS = "jaxsolve_dense_cusolver_getrs"
+SYEVD = "jaxsolve_dense_cusolver_syevd"
+SYGVD = "jaxsolve_dense_cusolver_sygvd"
+QR = "jaxsolve_dense_cusolver_qr"
+GESVD = "jaxsolve_dense_cusolver_gesvd"
+
+LIBRARY = NativeLibrary(
+    "jaxsolve.dense",
+    pathlib.Path(__file__).absolute().parent,
+    "jaxsolve_dense_cusolver",
+    {
+        POTRF: "JaxsolveDenseCusolverPotrf",
+        POTRS: "JaxsolveDenseCusolverPotrs",
+        GETRF: "JaxsolveDenseCusolverGetrf",
+        GETRS: "JaxsolveDenseCusolverGetrs",
+        SYEVD: "JaxsolveDenseCusolverSyevd",
+        SYGVD: "JaxsolveDenseCusolverSygvd",
+        QR: "JaxsolveDenseCusolverQr",
+        GESVD: "JaxsolveDenseCusolverGesvd",
+    },
+    cpu=False,
+)
+
+# What libjaxsolve_dense_cusolver_cuda13.so needs, in load order, from NVIDIA's CUDA 13
+# wheels (all in the `nvidia/cu13/lib` folder of the `nvidia` namespace package).
+NVIDIA_LIBRARIES = (
+    ("libnvJitLink.so.13", "nvidia-nvjitlink"),
+    ("libcublasLt.so.13", "nvidia-cublas"),
+    ("libcublas.so.13", "nvidia-cublas"),
+    ("libcusparse.so.12", "nvidia-cusparse"),
+    ("libcusolver.so.12", "nvidia-cusolver"),
+)
+
+
+def _nvidia_library_folders() -> list[pathlib.Path]:
+    spec = importlib.util.find_spec("nvidia")
+    locations = spec.submodule_search_locations if spec is not None else None
+    return [pathlib.Path(p) / "cu13" / "lib" for p in (locations or [])]
+
+
+@functools.cache
+def _missing_wheels() -> tuple[str, ...]:
+    """Loads NVIDIA's libraries from their wheels, once; the wheels that are missing."""
+    folders = _nvidia_library_folders()
+    missing = []
+    for name, wheel in NVIDIA_LIBRARIES:
+        path = next((folder / name for folder in folders if (folder / name).exists()), None)
+        if path is None:
+            missing.append(f"{wheel} ({name})")
+            continue
+        ctypes.CDLL(str(path), mode=ctypes.RTLD_GLOBAL)
+    return tuple(missing)
+
+
+def require() -> None:
+    """Loads cuSOLVER and our handlers for the GPU, once; call before tracing a routine.
+
+    Raises:
+      RuntimeError: a wheel of NVIDIA's is missing (named), or our CUDA library cannot load.
+    """
+    missing = _missing_wheels()
+    if missing:
+        raise RuntimeError(
+            "jaxsolve.dense cannot run on the GPU: NVIDIA's pip wheels "
+            f"{', '.join(missing)} are not installed (looked in nvidia/cu13/lib of "
+            f"{[str(f) for f in _nvidia_library_folders()] or 'no nvidia package'}). Install "
+            "them: pip install 'jaxsolve-dense[cuda13]'."
+        )
+    LIBRARY.require_cuda("jaxsolve.dense's cuSOLVER backend")
+
+
+def clear_cache() -> None:
+    """Frees the cached cuSOLVER handles and workspaces (waits for the devices first)."""
+    if LIBRARY.cuda is not None:
+        LIBRARY.cuda.JaxsolveDenseCusolverClear()
+
+
+def workspace_bytes() -> int:
+    """Bytes of device workspace the cache holds now, over all devices (0 before any call)."""
+    if LIBRARY.cuda is None:
+        return 0
+    LIBRARY.cuda.JaxsolveDenseCusolverWorkspaceBytes.restype = ctypes.c_int64
+    return int(LIBRARY.cuda.JaxsolveDenseCusolverWorkspaceBytes())
+
+
+atexit.register(clear_cache)
+
+
+# ------------------------------------------------------------------------ FFI calls
+
+
+def _like(shape: tuple[int, ...], dtype) -> jax.ShapeDtypeStruct:
+    return jax.ShapeDtypeStruct(shape, dtype)
+
+
+def _real(dtype) -> np.dtype:
+    return np.finfo(dtype).dtype
+
+
+def _call(target: str, results, *operands, aliases: dict[int, int], **attributes):
+    """One handler call; a stack of matrices (``jax.vmap``) is a loop of calls."""
+    return jax.ffi.ffi_call(target, results, input_output_aliases=aliases,
+                            vmap_method="sequential")(*operands, **attributes)
+
+
+def _columns(rhs: jax.Array) -> jax.Array:
+    """``(n, k)`` right-hand sides as the handlers take them: ``(k, n)``, column-major ``n × k``."""
+    return rhs.T
+
+
+# ------------------------------------------------------------------------ cholesky
+
+
+class CholeskyFactor(NamedTuple):
+    """``A = L Lᴴ`` from ``A``'s lower triangle, with ``lt = Lᵀ``: the column-major ``L`` that
+    cuSOLVER wrote over ``A``'s buffer, in JAX's row-major view (upper triangular, zero below the
+    diagonal). NaN when ``info > 0``."""
+
+    lt: jax.Array
+    info: jax.Array
+
+
+def potrf(a: jax.Array) -> CholeskyFactor:
+    lt, info = _call(POTRF, (_like(a.shape, a.dtype), _like((), jnp.int32)), a, aliases={0: 0})
+    return CholeskyFactor(lt=lt, info=info)
+
+
+def potrs(factor: CholeskyFactor, rhs: jax.Array) -> jax.Array:
+    b = _columns(rhs)
+    x = _call(POTRS, _like(b.shape, b.dtype), factor.lt, b, aliases={1: 0})
+    return x.T
+
+
+def cholesky_logdet(factor: CholeskyFactor) -> jax.Array:
+    """``log det A = 2 Σ log Lᵢᵢ``; ``Lᵀ`` has ``L``'s diagonal."""
+    return 2 * jnp.sum(jnp.log(jnp.real(jnp.diagonal(factor.lt))))
+
+
+# ------------------------------------------------------------------------------ lu
+
+
+class LUFactor(NamedTuple):
+    """``getrf`` of ``Aᵀ`` (``A``'s buffer read column-major): ``Aᵀ = P L U``.
+
+    ``lu`` holds ``L`` and ``U`` packed as LAPACK packs them, column-major, i.e. transposed in
+    JAX's row-major view (its diagonal is ``U``'s); ``pivots`` are LAPACK's row interchanges of
+    ``Aᵀ``, 0-based. NaN when ``info > 0``. `_xla.lu_logdet` reads it as it reads XLA's factor:
+    ``det Aᵀ = det A``.
+    """
+
+    lu: jax.Array
+    pivots: jax.Array
+    info: jax.Array
+
+
+def getrf(a: jax.Array) -> LUFactor:
+    n = a.shape[0]
+    lu, pivots, info = _call(
+        GETRF, (_like(a.shape, a.dtype), _like((n,), jnp.int32), _like((), jnp.int32)), a,
+        aliases={0: 0})
+    return LUFactor(lu=lu, pivots=pivots, info=info)
+
+
+def getrs(factor: LUFactor, rhs: jax.Array, transpose: bool) -> jax.Array:
+    # A x = b is (Aᵀ)ᵀ x = b: getrs('T') with the factor of Aᵀ; Aᵀ x = b is getrs('N').
+    b = _columns(rhs)
+    x = _call(GETRS, _like(b.shape, b.dtype), factor.lu, factor.pivots, b, aliases={2: 0},
+              transpose=np.int64(bool(transpose)))
+    return x.T
+
+
+# -------------------------------------------------------------------- eigensolvers
+
+
+def syevd(a: jax.Array) -> tuple[jax.Array, jax.Array]:
+    n = a.shape[0]
+    v, w = _call(SYEVD, (_like(a.shape, a.dtype), _like((n,), _real(a.dtype))), a,
+                 aliases={0: 0})
+    return w, v
+
+
+def eigenvalues_info(info):
+    """``info`` (the XLA backend's, for ``(w, V)``) reading only ``w``.
+
+    The handlers fill ``w`` and ``V`` with NaN together, so ``w`` says what both would, and the
+    check need not read all of ``V`` (whose reduction would cost memory beside the in-place
+    ``V``).
+    """
+    return lambda inputs, outputs: info(inputs, outputs[:1])
+
+
+def sygvd(a: jax.Array, b: jax.Array) -> tuple[jax.Array, jax.Array]:
+    n = a.shape[0]
+    v, _, w = _call(
+        SYGVD, (_like(a.shape, a.dtype), _like(b.shape, b.dtype), _like((n,), _real(a.dtype))),
+        a, b, aliases={0: 0, 1: 1})
+    return w, v
+
+
+# ------------------------------------------------------------------------ QR, SVD
+
+
+def geqrf(a: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """Reduced ``A = Q R``; ``A`` is transposed once (cuSOLVER has no LQ to spare it)."""
+    m, n = a.shape
+    k = min(m, n)
+    work, r = _call(QR, (_like((n, m), a.dtype), _like((n, k), a.dtype)), a.T, aliases={0: 0})
+    # Q is column-major m × k in the leading m k elements of the work buffer.
+    q = work.T if m >= n else work.reshape(-1)[: m * k].reshape(k, m).T
+    return q, r.T
+
+
+def gesvd(a: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """Reduced ``A = U diag(s) Vᴴ``. cuSOLVER's gesvd takes tall matrices only: a wide (or
+    square) ``A`` is already one, read column-major (``Aᵀ = conj(V) diag(s) Uᵀ``), in place; a
+    tall one is transposed first."""
+    m, n = a.shape
+    real = _real(a.dtype)
+    if m <= n:
+        vh, s, u = _call(GESVD, (_like((m, n), a.dtype), _like((m,), real),
+                                 _like((m, m), a.dtype)), a, aliases={0: 0})
+        return u, s, vh
+    ut, s, vt = _call(GESVD, (_like((n, m), a.dtype), _like((n,), real), _like((n, n), a.dtype)),
+                      a.T, aliases={0: 0})
+    return ut.T, s, vt.T
+
+
+# -------------------------------------------------------------------- registration
+
+
+def on_one_gpu(layout: Layout, dtype: np.dtype) -> bool:
+    """Whether cuSOLVER computes a call: the matrix is on one GPU (a 1 × 1 grid)."""
+    return layout.grid == (1, 1) and layout.platform == "gpu"
+
+
+def _loaded(services):
+    def make(layout: Layout, dtype: np.dtype):
+        require()
+        return services
+
+    return make
+
+
+_SERVICES = {
+    "cholesky": FactorServices(potrf, potrs, cholesky_logdet),
+    "lu": FactorServices(getrf, getrs, _xla.lu_logdet),
+    "syevd": Decomposition(syevd, eigenvalues_info(_xla.syevd_info)),
+    "sygvd": Decomposition(sygvd, eigenvalues_info(_xla.sygvd_info)),
+    "least_squares": Decomposition(functools.partial(_xla.gels, qr=geqrf), _xla.gels_info),
+    "qr": Decomposition(geqrf, _xla.decomposition_info),
+    "gesvd": Decomposition(gesvd, _xla.decomposition_info),
+    "polar": Decomposition(functools.partial(_xla.polar, svd=gesvd), _xla.decomposition_info),
+}
+
+for _family, _services in _SERVICES.items():
+    register(_family, "cusolver", _loaded(_services), applies=on_one_gpu, clear=clear_cache)

@@ -1,0 +1,139 @@
+"""What of the cuSOLVER backend runs without a GPU: which calls it takes, and how it loads.
+
+The backend itself (its handlers against NumPy and SciPy, in place, statuses, derivatives) is
+tested on a GPU by cusolver_gpu_test.py.
+"""
+
+import ctypes
+import re
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax.sharding import PartitionSpec as P
+
+from helpers import grid_mesh, put
+from jaxsolve import dense
+from jaxsolve.dense import (
+    _backend,
+    _cholesky,
+    _compile,
+    _cusolver,
+    _decompositions,
+    _eigen,
+    _layout,
+    _lu,
+)
+
+
+class TestSelection:
+    @pytest.mark.parametrize("family", _backend.FAMILIES)
+    def test_one_gpu_takes_cusolver(self, family):
+        on_gpu = _layout.Layout(device_platform="gpu")
+        assert _backend.backend_name(family, on_gpu, np.complex64) == "cusolver"
+
+    @pytest.mark.parametrize("family", _backend.FAMILIES)
+    def test_cpu_and_grids_take_xla(self, family):
+        on_cpu = _layout.Layout(device_platform="cpu")
+        assert _backend.backend_name(family, on_cpu, np.float64) == "xla"
+        for rows, cols in [(1, 1), (2, 1), (2, 2)]:
+            layout = _layout.Layout(mesh=grid_mesh(rows, cols), matrix_spec=P("pr", "pc"))
+            assert _backend.backend_name(family, layout, np.float32) == "xla"
+
+    def test_layout_knows_where_the_matrix_is(self):
+        a = jnp.eye(4)
+        layout = _layout.matrix_layout("potrs", a, None, None)
+        assert layout.platform == "cpu" and layout.device_platform == "cpu"
+        assert layout.grid == (1, 1)
+        sharded = put(jnp.eye(4), grid_mesh(2, 1), P("pr", "pc"))
+        layout = _layout.matrix_layout("potrs", sharded, None, None)
+        assert layout.platform == "cpu" and layout.grid == (2, 1)
+
+    def test_traced_matrix_runs_on_the_default_backend(self):
+        platforms = []
+
+        def f(a):
+            layout = _layout.matrix_layout("potrs", a, None, None)
+            platforms.append((layout.device_platform, layout.platform))
+            return a
+
+        jax.jit(f)(jnp.eye(2))
+        assert platforms == [(None, jax.default_backend())]
+
+    def test_cpu_matrix_never_loads_the_cuda_library(self):
+        dense.potrs(2 * jnp.eye(3), jnp.ones(3))
+        assert _cusolver.LIBRARY.cpu is None and _cusolver.LIBRARY.cuda is None
+        assert _cusolver.workspace_bytes() == 0
+        dense.clear_cache()  # nothing to free: no error
+
+
+class TestLoading:
+    def test_missing_wheel_is_named(self, monkeypatch, tmp_path):
+        (tmp_path / "cu13" / "lib").mkdir(parents=True)
+        monkeypatch.setattr(_cusolver, "_nvidia_library_folders", lambda: [tmp_path / "cu13/lib"])
+        _cusolver._missing_wheels.cache_clear()
+        try:
+            with pytest.raises(RuntimeError, match=r"NVIDIA's pip wheels nvidia-nvjitlink "
+                               r"\(libnvJitLink\.so\.13\), nvidia-cublas \(libcublasLt\.so\.13\)"
+                               r".*nvidia-cusolver \(libcusolver\.so\.12\) are not installed.*"
+                               r"pip install 'jaxsolve-dense\[cuda13\]'"):
+                _cusolver.require()
+        finally:
+            _cusolver._missing_wheels.cache_clear()
+
+    def test_library_loads_and_exports_every_handler(self):
+        """The CUDA library links against the wheel's cuSOLVER and loads without a GPU."""
+        assert _cusolver._missing_wheels() == ()  # the build's wheels (tools/lock) are here
+        library = ctypes.CDLL(str(_cusolver.LIBRARY.folder / "libjaxsolve_dense_cusolver_cuda13.so"))
+        for symbol in [*_cusolver.LIBRARY.targets.values(), "JaxsolveDenseCusolverClear",
+                       "JaxsolveDenseCusolverWorkspaceBytes"]:
+            assert hasattr(library, symbol), symbol
+        library.JaxsolveDenseCusolverWorkspaceBytes.restype = ctypes.c_int64
+        assert library.JaxsolveDenseCusolverWorkspaceBytes() == 0
+        library.JaxsolveDenseCusolverClear()
+
+
+class TestLoweringForCuda:
+    """The programs a GPU would run, lowered for CUDA here: which handlers, and in place."""
+
+    @pytest.fixture
+    def on_gpu(self, monkeypatch):
+        monkeypatch.setattr(_cusolver, "require", lambda: None)  # nothing to load: no GPU here
+        return _layout.Layout(device_platform="gpu")
+
+    @staticmethod
+    def lowered(body, statics, arrays, donate=False):
+        program = _compile._program(body, statics, len(arrays), donate)
+        return program.trace(*arrays).lower(lowering_platforms=("cuda",)).as_text()
+
+    def test_potrs_factors_in_place_in_the_donated_matrix(self, on_gpu):
+        text = self.lowered(_cholesky._potrs_body, (on_gpu, True),
+                            (jnp.zeros((4, 4)), jnp.zeros(4)), donate=True)
+        calls = re.findall(r"custom_call @(\w+)\((.*)", text)
+        assert [target for target, _ in calls] == [_cusolver.POTRF, _cusolver.POTRS]
+        # potrf writes L over its operand, potrs x over b, and A's buffer is the factor's.
+        assert "output_tuple_indices = [0], operand_index = 0" in calls[0][1]
+        assert "output_tuple_indices = [], operand_index = 1" in calls[1][1]
+        # Outputs: x, logdet, info, then the factor (result 3), which takes A's buffer.
+        assert re.search(r"%arg0: tensor<4x4xf32> \{tf.aliasing_output = 3 ", text)
+
+    @pytest.mark.parametrize("dtype", [np.float32, np.complex64])
+    def test_every_family_lowers_to_its_handlers(self, on_gpu, dtype):
+        a, tall = jnp.zeros((6, 6), dtype), jnp.zeros((6, 4), dtype)
+        expected = [
+            (_lu._lu_solve_body, (on_gpu,), (a, jnp.zeros(6, dtype)), {"getrf", "getrs"}),
+            (_lu._slogdet_body, (on_gpu,), (a,), {"getrf"}),
+            (_eigen._eigen_body, ("syevd", on_gpu), (a,), {"syevd"}),
+            (_eigen._eigen_body, ("sygvd", on_gpu), (a, a), {"sygvd"}),
+            (_decompositions._qr_body, (on_gpu,), (tall,), {"qr"}),
+            (_decompositions._qr_body, (on_gpu,), (tall.T,), {"qr"}),
+            (_decompositions._least_squares_body, (on_gpu,), (tall, jnp.zeros(6, dtype)), {"qr"}),
+            (_decompositions._gesvd_body, (on_gpu,), (tall,), {"gesvd"}),
+            (_decompositions._gesvd_body, (on_gpu,), (tall.T,), {"gesvd"}),
+            (_decompositions._polar_body, (on_gpu,), (tall,), {"gesvd", "syevd"}),
+        ]
+        for body, statics, arrays, routines in expected:
+            text = self.lowered(body, statics, arrays)
+            found = set(re.findall(r"custom_call @jaxsolve_dense_cusolver_(\w+)", text))
+            assert found <= routines and found, (body.__name__, found)
