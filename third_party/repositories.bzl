@@ -122,7 +122,9 @@ exports_files(["nvcc"])
 
 cc_library(
     name = "headers",
-    hdrs = glob(["include/**/*.h", "include/**/*.hpp", "include/**/*.cuh"], allow_empty = True),
+    # include/nv/ holds extensionless headers (<nv/target>) that cuda_fp16.h includes.
+    hdrs = glob(["include/**/*.h", "include/**/*.hpp", "include/**/*.cuh", "include/nv/**"],
+                allow_empty = True),
     includes = ["include"],
 )
 
@@ -143,42 +145,33 @@ cuda_toolkit = repository_rule(
     doc = "A CUDA toolkit of one major version: nvcc, headers, the static runtime.",
 )
 
-def _nvidia_wheel_library_impl(rctx):
-    root = _nvidia_wheel_dir(rctx, rctx.attr.subdir, "include/" + rctx.attr.header)
-    if not root:
-        fail("%s not found in the venv's site-packages (nvidia/%s/include). Install the pip wheel %s." %
-             (rctx.attr.header, rctx.attr.subdir, rctx.attr.wheel))
-    rctx.symlink(root + "/include", "include")
-    rctx.symlink(root + "/lib/" + rctx.attr.library, "lib/" + rctx.attr.library)
+def _nvidia_wheel_headers_impl(rctx):
+    rctx.download_and_extract(url = rctx.attr.url, sha256 = rctx.attr.sha256, type = "zip",
+                              output = "wheel")
+    rctx.symlink("wheel/" + rctx.attr.include, "include")
     rctx.file("BUILD.bazel", """\
 package(default_visibility = ["//visibility:public"])
 
-# From the pip wheel {wheel}.
+# The headers of the pip wheel {url}.
 cc_library(
     name = "headers",
     hdrs = glob(["include/**/*.h"]),
     includes = ["include"],
+    deps = {deps},
 )
+""".format(url = rctx.attr.url, deps = repr([str(d) for d in rctx.attr.deps])))
 
-# Linked by its soname; at run time the wheel's copy is loaded first (see jaxsolve.dense).
-cc_import(
-    name = "library",
-    shared_library = "lib/{library}",
-)
-""".format(wheel = rctx.attr.wheel, library = rctx.attr.library))
-
-nvidia_wheel_library = repository_rule(
-    implementation = _nvidia_wheel_library_impl,
+nvidia_wheel_headers = repository_rule(
+    implementation = _nvidia_wheel_headers_impl,
     attrs = {
-        "header": attr.string(mandatory = True, doc = "a header the wheel must have, e.g. nccl.h"),
-        "library": attr.string(mandatory = True, doc = "the shared library's file name"),
-        "subdir": attr.string(mandatory = True, doc = "the wheel's folder below nvidia/"),
-        "wheel": attr.string(mandatory = True, doc = "the pip requirement that provides it"),
+        "url": attr.string(mandatory = True, doc = "the wheel on files.pythonhosted.org"),
+        "sha256": attr.string(mandatory = True),
+        "include": attr.string(mandatory = True, doc = "the wheel's folder of headers"),
+        "deps": attr.string_list(doc = "labels of the headers these include"),
     },
-    environ = ["JAXSOLVE_PYTHON"],
-    local = True,
-    doc = """Headers and shared library of an NVIDIA pip wheel installed in the venv.
+    doc = """The headers of an NVIDIA pip wheel, downloaded (pinned by hash) from PyPI.
 
-    Fetched only when a target uses it, so machines that build no such target need not
-    install the (large) wheel.""",
+    Only the headers are used: our libraries do not link the wheel's library, whose symbols
+    bind at load time to the copy Python preloads from the installed wheel. Fetched only when
+    a target uses it.""",
 )
