@@ -26,12 +26,16 @@ given; ``b`` is split by rows like ``a`` or replicated; outputs come back in the
 sharding. Meshes come from `jaxsolve.sharding` (`~jaxsolve.sharding.make_grid_mesh`,
 `~jaxsolve.sharding.row_mesh`), and several processes from its launcher.
 
-**Backends.** This release computes with the **XLA reference backend**: XLA's own linear
-algebra (``jax.lax.linalg``, LAPACK on CPU) on the sharded operands. It is the correctness
-reference, not the scalable path: XLA gathers the matrix onto each device to factor it. ``T_A``
-and ``pad`` (the tile size and padding of cuSOLVERMp's block-cyclic layout) are checked and
-accepted for JAXMg compatibility; native backends (cuSOLVER, cuSOLVERMp) plug in per routine
-behind the same functions.
+**Backends.** Two compute the routines today. The **XLA reference backend** uses XLA's own
+linear algebra (``jax.lax.linalg``, LAPACK on CPU) on the sharded operands: the correctness
+reference, not the scalable path (XLA gathers the matrix onto each device to factor it). The
+**cuSOLVERMp backend** (`potrs`, `cho_factor`, `lu_solve`, `lu_factor`, `syevd`, `sygvd` and
+what builds on them) runs NVIDIA cuSOLVERMp over the mesh's 2D process grid in ``T_A`` × ``T_A``
+tiles, on jaxsolve's own NCCL communicator (`jaxsolve.sharding.nccl_communicator`), with one
+process per GPU or one process driving all its GPUs; its handles, grids and workspaces are
+cached until `clear_cache`. It computes by default on meshes of several GPUs; `use_backend`
+(or ``JAXSOLVE_DENSE_BACKEND``) picks a backend explicitly, e.g. cuSOLVERMp on a 1 × 1 grid.
+It needs ``pip install 'jaxsolve-dense[cuda13]'`` (cuSOLVERMp, cuBLASMp, NCCL).
 
 Examples:
   JAXMg's README example, ``A = diag(1..N)``, ``b = 1``, over a 2 × 2 mesh of (virtual CPU)
@@ -67,6 +71,8 @@ Examples:
 import importlib.metadata as _metadata
 
 from . import _xla as _xla  # registers the XLA reference backend
+from . import _cusolvermp as _cusolvermp  # registers the cuSOLVERMp backend (GPU meshes)
+from ._backend import use_backend as use_backend
 from ._cholesky import cho_factor as cho_factor
 from ._cholesky import cho_inverse as cho_inverse
 from ._cholesky import cho_solve as cho_solve
@@ -114,4 +120,5 @@ __all__ = [
     "solve",
     "syevd",
     "sygvd",
+    "use_backend",
 ]

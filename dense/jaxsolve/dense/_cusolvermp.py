@@ -1,0 +1,430 @@
+"""The cuSOLVERMp backend: Cholesky, LU and the Hermitian eigensolvers over a 2D process grid.
+
+Every service runs as one XLA program over the caller's mesh:
+
+1. `jaxsolve.layout.to_block_cyclic` moves the sharded matrix into the 2D block-cyclic storage
+   of a `~jaxsolve.layout.BlockCyclicPlan` (tile ``T_A``; device ``(p, q)`` of the mesh is
+   process ``(p, q)`` of the grid);
+2. inside `jax.shard_map`, each device's XLA FFI handler (``libjaxsolve_dense_cusolvermp_cuda13.so``)
+   calls cuSOLVERMp on its local matrix; all the grid's devices are the ranks of one of
+   jaxsolve's own NCCL communicators (`jaxsolve.sharding.nccl_communicator`), rank
+   ``p * P_c + q`` (``CUSOLVERMP_GRID_MAPPING_ROW_MAJOR``), whether one process drives them all
+   or each has its own;
+3. results go back with `jaxsolve.layout.from_block_cyclic`. Factors stay in block-cyclic
+   storage (a ``(P_r n_loc, P_c m_loc)`` array split ``P(row_axis, col_axis)``: each device's
+   block is its column-major local matrix), so `cho_solve`/`lu_solve` and every derivative
+   solve reuse them without moving the matrix again.
+
+The handlers cache cuSOLVERMp's handle, grid, descriptors and workspaces per (device,
+communicator, grid, dtype, shape, tile); `jaxsolve.dense.clear_cache` and interpreter exit free
+them. ``info`` stays on the device (no host synchronization) until a `Status` is read.
+
+cuSOLVERMp (and the cuBLASMp and NCCL it needs) come from NVIDIA's pip wheels, preloaded the
+first time this backend is used (``pip install 'jaxsolve-dense[cuda13]'``); a missing one is an
+error naming its wheel. Which backend runs: this one by default on meshes of several GPUs; on
+one GPU only when asked, with `jaxsolve.dense.use_backend` (``"cusolvermp"``).
+"""
+
+from __future__ import annotations
+
+import atexit
+import ctypes
+import functools
+import pathlib
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.sharding import PartitionSpec as P
+
+from jaxsolve import layout as jl
+from jaxsolve.sharding import _nccl
+from jaxsolve.sharding import nccl_communicator
+
+from . import _xla
+from ._backend import Decomposition, FactorServices, preferred_backend, register
+from ._layout import SUPPORTED_DTYPES, Layout
+
+NAME = "cusolvermp"
+
+_TARGETS = {
+    "potrf": "JaxsolveDenseCusolverMpPotrf",
+    "potrs": "JaxsolveDenseCusolverMpPotrs",
+    "getrf": "JaxsolveDenseCusolverMpGetrf",
+    "getrs": "JaxsolveDenseCusolverMpGetrs",
+    "syevd": "JaxsolveDenseCusolverMpSyevd",
+    "sygvd": "JaxsolveDenseCusolverMpSygvd",
+}
+
+# What cuSOLVERMp needs, in load order: (path below nvidia/, soname, pip wheel). The CUDA math
+# libraries usually come with JAX's CUDA plugin; cuBLASMp and cuSOLVERMp with our extra.
+_PRELOADS = {
+    13: (
+        ("cu13/lib/libcudart.so.13", "libcudart.so.13", "nvidia-cuda-runtime"),
+        ("cu13/lib/libnvJitLink.so.13", "libnvJitLink.so.13", "nvidia-nvjitlink"),
+        ("cu13/lib/libcublasLt.so.13", "libcublasLt.so.13", "nvidia-cublas"),
+        ("cu13/lib/libcublas.so.13", "libcublas.so.13", "nvidia-cublas"),
+        ("cu13/lib/libcusparse.so.12", "libcusparse.so.12", "nvidia-cusparse"),
+        ("cu13/lib/libcusolver.so.12", "libcusolver.so.12", "nvidia-cusolver"),
+        ("cublasmp/cu13/lib/libcublasmp.so.0", "libcublasmp.so.0", "nvidia-cublasmp-cu13"),
+        ("cu13/lib/libcusolverMp.so.0", "libcusolverMp.so.0", "nvidia-cusolvermp-cu13"),
+    ),
+}
+
+
+@functools.cache
+def library() -> ctypes.CDLL:
+    """The handlers' library, loaded once after NCCL and cuSOLVERMp, its targets registered.
+
+    Raises:
+      RuntimeError: a library is missing (the message names its pip wheel).
+    """
+    major = _nccl.cuda_major()
+    if major not in _PRELOADS:
+        raise RuntimeError(f"jaxsolve.dense's cuSOLVERMp backend is not built for CUDA {major}.")
+    _nccl.nccl_library()  # NCCL and jaxsolve's communicators first: the handlers bind to them
+    for relative, soname, wheel in _PRELOADS[major]:
+        _nccl.preload(relative, soname, wheel)
+    name = f"libjaxsolve_dense_cusolvermp_cuda{major}.so"
+    try:
+        loaded = ctypes.CDLL(str(pathlib.Path(__file__).absolute().parent / name))
+    except OSError as error:
+        raise RuntimeError(f"jaxsolve.dense: cannot load {name}: {error}") from error
+    for routine, symbol in _TARGETS.items():
+        jax.ffi.register_ffi_target(_target(routine), jax.ffi.pycapsule(getattr(loaded, symbol)),
+                                    platform="CUDA")
+    _nccl.before_destroy(clear)
+    atexit.register(clear)
+    return loaded
+
+
+def _target(routine: str) -> str:
+    return f"jaxsolve_dense_cusolvermp_{routine}"
+
+
+def clear() -> None:
+    """Frees the cached handles, grids, descriptors and workspaces (if the library is loaded)."""
+    if library.cache_info().currsize:
+        library().JaxsolveDenseCusolverMpClear()
+
+
+def cached_grids() -> int:
+    """How many (device, grid) entries the handlers' cache holds (0 before first use)."""
+    if not library.cache_info().currsize:
+        return 0
+    return library().JaxsolveDenseCusolverMpCachedGrids()
+
+
+# ----------------------------------------------------------------------------- the grid
+
+
+class Grid(NamedTuple):
+    """A layout seen as a cuSOLVERMp process grid.
+
+    Attributes:
+      layout: the routine's `Layout` (mesh and specs).
+      axes: ``(row_axis, col_axis)``: mesh axis names, or None for a dimension not split.
+      shape: ``(P_r, P_c)``.
+      devices: the grid's devices in rank order (row-major over the grid).
+    """
+
+    layout: Layout
+    axes: tuple[str | None, str | None]
+    shape: tuple[int, int]
+    devices: tuple[jax.Device, ...]
+
+    @property
+    def tile(self) -> int:
+        return self.layout.tile
+
+    @property
+    def split_axes(self) -> tuple[str, ...]:
+        """The mesh axes the grid spans (for collectives)."""
+        return tuple(axis for axis in self.axes if axis is not None)
+
+    def plan(self, m: int, n: int) -> jl.BlockCyclicPlan:
+        return jl.BlockCyclicPlan(m, n, self.tile, *self.shape)
+
+    def storage_spec(self) -> P:
+        return P(*self.axes, None, None)
+
+    def matrix_spec(self) -> P:
+        return P(*self.axes)
+
+    def position(self) -> tuple[jax.Array, jax.Array]:
+        """``(p, q)`` of the calling device, inside `jax.shard_map`."""
+        return tuple(jnp.int32(0) if axis is None else jax.lax.axis_index(axis)
+                     for axis in self.axes)
+
+    def shard_map(self, fn, in_specs, out_specs):
+        return jax.shard_map(fn, mesh=self.layout.mesh, in_specs=in_specs, out_specs=out_specs,
+                             check_vma=False)
+
+
+def grid_of(layout: Layout) -> Grid:
+    """The process grid of `layout`: its mesh's devices laid out ``(P_r, P_c)``, rank order."""
+    mesh = layout.mesh
+    axes = tuple(layout.matrix_spec)
+    names = tuple(mesh.axis_names)
+    order = [names.index(a) for a in axes if a is not None]
+    order += [i for i in range(len(names)) if i not in order]
+    shape = layout.grid
+    devices = np.asarray(mesh.devices).transpose(order).reshape(shape)
+    return Grid(layout, axes, shape, tuple(devices.flat))
+
+
+def applies(layout: Layout, dtype: np.dtype) -> bool:
+    """This backend computes on meshes of GPUs: by default of several, when asked of one."""
+    if layout.mesh is None or np.dtype(dtype) not in SUPPORTED_DTYPES:
+        return False
+    if any(d.platform != "gpu" for d in layout.mesh.devices.flat):
+        return False
+    return layout.mesh.devices.size > 1 or preferred_backend() == NAME
+
+
+def _attributes(grid: Grid, n: int) -> dict[str, Any]:
+    library()
+    communicator = nccl_communicator(grid.devices)
+    return dict(comm=np.int64(communicator.key), grid_rows=np.int64(grid.shape[0]),
+                grid_cols=np.int64(grid.shape[1]), n=np.int64(n), tile=np.int64(grid.tile))
+
+
+def _call(routine: str, results, *operands, aliases=None, **attributes):
+    return jax.ffi.ffi_call(
+        _target(routine), results, input_output_aliases=aliases or {},
+        vmap_method="sequential")(*operands, **attributes)
+
+
+def _real(dtype) -> np.dtype:
+    return np.dtype(jnp.finfo(dtype).dtype)
+
+
+def _agreed(info: jax.Array, grid: Grid) -> jax.Array:
+    """One ``info`` for the whole grid (the largest of the devices')."""
+    return jax.lax.pmax(info, grid.split_axes)
+
+
+def _to_storage(grid: Grid, x: jax.Array) -> tuple[jax.Array, jl.BlockCyclicPlan]:
+    plan = grid.plan(*x.shape)
+    return jl.to_block_cyclic(x, plan, grid.layout.mesh, grid.axes), plan
+
+
+def _rhs_storage(grid: Grid, rhs: jax.Array):
+    """``rhs`` ``(n, k)`` in block-cyclic storage, its columns padded to split over ``P_c``."""
+    n, k = rhs.shape
+    columns = -(-k // grid.shape[1]) * grid.shape[1]
+    rhs = jnp.pad(rhs, ((0, 0), (0, columns - k)))
+    rhs = jax.lax.with_sharding_constraint(
+        rhs, jax.sharding.NamedSharding(grid.layout.mesh, grid.matrix_spec()))
+    storage, plan = _to_storage(grid, rhs)
+    return storage, plan, k
+
+
+def _from_rhs_storage(grid: Grid, storage: jax.Array, plan: jl.BlockCyclicPlan, k: int):
+    return jl.from_block_cyclic(storage, plan, grid.layout.mesh, grid.axes)[:, :k]
+
+
+def _diagonal_tables(grid: Grid, n: int) -> tuple[np.ndarray, ...]:
+    """Per device ``(p, q)``: the global diagonal entries it holds, and where.
+
+    ``(index, row, column)``, each of shape ``(P_r, P_c, d)``: global index ``i`` of entry
+    ``(i, i)`` and its local row and column, padded with ``-1``.
+    """
+    plan = grid.plan(n, n)
+    i = np.arange(n)
+    p, q, li, lj = (np.asarray(v) for v in plan.to_local(i, i))
+    held = [[np.flatnonzero((p == a) & (q == b)) for b in range(grid.shape[1])]
+            for a in range(grid.shape[0])]
+    width = max(1, max(len(idx) for row in held for idx in row))
+    tables = tuple(np.full((*grid.shape, width), -1, np.int32) for _ in range(3))
+    for a, row in enumerate(held):
+        for b, idx in enumerate(row):
+            for table, values in zip(tables, (idx, li[idx], lj[idx])):
+                table[a, b, :len(idx)] = values
+    return tables
+
+
+def _diagonal(grid: Grid, storage: jax.Array, n: int) -> jax.Array:
+    """The diagonal ``(n,)`` of a square matrix in block-cyclic storage, replicated."""
+    tables = _diagonal_tables(grid, n)
+
+    def per_device(block):  # block: (local columns, local rows), column-major local matrix
+        p, q = grid.position()
+        index, rows, cols = (jnp.asarray(t)[p, q] for t in tables)
+        valid = index >= 0
+        values = jnp.where(valid, block[jnp.maximum(cols, 0), jnp.maximum(rows, 0)], 0)
+        diagonal = jnp.zeros((n,), block.dtype).at[jnp.where(valid, index, n)].add(
+            values, mode="drop")
+        return jax.lax.psum(diagonal, grid.split_axes)
+
+    return grid.shard_map(per_device, grid.matrix_spec(), P())(storage)
+
+
+def _local_factor_call(grid: Grid, routine: str, a: jax.Array, extra_results=()):
+    """``routine`` (potrf, getrf) on `a` in place: ``(storage, *extra, info)``, info agreed."""
+    storage, _ = _to_storage(grid, a)
+    attributes = _attributes(grid, a.shape[0])
+    split = grid.matrix_spec()
+
+    def per_device(block):
+        local = block[0, 0]
+        results = (jax.ShapeDtypeStruct(local.shape, local.dtype),
+                   *(r(local) for r in extra_results), jax.ShapeDtypeStruct((), jnp.int32))
+        *outputs, info = _call(routine, results, local, aliases={0: 0}, **attributes)
+        return (*outputs, _agreed(info, grid))
+
+    specs = (split, *[split] * len(extra_results), P())
+    return grid.shard_map(per_device, grid.storage_spec(), specs)(storage)
+
+
+def _local_solve_call(grid: Grid, routine: str, factors: tuple[jax.Array, ...], n: int,
+                      rhs: jax.Array, **more) -> jax.Array:
+    """``routine`` (potrs, getrs) with the factor's arrays on ``rhs`` ``(n, k)``."""
+    storage, plan, k = _rhs_storage(grid, rhs)
+    attributes = dict(_attributes(grid, n), nrhs=np.int64(plan.n),
+                      **{name: np.int64(v) for name, v in more.items()})
+    split = grid.matrix_spec()
+
+    def per_device(*blocks):
+        *factor_blocks, block = blocks
+        local = block[0, 0]
+        x, _ = _call(routine, (jax.ShapeDtypeStruct(local.shape, local.dtype),
+                               jax.ShapeDtypeStruct((), jnp.int32)),
+                     *factor_blocks, local, aliases={len(factor_blocks): 0}, **attributes)
+        return x[None, None]
+
+    specs = (*[split] * len(factors), grid.storage_spec())
+    x = grid.shard_map(per_device, specs, grid.storage_spec())(*factors, storage)
+    return _from_rhs_storage(grid, x, plan, k)
+
+
+# ----------------------------------------------------------------------------- cholesky
+
+
+class CholeskyFactor(NamedTuple):
+    """``A = L Lᴴ``: ``L`` in block-cyclic storage (each device's block its local matrix),
+    its diagonal (which gives ``n`` and ``log det A``), and potrf's ``info``."""
+
+    storage: jax.Array
+    diagonal: jax.Array
+    info: jax.Array
+
+
+def _cholesky(layout: Layout, dtype: np.dtype) -> FactorServices:
+    grid = grid_of(layout)
+
+    def factor(a: jax.Array) -> CholeskyFactor:
+        l, info = _local_factor_call(grid, "potrf", a)
+        l = jnp.where(info == 0, l, jnp.nan)
+        return CholeskyFactor(l, jnp.real(_diagonal(grid, l, a.shape[0])), info)
+
+    def solve(factor: CholeskyFactor, rhs: jax.Array) -> jax.Array:
+        return _local_solve_call(grid, "potrs", (factor.storage,), factor.diagonal.shape[0], rhs)
+
+    def logdet(factor: CholeskyFactor) -> jax.Array:
+        return 2 * jnp.sum(jnp.log(factor.diagonal))
+
+    return FactorServices(factor, solve, logdet)
+
+
+# ------------------------------------------------------------------------------------ lu
+
+
+class LUFactor(NamedTuple):
+    """``P A = L U`` in block-cyclic storage, getrf's pivots (int64 as int32 pairs, per
+    device its local rows'), ``U``'s diagonal, the number of row swaps, and ``info``."""
+
+    storage: jax.Array
+    pivots: jax.Array
+    diagonal: jax.Array
+    swaps: jax.Array
+    info: jax.Array
+
+
+def _swap_count(grid: Grid, pivots: jax.Array, n: int) -> jax.Array:
+    """Rows ``i`` that getrf swapped (``ipiv[i] != i + 1``), counted once over the grid."""
+    plan = grid.plan(n, n)
+    local_rows = plan.local_shape[0]
+    rows = np.full((grid.shape[0], local_rows), -1, np.int64)
+    for p in range(grid.shape[0]):
+        global_rows = np.asarray(plan.to_global(p, 0, np.arange(local_rows), 0)[0])
+        rows[p] = np.where(global_rows < n, global_rows, -1)
+
+    def per_device(block):  # (local rows, 2): the low words hold the (1-based) pivots
+        p, q = grid.position()
+        mine = jnp.asarray(rows)[p]
+        swapped = (mine >= 0) & (block[:, 0] != mine + 1)
+        count = jnp.where(q == 0, jnp.sum(swapped), 0).astype(jnp.int32)
+        return jax.lax.psum(count, grid.split_axes)
+
+    return grid.shard_map(per_device, grid.matrix_spec(), P())(pivots)
+
+
+def _lu(layout: Layout, dtype: np.dtype) -> FactorServices:
+    grid = grid_of(layout)
+
+    def factor(a: jax.Array) -> LUFactor:
+        n = a.shape[0]
+        pivots = lambda local: jax.ShapeDtypeStruct((local.shape[1], 2), jnp.int32)  # noqa: E731
+        lu, ipiv, info = _local_factor_call(grid, "getrf", a, (pivots,))
+        lu = jnp.where(info == 0, lu, jnp.nan)
+        return LUFactor(lu, ipiv, _diagonal(grid, lu, n), _swap_count(grid, ipiv, n), info)
+
+    def solve(factor: LUFactor, rhs: jax.Array, transpose: bool) -> jax.Array:
+        return _local_solve_call(grid, "getrs", (factor.storage, factor.pivots),
+                                 factor.diagonal.shape[0], rhs, trans=1 if transpose else 0)
+
+    def logdet(factor: LUFactor) -> tuple[jax.Array, jax.Array]:
+        diagonal = factor.diagonal
+        magnitude = jnp.abs(diagonal)
+        parity = jnp.where(factor.swaps % 2 == 0, 1, -1).astype(diagonal.dtype)
+        if jnp.iscomplexobj(diagonal):
+            sign = parity * jnp.prod(diagonal / magnitude.astype(diagonal.dtype))
+        else:
+            sign = parity * jnp.prod(jnp.sign(diagonal))
+        return sign, jnp.sum(jnp.log(magnitude))
+
+    return FactorServices(factor, solve, logdet)
+
+
+# -------------------------------------------------------------------------- eigensolvers
+
+
+def _eigen(routine: str, layout: Layout, dtype: np.dtype, info) -> Decomposition:
+    grid = grid_of(layout)
+
+    def decompose(*matrices: jax.Array) -> tuple[jax.Array, jax.Array]:
+        n = matrices[0].shape[0]
+        storages = [_to_storage(grid, m)[0] for m in matrices]
+        attributes = _attributes(grid, n)
+
+        def per_device(*blocks):
+            locals_ = [block[0, 0] for block in blocks]
+            like = jax.ShapeDtypeStruct(locals_[0].shape, locals_[0].dtype)
+            results = (*[like] * len(locals_), jax.ShapeDtypeStruct((n,), _real(dtype)), like,
+                       jax.ShapeDtypeStruct((), jnp.int32))
+            *_, w, z, status = _call(routine, results, *locals_,
+                                     aliases={i: i for i in range(len(locals_))}, **attributes)
+            return w, z[None, None], _agreed(status, grid)
+
+        specs = (grid.storage_spec(),) * len(storages)
+        w, z, status = grid.shard_map(per_device, specs, (P(), grid.storage_spec(), P()))(
+            *storages)
+        v = jl.from_block_cyclic(z, grid.plan(n, n), grid.layout.mesh, grid.axes)
+        return jnp.where(status == 0, w, jnp.nan), v
+
+    return Decomposition(decompose, info)
+
+
+def _syevd(layout: Layout, dtype: np.dtype) -> Decomposition:
+    return _eigen("syevd", layout, dtype, _xla.syevd_info)
+
+
+def _sygvd(layout: Layout, dtype: np.dtype) -> Decomposition:
+    return _eigen("sygvd", layout, dtype, _xla.sygvd_info)
+
+
+for _family, _make in (("cholesky", _cholesky), ("lu", _lu), ("syevd", _syevd),
+                       ("sygvd", _sygvd)):
+    register(_family, NAME, _make, applies=applies, clear=clear)

@@ -1,0 +1,185 @@
+"""The cuSOLVERMp backend on one GPU (a 1 × 1 process grid), against NumPy.
+
+Run by ``tools/dev gpu-test`` on a GPU host (marked ``gpu``; skipped without a GPU). Every
+routine the backend implements, for the four dtypes, with sizes that divide ``T_A`` and sizes
+that need padding, and JAXMg's README example. The backend is selected explicitly
+(`jaxsolve.dense.use_backend`), as it is not the default on a single GPU.
+"""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from helpers import hermitian, hermitian_positive_definite, is_wide, random_matrix, well_conditioned
+from jax.sharding import NamedSharding
+from jax.sharding import PartitionSpec as P
+
+import jaxsolve.sharding as js
+from jaxsolve import dense
+from jaxsolve.dense import _backend, _cusolvermp, _layout
+
+GPU = next((d for d in jax.devices() if d.platform == "gpu"), None)
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(GPU is None, reason="needs a GPU")]
+
+# (n, T_A): whole tiles, and a size that pads the last tile.
+SIZES = [(48, 8), (37, 8)]
+SIZE_IDS = ["n48-T8", "n37-T8-padded"]
+
+
+@pytest.fixture
+def mesh():
+    return js.make_grid_mesh(1, 1, devices=[GPU])
+
+
+@pytest.fixture(autouse=True)
+def cusolvermp():
+    with dense.use_backend("cusolvermp"):
+        yield
+
+
+def put(x, mesh, spec=P("pr", "pc")):
+    return jax.device_put(jnp.asarray(x), NamedSharding(mesh, spec))
+
+
+def tolerance(dtype):
+    return 1e-10 if is_wide(dtype) else 2e-3
+
+
+def relative_residual(a, x, b):
+    a, x, b = (np.asarray(v, np.complex128) for v in (a, x, b))
+    return np.linalg.norm(a @ x - b) / (np.linalg.norm(a) * np.linalg.norm(x))
+
+
+def test_the_backend_is_picked_and_its_libraries_load(mesh):
+    layout = _layout.Layout(mesh=mesh, matrix_spec=P("pr", "pc"))
+    for family in ("cholesky", "lu", "syevd", "sygvd"):
+        assert _backend.backend_name(family, layout, np.float32) == "cusolvermp"
+    assert js.nccl_version() >= 22902  # cuBLASMp 0.10 needs ncclCommQueryProperties
+
+
+def test_communicator_is_ours_and_cached():
+    communicator = js.nccl_communicator([GPU])
+    assert js.nccl_communicator([GPU]) is communicator
+    assert communicator.size == 1 and communicator.local_ranks == (0,)
+    from jaxsolve.sharding import _nccl
+
+    assert _nccl.member_rank(communicator, GPU) == (0, 1)
+
+
+def test_jaxmg_readme_example(mesh, x64):
+    n = 12
+    a = put(np.diag(np.arange(1.0, n + 1)), mesh)
+    b = put(np.ones(n), mesh, P("pr"))
+    x, logdet, status = dense.potrs(a, b, T_A=3, return_logdet=True, return_status=True)
+    dense.raise_on_failure(status)
+    np.testing.assert_allclose(x, 1 / np.arange(1.0, n + 1), rtol=1e-14)
+    np.testing.assert_allclose(logdet, np.sum(np.log(np.arange(1.0, n + 1))), rtol=1e-14)
+    assert x.sharding.spec == P("pr")
+
+
+@pytest.mark.parametrize(("n", "tile"), SIZES, ids=SIZE_IDS)
+def test_potrs_and_logdet(mesh, dtype, n, tile):
+    rng = np.random.default_rng(0)
+    a = hermitian_positive_definite(rng, n, dtype)
+    b = random_matrix(rng, (n, 3), dtype)
+    x, logdet = dense.potrs(put(a, mesh), put(b, mesh, P("pr")), T_A=tile, return_logdet=True)
+    assert x.dtype == dtype and x.shape == (n, 3)
+    assert relative_residual(a, x, b) < tolerance(dtype)
+    _, expected = np.linalg.slogdet(a.astype(np.complex128))
+    np.testing.assert_allclose(logdet, expected, rtol=tolerance(dtype))
+
+
+def test_potrs_reports_a_matrix_that_is_not_positive_definite(mesh, x64):
+    a = np.diag([1.0, 2.0, -3.0, 4.0, 5.0, 6.0])
+    x, status = dense.potrs(put(a, mesh), put(np.ones(6), mesh, P("pr")), T_A=2,
+                            return_status=True)
+    assert status.info == 3
+    assert np.all(np.isnan(np.asarray(x)))
+
+
+def test_cho_factor_solves_many_times_and_differentiates(mesh, x64):
+    rng = np.random.default_rng(1)
+    n = 24
+    a = put(hermitian_positive_definite(rng, n, np.float64), mesh)
+    factor = dense.cho_factor(a, T_A=8)
+    for k in (1, 5):
+        b = random_matrix(rng, (n, k), np.float64)
+        x = dense.cho_solve(factor, put(b, mesh, P("pr")))
+        assert relative_residual(a, x, b) < 1e-12
+    gradient = jax.grad(lambda m: dense.logdet(dense.cho_factor(m, T_A=8)))(a)
+    np.testing.assert_allclose(gradient, np.linalg.inv(np.asarray(a)), rtol=1e-9, atol=1e-12)
+
+
+@pytest.mark.parametrize(("n", "tile"), SIZES, ids=SIZE_IDS)
+def test_lu_solve(mesh, dtype, n, tile):
+    rng = np.random.default_rng(2)
+    a = well_conditioned(rng, n, dtype)
+    b = random_matrix(rng, (n, 2), dtype)
+    x = dense.lu_solve(put(a, mesh), put(b, mesh, P("pr")), T_A=tile)
+    assert x.dtype == dtype
+    assert relative_residual(a, x, b) < tolerance(dtype)
+
+
+def test_slogdet_sign_and_pivots(mesh, x64):
+    rng = np.random.default_rng(3)
+    a = random_matrix(rng, (20, 20), np.float64)  # pivoting swaps rows
+    sign, logabs = dense.slogdet(put(a, mesh), T_A=4)
+    expected_sign, expected = np.linalg.slogdet(a)
+    assert float(sign) == expected_sign
+    np.testing.assert_allclose(logabs, expected, rtol=1e-12)
+
+
+def test_lu_solve_reverse_mode_uses_the_transposed_solve(mesh, x64):
+    rng = np.random.default_rng(4)
+    n = 16
+    a = well_conditioned(rng, n, np.float64)
+    b = random_matrix(rng, (n,), np.float64)
+    gradient = jax.grad(lambda v: jnp.sum(dense.lu_solve(put(a, mesh), v, T_A=4)))(
+        put(b, mesh, P("pr")))
+    np.testing.assert_allclose(gradient, np.linalg.solve(a.T, np.ones(n)), rtol=1e-10)
+
+
+def test_lu_solve_reports_a_singular_matrix(mesh, x64):
+    a = np.ones((6, 6))
+    x, status = dense.lu_solve(put(a, mesh), put(np.ones(6), mesh, P("pr")), T_A=2,
+                               return_status=True)
+    assert status.info > 0
+    assert np.all(np.isnan(np.asarray(x)))
+
+
+@pytest.mark.parametrize(("n", "tile"), SIZES, ids=SIZE_IDS)
+def test_syevd(mesh, dtype, n, tile):
+    rng = np.random.default_rng(5)
+    a = hermitian(rng, n, dtype)
+    w, v = dense.syevd(put(a, mesh), T_A=tile)
+    np.testing.assert_allclose(w, np.linalg.eigvalsh(a.astype(np.complex128)),
+                               atol=tolerance(dtype) * np.linalg.norm(a))
+    v = np.asarray(v, np.complex128)
+    assert np.linalg.norm(a @ v - v * np.asarray(w)) < tolerance(dtype) * np.linalg.norm(a) * n
+    assert np.linalg.norm(v.conj().T @ v - np.eye(n)) < tolerance(dtype) * n
+
+
+def test_sygvd(mesh, dtype):
+    rng = np.random.default_rng(6)
+    n = 24
+    a = hermitian(rng, n, dtype)
+    b = hermitian_positive_definite(rng, n, dtype)
+    w, v = dense.sygvd(put(a, mesh), put(b, mesh), T_A=8)
+    v = np.asarray(v, np.complex128)
+    scale = np.linalg.norm(a) + np.linalg.norm(b)
+    assert np.linalg.norm(a @ v - (b @ v) * np.asarray(w)) < tolerance(dtype) * scale * n
+    assert np.linalg.norm(v.conj().T @ b @ v - np.eye(n)) < tolerance(dtype) * scale * n
+
+
+def test_handles_and_grids_are_reused_then_cleared(mesh, x64):
+    a = put(np.diag(np.arange(1.0, 9.0)), mesh)
+    b = put(np.ones(8), mesh, P("pr"))
+    dense.potrs(a, b, T_A=4).block_until_ready()
+    grids = _cusolvermp.cached_grids()
+    assert grids == 1
+    dense.potrs(a, b, T_A=4).block_until_ready()
+    dense.lu_solve(a, b, T_A=4).block_until_ready()
+    assert _cusolvermp.cached_grids() == grids  # one grid per (device, communicator, shape)
+    dense.clear_cache()
+    assert _cusolvermp.cached_grids() == 0
+    np.testing.assert_allclose(dense.potrs(a, b, T_A=4), 1 / np.arange(1.0, 9.0))
