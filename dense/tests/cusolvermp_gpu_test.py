@@ -17,6 +17,7 @@ from jax.sharding import PartitionSpec as P
 import jaxsolve.sharding as js
 from jaxsolve import dense
 from jaxsolve.dense import _backend, _cusolvermp, _layout
+from jaxsolve.sharding import _nccl
 
 GPU = next((d for d in jax.devices() if d.platform == "gpu"), None)
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(GPU is None, reason="needs a GPU")]
@@ -54,15 +55,13 @@ def test_the_backend_is_picked_and_its_libraries_load(mesh):
     layout = _layout.Layout(mesh=mesh, matrix_spec=P("pr", "pc"))
     for family in ("cholesky", "lu", "syevd", "sygvd"):
         assert _backend.backend_name(family, layout, np.float32) == "cusolvermp"
-    assert js.nccl_version() >= 22902  # cuBLASMp 0.10 needs ncclCommQueryProperties
+    assert _nccl.nccl_version() >= 22902  # cuBLASMp 0.10 needs ncclCommQueryProperties
 
 
 def test_communicator_is_ours_and_cached():
     communicator = js.nccl_communicator([GPU])
     assert js.nccl_communicator([GPU]) is communicator
     assert communicator.size == 1 and communicator.local_ranks == (0,)
-    from jaxsolve.sharding import _nccl
-
     assert _nccl.member_rank(communicator, GPU) == (0, 1)
 
 

@@ -146,8 +146,8 @@ def use_backend(name: str | None) -> Iterator[None]:
       >>> import jax.numpy as jnp
       >>> from jaxsolve import dense
       >>> with dense.use_backend("xla"):
-      ...     dense.potrs(2 * jnp.eye(2), jnp.ones(2))
-      Array([0.5, 0.5], dtype=float32)
+      ...     dense.potrs(4 * jnp.eye(2), jnp.ones(2))
+      Array([0.25, 0.25], dtype=float32)
     """
     if name is not None and not isinstance(name, str):
         raise ValueError(f"use_backend: name must be a backend name or None, got {name!r}.")

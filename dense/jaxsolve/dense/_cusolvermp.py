@@ -205,24 +205,34 @@ def _agreed(info: jax.Array, grid: Grid) -> jax.Array:
     return jax.lax.pmax(info, grid.split_axes)
 
 
-def _to_storage(grid: Grid, x: jax.Array) -> tuple[jax.Array, jl.BlockCyclicPlan]:
+def matrix_storage(grid: Grid, x: jax.Array) -> tuple[jax.Array, jl.BlockCyclicPlan]:
+    """``x`` ``(m, n)`` in the block-cyclic storage of its plan on `grid`, and the plan.
+
+    The storage is a ``(P_r n_loc, P_c m_loc)`` array split ``P(row_axis, col_axis)``: the
+    block of device ``(p, q)`` is its ``(m_loc, n_loc)`` local matrix in column-major order.
+    """
     plan = grid.plan(*x.shape)
-    return jl.to_block_cyclic(x, plan, grid.layout.mesh, grid.axes), plan
+    storage = jl.to_block_cyclic(x, plan, grid.layout.mesh, grid.axes)
+    return grid.shard_map(lambda block: block[0, 0], grid.storage_spec(),
+                          grid.matrix_spec())(storage), plan
+
+
+def matrix_from_storage(grid: Grid, storage: jax.Array, plan: jl.BlockCyclicPlan) -> jax.Array:
+    """The inverse of `matrix_storage`: the ``(m, n)`` matrix, split like the caller's."""
+    storage = grid.shard_map(lambda block: block[None, None], grid.matrix_spec(),
+                             grid.storage_spec())(storage)
+    return jl.from_block_cyclic(storage, plan, grid.layout.mesh, grid.axes)
 
 
 def _rhs_storage(grid: Grid, rhs: jax.Array):
     """``rhs`` ``(n, k)`` in block-cyclic storage, its columns padded to split over ``P_c``."""
-    n, k = rhs.shape
+    k = rhs.shape[1]
     columns = -(-k // grid.shape[1]) * grid.shape[1]
     rhs = jnp.pad(rhs, ((0, 0), (0, columns - k)))
     rhs = jax.lax.with_sharding_constraint(
         rhs, jax.sharding.NamedSharding(grid.layout.mesh, grid.matrix_spec()))
-    storage, plan = _to_storage(grid, rhs)
+    storage, plan = matrix_storage(grid, rhs)
     return storage, plan, k
-
-
-def _from_rhs_storage(grid: Grid, storage: jax.Array, plan: jl.BlockCyclicPlan, k: int):
-    return jl.from_block_cyclic(storage, plan, grid.layout.mesh, grid.axes)[:, :k]
 
 
 def _diagonal_tables(grid: Grid, n: int) -> tuple[np.ndarray, ...]:
@@ -263,19 +273,18 @@ def _diagonal(grid: Grid, storage: jax.Array, n: int) -> jax.Array:
 
 def _local_factor_call(grid: Grid, routine: str, a: jax.Array, extra_results=()):
     """``routine`` (potrf, getrf) on `a` in place: ``(storage, *extra, info)``, info agreed."""
-    storage, _ = _to_storage(grid, a)
+    storage, _ = matrix_storage(grid, a)
     attributes = _attributes(grid, a.shape[0])
     split = grid.matrix_spec()
 
-    def per_device(block):
-        local = block[0, 0]
+    def per_device(local):
         results = (jax.ShapeDtypeStruct(local.shape, local.dtype),
                    *(r(local) for r in extra_results), jax.ShapeDtypeStruct((), jnp.int32))
         *outputs, info = _call(routine, results, local, aliases={0: 0}, **attributes)
         return (*outputs, _agreed(info, grid))
 
     specs = (split, *[split] * len(extra_results), P())
-    return grid.shard_map(per_device, grid.storage_spec(), specs)(storage)
+    return grid.shard_map(per_device, split, specs)(storage)
 
 
 def _local_solve_call(grid: Grid, routine: str, factors: tuple[jax.Array, ...], n: int,
@@ -287,16 +296,14 @@ def _local_solve_call(grid: Grid, routine: str, factors: tuple[jax.Array, ...], 
     split = grid.matrix_spec()
 
     def per_device(*blocks):
-        *factor_blocks, block = blocks
-        local = block[0, 0]
+        *factor_blocks, local = blocks
         x, _ = _call(routine, (jax.ShapeDtypeStruct(local.shape, local.dtype),
                                jax.ShapeDtypeStruct((), jnp.int32)),
                      *factor_blocks, local, aliases={len(factor_blocks): 0}, **attributes)
-        return x[None, None]
+        return x
 
-    specs = (*[split] * len(factors), grid.storage_spec())
-    x = grid.shard_map(per_device, specs, grid.storage_spec())(*factors, storage)
-    return _from_rhs_storage(grid, x, plan, k)
+    x = grid.shard_map(per_device, (split,) * (len(factors) + 1), split)(*factors, storage)
+    return matrix_from_storage(grid, x, plan)[:, :k]
 
 
 # ----------------------------------------------------------------------------- cholesky
@@ -346,7 +353,7 @@ def _swap_count(grid: Grid, pivots: jax.Array, n: int) -> jax.Array:
     """Rows ``i`` that getrf swapped (``ipiv[i] != i + 1``), counted once over the grid."""
     plan = grid.plan(n, n)
     local_rows = plan.local_shape[0]
-    rows = np.full((grid.shape[0], local_rows), -1, np.int64)
+    rows = np.full((grid.shape[0], local_rows), -1, np.int32)
     for p in range(grid.shape[0]):
         global_rows = np.asarray(plan.to_global(p, 0, np.arange(local_rows), 0)[0])
         rows[p] = np.where(global_rows < n, global_rows, -1)
@@ -396,22 +403,21 @@ def _eigen(routine: str, layout: Layout, dtype: np.dtype, info) -> Decomposition
 
     def decompose(*matrices: jax.Array) -> tuple[jax.Array, jax.Array]:
         n = matrices[0].shape[0]
-        storages = [_to_storage(grid, m)[0] for m in matrices]
+        storages = [matrix_storage(grid, m)[0] for m in matrices]
         attributes = _attributes(grid, n)
+        split = grid.matrix_spec()
 
-        def per_device(*blocks):
-            locals_ = [block[0, 0] for block in blocks]
+        def per_device(*locals_):
             like = jax.ShapeDtypeStruct(locals_[0].shape, locals_[0].dtype)
             results = (*[like] * len(locals_), jax.ShapeDtypeStruct((n,), _real(dtype)), like,
                        jax.ShapeDtypeStruct((), jnp.int32))
             *_, w, z, status = _call(routine, results, *locals_,
                                      aliases={i: i for i in range(len(locals_))}, **attributes)
-            return w, z[None, None], _agreed(status, grid)
+            return w, z, _agreed(status, grid)
 
-        specs = (grid.storage_spec(),) * len(storages)
-        w, z, status = grid.shard_map(per_device, specs, (P(), grid.storage_spec(), P()))(
+        w, z, status = grid.shard_map(per_device, (split,) * len(storages), (P(), split, P()))(
             *storages)
-        v = jl.from_block_cyclic(z, grid.plan(n, n), grid.layout.mesh, grid.axes)
+        v = matrix_from_storage(grid, z, grid.plan(n, n))
         return jnp.where(status == 0, w, jnp.nan), v
 
     return Decomposition(decompose, info)

@@ -94,7 +94,6 @@ from ._mesh import make_grid_mesh as make_grid_mesh
 from ._nccl import NcclCommunicator as NcclCommunicator
 from ._nccl import destroy_nccl_communicators as destroy_nccl_communicators
 from ._nccl import nccl_communicator as nccl_communicator
-from ._nccl import nccl_version as nccl_version
 from ._mesh import row_mesh as row_mesh
 from ._partition import gather_vector as gather_vector
 from ._partition import partition_csr_matrix as partition_csr_matrix
@@ -123,7 +122,6 @@ __all__ = [
     "launch_processes",
     "make_grid_mesh",
     "nccl_communicator",
-    "nccl_version",
     "partition_csr_matrix",
     "partition_rows",
     "partition_vector",

@@ -155,6 +155,15 @@ class NcclCommunicator:
         and look up their device's member by it.
       devices: the devices, in rank order (all processes').
       local_ranks: the ranks this process holds, ascending.
+
+    Examples:
+      One process driving two GPUs holds both ranks of their communicator:
+
+      >>> import jax
+      >>> import jaxsolve.sharding as js
+      >>> communicator = js.nccl_communicator(jax.devices("gpu")[:2])  # doctest: +SKIP
+      >>> communicator.size, communicator.local_ranks  # doctest: +SKIP
+      (2, (0, 1))
     """
 
     key: int
@@ -268,6 +277,24 @@ def nccl_communicator(devices: Sequence[jax.Device]) -> NcclCommunicator:
     Raises:
       ValueError: bad devices (empty, repeated, not GPUs).
       RuntimeError: NCCL is missing, or creating the communicator failed.
+
+    Examples:
+      On the GPUs of a 2 × 2 grid mesh, in rank order (what the cuSOLVERMp backend of
+      `jaxsolve.dense` does); asking again returns the cached one:
+
+      >>> import jax
+      >>> import jaxsolve.sharding as js
+      >>> mesh = js.make_grid_mesh(2, 2)  # doctest: +SKIP
+      >>> communicator = js.nccl_communicator(mesh.devices.flat)  # doctest: +SKIP
+      >>> js.nccl_communicator(mesh.devices.flat) is communicator  # doctest: +SKIP
+      True
+
+      CPU devices have no NCCL:
+
+      >>> js.nccl_communicator(jax.devices("cpu")[:2])
+      Traceback (most recent call last):
+        ...
+      ValueError: NCCL communicators are for GPUs; got devices on ['cpu'].
     """
     devices = check_devices(devices)
     if not all(d.platform == "gpu" for d in devices):
@@ -314,7 +341,11 @@ def destroy_nccl_communicators() -> None:
     """Destroys every cached communicator (a collective, like creating them).
 
     The `before_destroy` hooks run first, so that solvers free their grids on them. Runs at
-    interpreter exit as well.
+    interpreter exit as well. The next `nccl_communicator` call creates a new one.
+
+    Examples:
+      >>> import jaxsolve.sharding as js
+      >>> js.destroy_nccl_communicators()  # nothing to do without communicators
     """
     if not _COMMUNICATORS:
         return
