@@ -31,6 +31,7 @@ import importlib.metadata
 import importlib.util
 import itertools
 import pathlib
+import sys
 from collections.abc import Callable, Sequence
 
 import jax
@@ -63,12 +64,15 @@ def cuda_major() -> int:
 def nvidia_library(relative: str) -> pathlib.Path | None:
     """``nvidia/<relative>`` in the installed NVIDIA pip wheels, if some wheel has it.
 
-    NVIDIA's wheels share the ``nvidia`` namespace package, whose parts may lie in several
-    site-packages folders (a venv and its base, a ``--target`` folder).
+    NVIDIA's wheels share the ``nvidia`` package folder, which may lie in several places (a
+    venv and its base, a ``pip install --target`` folder on ``sys.path``); every ``nvidia``
+    folder on ``sys.path`` is searched, in order, and the package's own locations after them.
     """
     spec = importlib.util.find_spec("nvidia")
-    for folder in (spec.submodule_search_locations or []) if spec else []:
-        path = pathlib.Path(folder) / relative
+    locations = [pathlib.Path(p) / "nvidia" for p in sys.path if p]
+    locations += [pathlib.Path(p) for p in (spec.submodule_search_locations or [])] if spec else []
+    for folder in locations:
+        path = folder / relative
         if path.exists():
             return path
     return None
