@@ -182,3 +182,25 @@ def test_handles_and_grids_are_reused_then_cleared(mesh, x64):
     dense.clear_cache()
     assert _cusolvermp.cached_grids() == 0
     np.testing.assert_allclose(dense.potrs(a, b, T_A=4), 1 / np.arange(1.0, 9.0))
+
+
+@pytest.mark.parametrize(("n", "tile"), [(24, 8), (21, 8)], ids=["n24-T8", "n21-T8-padded"])
+def test_least_squares(mesh, dtype, n, tile):
+    rng = np.random.default_rng(7)
+    a = random_matrix(rng, (2 * n, n), dtype)
+    b = random_matrix(rng, (2 * n, 3), dtype)
+    x = dense.least_squares(put(a, mesh), put(b, mesh, P("pr")), T_A=tile)
+    expected = np.linalg.lstsq(a.astype(np.complex128), b.astype(np.complex128), rcond=None)[0]
+    np.testing.assert_allclose(x, expected, atol=tolerance(dtype) * 10)
+
+
+@pytest.mark.parametrize(("n", "tile"), [(24, 8), (21, 8)], ids=["n24-T8", "n21-T8-padded"])
+def test_qr(mesh, dtype, n, tile):
+    rng = np.random.default_rng(8)
+    a = random_matrix(rng, (2 * n, n), dtype)
+    q, r = dense.qr(put(a, mesh), T_A=tile)
+    q, r = np.asarray(q, np.complex128), np.asarray(r, np.complex128)
+    assert q.shape == (2 * n, n) and r.shape == (n, n)
+    assert np.linalg.norm(q @ r - a) < tolerance(dtype) * np.linalg.norm(a) * n
+    assert np.linalg.norm(q.conj().T @ q - np.eye(n)) < tolerance(dtype) * n
+    assert np.all(np.tril(r, -1) == 0)

@@ -1,15 +1,16 @@
-"""The cuSOLVERMp backend: Cholesky, LU and the Hermitian eigensolvers over a 2D process grid.
+"""The cuSOLVERMp backend: Cholesky, LU, eigensolvers, least squares and QR over a 2D grid.
 
 Every service runs as one XLA program over the caller's mesh:
 
 1. `jaxsolve.layout.to_block_cyclic` moves the sharded matrix into the 2D block-cyclic storage
    of a `~jaxsolve.layout.BlockCyclicPlan` (tile ``T_A``; device ``(p, q)`` of the mesh is
    process ``(p, q)`` of the grid);
-2. inside `jax.shard_map`, each device's XLA FFI handler (``libjaxsolve_dense_cusolvermp_cuda13.so``)
-   calls cuSOLVERMp on its local matrix; all the grid's devices are the ranks of one of
-   jaxsolve's own NCCL communicators (`jaxsolve.sharding.nccl_communicator`), rank
-   ``p * P_c + q`` (``CUSOLVERMP_GRID_MAPPING_ROW_MAJOR``), whether one process drives them all
-   or each has its own;
+2. inside `jax.shard_map`, each device's XLA FFI handler
+   (``libjaxsolve_dense_cusolvermp_cuda13.so``) calls cuSOLVERMp on its local matrix; all the
+   grid's devices are the ranks of one of jaxsolve's own NCCL communicators
+   (`jaxsolve.sharding.nccl_communicator`), rank ``p * P_c + q``
+   (``CUSOLVERMP_GRID_MAPPING_ROW_MAJOR``), whether one process drives them all or each has
+   its own;
 3. results go back with `jaxsolve.layout.from_block_cyclic`. Factors stay in block-cyclic
    storage (a ``(P_r n_loc, P_c m_loc)`` array split ``P(row_axis, col_axis)``: each device's
    block is its column-major local matrix), so `cho_solve`/`lu_solve` and every derivative
@@ -55,6 +56,9 @@ _TARGETS = {
     "getrs": "JaxsolveDenseCusolverMpGetrs",
     "syevd": "JaxsolveDenseCusolverMpSyevd",
     "sygvd": "JaxsolveDenseCusolverMpSygvd",
+    "gels": "JaxsolveDenseCusolverMpGels",
+    "geqrf": "JaxsolveDenseCusolverMpGeqrf",
+    "orgqr": "JaxsolveDenseCusolverMpOrgqr",
 }
 
 # What cuSOLVERMp needs, in load order: (path below nvidia/, soname, pip wheel). The CUDA math
@@ -423,6 +427,76 @@ def _eigen(routine: str, layout: Layout, dtype: np.dtype, info) -> Decomposition
     return Decomposition(decompose, info)
 
 
+# ---------------------------------------------------------------- least squares and QR
+
+
+def _splits(grid: Grid, shape: tuple[int, ...]) -> bool:
+    """Whether a matrix of `shape` splits evenly over the grid (what `jax.shard_map` needs)."""
+    return shape[0] % grid.shape[0] == 0 and shape[1] % grid.shape[1] == 0
+
+
+def _like(x: jax.Array, shape: tuple[int, ...] | None = None, dtype=None):
+    return jax.ShapeDtypeStruct(x.shape if shape is None else shape,
+                                x.dtype if dtype is None else dtype)
+
+
+def _least_squares(layout: Layout, dtype: np.dtype) -> Decomposition:
+    """``gels`` for ``m >= n``. A wide matrix (the derivative's ``Aᴴ`` of a tall one), which
+    cuSOLVERMp's gels does not take, or one the grid cannot split, goes to the XLA reference."""
+    grid = grid_of(layout)
+    split = grid.matrix_spec()
+
+    def solve_least_squares(a: jax.Array, rhs: jax.Array) -> jax.Array:
+        if rhs.ndim == 1:
+            return solve_least_squares(a, rhs[:, None])[:, 0]
+        m, n = a.shape
+        if m < n or not _splits(grid, a.shape):
+            return _xla.gels(a, rhs)
+        storage, _ = matrix_storage(grid, a)
+        rhs_storage, plan, k = _rhs_storage(grid, rhs)
+        attributes = dict(_attributes(grid, n), m=np.int64(m), nrhs=np.int64(plan.n))
+
+        def per_device(local_a, local_b):
+            results = (_like(local_a), _like(local_b), _like(local_a, (), jnp.int32))
+            _, x, info = _call("gels", results, local_a, local_b, aliases={0: 0, 1: 1},
+                               **attributes)
+            return x, _agreed(info, grid)
+
+        x, info = grid.shard_map(per_device, (split, split), (split, P()))(storage, rhs_storage)
+        x = matrix_from_storage(grid, x, plan)[:n, :k]
+        return jnp.where(info == 0, x, jnp.nan)
+
+    return Decomposition(solve_least_squares, _xla.gels_info)
+
+
+def _qr(layout: Layout, dtype: np.dtype) -> Decomposition:
+    """``geqrf`` + ``orgqr``: the reduced ``A = Q R`` for ``m >= n`` (else the XLA reference)."""
+    grid = grid_of(layout)
+    split = grid.matrix_spec()
+
+    def decompose(a: jax.Array) -> tuple[jax.Array, jax.Array]:
+        m, n = a.shape
+        if m < n or not _splits(grid, a.shape):
+            return _xla.geqrf(a)
+        storage, plan = matrix_storage(grid, a)
+        attributes = dict(_attributes(grid, n), m=np.int64(m))
+
+        def per_device(local):
+            status = _like(local, (), jnp.int32)
+            factored, tau, info = _call("geqrf", (_like(local), _like(local, local.shape[:1]),
+                                                  status), local, aliases={0: 0}, **attributes)
+            q, q_info = _call("orgqr", (_like(local), status), factored, tau, aliases={0: 0},
+                              **attributes)
+            return factored, q, _agreed(jnp.maximum(info, q_info), grid)
+
+        factored, q, info = grid.shard_map(per_device, split, (split, split, P()))(storage)
+        r = jnp.triu(matrix_from_storage(grid, factored, plan)[:n])
+        q = matrix_from_storage(grid, q, plan)
+        return jnp.where(info == 0, q, jnp.nan), jnp.where(info == 0, r, jnp.nan)
+
+    return Decomposition(decompose, _xla.decomposition_info)
+
+
 def _syevd(layout: Layout, dtype: np.dtype) -> Decomposition:
     return _eigen("syevd", layout, dtype, _xla.syevd_info)
 
@@ -432,5 +506,5 @@ def _sygvd(layout: Layout, dtype: np.dtype) -> Decomposition:
 
 
 for _family, _make in (("cholesky", _cholesky), ("lu", _lu), ("syevd", _syevd),
-                       ("sygvd", _sygvd)):
+                       ("sygvd", _sygvd), ("least_squares", _least_squares), ("qr", _qr)):
     register(_family, NAME, _make, applies=applies, clear=clear)

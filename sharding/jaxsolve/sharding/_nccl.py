@@ -129,7 +129,8 @@ def _check(library: ctypes.CDLL, status: int, what: str) -> None:
     if status != 0:
         reason = library.JaxsolveNcclErrorString(status).decode()
         kind = "CUDA" if status < 0 else "NCCL"
-        raise RuntimeError(f"jaxsolve.sharding: {what} failed: {kind} error {abs(status)}: {reason}")
+        raise RuntimeError(
+            f"jaxsolve.sharding: {what} failed: {kind} error {abs(status)}: {reason}")
 
 
 def nccl_version() -> int:

@@ -470,6 +470,92 @@ ffi::Error Sygvd(cudaStream_t stream, ffi::AnyBuffer a, ffi::AnyBuffer b,
       });
 }
 
+// gels: the least-squares solution of A X = B for an m x n A, m >= n
+// (QR). Args: a, b. Rets: a_work (aliases a; destroyed), x (aliases b; X in
+// its first n rows), info. Attrs: grid, n, m, nrhs, tile.
+ffi::Error Gels(cudaStream_t stream, ffi::AnyBuffer a, ffi::AnyBuffer b,
+                ffi::Result<ffi::AnyBuffer> a_work, ffi::Result<ffi::AnyBuffer> x,
+                ffi::Result<ffi::Buffer<ffi::S32>> info, int64_t comm, int64_t grid_rows,
+                int64_t grid_cols, int64_t n, int64_t m, int64_t nrhs, int64_t tile) {
+  cudaDataType_t dtype;
+  JAXSOLVE_RETURN_IF_ERROR(DataType(a.element_type(), &dtype));
+  if (m < n) return Invalid("gels needs m >= n, got m=" + Str(m) + ", n=" + Str(n));
+  JAXSOLVE_RETURN_IF_ERROR(Place(a, a_work, stream));
+  JAXSOLVE_RETURN_IF_ERROR(Place(b, x, stream));
+  Session session;
+  JAXSOLVE_RETURN_IF_ERROR(session.Open(a.untyped_data(), stream, comm, grid_rows, grid_cols));
+  Matrix A, B;
+  JAXSOLVE_RETURN_IF_ERROR(
+      Describe(session, dtype, "a", a, a_work->untyped_data(), m, n, tile, &A));
+  JAXSOLVE_RETURN_IF_ERROR(Describe(session, dtype, "b", b, x->untyped_data(), m, nrhs, tile, &B));
+  auto h = session.handle();
+  return Run(
+      session, "cusolverMpGels",
+      [&](size_t* d, size_t* hb) {
+        return cusolverMpGels_bufferSize(h, CUBLAS_OP_N, m, n, nrhs, A.data, 1, 1, A.descriptor,
+                                         B.data, 1, 1, B.descriptor, dtype, d, hb);
+      },
+      [&](void* dw, size_t d, void* hw, size_t hb) {
+        return cusolverMpGels(h, CUBLAS_OP_N, m, n, nrhs, A.data, 1, 1, A.descriptor, B.data, 1,
+                              1, B.descriptor, dtype, dw, d, hw, hb, info->typed_data());
+      });
+}
+
+// geqrf: A = Q R for an m x n A, in place (R above the diagonal, Q's
+// Householder vectors below). Args: a. Rets: qr (aliases a), tau (one per
+// local column), info. Attrs: grid, n, m, tile.
+ffi::Error Geqrf(cudaStream_t stream, ffi::AnyBuffer a, ffi::Result<ffi::AnyBuffer> qr,
+                 ffi::Result<ffi::AnyBuffer> tau, ffi::Result<ffi::Buffer<ffi::S32>> info,
+                 int64_t comm, int64_t grid_rows, int64_t grid_cols, int64_t n, int64_t m,
+                 int64_t tile) {
+  cudaDataType_t dtype;
+  JAXSOLVE_RETURN_IF_ERROR(DataType(a.element_type(), &dtype));
+  JAXSOLVE_RETURN_IF_ERROR(Place(a, qr, stream));
+  Session session;
+  JAXSOLVE_RETURN_IF_ERROR(session.Open(a.untyped_data(), stream, comm, grid_rows, grid_cols));
+  Matrix A;
+  JAXSOLVE_RETURN_IF_ERROR(Describe(session, dtype, "a", a, qr->untyped_data(), m, n, tile, &A));
+  void* taus = tau->untyped_data();
+  auto h = session.handle();
+  return Run(
+      session, "cusolverMpGeqrf",
+      [&](size_t* d, size_t* hb) {
+        return cusolverMpGeqrf_bufferSize(h, m, n, A.data, 1, 1, A.descriptor, dtype, d, hb);
+      },
+      [&](void* dw, size_t d, void* hw, size_t hb) {
+        return cusolverMpGeqrf(h, m, n, A.data, 1, 1, A.descriptor, taus, dtype, dw, d, hw, hb,
+                               info->typed_data());
+      });
+}
+
+// orgqr: the m x n Q of geqrf's factor (k = n reflectors), in place. Args:
+// qr, tau. Rets: q (aliases qr), info. Attrs: grid, n, m, tile.
+ffi::Error Orgqr(cudaStream_t stream, ffi::AnyBuffer qr, ffi::AnyBuffer tau,
+                 ffi::Result<ffi::AnyBuffer> q, ffi::Result<ffi::Buffer<ffi::S32>> info,
+                 int64_t comm, int64_t grid_rows, int64_t grid_cols, int64_t n, int64_t m,
+                 int64_t tile) {
+  cudaDataType_t dtype;
+  JAXSOLVE_RETURN_IF_ERROR(DataType(qr.element_type(), &dtype));
+  if (m < n) return Invalid("orgqr needs m >= n, got m=" + Str(m) + ", n=" + Str(n));
+  JAXSOLVE_RETURN_IF_ERROR(Place(qr, q, stream));
+  Session session;
+  JAXSOLVE_RETURN_IF_ERROR(session.Open(qr.untyped_data(), stream, comm, grid_rows, grid_cols));
+  Matrix A;
+  JAXSOLVE_RETURN_IF_ERROR(Describe(session, dtype, "qr", qr, q->untyped_data(), m, n, tile, &A));
+  const void* taus = tau.untyped_data();
+  auto h = session.handle();
+  return Run(
+      session, "cusolverMpOrgqr",
+      [&](size_t* d, size_t* hb) {
+        return cusolverMpOrgqr_bufferSize(h, m, n, n, A.data, 1, 1, A.descriptor, taus, dtype, d,
+                                          hb);
+      },
+      [&](void* dw, size_t d, void* hw, size_t hb) {
+        return cusolverMpOrgqr(h, m, n, n, A.data, 1, 1, A.descriptor, taus, dtype, dw, d, hw,
+                               hb, info->typed_data());
+      });
+}
+
 // The bindings: context, operands, results, then the grid attributes.
 template <typename Binding>
 auto WithGrid(Binding binding) {
@@ -494,6 +580,9 @@ JAXSOLVE_DENSE_EXPORT XLA_FFI_Error* JaxsolveDenseCusolverMpGetrf(XLA_FFI_CallFr
 JAXSOLVE_DENSE_EXPORT XLA_FFI_Error* JaxsolveDenseCusolverMpGetrs(XLA_FFI_CallFrame* call_frame);
 JAXSOLVE_DENSE_EXPORT XLA_FFI_Error* JaxsolveDenseCusolverMpSyevd(XLA_FFI_CallFrame* call_frame);
 JAXSOLVE_DENSE_EXPORT XLA_FFI_Error* JaxsolveDenseCusolverMpSygvd(XLA_FFI_CallFrame* call_frame);
+JAXSOLVE_DENSE_EXPORT XLA_FFI_Error* JaxsolveDenseCusolverMpGels(XLA_FFI_CallFrame* call_frame);
+JAXSOLVE_DENSE_EXPORT XLA_FFI_Error* JaxsolveDenseCusolverMpGeqrf(XLA_FFI_CallFrame* call_frame);
+JAXSOLVE_DENSE_EXPORT XLA_FFI_Error* JaxsolveDenseCusolverMpOrgqr(XLA_FFI_CallFrame* call_frame);
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(
     JaxsolveDenseCusolverMpPotrf, js::Potrf,
@@ -554,6 +643,38 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(
                      .Ret<js::ffi::AnyBuffer>()
                      .Ret<js::ffi::AnyBuffer>()
                      .Ret<js::ffi::Buffer<js::ffi::S32>>())
+        .Attr<int64_t>("tile"));
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(
+    JaxsolveDenseCusolverMpGels, js::Gels,
+    js::WithGrid(js::Stream()
+                     .Arg<js::ffi::AnyBuffer>()
+                     .Arg<js::ffi::AnyBuffer>()
+                     .Ret<js::ffi::AnyBuffer>()
+                     .Ret<js::ffi::AnyBuffer>()
+                     .Ret<js::ffi::Buffer<js::ffi::S32>>())
+        .Attr<int64_t>("m")
+        .Attr<int64_t>("nrhs")
+        .Attr<int64_t>("tile"));
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(
+    JaxsolveDenseCusolverMpGeqrf, js::Geqrf,
+    js::WithGrid(js::Stream()
+                     .Arg<js::ffi::AnyBuffer>()
+                     .Ret<js::ffi::AnyBuffer>()
+                     .Ret<js::ffi::AnyBuffer>()
+                     .Ret<js::ffi::Buffer<js::ffi::S32>>())
+        .Attr<int64_t>("m")
+        .Attr<int64_t>("tile"));
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(
+    JaxsolveDenseCusolverMpOrgqr, js::Orgqr,
+    js::WithGrid(js::Stream()
+                     .Arg<js::ffi::AnyBuffer>()
+                     .Arg<js::ffi::AnyBuffer>()
+                     .Ret<js::ffi::AnyBuffer>()
+                     .Ret<js::ffi::Buffer<js::ffi::S32>>())
+        .Attr<int64_t>("m")
         .Attr<int64_t>("tile"));
 
 // Frees every cached handle, grid, descriptor and workspace (after the
