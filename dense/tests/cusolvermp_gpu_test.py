@@ -53,7 +53,7 @@ def relative_residual(a, x, b):
 
 def test_the_backend_is_picked_and_its_libraries_load(mesh):
     layout = _layout.Layout(mesh=mesh, matrix_spec=P("pr", "pc"))
-    for family in ("cholesky", "lu", "syevd", "sygvd"):
+    for family in _backend.FAMILIES:
         assert _backend.backend_name(family, layout, np.float32) == "cusolvermp"
     assert _nccl.nccl_version() >= 22902  # cuBLASMp 0.10 needs ncclCommQueryProperties
 
@@ -204,3 +204,26 @@ def test_qr(mesh, dtype, n, tile):
     assert np.linalg.norm(q @ r - a) < tolerance(dtype) * np.linalg.norm(a) * n
     assert np.linalg.norm(q.conj().T @ q - np.eye(n)) < tolerance(dtype) * n
     assert np.all(np.tril(r, -1) == 0)
+
+
+@pytest.mark.parametrize("shape", [(48, 24), (24, 40), (37, 37)], ids=["tall", "wide", "square"])
+def test_gesvd(mesh, dtype, shape):
+    rng = np.random.default_rng(9)
+    a = random_matrix(rng, shape, dtype)
+    u, s, vh = dense.gesvd(put(a, mesh), T_A=8)
+    k = min(shape)
+    assert u.shape == (shape[0], k) and s.shape == (k,) and vh.shape == (k, shape[1])
+    np.testing.assert_allclose(s, np.linalg.svd(a.astype(np.complex128), compute_uv=False),
+                               atol=tolerance(dtype) * np.linalg.norm(a))
+    u, vh = np.asarray(u, np.complex128), np.asarray(vh, np.complex128)
+    assert np.linalg.norm((u * np.asarray(s)) @ vh - a) < tolerance(dtype) * np.linalg.norm(a) * k
+
+
+def test_polar(mesh, dtype):
+    rng = np.random.default_rng(10)
+    a = well_conditioned(rng, 24, dtype)
+    u, h = dense.polar(put(a, mesh), T_A=8)
+    u, h = np.asarray(u, np.complex128), np.asarray(h, np.complex128)
+    assert np.linalg.norm(u @ h - a) < tolerance(dtype) * np.linalg.norm(a) * 24
+    assert np.linalg.norm(u.conj().T @ u - np.eye(24)) < tolerance(dtype) * 24
+    assert np.linalg.norm(h - h.conj().T) < tolerance(dtype) * np.linalg.norm(a) * 24

@@ -29,8 +29,8 @@ sharding. Meshes come from `jaxsolve.sharding` (`~jaxsolve.sharding.make_grid_me
 **Backends.** Two compute the routines today. The **XLA reference backend** uses XLA's own
 linear algebra (``jax.lax.linalg``, LAPACK on CPU) on the sharded operands: the correctness
 reference, not the scalable path (XLA gathers the matrix onto each device to factor it). The
-**cuSOLVERMp backend** (`potrs`, `cho_factor`, `lu_solve`, `lu_factor`, `syevd`, `sygvd` and
-what builds on them) runs NVIDIA cuSOLVERMp over the mesh's 2D process grid in ``T_A`` × ``T_A``
+**cuSOLVERMp backend** (every routine; wide matrices for `least_squares` and `qr`, and shapes
+the grid cannot split evenly, stay on the XLA reference) runs NVIDIA cuSOLVERMp over the mesh's 2D process grid in ``T_A`` × ``T_A``
 tiles, on jaxsolve's own NCCL communicator (`jaxsolve.sharding.nccl_communicator`), with one
 process per GPU or one process driving all its GPUs; its handles, grids and workspaces are
 cached until `clear_cache`. It computes by default on meshes of several GPUs; `use_backend`

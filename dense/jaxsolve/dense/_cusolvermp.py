@@ -1,4 +1,4 @@
-"""The cuSOLVERMp backend: Cholesky, LU, eigensolvers, least squares and QR over a 2D grid.
+"""The cuSOLVERMp backend: every dense routine, on a 2D process grid of GPUs.
 
 Every service runs as one XLA program over the caller's mesh:
 
@@ -59,6 +59,7 @@ _TARGETS = {
     "gels": "JaxsolveDenseCusolverMpGels",
     "geqrf": "JaxsolveDenseCusolverMpGeqrf",
     "orgqr": "JaxsolveDenseCusolverMpOrgqr",
+    "gesvd": "JaxsolveDenseCusolverMpGesvd",
 }
 
 # What cuSOLVERMp needs, in load order: (path below nvidia/, soname, pip wheel). The CUDA math
@@ -497,6 +498,60 @@ def _qr(layout: Layout, dtype: np.dtype) -> Decomposition:
     return Decomposition(decompose, _xla.decomposition_info)
 
 
+# ------------------------------------------------------------------------ SVD and polar
+
+
+def _svd(grid: Grid, dtype: np.dtype, a: jax.Array):
+    """The thin SVD ``(U, s, Vᴴ)`` of `a` by cuSOLVERMp's gesvd, or None when the grid cannot
+    split `a`, ``U`` or ``Vᴴ`` evenly (the caller falls back to the XLA reference)."""
+    m, n = a.shape
+    k = min(m, n)
+    if not all(_splits(grid, shape) for shape in ((m, n), (m, k), (k, n))):
+        return None
+    storage, _ = matrix_storage(grid, a)
+    u_plan, vt_plan = grid.plan(m, k), grid.plan(k, n)
+    attributes = dict(_attributes(grid, n), m=np.int64(m))
+    split = grid.matrix_spec()
+
+    def per_device(local):
+        results = (_like(local), jax.ShapeDtypeStruct((k,), _real(dtype)),
+                   _like(local, u_plan.local_shape[::-1]), _like(local, vt_plan.local_shape[::-1]),
+                   _like(local, (), jnp.int32))
+        _, s, u, vt, info = _call("gesvd", results, local, aliases={0: 0}, **attributes)
+        return s, u, vt, _agreed(info, grid)
+
+    s, u, vt, info = grid.shard_map(per_device, split, (P(), split, split, P()))(storage)
+    u = matrix_from_storage(grid, u, u_plan)
+    vt = matrix_from_storage(grid, vt, vt_plan)
+    return tuple(jnp.where(info == 0, x, jnp.nan) for x in (u, s, vt))
+
+
+def _gesvd(layout: Layout, dtype: np.dtype) -> Decomposition:
+    grid = grid_of(layout)
+
+    def decompose(a: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
+        result = _svd(grid, dtype, a)
+        return _xla.gesvd(a) if result is None else result
+
+    return Decomposition(decompose, _xla.decomposition_info)
+
+
+def _polar(layout: Layout, dtype: np.dtype) -> Decomposition:
+    """``A = U P`` from gesvd's ``A = W diag(s) Vᴴ``: ``U = W Vᴴ``, ``P = V diag(s) Vᴴ``."""
+    grid = grid_of(layout)
+
+    def decompose(a: jax.Array) -> tuple[jax.Array, jax.Array]:
+        result = _svd(grid, dtype, a)
+        if result is None:
+            return _xla.polar(a)
+        w, s, vh = result
+        v = jnp.conj(vh).T
+        matmul = functools.partial(jnp.matmul, precision=jax.lax.Precision.HIGHEST)
+        return matmul(w, vh), matmul(v * s.astype(a.dtype)[None, :], vh)
+
+    return Decomposition(decompose, _xla.decomposition_info)
+
+
 def _syevd(layout: Layout, dtype: np.dtype) -> Decomposition:
     return _eigen("syevd", layout, dtype, _xla.syevd_info)
 
@@ -506,5 +561,6 @@ def _sygvd(layout: Layout, dtype: np.dtype) -> Decomposition:
 
 
 for _family, _make in (("cholesky", _cholesky), ("lu", _lu), ("syevd", _syevd),
-                       ("sygvd", _sygvd), ("least_squares", _least_squares), ("qr", _qr)):
+                       ("sygvd", _sygvd), ("least_squares", _least_squares), ("qr", _qr),
+                       ("gesvd", _gesvd), ("polar", _polar)):
     register(_family, NAME, _make, applies=applies, clear=clear)

@@ -556,6 +556,44 @@ ffi::Error Orgqr(cudaStream_t stream, ffi::AnyBuffer qr, ffi::AnyBuffer tau,
       });
 }
 
+// gesvd: the thin SVD A = U diag(s) Vᴴ of an m x n A, k = min(m, n)
+// (cuSOLVERMp's default descriptor). Args: a. Rets: work (aliases a;
+// destroyed), s (k real singular values, descending, on every device),
+// u (m x k, local), vt (k x n, local), info. Attrs: grid, n, m, tile.
+ffi::Error Gesvd(cudaStream_t stream, ffi::AnyBuffer a, ffi::Result<ffi::AnyBuffer> work,
+                 ffi::Result<ffi::AnyBuffer> s, ffi::Result<ffi::AnyBuffer> u,
+                 ffi::Result<ffi::AnyBuffer> vt, ffi::Result<ffi::Buffer<ffi::S32>> info,
+                 int64_t comm, int64_t grid_rows, int64_t grid_cols, int64_t n, int64_t m,
+                 int64_t tile) {
+  cudaDataType_t dtype;
+  JAXSOLVE_RETURN_IF_ERROR(DataType(a.element_type(), &dtype));
+  const int64_t k = m < n ? m : n;
+  JAXSOLVE_RETURN_IF_ERROR(Place(a, work, stream));
+  Session session;
+  JAXSOLVE_RETURN_IF_ERROR(session.Open(a.untyped_data(), stream, comm, grid_rows, grid_cols));
+  Matrix A, U, VT;
+  JAXSOLVE_RETURN_IF_ERROR(
+      Describe(session, dtype, "a", a, work->untyped_data(), m, n, tile, &A));
+  JAXSOLVE_RETURN_IF_ERROR(Describe(session, dtype, "u", *u, u->untyped_data(), m, k, tile, &U));
+  JAXSOLVE_RETURN_IF_ERROR(
+      Describe(session, dtype, "vt", *vt, vt->untyped_data(), k, n, tile, &VT));
+  void* values = s->untyped_data();
+  auto h = session.handle();
+  const auto vectors = CUSOLVER_EIG_MODE_VECTOR;
+  return Run(
+      session, "cusolverMpGesvd",
+      [&](size_t* d, size_t* hb) {
+        return cusolverMpGesvd_bufferSize(h, nullptr, vectors, vectors, m, n, A.data, 1, 1,
+                                          A.descriptor, values, U.data, 1, 1, U.descriptor,
+                                          VT.data, 1, 1, VT.descriptor, dtype, d, hb);
+      },
+      [&](void* dw, size_t d, void* hw, size_t hb) {
+        return cusolverMpGesvd(h, nullptr, vectors, vectors, m, n, A.data, 1, 1, A.descriptor,
+                               values, U.data, 1, 1, U.descriptor, VT.data, 1, 1, VT.descriptor,
+                               dtype, dw, d, hw, hb, info->typed_data());
+      });
+}
+
 // The bindings: context, operands, results, then the grid attributes.
 template <typename Binding>
 auto WithGrid(Binding binding) {
@@ -583,6 +621,7 @@ JAXSOLVE_DENSE_EXPORT XLA_FFI_Error* JaxsolveDenseCusolverMpSygvd(XLA_FFI_CallFr
 JAXSOLVE_DENSE_EXPORT XLA_FFI_Error* JaxsolveDenseCusolverMpGels(XLA_FFI_CallFrame* call_frame);
 JAXSOLVE_DENSE_EXPORT XLA_FFI_Error* JaxsolveDenseCusolverMpGeqrf(XLA_FFI_CallFrame* call_frame);
 JAXSOLVE_DENSE_EXPORT XLA_FFI_Error* JaxsolveDenseCusolverMpOrgqr(XLA_FFI_CallFrame* call_frame);
+JAXSOLVE_DENSE_EXPORT XLA_FFI_Error* JaxsolveDenseCusolverMpGesvd(XLA_FFI_CallFrame* call_frame);
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(
     JaxsolveDenseCusolverMpPotrf, js::Potrf,
@@ -672,6 +711,18 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(
     js::WithGrid(js::Stream()
                      .Arg<js::ffi::AnyBuffer>()
                      .Arg<js::ffi::AnyBuffer>()
+                     .Ret<js::ffi::AnyBuffer>()
+                     .Ret<js::ffi::Buffer<js::ffi::S32>>())
+        .Attr<int64_t>("m")
+        .Attr<int64_t>("tile"));
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(
+    JaxsolveDenseCusolverMpGesvd, js::Gesvd,
+    js::WithGrid(js::Stream()
+                     .Arg<js::ffi::AnyBuffer>()
+                     .Ret<js::ffi::AnyBuffer>()
+                     .Ret<js::ffi::AnyBuffer>()
+                     .Ret<js::ffi::AnyBuffer>()
                      .Ret<js::ffi::AnyBuffer>()
                      .Ret<js::ffi::Buffer<js::ffi::S32>>())
         .Attr<int64_t>("m")
