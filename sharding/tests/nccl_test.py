@@ -87,3 +87,28 @@ def test_a_missing_library_names_its_wheel():
     with pytest.raises(RuntimeError, match="from the pip wheel nvidia-example-cu13"):
         _nccl.preload("example/lib/libjaxsolve_absent.so.0", "libjaxsolve_absent.so.0",
                       "nvidia-example-cu13")
+
+
+def test_inside_jit_the_exchange_says_what_to_do(run_launcher):
+    script = """
+        import os
+        import jax, jax.numpy as jnp
+        import jaxsolve.sharding as js
+        from jaxsolve.sharding import _nccl
+
+        js.initialize()
+
+        def traced(x):
+            _nccl.exchange_unique_id(jax.devices()[:3], lambda: os.urandom(128), 128)
+            return x
+
+        try:
+            jax.jit(traced)(jnp.ones(2))
+        except RuntimeError as error:
+            print("refused:", "create the communicator before tracing" in str(error), flush=True)
+    """
+    run = run_launcher(script, "-n", "2", "--devices-per-process", "2", "--platform", "cpu",
+                       "--timeout", "100", limit=120.0)
+    assert run.returncode == 0, run.stdout + run.stderr
+    for rank in (0, 1):
+        assert "refused: True" in run.lines_of(rank), run.stdout

@@ -89,6 +89,7 @@ class _Entry:
 
 _REGISTRY: dict[str, list[_Entry]] = {family: [] for family in FAMILIES}
 _CLEAR_HOOKS: list[Callable[[], None]] = []
+_PREPARE_HOOKS: list[Callable[[Layout], None]] = []
 
 
 def register(
@@ -98,6 +99,7 @@ def register(
     *,
     applies: Predicate = lambda layout, dtype: True,
     clear: Callable[[], None] | None = None,
+    prepare: Callable[[Layout], None] | None = None,
 ) -> None:
     """Registers a backend's services for one family, ahead of those registered before.
 
@@ -110,12 +112,23 @@ def register(
       applies: ``applies(layout, dtype)``, whether this backend computes a call on `layout`
         with `dtype`; the first registered backend that applies wins, newest first.
       clear: frees the backend's cached handles and workspaces (`clear_cache` calls it).
+      prepare: ``prepare(layout)``, readies outside ``jax.jit`` what the services of a call
+        on `layout` will need and cannot make while traced (e.g. a communicator whose id
+        travels between processes); `prepare_backends` calls it.
     """
     if family not in _REGISTRY:
         raise ValueError(f"register: unknown family {family!r}; families are {FAMILIES}.")
     _REGISTRY[family].insert(0, _Entry(backend, applies, make))
     if clear is not None and clear not in _CLEAR_HOOKS:
         _CLEAR_HOOKS.append(clear)
+    if prepare is not None and prepare not in _PREPARE_HOOKS:
+        _PREPARE_HOOKS.append(prepare)
+
+
+def prepare_backends(layout: Layout) -> None:
+    """Runs every backend's ``prepare`` hook for a call on `layout` (before tracing it)."""
+    for hook in _PREPARE_HOOKS:
+        hook(layout)
 
 
 _PREFERRED: contextvars.ContextVar[str | None] = contextvars.ContextVar(

@@ -9,7 +9,8 @@ from typing import Any
 
 import jax
 
-from ._backend import clear_backends, preferred_backend
+from ._backend import clear_backends, preferred_backend, prepare_backends
+from ._layout import Layout
 
 
 @functools.lru_cache(maxsize=None)
@@ -33,8 +34,12 @@ def run(body: Callable[..., Any], statics: tuple[Any, ...], arrays: tuple[Any, .
     every input is deleted afterwards, also one that no output could reuse (XLA's warning about
     it is silenced: the caller asked for the buffer to go). The program is built once per
     `body`, `statics` (hashable: layouts, flags), `donate` and preferred backend
-    (`use_backend`); ``jax.jit`` then compiles it once per shape and dtype.
+    (`use_backend`); ``jax.jit`` then compiles it once per shape and dtype. Backends first
+    ready what they cannot make while traced (`prepare_backends`).
     """
+    for static in statics:
+        if isinstance(static, Layout):
+            prepare_backends(static)
     program = _program(body, statics, len(arrays), donate, preferred_backend())
     if not donate:
         return program(*arrays)

@@ -188,6 +188,19 @@ def applies(layout: Layout, dtype: np.dtype) -> bool:
     return layout.mesh.devices.size > 1 or preferred_backend() == NAME
 
 
+def prepare(layout: Layout) -> None:
+    """Loads the libraries and creates the grid's communicator before a call is traced.
+
+    In a run of several processes the communicator's unique id travels through a JAX
+    collective, which cannot run while ``jax.jit`` traces; here, called by the routines before
+    they trace, it can. (Inside a caller's own ``jax.jit``, create it first with
+    `jaxsolve.sharding.nccl_communicator` on the mesh's devices, row-major over the grid.)
+    """
+    if applies(layout, np.dtype(np.float32)):
+        library()
+        nccl_communicator(grid_of(layout).devices)
+
+
 def _attributes(grid: Grid, n: int) -> dict[str, Any]:
     library()
     communicator = nccl_communicator(grid.devices)
@@ -563,4 +576,4 @@ def _sygvd(layout: Layout, dtype: np.dtype) -> Decomposition:
 for _family, _make in (("cholesky", _cholesky), ("lu", _lu), ("syevd", _syevd),
                        ("sygvd", _sygvd), ("least_squares", _least_squares), ("qr", _qr),
                        ("gesvd", _gesvd), ("polar", _polar)):
-    register(_family, NAME, _make, applies=applies, clear=clear)
+    register(_family, NAME, _make, applies=applies, clear=clear, prepare=prepare)

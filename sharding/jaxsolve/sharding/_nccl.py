@@ -226,7 +226,7 @@ def exchange_unique_id(devices: Sequence[jax.Device], make_id: Callable[[], byte
     The lowest-numbered process holding one of `devices` calls `make_id`. If other processes
     hold devices of the set too, the id reaches every process through
     `jax.experimental.multihost_utils.broadcast_one_to_all`, a collective that every process of
-    the run must enter; a single process holding all of them keeps it.
+    the run must enter, outside ``jax.jit``; a single process holding all of them keeps it.
 
     Args:
       devices: the communicator's devices.
@@ -235,6 +235,7 @@ def exchange_unique_id(devices: Sequence[jax.Device], make_id: Callable[[], byte
 
     Raises:
       ValueError: `make_id` returned an id of another length.
+      RuntimeError: called inside ``jax.jit`` when the id must travel between processes.
     """
     processes = sorted({d.process_index for d in devices})
     me = jax.process_index()
@@ -248,8 +249,15 @@ def exchange_unique_id(devices: Sequence[jax.Device], make_id: Callable[[], byte
         return local
     from jax.experimental import multihost_utils
 
-    received = multihost_utils.broadcast_one_to_all(
-        np.frombuffer(local, np.uint8), is_source=me == processes[0])
+    try:
+        received = multihost_utils.broadcast_one_to_all(
+            np.frombuffer(local, np.uint8), is_source=me == processes[0])
+    except ValueError as error:  # JAX refuses the collective while jax.jit traces
+        raise RuntimeError(
+            "the NCCL unique id of a communicator over several processes travels through a "
+            "JAX collective, which cannot run inside jax.jit: create the communicator before "
+            "tracing, with jaxsolve.sharding.nccl_communicator(devices)."
+        ) from error
     return np.asarray(received, dtype=np.uint8).tobytes()
 
 
@@ -268,8 +276,9 @@ def nccl_communicator(devices: Sequence[jax.Device]) -> NcclCommunicator:
     """The NCCL communicator whose rank ``k`` is ``devices[k]``: created once, then cached.
 
     Every process of the run must call it with the same devices in the same order when several
-    processes hold them (SPMD programs do). Creating one is a collective over the devices: in
-    one process holding several GPUs, their ranks are created together in an NCCL group.
+    processes hold them (SPMD programs do), and then outside ``jax.jit`` (the unique id travels
+    through a JAX collective). Creating one is a collective over the devices: in one process
+    holding several GPUs, their ranks are created together in an NCCL group.
 
     Args:
       devices: distinct GPU devices, in rank order; e.g. a mesh's ``devices.flat`` (row-major
