@@ -14,6 +14,7 @@ import scipy.linalg
 from helpers import grid_mesh, put, random_matrix
 from jax.sharding import PartitionSpec as P
 
+import jaxsolve.layout as jl
 import jaxsolve.sharding as js
 from jaxsolve import dense
 from jaxsolve.dense import _backend, _compile, _cusolvermp, _layout
@@ -65,6 +66,19 @@ class TestStorage:
         assert block[lj, li] == a[13, 7]
         back = _cusolvermp.matrix_from_storage(g, storage, plan)
         np.testing.assert_array_equal(back, a)
+
+    def test_whole_tiles_on_one_device_take_the_in_place_transpose(self, rows, cols, x64):
+        mesh = grid_mesh(rows, cols)
+        g = grid(mesh)
+        a = put(random_matrix(np.random.default_rng(3), (16, 8), np.float64), mesh,
+                P("pr", "pc"))
+        plan = g.plan(16, 8)
+        assert _cusolvermp._in_place(g, plan) == (rows == cols == 1)
+        storage, _ = _cusolvermp.matrix_storage(g, a)
+        general = jax.jit(lambda x: jl.to_block_cyclic(x, plan, mesh, ("pr", "pc")))(a)
+        np.testing.assert_array_equal(  # the same local matrices either way
+            np.asarray(storage), np.asarray(general).transpose(0, 2, 1, 3).reshape(storage.shape))
+        np.testing.assert_array_equal(_cusolvermp.matrix_from_storage(g, storage, plan), a)
 
     def test_diagonal(self, rows, cols, x64):
         mesh = grid_mesh(rows, cols)

@@ -228,8 +228,14 @@ def matrix_storage(grid: Grid, x: jax.Array) -> tuple[jax.Array, jl.BlockCyclicP
 
     The storage is a ``(P_r n_loc, P_c m_loc)`` array split ``P(row_axis, col_axis)``: the
     block of device ``(p, q)`` is its ``(m_loc, n_loc)`` local matrix in column-major order.
+    When the local matrix is the device's own block (a 1 × 1 grid, whole tiles), it is
+    `jaxsolve.layout.local_row_to_column_major`'s in-place transpose, which with a donated
+    ``x`` allocates no second matrix.
     """
     plan = grid.plan(*x.shape)
+    if _in_place(grid, plan):
+        return grid.shard_map(functools.partial(jl.local_row_to_column_major, tile=plan.tile),
+                              grid.matrix_spec(), grid.matrix_spec())(x), plan
     storage = jl.to_block_cyclic(x, plan, grid.layout.mesh, grid.axes)
     return grid.shard_map(lambda block: block[0, 0], grid.storage_spec(),
                           grid.matrix_spec())(storage), plan
@@ -237,9 +243,17 @@ def matrix_storage(grid: Grid, x: jax.Array) -> tuple[jax.Array, jl.BlockCyclicP
 
 def matrix_from_storage(grid: Grid, storage: jax.Array, plan: jl.BlockCyclicPlan) -> jax.Array:
     """The inverse of `matrix_storage`: the ``(m, n)`` matrix, split like the caller's."""
+    if _in_place(grid, plan):
+        return grid.shard_map(functools.partial(jl.local_column_to_row_major, tile=plan.tile),
+                              grid.matrix_spec(), grid.matrix_spec())(storage)
     storage = grid.shard_map(lambda block: block[None, None], grid.matrix_spec(),
                              grid.storage_spec())(storage)
     return jl.from_block_cyclic(storage, plan, grid.layout.mesh, grid.axes)
+
+
+def _in_place(grid: Grid, plan: jl.BlockCyclicPlan) -> bool:
+    """Whether the device's block is its local matrix (no data moves between devices)."""
+    return grid.shape == (1, 1) and plan.padded_shape == (plan.m, plan.n)
 
 
 def _rhs_storage(grid: Grid, rhs: jax.Array):
