@@ -62,6 +62,9 @@ _TARGETS = {
     "gesvd": "JaxsolveDenseCusolverMpGesvd",
 }
 
+# cuBLASMp 0.10 (cuSOLVERMp 0.9.1's) calls ncclCommQueryProperties, new in NCCL 2.29.2.
+_MIN_NCCL = 22902
+
 # What cuSOLVERMp needs, in load order: (path below nvidia/, soname, pip wheel). The CUDA math
 # libraries usually come with JAX's CUDA plugin; cuBLASMp and cuSOLVERMp with our extra.
 _PRELOADS = {
@@ -89,6 +92,12 @@ def library() -> ctypes.CDLL:
     if major not in _PRELOADS:
         raise RuntimeError(f"jaxsolve.dense's cuSOLVERMp backend is not built for CUDA {major}.")
     _nccl.nccl_library()  # NCCL and jaxsolve's communicators first: the handlers bind to them
+    version = _nccl.nccl_version()
+    if version < _MIN_NCCL:
+        raise RuntimeError(
+            f"jaxsolve.dense's cuSOLVERMp backend needs NCCL >= 2.29.2 (cuBLASMp 0.10 calls "
+            f"ncclCommQueryProperties), but the process has NCCL {version}: install "
+            f"nvidia-nccl-cu{major}>=2.29.2, or preload a newer libnccl.so.2 (LD_PRELOAD).")
     for relative, soname, wheel in _PRELOADS[major]:
         _nccl.preload(relative, soname, wheel)
     name = f"libjaxsolve_dense_cusolvermp_cuda{major}.so"
