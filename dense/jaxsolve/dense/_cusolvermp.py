@@ -123,6 +123,15 @@ def clear() -> None:
         library().JaxsolveDenseCusolverMpClear()
 
 
+def workspace_bytes() -> int:
+    """Bytes of the device workspaces the handlers hold (cudaMalloc'ed, outside XLA)."""
+    if not library.cache_info().currsize:
+        return 0
+    function = library().JaxsolveDenseCusolverMpWorkspaceBytes
+    function.restype = ctypes.c_int64
+    return function()
+
+
 def cached_grids() -> int:
     """How many (device, grid) entries the handlers' cache holds (0 before first use)."""
     if not library.cache_info().currsize:

@@ -752,3 +752,14 @@ JAXSOLVE_DENSE_EXPORT int JaxsolveDenseCusolverMpCachedGrids() {
   for (auto& entry : js::Cache()) count += entry.second->grid != nullptr;
   return count;
 }
+
+// The bytes of the device workspaces the cache holds (for memory accounting:
+// they are cudaMalloc'ed, outside XLA's allocator).
+JAXSOLVE_DENSE_EXPORT int64_t JaxsolveDenseCusolverMpWorkspaceBytes() {
+  std::lock_guard<std::mutex> lock(js::cache_mutex);
+  int64_t bytes = 0;
+  for (auto& entry : js::Cache()) {
+    if (entry.second->grid) bytes += static_cast<int64_t>(entry.second->grid->device_bytes);
+  }
+  return bytes;
+}
