@@ -87,7 +87,7 @@ class TestStorage:
         storage, _ = _cusolvermp.matrix_storage(g, put(a, mesh, P("pr", "pc")))
         np.testing.assert_array_equal(_cusolvermp._diagonal(g, storage, 22), np.diagonal(a))
 
-    def test_row_swaps_of_scalapack_pivots(self, rows, cols, x64):
+    def test_scalapack_pivots_gathered(self, rows, cols, x64):
         # getrf's pivots (1-based global rows) laid out as ScaLAPACK lays them out: each
         # device holds the entries of its local rows, the same in every process column.
         n = 22
@@ -105,8 +105,9 @@ class TestStorage:
                     i = plan.to_global(p, q, li, 0)[0]
                     if i < n:
                         pivots[p * local_rows + li, 2 * q] = ipiv[i]
-        swaps = _cusolvermp._swap_count(g, put(pivots, mesh, P("pr", "pc")), n)
-        assert int(swaps) == int(np.sum(ipiv != np.arange(1, n + 1))) > 0
+        gathered = _cusolvermp._gathered_pivots(g, put(pivots, mesh, P("pr", "pc")), n)
+        np.testing.assert_array_equal(gathered, ipiv - 1)
+        assert np.sum(ipiv != np.arange(1, n + 1)) > 0
 
 
 class TestChoice:

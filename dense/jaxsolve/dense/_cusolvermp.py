@@ -338,11 +338,10 @@ def _local_factor_call(grid: Grid, routine: str, a: jax.Array, extra_results=())
 
 
 def _local_solve_call(grid: Grid, routine: str, factors: tuple[jax.Array, ...], n: int,
-                      rhs: jax.Array, **more) -> jax.Array:
+                      rhs: jax.Array) -> jax.Array:
     """``routine`` (potrs, getrs) with the factor's arrays on ``rhs`` ``(n, k)``."""
     storage, plan, k = _rhs_storage(grid, rhs)
-    attributes = dict(_attributes(grid, n), nrhs=np.int64(plan.n),
-                      **{name: np.int64(v) for name, v in more.items()})
+    attributes = dict(_attributes(grid, n), nrhs=np.int64(plan.n))
     split = grid.matrix_spec()
 
     def per_device(*blocks):
@@ -372,9 +371,13 @@ def _cholesky(layout: Layout, dtype: np.dtype) -> FactorServices:
     grid = grid_of(layout)
 
     def factor(a: jax.Array) -> CholeskyFactor:
-        l, info = _local_factor_call(grid, "potrf", a)
-        l = jnp.where(info == 0, l, jnp.nan)
-        return CholeskyFactor(l, jnp.real(_diagonal(grid, l, a.shape[0])), info)
+        l, native = _local_factor_call(grid, "potrf", a)
+        diagonal = _diagonal(grid, l, a.shape[0])
+        # potrf's info: the first leading minor that is not positive definite, where the
+        # factor's diagonal stops being positive.
+        info = _checked_info(native, _first(~(jnp.real(diagonal) > 0)))
+        return CholeskyFactor(jnp.where(info == 0, l, jnp.nan),
+                              jnp.where(info == 0, jnp.real(diagonal), jnp.nan), info)
 
     def solve(factor: CholeskyFactor, rhs: jax.Array) -> jax.Array:
         return _local_solve_call(grid, "potrs", (factor.storage,), factor.diagonal.shape[0], rhs)
@@ -399,23 +402,40 @@ class LUFactor(NamedTuple):
     info: jax.Array
 
 
-def _swap_count(grid: Grid, pivots: jax.Array, n: int) -> jax.Array:
-    """Rows ``i`` that getrf swapped (``ipiv[i] != i + 1``), counted once over the grid."""
+def _gathered_pivots(grid: Grid, pivots: jax.Array, n: int) -> jax.Array:
+    """getrf's pivots as one replicated ``(n,)`` vector, 0-based (LAPACK's ``ipiv - 1``).
+
+    cuSOLVERMp, like ScaLAPACK, leaves the pivot of global row ``i`` (the 1-based global row
+    it was swapped with) on the devices that hold row ``i``, in every process column.
+    """
     plan = grid.plan(n, n)
     local_rows = plan.local_shape[0]
-    rows = np.full((grid.shape[0], local_rows), -1, np.int32)
+    rows = np.full((grid.shape[0], local_rows), n, np.int32)  # n: a padding row, dropped
     for p in range(grid.shape[0]):
         global_rows = np.asarray(plan.to_global(p, 0, np.arange(local_rows), 0)[0])
-        rows[p] = np.where(global_rows < n, global_rows, -1)
+        rows[p] = np.where(global_rows < n, global_rows, n)
 
     def per_device(block):  # (local rows, 2): the low words hold the (1-based) pivots
         p, q = grid.position()
-        mine = jnp.asarray(rows)[p]
-        swapped = (mine >= 0) & (block[:, 0] != mine + 1)
-        count = jnp.where(q == 0, jnp.sum(swapped), 0).astype(jnp.int32)
-        return jax.lax.psum(count, grid.split_axes)
+        mine = jnp.zeros((n,), jnp.int32).at[jnp.asarray(rows)[p]].set(
+            block[:, 0] - 1, mode="drop")
+        return jax.lax.psum(jnp.where(q == 0, mine, 0), grid.split_axes)
 
     return grid.shard_map(per_device, grid.matrix_spec(), P())(pivots)
+
+
+def _first(bad: jax.Array) -> jax.Array:
+    """LAPACK-style info: 1 + the first index where `bad`, or 0."""
+    return jnp.where(jnp.any(bad), jnp.argmax(bad) + 1, 0).astype(jnp.int32)
+
+
+def _checked_info(native: jax.Array, from_diagonal: jax.Array) -> jax.Array:
+    """The factorization's info: the diagonal's verdict (LAPACK's, exactly), else cuSOLVERMp's.
+
+    cuSOLVERMp leaves ``info`` at 0 for some failures that LAPACK reports (an exactly
+    singular ``U``, measured on the H200), so the factor's diagonal decides first.
+    """
+    return jnp.where(from_diagonal > 0, from_diagonal, native)
 
 
 def _lu(layout: Layout, dtype: np.dtype) -> FactorServices:
@@ -424,13 +444,25 @@ def _lu(layout: Layout, dtype: np.dtype) -> FactorServices:
     def factor(a: jax.Array) -> LUFactor:
         n = a.shape[0]
         pivots = lambda local: jax.ShapeDtypeStruct((local.shape[1], 2), jnp.int32)  # noqa: E731
-        lu, ipiv, info = _local_factor_call(grid, "getrf", a, (pivots,))
-        lu = jnp.where(info == 0, lu, jnp.nan)
-        return LUFactor(lu, ipiv, _diagonal(grid, lu, n), _swap_count(grid, ipiv, n), info)
+        lu, ipiv, native = _local_factor_call(grid, "getrf", a, (pivots,))
+        diagonal = _diagonal(grid, lu, n)
+        # getrf's info: the first exactly zero pivot U(i, i).
+        info = _checked_info(native, _first(~(jnp.abs(diagonal) > 0)))
+        swaps = jnp.sum(_gathered_pivots(grid, ipiv, n) != jnp.arange(n, dtype=jnp.int32))
+        return LUFactor(jnp.where(info == 0, lu, jnp.nan), ipiv,
+                        jnp.where(info == 0, diagonal, jnp.nan), swaps.astype(jnp.int32), info)
 
     def solve(factor: LUFactor, rhs: jax.Array, transpose: bool) -> jax.Array:
-        return _local_solve_call(grid, "getrs", (factor.storage, factor.pivots),
-                                 factor.diagonal.shape[0], rhs, trans=1 if transpose else 0)
+        n = factor.diagonal.shape[0]
+        if not transpose:
+            return _local_solve_call(grid, "getrs", (factor.storage, factor.pivots), n, rhs)
+        # cuSOLVERMp's getrs solves only with A itself (trans 'T' is CUSOLVER_STATUS_NOT_
+        # SUPPORTED, measured on the H200). Aᵀ x = b, needed by reverse-mode derivatives, is
+        # solved by XLA with the same factor, gathered: no second factorization.
+        lu = matrix_from_storage(grid, factor.storage, grid.plan(n, n))
+        pivots = _gathered_pivots(grid, factor.pivots, n)
+        permutation = jax.lax.linalg.lu_pivots_to_permutation(pivots, n)
+        return _xla.getrs(_xla.LUFactor(lu, pivots, permutation, factor.info), rhs, True)
 
     def logdet(factor: LUFactor) -> tuple[jax.Array, jax.Array]:
         diagonal = factor.diagonal

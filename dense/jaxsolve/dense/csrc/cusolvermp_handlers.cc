@@ -370,15 +370,15 @@ ffi::Error Getrf(cudaStream_t stream, ffi::AnyBuffer a, ffi::Result<ffi::AnyBuff
       });
 }
 
-// getrs: X = op(A)⁻¹ B with getrf's factor. Args: lu, ipiv, b. Rets: x
-// (aliases b), info. Attrs: grid, n, nrhs, tile, trans (0: N, 1: T, 2: C).
+// getrs: X = A⁻¹ B with getrf's factor (cuSOLVERMp 0.9 solves with A only:
+// trans 'T' and 'C' are CUSOLVER_STATUS_NOT_SUPPORTED). Args: lu, ipiv, b.
+// Rets: x (aliases b), info. Attrs: grid, n, nrhs, tile.
 ffi::Error Getrs(cudaStream_t stream, ffi::AnyBuffer lu, ffi::AnyBuffer ipiv, ffi::AnyBuffer b,
                  ffi::Result<ffi::AnyBuffer> x, ffi::Result<ffi::Buffer<ffi::S32>> info,
                  int64_t comm, int64_t grid_rows, int64_t grid_cols, int64_t n, int64_t nrhs,
-                 int64_t tile, int64_t trans) {
+                 int64_t tile) {
   cudaDataType_t dtype;
   JAXSOLVE_RETURN_IF_ERROR(DataType(lu.element_type(), &dtype));
-  if (trans < 0 || trans > 2) return Invalid("trans must be 0, 1 or 2");
   JAXSOLVE_RETURN_IF_ERROR(Place(b, x, stream));
   Session session;
   JAXSOLVE_RETURN_IF_ERROR(session.Open(lu.untyped_data(), stream, comm, grid_rows, grid_cols));
@@ -386,7 +386,7 @@ ffi::Error Getrs(cudaStream_t stream, ffi::AnyBuffer lu, ffi::AnyBuffer ipiv, ff
   JAXSOLVE_RETURN_IF_ERROR(Describe(session, dtype, "lu", lu, lu.untyped_data(), n, n, tile, &A));
   JAXSOLVE_RETURN_IF_ERROR(Describe(session, dtype, "b", b, x->untyped_data(), n, nrhs, tile, &B));
   const auto* pivots = static_cast<const int64_t*>(ipiv.untyped_data());
-  const auto op = static_cast<cublasOperation_t>(trans);
+  const auto op = CUBLAS_OP_N;
   auto h = session.handle();
   return Run(
       session, "cusolverMpGetrs",
@@ -659,8 +659,7 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(
                      .Ret<js::ffi::AnyBuffer>()
                      .Ret<js::ffi::Buffer<js::ffi::S32>>())
         .Attr<int64_t>("nrhs")
-        .Attr<int64_t>("tile")
-        .Attr<int64_t>("trans"));
+        .Attr<int64_t>("tile"));
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(
     JaxsolveDenseCusolverMpSyevd, js::Syevd,
