@@ -4,14 +4,16 @@ Every service runs as one XLA program over the caller's mesh:
 
 1. `jaxsolve.layout.to_block_cyclic` moves the sharded matrix into the 2D block-cyclic storage
    of a `~jaxsolve.layout.BlockCyclicPlan` (tile ``T_A``; device ``(p, q)`` of the mesh is
-   process ``(p, q)`` of the grid);
+   process ``(p, q)`` of the grid); on a 1 × 1 grid with whole tiles,
+   `jaxsolve.layout.local_row_to_column_major` does it in place;
 2. inside `jax.shard_map`, each device's XLA FFI handler
    (``libjaxsolve_dense_cusolvermp_cuda13.so``) calls cuSOLVERMp on its local matrix; all the
    grid's devices are the ranks of one of jaxsolve's own NCCL communicators
    (`jaxsolve.sharding.nccl_communicator`), rank ``p * P_c + q``
    (``CUSOLVERMP_GRID_MAPPING_ROW_MAJOR``), whether one process drives them all or each has
    its own;
-3. results go back with `jaxsolve.layout.from_block_cyclic`. Factors stay in block-cyclic
+3. results go back with `jaxsolve.layout.from_block_cyclic` (or the in-place inverse).
+   Factors stay in block-cyclic
    storage (a ``(P_r n_loc, P_c m_loc)`` array split ``P(row_axis, col_axis)``: each device's
    block is its column-major local matrix), so `cho_solve`/`lu_solve` and every derivative
    solve reuse them without moving the matrix again.
@@ -105,6 +107,7 @@ def library() -> ctypes.CDLL:
         loaded = ctypes.CDLL(str(pathlib.Path(__file__).absolute().parent / name))
     except OSError as error:
         raise RuntimeError(f"jaxsolve.dense: cannot load {name}: {error}") from error
+    loaded.JaxsolveDenseCusolverMpWorkspaceBytes.restype = ctypes.c_int64
     for routine, symbol in _TARGETS.items():
         jax.ffi.register_ffi_target(_target(routine), jax.ffi.pycapsule(getattr(loaded, symbol)),
                                     platform="CUDA")
@@ -127,9 +130,7 @@ def workspace_bytes() -> int:
     """Bytes of the device workspaces the handlers hold (cudaMalloc'ed, outside XLA)."""
     if not library.cache_info().currsize:
         return 0
-    function = library().JaxsolveDenseCusolverMpWorkspaceBytes
-    function.restype = ctypes.c_int64
-    return function()
+    return library().JaxsolveDenseCusolverMpWorkspaceBytes()
 
 
 def cached_grids() -> int:
