@@ -227,3 +227,21 @@ def test_polar(mesh, dtype):
     assert np.linalg.norm(u @ h - a) < tolerance(dtype) * np.linalg.norm(a) * 24
     assert np.linalg.norm(u.conj().T @ u - np.eye(24)) < tolerance(dtype) * 24
     assert np.linalg.norm(h - h.conj().T) < tolerance(dtype) * np.linalg.norm(a) * 24
+
+
+def test_jit_and_vmap(mesh, x64):
+    rng = np.random.default_rng(11)
+    n = 16
+    stack = np.stack([hermitian_positive_definite(rng, n, np.float64) for _ in range(2)])
+    b = random_matrix(rng, (3, n), np.float64)
+    solve = jax.jit(lambda m, v: dense.potrs(m, v, T_A=4, mesh=mesh))
+    np.testing.assert_allclose(solve(put(stack[0], mesh), put(b[0], mesh, P("pr"))),
+                               np.linalg.solve(stack[0], b[0]), rtol=1e-10)
+    # Over right-hand sides: columns of one solve. Over matrices: one solve after another.
+    x = jax.vmap(lambda v: dense.potrs(put(stack[0], mesh), v, T_A=4))(jnp.asarray(b))
+    np.testing.assert_allclose(x, np.linalg.solve(stack[0], b.T).T, rtol=1e-10)
+    x = jax.vmap(lambda m: dense.potrs(m, jnp.asarray(b[0]), T_A=4, mesh=mesh))(
+        jnp.asarray(stack))
+    np.testing.assert_allclose(x, [np.linalg.solve(m, b[0]) for m in stack], rtol=1e-10)
+    w = jax.vmap(lambda m: dense.syevd(m, T_A=4, mesh=mesh)[0])(jnp.asarray(stack))
+    np.testing.assert_allclose(w, [np.linalg.eigvalsh(m) for m in stack], rtol=1e-10)
