@@ -13,6 +13,7 @@ import pytest
 from helpers import hermitian, hermitian_positive_definite, is_wide, random_matrix, well_conditioned
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
+from jax.test_util import check_grads
 
 import jaxsolve.sharding as js
 from jaxsolve import dense
@@ -245,3 +246,33 @@ def test_jit_and_vmap(mesh, x64):
     np.testing.assert_allclose(x, [np.linalg.solve(m, b[0]) for m in stack], rtol=1e-10)
     w = jax.vmap(lambda m: dense.syevd(m, T_A=4, mesh=mesh)[0])(jnp.asarray(stack))
     np.testing.assert_allclose(w, [np.linalg.eigvalsh(m) for m in stack], rtol=1e-10)
+
+
+def _hermitian_part(m):
+    return (m + jnp.conj(m).T) / 2
+
+
+def test_check_grads(mesh, x64):
+    rng = np.random.default_rng(12)
+    n = 8
+    a = put(hermitian_positive_definite(rng, n, np.float64), mesh)
+    g = put(well_conditioned(rng, n, np.float64), mesh)
+    h = put(hermitian(rng, n, np.float64), mesh)
+    b = jnp.asarray(random_matrix(rng, (n, 2), np.float64))
+
+    def potrs(m, v):
+        return dense.potrs(_hermitian_part(m), v, T_A=4, mesh=mesh, return_logdet=True)
+
+    def syevd(m):  # gauge invariant: eigenvalues and V diag(w²) Vᴴ
+        w, v = dense.syevd(_hermitian_part(m), T_A=4, mesh=mesh)
+        return w, (v * w[None, :] ** 2) @ v.T
+
+    def sygvd(m, s):
+        w, v = dense.sygvd(_hermitian_part(m), _hermitian_part(s), T_A=4, mesh=mesh)
+        return w, (v * w[None, :]) @ v.T
+
+    check_grads(potrs, (a, b), order=1, modes=("fwd", "rev"))
+    check_grads(lambda m, v: dense.lu_solve(m, v, T_A=4, mesh=mesh), (g, b), order=1,
+                modes=("fwd", "rev"))
+    check_grads(syevd, (h,), order=1, modes=("fwd", "rev"))
+    check_grads(sygvd, (h, a), order=1, modes=("fwd", "rev"))
