@@ -175,3 +175,43 @@ nvidia_wheel_headers = repository_rule(
     bind at load time to the copy Python preloads from the installed wheel. Fetched only when
     a target uses it.""",
 )
+
+def _nvidia_wheel_library_impl(rctx):
+    root = _nvidia_wheel_dir(rctx, rctx.attr.subdir, "include/" + rctx.attr.header)
+    if not root:
+        fail("%s not found in the venv's site-packages (nvidia/%s/include). Install the pip wheel %s." %
+             (rctx.attr.header, rctx.attr.subdir, rctx.attr.wheel))
+    rctx.symlink(root + "/include", "include")
+    rctx.symlink(root + "/lib/" + rctx.attr.library, "lib/" + rctx.attr.library)
+    rctx.file("BUILD.bazel", """\
+package(default_visibility = ["//visibility:public"])
+
+# From the pip wheel {wheel}.
+cc_library(
+    name = "headers",
+    hdrs = glob(["include/**/*.h"]),
+    includes = ["include"],
+)
+
+# Linked by its soname; at run time the wheel's copy is loaded first (see jaxsolve.dense).
+cc_import(
+    name = "library",
+    shared_library = "lib/{library}",
+)
+""".format(wheel = rctx.attr.wheel, library = rctx.attr.library))
+
+nvidia_wheel_library = repository_rule(
+    implementation = _nvidia_wheel_library_impl,
+    attrs = {
+        "header": attr.string(mandatory = True, doc = "a header the wheel must have, e.g. nccl.h"),
+        "library": attr.string(mandatory = True, doc = "the shared library's file name"),
+        "subdir": attr.string(mandatory = True, doc = "the wheel's folder below nvidia/"),
+        "wheel": attr.string(mandatory = True, doc = "the pip requirement that provides it"),
+    },
+    environ = ["JAXSOLVE_PYTHON"],
+    local = True,
+    doc = """Headers and shared library of an NVIDIA pip wheel installed in the venv.
+
+    Fetched only when a target uses it, so machines that build no such target need not
+    install the (large) wheel.""",
+)
