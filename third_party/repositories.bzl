@@ -122,7 +122,9 @@ exports_files(["nvcc"])
 
 cc_library(
     name = "headers",
-    hdrs = glob(["include/**/*.h", "include/**/*.hpp", "include/**/*.cuh"], allow_empty = True),
+    # include/nv/ holds extensionless headers (<nv/target>) that cuda_fp16.h includes.
+    hdrs = glob(["include/**/*.h", "include/**/*.hpp", "include/**/*.cuh", "include/nv/**"],
+                allow_empty = True),
     includes = ["include"],
 )
 
@@ -141,6 +143,37 @@ cuda_toolkit = repository_rule(
     environ = ["JAXSOLVE_PYTHON", "JAXSOLVE_CUDA12_PATH", "JAXSOLVE_CUDA13_PATH"],
     local = True,
     doc = "A CUDA toolkit of one major version: nvcc, headers, the static runtime.",
+)
+
+def _nvidia_wheel_headers_impl(rctx):
+    rctx.download_and_extract(url = rctx.attr.url, sha256 = rctx.attr.sha256, type = "zip",
+                              output = "wheel")
+    rctx.symlink("wheel/" + rctx.attr.include, "include")
+    rctx.file("BUILD.bazel", """\
+package(default_visibility = ["//visibility:public"])
+
+# The headers of the pip wheel {url}.
+cc_library(
+    name = "headers",
+    hdrs = glob(["include/**/*.h"]),
+    includes = ["include"],
+    deps = {deps},
+)
+""".format(url = rctx.attr.url, deps = repr([str(d) for d in rctx.attr.deps])))
+
+nvidia_wheel_headers = repository_rule(
+    implementation = _nvidia_wheel_headers_impl,
+    attrs = {
+        "url": attr.string(mandatory = True, doc = "the wheel on files.pythonhosted.org"),
+        "sha256": attr.string(mandatory = True),
+        "include": attr.string(mandatory = True, doc = "the wheel's folder of headers"),
+        "deps": attr.string_list(doc = "labels of the headers these include"),
+    },
+    doc = """The headers of an NVIDIA pip wheel, downloaded (pinned by hash) from PyPI.
+
+    Only the headers are used: our libraries do not link the wheel's library, whose symbols
+    bind at load time to the copy Python preloads from the installed wheel. Fetched only when
+    a target uses it.""",
 )
 
 def _nvidia_wheel_library_impl(rctx):

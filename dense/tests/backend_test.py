@@ -15,6 +15,7 @@ def registry(monkeypatch):
     copy = {family: list(entries) for family, entries in _backend._REGISTRY.items()}
     monkeypatch.setattr(_backend, "_REGISTRY", copy)
     monkeypatch.setattr(_backend, "_CLEAR_HOOKS", list(_backend._CLEAR_HOOKS))
+    monkeypatch.setattr(_backend, "_PREPARE_HOOKS", list(_backend._PREPARE_HOOKS))
     yield copy
     dense.clear_cache()
 
@@ -66,3 +67,19 @@ class TestBackend:
     def test_register_unknown_family(self, registry):
         with pytest.raises(ValueError, match=r"^register: unknown family 'potri'"):
             _backend.register("potri", "x", lambda layout, dtype: None)
+
+
+
+def test_backends_prepare_before_tracing(registry):
+    events = []
+    services = _backend.FactorServices(_xla.potrf, _xla.potrs, _xla.cholesky_logdet)
+
+    def make(layout, dtype):
+        events.append("traced")
+        return services
+
+    _backend.register("cholesky", "preparing", make,
+                      prepare=lambda layout: events.append(("prepared", layout.tile)))
+    dense.clear_cache()
+    dense.potrs(4 * jnp.eye(2), jnp.ones(2), T_A=7)
+    assert events == [("prepared", 7), "traced"]

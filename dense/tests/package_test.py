@@ -10,6 +10,7 @@ from jaxsolve import dense
 
 MODULES = [
     "jaxsolve.dense",
+    "jaxsolve.dense._backend",
     "jaxsolve.dense._cholesky",
     "jaxsolve.dense._compile",
     "jaxsolve.dense._decompositions",

@@ -13,6 +13,7 @@ MODULES = [
     "jaxsolve.sharding._initialize",
     "jaxsolve.sharding._launcher",
     "jaxsolve.sharding._mesh",
+    "jaxsolve.sharding._nccl",
     "jaxsolve.sharding._partition",
     "jaxsolve.sharding._sharded",
 ]

@@ -26,16 +26,21 @@ given; ``b`` is split by rows like ``a`` or replicated; outputs come back in the
 sharding. Meshes come from `jaxsolve.sharding` (`~jaxsolve.sharding.make_grid_mesh`,
 `~jaxsolve.sharding.row_mesh`), and several processes from its launcher.
 
-**Backends.** A matrix on **one CUDA GPU** (unsharded, or on a mesh of one device) is computed
-by **cuSOLVER**, called directly through XLA FFI, in place: with ``donate=True`` the factor or
-the eigenvectors take the matrix's buffer, so no second ``n × n`` matrix is allocated. Its
-handles and workspaces are cached per device and freed by `clear_cache`. It needs NVIDIA's
-``nvidia-cusolver`` and ``nvidia-cublas`` wheels (``pip install 'jaxsolve-dense[cuda13]'``).
-Everything else (the CPU, a matrix sharded over several devices) is computed by the **XLA
-reference backend**: XLA's own linear algebra (``jax.lax.linalg``, LAPACK on CPU) on the sharded
-operands. It is the correctness reference, not the scalable path: XLA gathers the matrix onto
-each device to factor it. ``T_A`` and ``pad`` (the tile size and padding of cuSOLVERMp's
-block-cyclic layout) are checked and accepted for JAXMg compatibility; neither backend tiles.
+**Backends.** Three compute the routines today. A matrix on **one CUDA GPU** (unsharded, or on
+a mesh of one device) is computed by **cuSOLVER**, called directly through XLA FFI, in place:
+with ``donate=True`` the factor or the eigenvectors take the matrix's buffer, so no second
+``n × n`` matrix is allocated; it needs NVIDIA's ``nvidia-cusolver`` and ``nvidia-cublas``
+wheels. A matrix sharded over a mesh of **several GPUs** is computed by **cuSOLVERMp**
+(every routine; wide matrices for `least_squares` and `qr`, and shapes the grid cannot split
+evenly, stay on the XLA reference) over the mesh's 2D process grid in ``T_A`` × ``T_A``
+tiles, on jaxsolve's own NCCL communicator (`jaxsolve.sharding.nccl_communicator`), with one
+process per GPU or one process driving all its GPUs; it needs cuSOLVERMp, cuBLASMp and
+NCCL. Both come with ``pip install 'jaxsolve-dense[cuda13]'``, and both cache their handles
+and workspaces until `clear_cache`. Everything else (the CPU) is computed by the **XLA
+reference backend**: XLA's own linear algebra (``jax.lax.linalg``, LAPACK on CPU) on the
+sharded operands, the correctness reference, not the scalable path (XLA gathers the matrix
+onto each device to factor it). `use_backend` (or ``JAXSOLVE_DENSE_BACKEND``) picks a backend
+explicitly, e.g. cuSOLVERMp on a 1 × 1 grid of one GPU.
 
 Examples:
   JAXMg's README example, ``A = diag(1..N)``, ``b = 1``, over a 2 × 2 mesh of (virtual CPU)
@@ -71,7 +76,9 @@ Examples:
 import importlib.metadata as _metadata
 
 from . import _xla as _xla  # registers the XLA reference backend
-from . import _cusolver as _cusolver  # registers cuSOLVER, ahead of it, for one GPU
+from . import _cusolver as _cusolver  # registers cuSOLVER (one GPU)
+from . import _cusolvermp as _cusolvermp  # registers cuSOLVERMp (meshes of several GPUs)
+from ._backend import use_backend as use_backend
 from ._cholesky import cho_factor as cho_factor
 from ._cholesky import cho_inverse as cho_inverse
 from ._cholesky import cho_solve as cho_solve
@@ -119,4 +126,5 @@ __all__ = [
     "solve",
     "syevd",
     "sygvd",
+    "use_backend",
 ]

@@ -31,8 +31,11 @@ change to the public routines.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import dataclasses
-from collections.abc import Callable
+import os
+from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -87,6 +90,7 @@ class _Entry:
 
 _REGISTRY: dict[str, list[_Entry]] = {family: [] for family in FAMILIES}
 _CLEAR_HOOKS: list[Callable[[], None]] = []
+_PREPARE_HOOKS: list[Callable[[Layout], None]] = []
 
 
 def register(
@@ -96,6 +100,7 @@ def register(
     *,
     applies: Predicate = lambda layout, dtype: True,
     clear: Callable[[], None] | None = None,
+    prepare: Callable[[Layout], None] | None = None,
 ) -> None:
     """Registers a backend's services for one family, ahead of those registered before.
 
@@ -108,28 +113,86 @@ def register(
       applies: ``applies(layout, dtype)``, whether this backend computes a call on `layout`
         with `dtype`; the first registered backend that applies wins, newest first.
       clear: frees the backend's cached handles and workspaces (`clear_cache` calls it).
+      prepare: ``prepare(layout)``, readies outside ``jax.jit`` what the services of a call
+        on `layout` will need and cannot make while traced (e.g. a communicator whose id
+        travels between processes); `prepare_backends` calls it.
     """
     if family not in _REGISTRY:
         raise ValueError(f"register: unknown family {family!r}; families are {FAMILIES}.")
     _REGISTRY[family].insert(0, _Entry(backend, applies, make))
     if clear is not None and clear not in _CLEAR_HOOKS:
         _CLEAR_HOOKS.append(clear)
+    if prepare is not None and prepare not in _PREPARE_HOOKS:
+        _PREPARE_HOOKS.append(prepare)
+
+
+def prepare_backends(layout: Layout) -> None:
+    """Runs every backend's ``prepare`` hook for a call on `layout` (before tracing it)."""
+    for hook in _PREPARE_HOOKS:
+        hook(layout)
+
+
+_PREFERRED: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "jaxsolve_dense_backend", default=os.environ.get("JAXSOLVE_DENSE_BACKEND") or None)
+
+
+def preferred_backend() -> str | None:
+    """The backend `use_backend` (or ``JAXSOLVE_DENSE_BACKEND``) asks for, if any."""
+    return _PREFERRED.get()
+
+
+@contextlib.contextmanager
+def use_backend(name: str | None) -> Iterator[None]:
+    """Computes the dense routines called inside the block with backend `name`.
+
+    Without it, each routine takes the newest registered backend that applies to its mesh and
+    dtype (``"cusolvermp"`` on multi-GPU meshes, ``"xla"`` elsewhere). Inside
+    ``use_backend("cusolvermp")`` a routine that backend implements must run on it (e.g. on a
+    single-GPU 1 × 1 grid, to measure it) or fail with a ValueError saying why; routines it does
+    not implement keep the default choice. The environment variable ``JAXSOLVE_DENSE_BACKEND``
+    sets the same preference for a whole run. ``None`` restores the default. The choice is
+    part of the compilation cache key: programs are traced again under another backend.
+
+    Args:
+      name: a backend name (``"xla"``, ``"cusolvermp"``), or None.
+
+    Examples:
+      >>> import jax.numpy as jnp
+      >>> from jaxsolve import dense
+      >>> with dense.use_backend("xla"):
+      ...     dense.potrs(4 * jnp.eye(2), jnp.ones(2))
+      Array([0.25, 0.25], dtype=float32)
+    """
+    if name is not None and not isinstance(name, str):
+        raise ValueError(f"use_backend: name must be a backend name or None, got {name!r}.")
+    token = _PREFERRED.set(name)
+    try:
+        yield
+    finally:
+        _PREFERRED.reset(token)
+
+
+def _entry(family: str, layout: Layout, dtype: np.dtype) -> _Entry:
+    preferred = _PREFERRED.get()
+    named = [entry for entry in _REGISTRY[family] if entry.backend == preferred]
+    for entry in named or _REGISTRY[family]:
+        if entry.applies(layout, dtype):
+            return entry
+    if named:
+        raise ValueError(
+            f"the jaxsolve.dense backend {preferred!r} (asked for by use_backend or "
+            f"JAXSOLVE_DENSE_BACKEND) cannot compute {family!r} on {layout} with dtype {dtype}.")
+    raise RuntimeError(f"no jaxsolve.dense backend computes {family!r} on {layout}")
 
 
 def services(family: str, layout: Layout, dtype: Any) -> Any:
     """The services of the backend that computes `family` on `layout` and `dtype`."""
-    for entry in _REGISTRY[family]:
-        if entry.applies(layout, np.dtype(dtype)):
-            return entry.make(layout, np.dtype(dtype))
-    raise RuntimeError(f"no jaxsolve.dense backend computes {family!r} on {layout}")
+    return _entry(family, layout, np.dtype(dtype)).make(layout, np.dtype(dtype))
 
 
 def backend_name(family: str, layout: Layout, dtype: Any) -> str:
     """The name of the backend `services` picks (for tests and diagnostics)."""
-    for entry in _REGISTRY[family]:
-        if entry.applies(layout, np.dtype(dtype)):
-            return entry.backend
-    raise RuntimeError(f"no jaxsolve.dense backend computes {family!r} on {layout}")
+    return _entry(family, layout, np.dtype(dtype)).backend
 
 
 def clear_backends() -> None:

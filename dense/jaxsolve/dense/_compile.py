@@ -9,12 +9,14 @@ from typing import Any
 
 import jax
 
-from ._backend import clear_backends
+from ._backend import clear_backends, preferred_backend, prepare_backends
+from ._layout import Layout
 
 
 @functools.lru_cache(maxsize=None)
 def _program(body: Callable[..., Any], statics: tuple[Any, ...], arity: int,
-             donate: bool) -> Callable[..., Any]:
+             donate: bool, backend: str | None = None) -> Callable[..., Any]:
+    del backend  # only a cache key: the preferred backend the program was traced under
     def program(*arrays):
         outputs, work = body(*statics, *arrays)
         return (outputs, work) if donate else outputs
@@ -31,10 +33,14 @@ def run(body: Callable[..., Any], statics: tuple[Any, ...], arrays: tuple[Any, .
     so that XLA can write them into the donated buffers, and deleted at once. With `donate`,
     every input is deleted afterwards, also one that no output could reuse (XLA's warning about
     it is silenced: the caller asked for the buffer to go). The program is built once per
-    `body`, `statics` (hashable: layouts, flags) and `donate`; ``jax.jit`` then compiles it
-    once per shape and dtype.
+    `body`, `statics` (hashable: layouts, flags), `donate` and preferred backend
+    (`use_backend`); ``jax.jit`` then compiles it once per shape and dtype. Backends first
+    ready what they cannot make while traced (`prepare_backends`).
     """
-    program = _program(body, statics, len(arrays), donate)
+    for static in statics:
+        if isinstance(static, Layout):
+            prepare_backends(static)
+    program = _program(body, statics, len(arrays), donate, preferred_backend())
     if not donate:
         return program(*arrays)
     with warnings.catch_warnings():

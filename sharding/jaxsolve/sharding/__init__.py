@@ -13,6 +13,10 @@ step dependable on one host and on clusters:
   process: our launcher, ``mpirun`` (Open MPI), ``mpiexec`` (MPICH, Intel MPI), Slurm's ``srun``,
   or nothing (a single process, left alone). It checks the environment first and says what is
   wrong instead of hanging. `detect_process` shows what it would do.
+* `nccl_communicator` creates jaxsolve's own NCCL communicator over a set of GPUs once and
+  caches it (the unique id travels between processes through
+  `jax.experimental.multihost_utils`; one process may hold several GPUs), for native solvers
+  such as cuSOLVERMp: no XLA internals, so one binary serves every JAX release.
 * `make_grid_mesh` lays devices over a dense 2D process grid in the row- or column-major order of
   cuSOLVERMp's ``cusolverMpGridMapping_t``; `row_mesh` is the 1D mesh of matrices and vectors
   split in blocks of rows (sparse solvers).
@@ -87,6 +91,9 @@ from ._halo import halo_plan as halo_plan
 from ._halo import halo_plans as halo_plans
 from ._launcher import launch_processes as launch_processes
 from ._mesh import make_grid_mesh as make_grid_mesh
+from ._nccl import NcclCommunicator as NcclCommunicator
+from ._nccl import destroy_nccl_communicators as destroy_nccl_communicators
+from ._nccl import nccl_communicator as nccl_communicator
 from ._mesh import row_mesh as row_mesh
 from ._partition import gather_vector as gather_vector
 from ._partition import partition_csr_matrix as partition_csr_matrix
@@ -103,8 +110,10 @@ except _metadata.PackageNotFoundError:  # a source checkout, not an installed di
 
 __all__ = [
     "HaloPlan",
+    "NcclCommunicator",
     "ProcessInfo",
     "ShardedCsrMatrix",
+    "destroy_nccl_communicators",
     "detect_process",
     "gather_vector",
     "halo_plan",
@@ -112,6 +121,7 @@ __all__ = [
     "initialize",
     "launch_processes",
     "make_grid_mesh",
+    "nccl_communicator",
     "partition_csr_matrix",
     "partition_rows",
     "partition_vector",
