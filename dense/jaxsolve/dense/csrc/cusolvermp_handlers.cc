@@ -281,6 +281,26 @@ ffi::Error Run(Session& session, const char* routine, Query query, Call call) {
                 routine);
 }
 
+// A factorization's status: cuSOLVERMp 0.9's potrf returns an error status
+// (CUSOLVER_STATUS_INTERNAL_ERROR, measured on the H200) for a matrix that is
+// not positive definite, beside a positive info. Such a failure is the
+// caller's to see in `info`, not an exception: on this failure path only, the
+// handler waits for the stream and reads info; a positive one is success
+// here, anything else the error it is. (The handlers zero info first, so a
+// positive one is cuSOLVERMp's.)
+ffi::Error Factorization(ffi::Error status, int* info, cudaStream_t stream) {
+  if (status.success()) return status;
+  int host_info = 0;
+  if (cudaMemcpyAsync(&host_info, info, sizeof(int), cudaMemcpyDeviceToHost, stream) ==
+          cudaSuccess &&
+      cudaStreamSynchronize(stream) == cudaSuccess && host_info > 0) {
+    cudaGetLastError();  // the failure is reported through info
+    return ffi::Error::Success();
+  }
+  return ffi::Error::Internal(std::string(status.message()) + " (info " + Str(host_info) +
+                              ")");
+}
+
 // -------------------------------------------------------------- handlers
 
 // potrf: A = L Lᴴ from A's lower triangle, in place. Args: a. Rets: factor
@@ -291,13 +311,15 @@ ffi::Error Potrf(cudaStream_t stream, ffi::AnyBuffer a, ffi::Result<ffi::AnyBuff
   cudaDataType_t dtype;
   JAXSOLVE_RETURN_IF_ERROR(DataType(a.element_type(), &dtype));
   JAXSOLVE_RETURN_IF_ERROR(Place(a, factor, stream));
+  JAXSOLVE_RETURN_IF_ERROR(
+      Cuda(cudaMemsetAsync(info->typed_data(), 0, sizeof(int), stream), "cudaMemsetAsync"));
   Session session;
   JAXSOLVE_RETURN_IF_ERROR(session.Open(a.untyped_data(), stream, comm, grid_rows, grid_cols));
   Matrix A;
   JAXSOLVE_RETURN_IF_ERROR(
       Describe(session, dtype, "a", a, factor->untyped_data(), n, n, tile, &A));
   auto h = session.handle();
-  return Run(
+  return Factorization(Run(
       session, "cusolverMpPotrf",
       [&](size_t* d, size_t* hb) {
         return cusolverMpPotrf_bufferSize(h, CUBLAS_FILL_MODE_LOWER, n, A.data, 1, 1,
@@ -306,7 +328,7 @@ ffi::Error Potrf(cudaStream_t stream, ffi::AnyBuffer a, ffi::Result<ffi::AnyBuff
       [&](void* dw, size_t d, void* hw, size_t hb) {
         return cusolverMpPotrf(h, CUBLAS_FILL_MODE_LOWER, n, A.data, 1, 1, A.descriptor, dtype,
                                dw, d, hw, hb, info->typed_data());
-      });
+      }), info->typed_data(), stream);
 }
 
 // potrs: X = A⁻¹ B with potrf's factor. Args: factor, b. Rets: x (aliases
@@ -347,6 +369,8 @@ ffi::Error Getrf(cudaStream_t stream, ffi::AnyBuffer a, ffi::Result<ffi::AnyBuff
   cudaDataType_t dtype;
   JAXSOLVE_RETURN_IF_ERROR(DataType(a.element_type(), &dtype));
   JAXSOLVE_RETURN_IF_ERROR(Place(a, lu, stream));
+  JAXSOLVE_RETURN_IF_ERROR(
+      Cuda(cudaMemsetAsync(info->typed_data(), 0, sizeof(int), stream), "cudaMemsetAsync"));
   int64_t lld = 0;
   JAXSOLVE_RETURN_IF_ERROR(LocalLld("a", a, &lld));
   if (ipiv->size_bytes() < static_cast<size_t>(lld) * sizeof(int64_t)) {
@@ -358,7 +382,7 @@ ffi::Error Getrf(cudaStream_t stream, ffi::AnyBuffer a, ffi::Result<ffi::AnyBuff
   JAXSOLVE_RETURN_IF_ERROR(Describe(session, dtype, "a", a, lu->untyped_data(), n, n, tile, &A));
   auto* pivots = static_cast<int64_t*>(ipiv->untyped_data());
   auto h = session.handle();
-  return Run(
+  return Factorization(Run(
       session, "cusolverMpGetrf",
       [&](size_t* d, size_t* hb) {
         return cusolverMpGetrf_bufferSize(h, n, n, A.data, 1, 1, A.descriptor, pivots, dtype, d,
@@ -367,7 +391,7 @@ ffi::Error Getrf(cudaStream_t stream, ffi::AnyBuffer a, ffi::Result<ffi::AnyBuff
       [&](void* dw, size_t d, void* hw, size_t hb) {
         return cusolverMpGetrf(h, n, n, A.data, 1, 1, A.descriptor, pivots, dtype, dw, d, hw, hb,
                                info->typed_data());
-      });
+      }), info->typed_data(), stream);
 }
 
 // getrs: X = A⁻¹ B with getrf's factor (cuSOLVERMp 0.9 solves with A only:
