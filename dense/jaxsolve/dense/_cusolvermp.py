@@ -20,7 +20,9 @@ Every service runs as one XLA program over the caller's mesh:
 
 The handlers cache cuSOLVERMp's handle, grid, descriptors and workspaces per (device,
 communicator, grid, dtype, shape, tile); `jaxsolve.dense.clear_cache` and interpreter exit free
-them. ``info`` stays on the device (no host synchronization) until a `Status` is read.
+them. ``info`` stays on the device (no host synchronization) until a `Status` is read; only
+a workspace that must grow, or a potrf/getrf that fails (cuSOLVERMp then returns an error
+status beside ``info``), makes a handler wait for its stream.
 
 cuSOLVERMp (and the cuBLASMp and NCCL it needs) come from NVIDIA's pip wheels, preloaded the
 first time this backend is used (``pip install 'jaxsolve-dense[cuda13]'``); a missing one is an

@@ -15,8 +15,9 @@
 // the cuSOLVERMp handle, the grid, the matrix descriptors (per dtype, shape,
 // tile and lld) and one device and one host workspace that grow to the
 // largest call. Growing a workspace waits for the stream (the old one may be
-// in use); otherwise no handler synchronizes with the host: `info` is
-// written by cuSOLVERMp into the handler's int32 output on the device.
+// in use), and so does a factorization whose status failed (to read info);
+// otherwise no handler synchronizes with the host: `info` is written by
+// cuSOLVERMp into the handler's int32 output on the device.
 // JaxsolveDenseCusolverMpClear frees everything (jaxsolve.dense.clear_cache
 // and interpreter exit call it).
 //
