@@ -54,6 +54,7 @@ class _CsrPattern:
     def __init__(self, indices: np.ndarray, indptr: np.ndarray, shape: tuple[int, int]):
         self.indices = _frozen_int32(indices)
         self.indptr = _frozen_int32(indptr)
+        self._positions_on: dict[jax.Device, jax.Array] = {}
         self.shape = shape
         digest = hashlib.blake2b(digest_size=16)
         for array in (np.asarray(shape), self.indptr, self.indices):
@@ -97,6 +98,16 @@ class _CsrPattern:
     def diagonal_positions(self) -> np.ndarray:
         """Positions ``k`` of the stored diagonal entries."""
         return _frozen_int32(np.flatnonzero(self.row_ids == self.indices))
+
+    def diagonal_positions_on(self, device: jax.Device) -> jax.Array:
+        """:attr:`diagonal_positions` on ``device``, sent there once per pattern and device.
+
+        The solve's input check reads the diagonal on every call; indexing with the NumPy
+        positions would send them again each time (8 MiB at two million rows).
+        """
+        if device not in self._positions_on:
+            self._positions_on[device] = jax.device_put(self.diagonal_positions, device)
+        return self._positions_on[device]
 
 
 @jax.tree_util.register_pytree_node_class

@@ -234,7 +234,12 @@ def _check_diagonal(matrix: CsrMatrix, config: SolverConfig) -> None:
     """Raises if a row has no stored or a zero diagonal entry (checked on the device)."""
     positions = matrix._pattern.diagonal_positions  # cached per pattern
     n = matrix.shape[0]
-    if positions.size == n and bool(jnp.all(matrix.values[positions] != 0)):
+    devices = matrix.values.devices()
+    if len(devices) == 1:  # the positions are sent to the values' device once
+        positions_there = matrix._pattern.diagonal_positions_on(next(iter(devices)))
+    else:
+        positions_there = positions
+    if positions.size == n and bool(_all_nonzero(matrix.values, positions_there)):
         return
     diagonal = np.zeros(n, bool)
     stored = np.asarray(matrix.values[positions]) != 0
@@ -246,6 +251,11 @@ def _check_diagonal(matrix: CsrMatrix, config: SolverConfig) -> None:
         f" {_preconditioner_name(config)} divides by the diagonal. Use a Krylov method"
         " without it (e.g. preconditioner 'NOSOLVER'), or reorder the system."
     )
+
+
+@jax.jit
+def _all_nonzero(values: jax.Array, positions: jax.Array) -> jax.Array:
+    return jnp.all(values[positions] != 0)
 
 
 def divides_by_diagonal(config: SolverConfig) -> bool:
