@@ -33,7 +33,7 @@ from ._krylov import bicgstab, cg, fgmres, gmres, stationary
 from ._mpi import solve_mpi
 from ._nullspace import minimum_norm, null_spaces, pseudo_inverse_services, singular_config
 from ._preconditioner import finest_diagonal, make_precondition
-from ._setup import System, checked_inputs, divides_by_diagonal
+from ._setup import System, checked_inputs, divides_by_diagonal, is_concrete
 from ._statistics import statistics
 from ._status import FailureReason, SolveInfo, Status
 
@@ -221,7 +221,7 @@ def solve(
     services = (_service(system), None if hermitian else _service(system, transposed=True))
     if spaces is not None:  # A⁺ = P_N A⁻¹ P_W and its transpose (_nullspace.py)
         operator, *services = pseudo_inverse_services(spaces, operator, *services)
-    if _is_concrete_tree((operator, rhs)):
+    if all(is_concrete(leaf) for leaf in jax.tree.leaves((operator, rhs))):
         # Nothing traces these arrays, so nothing can differentiate the solve: the
         # service alone (one compiled call) gives what the rule would, without the
         # Python work of setting the rule up on every call.
@@ -240,11 +240,6 @@ def solve(
         )
     x = correction if x0 is None else x0 + correction
     return (x, info) if spaces is None else minimum_norm(spaces, x, b, info)
-
-
-def _is_concrete_tree(tree: Any) -> bool:
-    """Whether no leaf of ``tree`` is traced (by jit, vmap or a derivative)."""
-    return not any(isinstance(leaf, jax.core.Tracer) for leaf in jax.tree.leaves(tree))
 
 
 def _on_columns(service: Callable[[tuple, jax.Array], tuple[jax.Array, SolveInfo]],
