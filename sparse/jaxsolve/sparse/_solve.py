@@ -135,8 +135,8 @@ def solve(
         rows, ``partition_info`` ``(row_start, row_end)``; ``A`` and ``b`` are then this
         rank's rows (global column indices) and ``x`` comes back the same way, ``info``
         identical on every rank.  Every rank calls together; needs mpi4jax.  Krylov
-        methods with block-Jacobi AMG and a coarse space, reverse-mode derivatives (see
-        ``_mpi.py``).
+        methods with block-Jacobi AMG and a coarse space, forward and reverse-mode
+        derivatives (see ``_mpi.py``).
       nullspace: ``(n,)`` or ``(n, k)``, a basis of ``A``'s null space (JAX-AMG's
         meaning: exact null vectors of a singular ``A``, not ``near_nullspace``), e.g.
         :func:`matrices.constant_nullspace`; not differentiated.
