@@ -125,9 +125,45 @@ class TestSolveSharded:
         with pytest.raises(ValueError, match=r"b must have shape \(256,\) or \(256, k\)"):
             sparse.solve(A_sharded, b[:128])
         with pytest.raises(ValueError, match="not supported with a sharded A"):
-            sparse.solve(A_sharded, b, reuse_setup=True)
+            sparse.solve(A_sharded, b, near_nullspace=jnp.ones(256))
         with pytest.raises(ValueError, match="Krylov method"):
             sparse.solve(A_sharded, b, config={"solver": "AMG"})
+
+
+class TestSolveShardedSetup:
+
+    def test_solve_reuses_numeric_setup(self, systems, monkeypatch):
+        # The per-device hierarchies and the coarse inverse are set up once for concrete
+        # values: a second right-hand side reuses them, new values set up anew, and
+        # reuse_setup=True keeps the latest numbers whatever the values.
+        A, b, config, x_single, _ = systems("convection_diffusion")
+        A_sharded = sharding.shard_rows(A, _mesh(4))
+        setups = []
+        real = sparse._distributed._setup_numbers
+        monkeypatch.setattr(sparse._distributed, "_setup_numbers",
+                            lambda *args: setups.append(args) or real(*args))
+
+        x, _ = sparse.solve(A_sharded, b, config=config)
+        assert len(setups) == 1
+        x2, info = sparse.solve(A_sharded, 2 * b, config=config)
+        assert len(setups) == 1  # same values: the numbers are reused
+        np.testing.assert_allclose(x2, 2 * x, rtol=1e-4, atol=1e-4 * float(jnp.abs(x).max()))
+        same = A_sharded.with_values(A_sharded.values + 0)  # equal values, another array
+        sparse.solve(same, b, config=config)
+        assert len(setups) == 1
+
+        doubled = A_sharded.with_values(2 * A_sharded.values)
+        x_half, info = sparse.solve(doubled, b, config=config)
+        assert len(setups) == 2  # new values: set up anew
+        assert sparse.Status(int(info.status)) == sparse.Status.SUCCESS
+        np.testing.assert_allclose(x_half, x_single / 2, rtol=1e-4,
+                                   atol=1e-4 * float(jnp.abs(x_single).max()))
+        # Reused numbers of 2A precondition A's solve: still converged, no new setup.
+        x_reused, info = sparse.solve(A_sharded, b, config=config, reuse_setup=True)
+        assert len(setups) == 2
+        assert sparse.Status(int(info.status)) == sparse.Status.SUCCESS
+        np.testing.assert_allclose(x_reused, x_single, rtol=1e-4,
+                                   atol=1e-4 * float(jnp.abs(x_single).max()))
 
 
 class TestSolveShardedGrad:

@@ -36,7 +36,11 @@ on the host once per layout (from the values when they are concrete, else from t
 and the numbers are computed inside the compiled program from the values, so traced values
 work. Blocks whose structures differ run different code: the device picks its branch with
 ``lax.switch`` on its axis index (identical blocks share one). All blocks get the same
-number of levels (the smallest), their level arrays are padded to common shapes.
+number of levels (the smallest), their level arrays are padded to common shapes. For
+concrete values the numbers (every block's hierarchy, the coarse inverse) are set up by a
+program of their own and kept with the values, per orientation, as the single-device
+solve keeps its setup: another solve with equal values reuses them, new values set up
+anew, and ``reuse_setup=True`` takes the latest numbers whatever the values.
 
 **Derivatives** go through :func:`jaxsolve.autodiff.linear_solve` with the sharded product
 as ``matvec`` (JAX transposes its ``ppermute`` s), so cotangents of the values stay on each
@@ -422,12 +426,17 @@ def precondition(collectives: Collectives, n_coarse: int, preconditioner: _Preco
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class _Orientation:
-    """One orientation of the system (``A`` or ``Aᵀ``) and how to get its values."""
+    """One orientation of the system (``A`` or ``Aᵀ``) and how to get its values.
+
+    ``numbers`` keeps, per dtype, the latest preconditioner numbers set up from concrete
+    values and those values: ``{dtype: (values, numbers)}`` (`_preconditioner_numbers`).
+    """
 
     layout: Any
     setup: _BlockSetup | None  # None: no preconditioner
     routing: Any = None  # the Exchange from A's values, for Aᵀ
     routing_arrays: tuple | None = None
+    numbers: dict = dataclasses.field(default_factory=dict)
 
 
 def krylov_columns(config: SolverConfig, collectives: Collectives, matvec, precondition,
@@ -445,16 +454,81 @@ def krylov_columns(config: SolverConfig, collectives: Collectives, matvec, preco
     return jax.vmap(one, in_axes=1, out_axes=(1, 0))(rhs)
 
 
+def _own_values(orientation: _Orientation, values: jax.Array, routing_arrays) -> jax.Array:
+    """Inside `jax.shard_map`: this device's values of ``orientation``'s matrix from its
+    values of ``A`` (routed to ``Aᵀ``'s slots for the transpose)."""
+    if orientation.routing is None:
+        return values
+    layout = orientation.layout
+    send, recv = _squeeze(routing_arrays)
+    return orientation.routing.apply(layout.axis_name, values, send, recv,
+                                     jnp.zeros(layout.width, values.dtype))
+
+
+def _numbers_body(orientation: _Orientation):
+    """The per-device numeric setup of ``orientation``'s preconditioner."""
+    def body(values, arrays, setup_arrays, routing_arrays):
+        values, setup_arrays = _squeeze((values, setup_arrays))
+        values = _own_values(orientation, values, routing_arrays)
+        numbers = _local_setup(orientation.setup, orientation.layout, values, setup_arrays)
+        return jax.tree.map(lambda leaf: leaf[None], numbers)
+
+    return body
+
+
+@functools.lru_cache(maxsize=64)
+def _compiled_numbers(orientation: _Orientation):
+    spec = PartitionSpec(orientation.layout.axis_name)
+    return jax.jit(shard_map(_numbers_body(orientation), orientation.layout.mesh,
+                             (spec, spec, spec, spec), spec))
+
+
+def _setup_numbers(orientation: _Orientation, values: jax.Array) -> _Preconditioner:
+    """The stacked preconditioner numbers for concrete ``values``, computed now, even while
+    a caller's jit traces (run as a compiled executable, as `numeric_setup_now` does)."""
+    arguments = (values, orientation.layout.arrays, orientation.setup.arrays,
+                 orientation.routing_arrays)
+    return _compiled_numbers(orientation).lower(*arguments).compile()(*arguments)
+
+
+def _preconditioner_numbers(orientation: _Orientation, values: jax.Array,
+                            reuse_setup: bool) -> _Preconditioner | None:
+    """The numbers a solve with ``values`` uses, or None to set up inside the solve.
+
+    As for the single-device solve: concrete values are set up once and the numbers kept
+    with them, so a solve with the same values (equal, checked on the device) reuses them
+    and other values set up anew; traced values are set up inside the compiled solve.
+    ``reuse_setup`` takes the latest numbers of this orientation whatever the values.
+    """
+    if orientation.setup is None:
+        return None
+    kept = orientation.numbers.get(values.dtype)
+    if kept is not None and reuse_setup:
+        return kept[1]
+    if not _is_concrete(values):
+        return None
+    if kept is not None:
+        with jax.ensure_compile_time_eval():  # concrete, also while a caller's jit traces
+            if kept[0] is values or bool(_equal(kept[0], values)):
+                return kept[1]
+    numbers = _setup_numbers(orientation, values)
+    orientation.numbers[values.dtype] = (values, numbers)
+    return numbers
+
+
+@jax.jit
+def _equal(a: jax.Array, b: jax.Array) -> jax.Array:
+    return jnp.array_equal(a, b)
+
+
 def _solve_body(config: SolverConfig, orientation: _Orientation):
-    """The per-device solve of ``orientation``'s system for the columns of ``rhs``."""
+    """The per-device solve of ``orientation``'s system for the columns of ``rhs``, with
+    the preconditioner's numbers given (stacked) or, when None, set up here."""
     layout = orientation.layout
 
-    def body(values, arrays, setup_arrays, routing_arrays, rhs):
+    def body(values, arrays, setup_arrays, routing_arrays, numbers, rhs):
         values, arrays, setup_arrays = _squeeze((values, arrays, setup_arrays))
-        if orientation.routing is not None:
-            send, recv = _squeeze(routing_arrays)
-            values = orientation.routing.apply(layout.axis_name, values, send, recv,
-                                               jnp.zeros(layout.width, values.dtype))
+        values = _own_values(orientation, values, routing_arrays)
 
         def matvec(x):
             return _local_matvec(layout, values, arrays, x)
@@ -462,7 +536,10 @@ def _solve_body(config: SolverConfig, orientation: _Orientation):
         collectives = _AxisCollectives(layout, arrays.send, arrays.recv)
         apply = None
         if orientation.setup is not None:
-            numbers = _local_setup(orientation.setup, layout, values, setup_arrays)
+            if numbers is None:
+                numbers = _local_setup(orientation.setup, layout, values, setup_arrays)
+            else:
+                numbers = _squeeze(numbers)
             apply = precondition(collectives, orientation.setup.n_coarse, numbers,
                                  setup_arrays.coarse_of_row, matvec)
         x, info = krylov_columns(config, collectives, matvec, apply, rhs)
@@ -471,14 +548,22 @@ def _solve_body(config: SolverConfig, orientation: _Orientation):
     return body
 
 
-def _service(config: SolverConfig, orientation: _Orientation):
-    """The solve service of ``orientation`` for :func:`jaxsolve.autodiff.linear_solve`."""
+def _service(config: SolverConfig, orientation: _Orientation, numbers=None):
+    """The solve service of ``orientation`` for :func:`jaxsolve.autodiff.linear_solve`.
+
+    Its operator is ``(A's values, A's preconditioner numbers or None)``. ``numbers``: a
+    callable giving the numbers of the transpose (called when the service is, so that
+    ``Aᵀ`` is set up only for a reverse mode), or None to take the operator's.
+    """
     run = _compiled_solve(config, orientation)
 
-    def service(values, rhs):
+    def service(operator, rhs):
+        values, given = operator
+        if numbers is not None:
+            given = numbers()
         arrays = orientation.layout.arrays  # for Aᵀ its own; its values are routed from A's
         setup_arrays = None if orientation.setup is None else orientation.setup.arrays
-        x, info = run(values, arrays, setup_arrays, orientation.routing_arrays, rhs)
+        x, info = run(values, arrays, setup_arrays, orientation.routing_arrays, given, rhs)
         return x, jax.tree.map(lambda leaf: leaf[0], info)
 
     return service
@@ -490,7 +575,7 @@ def _compiled_solve(config: SolverConfig, orientation: _Orientation):
     orientation, so repeated solves reuse the compiled program)."""
     spec = PartitionSpec(orientation.layout.axis_name)
     return jax.jit(shard_map(_solve_body(config, orientation), orientation.layout.mesh,
-                             (spec, spec, spec, spec, spec), (spec, spec)))
+                             (spec,) * 6, (spec, spec)))
 
 
 @functools.lru_cache(maxsize=64)
@@ -509,9 +594,10 @@ def _matvec(layout):
     return matvec
 
 
-def _orientations(layout, values: np.ndarray | None, amg: AMGConfig | None, hermitian: bool
+def _orientations(layout, values: jax.Array | None, amg: AMGConfig | None, hermitian: bool
                   ) -> tuple[_Orientation, _Orientation | None]:
-    """``A``'s orientation and, unless ``hermitian``, ``Aᵀ``'s (cached per layout)."""
+    """``A``'s orientation and, unless ``hermitian``, ``Aᵀ``'s (cached per layout; the
+    structures are built from ``values``, ``A``'s stacked values, when given)."""
     cache = _SETUPS.setdefault(layout, {})
     key = ("orientations", amg, hermitian)
     if key not in cache:
@@ -520,20 +606,24 @@ def _orientations(layout, values: np.ndarray | None, amg: AMGConfig | None, herm
     return cache[key]
 
 
-def _new_orientations(layout, values: np.ndarray | None, amg: AMGConfig | None, hermitian: bool
+def _new_orientations(layout, values: jax.Array | None, amg: AMGConfig | None, hermitian: bool
                       ) -> tuple[_Orientation, _Orientation | None]:
+    if amg is None:
+        values = None
+
+    def on_host(values):
+        return None if values is None else np.asarray(jax.device_get(values))
+
     forward = _Orientation(layout=layout,
-                           setup=None if amg is None else _block_setup(layout, values, amg))
+                           setup=None if amg is None else _block_setup(layout, on_host(values),
+                                                                       amg))
     transposed = None
     if not hermitian:
         t_layout, routing = layout.transposed
         t_setup = None
         if amg is not None:
-            t_values = None
-            if values is not None:
-                t_values = np.asarray(jax.device_get(_transposed_values(
-                    layout, jax.device_put(values, layout.sharding()))))
-            t_setup = _block_setup(t_layout, t_values, amg)
+            t_values = None if values is None else _transposed_values(layout, values)
+            t_setup = _block_setup(t_layout, on_host(t_values), amg)
         transposed = _Orientation(layout=t_layout, setup=t_setup,
                                   routing=routing, routing_arrays=_routing_arrays(layout, routing))
     return forward, transposed
@@ -613,6 +703,7 @@ def solve_sharded(
     x0: Any = None,
     config: Any = None,
     *,
+    reuse_setup: bool = False,
     derivative: Literal["implicit", "adjoint"] = "implicit",
 ) -> tuple[jax.Array, SolveInfo]:
     """`jaxsolve.sparse.solve` for a `jaxsolve.sharding.ShardedCsrMatrix` (see the module)."""
@@ -627,15 +718,20 @@ def solve_sharded(
         b = b.astype(A.dtype)
     with jax.numpy_dtype_promotion("standard"):
         dtype = jnp.result_type(A.values, b)
-    host_values = None
-    if _is_concrete(A.values) and amg is not None:
-        host_values = np.asarray(jax.device_get(A.values)).astype(dtype)
     values, b = A.values.astype(dtype), b.astype(dtype)
     layout = A.layout
     hermitian = config.solver in _HERMITIAN_METHODS
-    forward, transposed = _orientations(layout, host_values, amg, hermitian)
-    matvec = _matvec(layout)
-    operator = values  # the index arrays are the layout's constants, never differentiated
+    forward, transposed = _orientations(layout, values if _is_concrete(values) else None,
+                                        amg, hermitian)
+    product = _matvec(layout)
+
+    def matvec(operator, x):
+        return product(operator[0], x)
+
+    # The numbers of the preconditioner travel with the values as the operator (arguments
+    # of the compiled solve, not constants); only the values are differentiated. The index
+    # arrays are the layout's constants.
+    operator = (values, _preconditioner_numbers(forward, values, reuse_setup))
     transpose_service = symmetrize = None
     if hermitian:
         t_layout, _ = layout.transposed
@@ -644,10 +740,12 @@ def solve_sharded(
             raise ValueError("solve: CG on a sharded A needs a structurally symmetric pattern "
                              "(its derivatives average a_ij and a_ji); store both.")
 
-        def symmetrize(values):
-            return (values + _transposed_values(layout, values)) / 2
+        def symmetrize(operator):
+            values, numbers = operator
+            return (values + _transposed_values(layout, values)) / 2, numbers
     else:
-        transpose_service = _service(config, transposed)
+        transpose_service = _service(config, transposed, functools.partial(
+            _preconditioner_numbers, transposed, values, reuse_setup))
     if x0 is not None:
         x0 = lax.stop_gradient(_checked_vector("x0", x0, A).astype(dtype))
         if x0.shape != b.shape:
