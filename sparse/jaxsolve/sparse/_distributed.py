@@ -1,9 +1,15 @@
 """Sharded solves on one host: `solve` for a row-sharded matrix, under `jax.shard_map`.
 
 A `jaxsolve.sharding.ShardedCsrMatrix` (from `jaxsolve.sharding.shard_rows`) holds ``P``
-equal blocks of rows of ``A``, one per device of a 1D mesh; ``b`` and ``x`` are split the same
-way (``NamedSharding(mesh, P(axis))``). The solve runs as one `jax.shard_map` program in
-which every device iterates on its own rows:
+blocks of rows of ``A``, one per device of a 1D mesh; ``b`` and ``x`` are split the same
+way (``NamedSharding(mesh, P(axis))``). When ``P`` does not divide ``n`` (JAX shards an
+array only evenly), every block has ``m = ⌈n / P⌉`` rows, some an empty padding row, and
+``b`` comes either with its ``n`` rows, placed anywhere (on one device, replicated), giving
+``x`` with ``n`` rows replicated over the mesh, or in the padded layout of the blocks
+(``A.shard_vector(b)``, sharded like them), giving ``x`` in that layout. Padding rows hold
+zeros throughout and change neither the solution, nor the iterations, nor the derivatives.
+The solve runs as one `jax.shard_map` program in which every device iterates on its own
+rows:
 
 * **products** ``A x``: each device receives its halo entries of ``x`` from their owners with
   `jax.lax.ppermute` (only those entries, one message per neighbouring device; ``x`` is never
@@ -209,14 +215,15 @@ def _build_block_setup(layout, values: np.ndarray | None, amg: AMGConfig) -> _Bl
     nparts, m = layout.nparts, layout.n_owned
     keys: dict[tuple, int] = {}
     blocks, branch, positions = [], np.zeros(nparts, np.int32), []
-    for rank in range(nparts):
-        nnz = layout.nnz[rank]
+    for rank, (start, end) in enumerate(layout.row_ranges):
+        nnz, n_rows = layout.nnz[rank], end - start  # the block of its real rows
         columns = layout.local_indices[rank, :nnz]
         rows = np.repeat(np.arange(m), np.diff(
             np.append(layout.local_indptr[rank, :-1], nnz)))
         inside = np.flatnonzero(columns < m)
-        indptr = np.concatenate([[0], np.cumsum(np.bincount(rows[inside], minlength=m))])
-        pattern = CsrStructure(indptr.astype(np.int32), columns[inside].astype(np.int32), m)
+        indptr = np.concatenate([[0], np.cumsum(np.bincount(rows[inside], minlength=n_rows))])
+        pattern = CsrStructure(indptr.astype(np.int32), columns[inside].astype(np.int32),
+                               n_rows)
         block_values = None if values is None else np.asarray(values[rank, inside])
         key = (pattern.indptr.tobytes(), pattern.indices.tobytes(),
                None if block_values is None else block_values.tobytes())
@@ -241,7 +248,10 @@ def _build_block_setup(layout, values: np.ndarray | None, amg: AMGConfig) -> _Bl
                 max(s.coarsest.nnz for s in structures))
     coarse_of_unique = [_coarse_aggregates(s, COARSE_PER_PART) for s in structures]
     n_coarse = max(count for _, count in coarse_of_unique)
-    coarse_of_row = np.stack([coarse_of_unique[branch[r]][0] for r in range(nparts)])
+    coarse_of_row = np.full((nparts, m), n_coarse, np.int32)  # padding rows: none
+    for rank in range(nparts):
+        of_row = coarse_of_unique[branch[rank]][0]
+        coarse_of_row[rank, :len(of_row)] = of_row
     coarse_rows = np.full((nparts, layout.width), nparts * n_coarse, np.int32)
     coarse_cols = coarse_rows.copy()
     owners = np.array([end for _, end in layout.row_ranges])
@@ -317,10 +327,17 @@ def _pad_csr(c: CsrArrays, rows: int, nnz: int) -> CsrArrays:
     )
 
 
-def _pad_relaxation(data: RelaxationData | None, rows: int) -> RelaxationData | None:
+def _pad_relaxation(data: RelaxationData | None, rows: int, nnz: int
+                    ) -> RelaxationData | None:
+    """``data`` for ``rows`` rows, the extra ones unscaled (so they stay zero)."""
     if data is None:
         return None
-    return data._replace(scale=jnp.pad(data.scale, (0, rows - data.scale.shape[0])))
+    extra = rows - data.scale.shape[0]
+    return data._replace(
+        scale=jnp.pad(data.scale, (0, extra)),
+        colors=None if data.colors is None else jnp.pad(data.colors, (0, extra)),
+        lower=None if data.lower is None else _pad_csr(data.lower, rows, nnz),
+        upper=None if data.upper is None else _pad_csr(data.upper, rows, nnz))
 
 
 def _padded(setup: _BlockSetup, hierarchy: Hierarchy) -> Hierarchy:
@@ -330,7 +347,7 @@ def _padded(setup: _BlockSetup, hierarchy: Hierarchy) -> Hierarchy:
             a=_pad_csr(level.a, shape.rows, shape.a_nnz),
             p=_pad_csr(level.p, shape.rows, shape.p_nnz),
             r=_pad_csr(level.r, shape.coarse_rows, shape.r_nnz),
-            smoother=_pad_relaxation(level.smoother, shape.rows)))
+            smoother=_pad_relaxation(level.smoother, shape.rows, shape.a_nnz)))
     rows, nnz = setup.coarsest
     coarsest = hierarchy.coarsest
     inverse = coarsest.inverse
@@ -339,7 +356,7 @@ def _padded(setup: _BlockSetup, hierarchy: Hierarchy) -> Hierarchy:
         inverse = jnp.pad(inverse, ((0, extra), (0, extra)))
     return Hierarchy(levels=tuple(levels),
                      coarsest=CoarsestNumbers(a=_pad_csr(coarsest.a, rows, nnz), inverse=inverse,
-                                              smoother=_pad_relaxation(coarsest.smoother, rows)),
+                                              smoother=_pad_relaxation(coarsest.smoother, rows, nnz)),
                      config=setup.config)
 
 
@@ -403,7 +420,9 @@ def precondition(collectives: Collectives, n_coarse: int, preconditioner: _Preco
         start = collectives.index() * n_coarse
         residual = collectives.sum(
             lax.dynamic_update_slice(jnp.zeros(size, r.dtype), local, (start,)))
-        return (preconditioner.coarse_inverse_rows @ residual)[coarse_of_row]
+        # Padding rows have the coarse unknown C: none, so they stay zero.
+        return (preconditioner.coarse_inverse_rows @ residual).at[coarse_of_row].get(
+            mode="fill", fill_value=0)
 
     def two_level(r):
         x = coarse(r)
@@ -662,8 +681,13 @@ def _is_concrete(array: Any) -> bool:
 
 
 def _checked_vector(name: str, v: Any, A: ShardedCsrMatrix) -> jax.Array:
-    """``v`` as an array with A's rows, placed on A's mesh; clear errors otherwise."""
-    n = A.shape[0]
+    """``v`` in the padded layout of A's rows, placed on A's mesh; clear errors otherwise.
+
+    ``v`` has A's ``n`` rows (placed anywhere), or when the devices do not divide ``n``,
+    it may already be in the padded layout (`ShardedCsrMatrix.shard_vector`), its padding
+    entries then set to zero.
+    """
+    n, padded = A.shape[0], A.layout.padded_size
     if isinstance(v, jax.Array) and _is_concrete(v):
         sharding = v.sharding
         if isinstance(sharding, NamedSharding) and sharding.mesh != A.mesh:
@@ -673,12 +697,23 @@ def _checked_vector(name: str, v: Any, A: ShardedCsrMatrix) -> jax.Array:
                 f"jax.device_put({name}, A.sharding), NamedSharding(mesh, P({A.axis_name!r})) "
                 "on A's mesh.")
     v = jnp.asarray(v) if not isinstance(v, jax.Array) else v
-    if v.ndim not in (1, 2) or v.shape[0] != n:
-        raise ValueError(f"solve: {name} must have shape ({n},) or ({n}, k) to match the "
-                         f"sharded A {A.shape}, got {v.shape}.")
-    if _is_concrete(v):
-        v = jax.device_put(v, A.sharding)
-    return v
+    if v.ndim not in (1, 2) or v.shape[0] not in (n, padded):
+        layouts = f"({n},) or ({n}, k)"
+        if padded != n:
+            layouts += (f", or ({padded},) or ({padded}, k) in the padded layout of its "
+                        f"{A.layout.nparts} blocks of {A.layout.n_owned} rows "
+                        f"(A.shard_vector({name}))")
+        raise ValueError(f"solve: {name} must have shape {layouts} to match the sharded A "
+                         f"{A.shape}, got {v.shape}.")
+    if v.shape[0] == n:
+        return A.shard_vector(v)
+    return _padding_zeroed(A, jax.device_put(v, A.sharding) if _is_concrete(v) else v)
+
+
+def _padding_zeroed(A: ShardedCsrMatrix, v: jax.Array) -> jax.Array:
+    """``v`` in the padded layout with zeros in its padding entries."""
+    real = A.layout.real_rows.reshape((-1,) + (1,) * (v.ndim - 1))
+    return jnp.where(real, v, jnp.zeros((), v.dtype))
 
 
 def _describe_mesh(mesh) -> str:
@@ -713,6 +748,9 @@ def solve_sharded(
             f"solve: a sharded A is solved by a Krylov method (PCG, PBICGSTAB, GMRES, FGMRES), "
             f"not {config.solver!r}.")
     amg = _amg_of(config)
+    given = jnp.shape(b)  # (n, ...) or the padded layout's (P m, ...)
+    if x0 is not None and jnp.shape(x0) != given:
+        raise ValueError(f"solve: x0 must have b's shape {given}, got {jnp.shape(x0)}.")
     b = _checked_vector("b", b, A)
     if not jnp.issubdtype(b.dtype, jnp.inexact):
         b = b.astype(A.dtype)
@@ -748,11 +786,14 @@ def solve_sharded(
             _preconditioner_numbers, transposed, values, reuse_setup))
     if x0 is not None:
         x0 = lax.stop_gradient(_checked_vector("x0", x0, A).astype(dtype))
-        if x0.shape != b.shape:
-            raise ValueError(f"solve: x0 must have b's shape {b.shape}, got {x0.shape}.")
-    return solve_from(operator, b, x0, matvec=matvec, solve=_service(config, forward),
-                      transpose_solve=transpose_service, hermitian=hermitian,
-                      symmetrize=symmetrize, derivative=derivative)
+    x, info = solve_from(operator, b, x0, matvec=matvec, solve=_service(config, forward),
+                         transpose_solve=transpose_service, hermitian=hermitian,
+                         symmetrize=symmetrize, derivative=derivative)
+    if layout.padded_size == layout.shape[0]:
+        return x, info
+    if given[0] == layout.shape[0]:  # b of the n rows: x too
+        return A.global_vector(x), info
+    return _padding_zeroed(A, x), info
 
 
 def solve_from(operator: Any, b: jax.Array, x0: jax.Array | None, *, matvec, solve,
