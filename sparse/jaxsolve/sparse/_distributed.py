@@ -354,10 +354,9 @@ def _padded(setup: _BlockSetup, hierarchy: Hierarchy) -> Hierarchy:
     if inverse is not None:
         extra = rows - inverse.shape[0]
         inverse = jnp.pad(inverse, ((0, extra), (0, extra)))
-    return Hierarchy(levels=tuple(levels),
-                     coarsest=CoarsestNumbers(a=_pad_csr(coarsest.a, rows, nnz), inverse=inverse,
-                                              smoother=_pad_relaxation(coarsest.smoother, rows, nnz)),
-                     config=setup.config)
+    coarsest = CoarsestNumbers(a=_pad_csr(coarsest.a, rows, nnz), inverse=inverse,
+                               smoother=_pad_relaxation(coarsest.smoother, rows, nnz))
+    return Hierarchy(levels=tuple(levels), coarsest=coarsest, config=setup.config)
 
 
 def _local_setup(setup: _BlockSetup, layout, values: jax.Array,
@@ -567,10 +566,10 @@ def _solve_body(config: SolverConfig, orientation: _Orientation):
     return body
 
 
-def _service(config: SolverConfig, orientation: _Orientation, numbers=None):
+def _service(config: SolverConfig, orientation: _Orientation, own_numbers=None):
     """The solve service of ``orientation`` for :func:`jaxsolve.autodiff.linear_solve`.
 
-    Its operator is ``(A's values, A's preconditioner numbers or None)``. ``numbers``: a
+    Its operator is ``(A's values, A's preconditioner numbers or None)``. ``own_numbers``: a
     callable giving the numbers of the transpose (called when the service is, so that
     ``Aᵀ`` is set up only for a reverse mode), or None to take the operator's.
     """
@@ -578,8 +577,8 @@ def _service(config: SolverConfig, orientation: _Orientation, numbers=None):
 
     def service(operator, rhs):
         values, given = operator
-        if numbers is not None:
-            given = numbers()
+        if own_numbers is not None:
+            given = own_numbers()
         arrays = orientation.layout.arrays  # for Aᵀ its own; its values are routed from A's
         setup_arrays = None if orientation.setup is None else orientation.setup.arrays
         x, info = run(values, arrays, setup_arrays, orientation.routing_arrays, given, rhs)
