@@ -177,7 +177,7 @@ class TestSolveShardedUneven:
     def test_solve_uneven_rows_grad_matches_single_device(self, systems):
         A, b, config, _, _ = systems("convection_diffusion_441")
         A_csr = sparse.as_csr(A)
-        A_sharded = sharding.shard_rows(A, _mesh(8))
+        A_sharded = sharding.shard_rows(A, _mesh(4))
         weights = jnp.cos(jnp.arange(A.shape[0], dtype=jnp.float32))
 
         def single(values, b):
@@ -188,8 +188,8 @@ class TestSolveShardedUneven:
                                                   config=config)[0])
 
         values_bar, b_bar = jax.grad(single, argnums=(0, 1))(A_csr.values, b)
-        stacked_bar, sharded_b_bar = jax.jit(jax.grad(sharded, argnums=(0, 1)))(
-            A_sharded.values, b)
+        # Traced values: the padded blocks' hierarchies are set up inside the solve.
+        stacked_bar, sharded_b_bar = jax.grad(sharded, argnums=(0, 1))(A_sharded.values, b)
         np.testing.assert_allclose(sharded_b_bar, b_bar, rtol=1e-3,
                                    atol=1e-4 * float(jnp.abs(b_bar).max()))
         np.testing.assert_allclose(A_sharded.global_values(stacked_bar), values_bar, rtol=1e-3,
