@@ -44,7 +44,7 @@ def _matvec(A_sharded, x):
     arrays = A_sharded.arrays
     return jax.jit(js.shard_map(body, layout.mesh, (spec,) * 6, spec))(
         A_sharded.values, arrays.indices, arrays.indptr, arrays.send, arrays.recv,
-        jax.device_put(x, A_sharded.sharding))
+        jax.device_put(x, A_sharded.sharding))  # x in the padded layout
 
 
 class TestShardRows:
@@ -109,6 +109,36 @@ class TestShardRows:
         x = np.sin(np.arange(64, dtype=np.float32))
         np.testing.assert_allclose(_matvec(At, x), A.T @ x, rtol=1e-5, atol=1e-5)
 
+    @pytest.mark.parametrize("n,parts", [(27, 4), (60, 8), (61, 8), (9, 8)])
+    def test_shard_rows_uneven(self, n, parts):
+        # Blocks of ⌈n / P⌉ rows, the last ones with an empty padding row: products, the
+        # transpose and vectors in the padded layout round-trip to the n × n system.
+        A = _nonsymmetric(n, seed=4)
+        A_sharded = js.shard_rows(A, _mesh(parts))
+        layout = A_sharded.layout
+        m = -(-n // parts)
+        assert layout.n_owned == m and layout.padded_size == parts * m
+        assert layout.row_ranges == js.partition_rows(n, parts)
+        assert layout.real_rows.sum() == n
+        x = np.cos(np.arange(n, dtype=np.float32))
+        x_padded = A_sharded.shard_vector(x)
+        assert x_padded.shape == (parts * m,)
+        assert x_padded.sharding.is_equivalent_to(A_sharded.sharding, 1)
+        assert not np.any(np.asarray(x_padded)[~layout.real_rows])
+        np.testing.assert_array_equal(A_sharded.global_vector(x_padded), x)
+        y = _matvec(A_sharded, x_padded)
+        assert not np.any(np.asarray(y)[~layout.real_rows])
+        np.testing.assert_allclose(A_sharded.global_vector(y), A @ x, rtol=1e-5, atol=1e-5)
+        At = A_sharded.T
+        np.testing.assert_array_equal(At.todense(), A.toarray().T)
+        np.testing.assert_allclose(A_sharded.global_vector(_matvec(At, x_padded)), A.T @ x,
+                                   rtol=1e-5, atol=1e-5)
+        columns = np.stack([x, 2 * x], axis=1)  # (n, k) too
+        np.testing.assert_array_equal(
+            A_sharded.global_vector(A_sharded.shard_vector(columns)), columns)
+        with pytest.raises(ValueError, match=rf"v must have shape \({n},\) or \({n}, k\)"):
+            A_sharded.shard_vector(x[:-1])
+
     def test_shard_rows_bytes_per_matvec(self):
         # 8³ Poisson in 4 slabs of 2 planes: the inner slabs send a plane (64 values) each way.
         A_sharded = js.shard_rows(_poisson3d(8), _mesh(4))
@@ -116,9 +146,8 @@ class TestShardRows:
         assert js.shard_rows(_poisson3d(8), _mesh(1)).bytes_per_matvec()["padded"] == 0
 
     def test_shard_rows_errors(self):
-        A = _poisson3d(3)  # 27 rows
-        with pytest.raises(ValueError, match="cannot split evenly"):
-            js.shard_rows(A, _mesh(4))
+        with pytest.raises(ValueError, match="has 6 rows, fewer than the 8 devices"):
+            js.shard_rows(sp.eye_array(6, format="csr"), _mesh(8))
         with pytest.raises(ValueError, match="must be square"):
             js.shard_rows(sp.random_array((8, 4), density=0.5, format="csr"), _mesh(2))
         with pytest.raises(ValueError, match="not an axis of the mesh"):

@@ -15,6 +15,9 @@ iteration counts.
   distributed) must equal the single-process gradient's rows, under `jax.jit` with the
   values traced; ``grad-pcg`` the same for PCG on Poisson (derivatives averaged over
   ``a_ij`` and ``a_ji``, as the single-process CG's).
+* ``jvp``, ``jvp-pcg``: forward mode on the same systems: the tangent of ``x`` along
+  tangents of ``b`` and of the values (the tangent solve distributed too) must equal the
+  single-process tangent's rows.
 * ``errors``: the distributed keywords' errors, raised alike on every rank.
 """
 
@@ -117,6 +120,42 @@ def check_grad(A_global, config, name):
     report(f"OK grad {name} on {size} ranks")
 
 
+def check_jvp(A_global, config, name):
+    """Forward mode: the tangent of ``x`` along a tangent of ``b`` and of the values (not
+    symmetric: CG's derivatives average ``a_ij`` and ``a_ji``), under `jax.jit`."""
+    A_global = sp.csr_array(A_global)
+    n = A_global.shape[0]
+    A_block, (row_start, row_end) = sharding.partition_csr_matrix(A_global, rank, size)
+    rng = np.random.default_rng(7)  # the same on every rank
+    b = np.asarray(matrices.rhs_random(n, seed=5, dtype=jnp.float64))
+    b_dot = rng.standard_normal(n)
+    values_dot = rng.standard_normal(A_global.nnz) * np.abs(A_global.data)
+    pattern = sparse.as_csr(A_global)
+
+    def single(values, b):
+        return sparse.solve(pattern.with_values(values), b, config=config)[0]
+
+    _, x_dot = jax.jvp(single, (jnp.asarray(A_global.data), jnp.asarray(b)),
+                       (jnp.asarray(values_dot), jnp.asarray(b_dot)))
+    local = slice(A_global.indptr[row_start], A_global.indptr[row_end])
+
+    def distributed(data, b_local):
+        A = bcsr(data, A_block.indices, A_block.indptr, A_block.shape)
+        return sparse.solve(A, b_local, comm=comm, nglobal=n,
+                            partition_info=(row_start, row_end), config=config)[0]
+
+    rows = slice(row_start, row_end)
+    _, x_dot_local = jax.jit(lambda values, b, values_dot, b_dot: jax.jvp(
+        distributed, (values, b), (values_dot, b_dot)))(
+        jnp.asarray(A_block.data), jnp.asarray(b[rows]), jnp.asarray(values_dot[local]),
+        jnp.asarray(b_dot[rows]))
+    scale = float(jnp.abs(x_dot).max())
+    np.testing.assert_allclose(x_dot_local, x_dot[rows], rtol=1e-6, atol=1e-8 * scale)
+    error = comm.allreduce(float(jnp.abs(x_dot_local - x_dot[rows]).max()), op=MPI.MAX)
+    report(f"jvp {name}: max |x_dot - single process| / max |x_dot| = {error / scale:.1e}")
+    report(f"OK jvp {name} on {size} ranks")
+
+
 def check_errors():
     A_local, row_start, row_end = matrices.poisson_matrix_distributed(8, 8, rank, size)
     b_local = jnp.ones(row_end - row_start)
@@ -157,6 +196,11 @@ CHECKS = {
     "grad": lambda: check_grad(
         matrices.convection_diffusion_matrix_2d(16, 2.0, dtype=jnp.float64).todense(),
         PBICGSTAB, "convection-diffusion PBICGSTAB"),
+    "jvp": lambda: check_jvp(
+        matrices.convection_diffusion_matrix_2d(16, 2.0, dtype=jnp.float64).todense(),
+        PBICGSTAB, "convection-diffusion PBICGSTAB"),
+    "jvp-pcg": lambda: check_jvp(matrices.poisson_matrix(16, dtype=jnp.float64).todense(),
+                                 PCG, "poisson PCG"),
     "grad-pcg": lambda: check_grad(matrices.poisson_matrix(16, dtype=jnp.float64).todense(),
                                    PCG, "poisson PCG"),
 }

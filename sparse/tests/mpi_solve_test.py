@@ -4,7 +4,8 @@
 mpi4py from PyPI, pinned in the lock files; mpi4jax built by ``tools/dev``), as the sharding
 package's mpi_test.py does: JAX-AMG's paper example (2D Poisson 32 × 32, PBICGSTAB,
 partitioned, gathered on rank 0) against the single-process solve, and the distributed
-gradient through a nonsymmetric solve against the single-process gradient. Skipped, saying
+gradient and tangent (``jax.jvp``) through a nonsymmetric solve against the single-process
+ones. Skipped, saying
 why, only where no ``mpiexec`` exists at all. `TestSolveMpiErrors` checks, in this process,
 the errors raised before any communication.
 """
@@ -46,7 +47,8 @@ def _run(nranks, *checks):
                           env=environment, capture_output=True, text=True, timeout=240)
     assert done.returncode == 0, done.stdout + done.stderr[-6000:]
     for check in checks:
-        assert f"OK {check.replace('grad-pcg', 'grad poisson PCG')}" in done.stdout, done.stdout
+        name = {"grad-pcg": "grad poisson PCG", "jvp-pcg": "jvp poisson PCG"}.get(check, check)
+        assert f"OK {name}" in done.stdout, done.stdout
     print(done.stdout)
     return done.stdout
 
@@ -54,13 +56,15 @@ def _run(nranks, *checks):
 class TestSolveMpi:
 
     def test_solve_mpi_2_ranks(self):
-        # The paper example, the nonsymmetric gradient, PCG's gradient and the errors.
-        out = _run(2, "errors", "poisson", "grad", "grad-pcg")
+        # The paper example, the nonsymmetric and PCG's gradients and tangents, the errors.
+        out = _run(2, "errors", "poisson", "grad", "grad-pcg", "jvp", "jvp-pcg")
         assert "OK grad convection-diffusion PBICGSTAB on 2 ranks" in out
+        assert "OK jvp convection-diffusion PBICGSTAB on 2 ranks" in out
 
     def test_solve_mpi_4_ranks(self):
-        out = _run(4, "poisson", "grad")
+        out = _run(4, "poisson", "grad", "jvp")
         assert "OK grad convection-diffusion PBICGSTAB on 4 ranks" in out
+        assert "OK jvp convection-diffusion PBICGSTAB on 4 ranks" in out
 
 
 class TestSolveMpiErrors:

@@ -32,6 +32,12 @@ PROBLEMS = {
     "poisson3d": (lambda: matrices.poisson3d_matrix(8), PCG),
     "convection_diffusion": (lambda: matrices.convection_diffusion_matrix_2d(16, 2.0), BICGSTAB),
 }
+UNEVEN = {  # row counts that 4 and 8 devices do not divide
+    "poisson2d_900": (lambda: matrices.poisson_matrix(30), PCG),
+    "poisson3d_729": (lambda: matrices.poisson3d_matrix(9), PCG),
+    "convection_diffusion_441": (lambda: matrices.convection_diffusion_matrix_2d(21, 2.0),
+                                 BICGSTAB),
+}
 
 
 def _mesh(parts):
@@ -45,7 +51,7 @@ def systems():
 
     def get(name):
         if name not in cache:
-            make, config = PROBLEMS[name]
+            make, config = {**PROBLEMS, **UNEVEN}[name]
             A = make()
             b = matrices.rhs_random(A.shape[0], seed=1)
             with jax.numpy_dtype_promotion("standard"):
@@ -125,9 +131,105 @@ class TestSolveSharded:
         with pytest.raises(ValueError, match=r"b must have shape \(256,\) or \(256, k\)"):
             sparse.solve(A_sharded, b[:128])
         with pytest.raises(ValueError, match="not supported with a sharded A"):
-            sparse.solve(A_sharded, b, reuse_setup=True)
+            sparse.solve(A_sharded, b, near_nullspace=jnp.ones(256))
         with pytest.raises(ValueError, match="Krylov method"):
             sparse.solve(A_sharded, b, config={"solver": "AMG"})
+
+
+class TestSolveShardedUneven:
+
+    @pytest.mark.parametrize("name,parts", [("poisson2d_900", 8), ("poisson3d_729", 4),
+                                            ("convection_diffusion_441", 8)])
+    def test_solve_uneven_rows_matches_single_device(self, systems, name, parts):
+        # Blocks of ⌈n / P⌉ rows, some with an empty padding row: b and x keep their n rows.
+        A, b, config, x_single, iterations = systems(name)
+        A_sharded = sharding.shard_rows(A, _mesh(parts))
+        assert A.shape[0] % parts and A_sharded.layout.padded_size > A.shape[0]
+        x, info = sparse.solve(A_sharded, b, config=config)
+        assert sparse.Status(int(info.status)) == sparse.Status.SUCCESS
+        assert x.shape == b.shape
+        np.testing.assert_allclose(x, x_single, rtol=1e-4,
+                                   atol=1e-4 * float(jnp.abs(x_single).max()))
+        print(f"{name} on {parts} devices: iterations {int(info.iterations)}, single device "
+              f"{iterations}")
+        assert int(info.iterations) <= 1.5 * iterations + 1
+
+    def test_solve_uneven_rows_padded_layout(self, systems):
+        # b in the padded layout, sharded like the rows: x comes back in it, padding zero;
+        # other lengths are refused with the layouts that fit.
+        A, b, config, x_single, _ = systems("convection_diffusion_441")
+        A_sharded = sharding.shard_rows(A, _mesh(4))  # 111, 110, 110, 110 rows
+        assert A_sharded.layout.n_owned == 111
+        b_padded = A_sharded.shard_vector(b)
+        assert b_padded.shape == (444,)
+        assert b_padded.sharding.is_equivalent_to(A_sharded.sharding, 1)
+        x_padded, info = jax.jit(lambda b: sparse.solve(A_sharded, b, config=config))(
+            b_padded)
+        assert sparse.Status(int(info.status)) == sparse.Status.SUCCESS
+        assert x_padded.shape == (444,)
+        assert not np.any(np.asarray(x_padded)[~A_sharded.layout.real_rows])
+        np.testing.assert_allclose(A_sharded.global_vector(x_padded), x_single, rtol=1e-4,
+                                   atol=1e-4 * float(jnp.abs(x_single).max()))
+        with pytest.raises(ValueError, match=r"\(441,\) or \(441, k\).*or \(444,\) or "
+                                             r"\(444, k\) in the padded layout"):
+            sparse.solve(A_sharded, b[:440], config=config)
+
+    def test_solve_uneven_rows_grad_matches_single_device(self, systems):
+        A, b, config, _, _ = systems("convection_diffusion_441")
+        A_csr = sparse.as_csr(A)
+        A_sharded = sharding.shard_rows(A, _mesh(4))
+        weights = jnp.cos(jnp.arange(A.shape[0], dtype=jnp.float32))
+
+        def single(values, b):
+            return jnp.sum(weights * sparse.solve(A_csr.with_values(values), b, config=config)[0])
+
+        def sharded(values, b):
+            return jnp.sum(weights * sparse.solve(A_sharded.with_values(values), b,
+                                                  config=config)[0])
+
+        values_bar, b_bar = jax.grad(single, argnums=(0, 1))(A_csr.values, b)
+        # Traced values: the padded blocks' hierarchies are set up inside the solve.
+        stacked_bar, sharded_b_bar = jax.grad(sharded, argnums=(0, 1))(A_sharded.values, b)
+        np.testing.assert_allclose(sharded_b_bar, b_bar, rtol=1e-3,
+                                   atol=1e-4 * float(jnp.abs(b_bar).max()))
+        np.testing.assert_allclose(A_sharded.global_values(stacked_bar), values_bar, rtol=1e-3,
+                                   atol=1e-4 * float(jnp.abs(values_bar).max()))
+
+
+class TestSolveShardedSetup:
+
+    def test_solve_reuses_numeric_setup(self, systems, monkeypatch):
+        # The per-device hierarchies and the coarse inverse are set up once for concrete
+        # values: a second right-hand side reuses them, new values set up anew, and
+        # reuse_setup=True keeps the latest numbers whatever the values.
+        A, b, config, x_single, _ = systems("convection_diffusion")
+        A_sharded = sharding.shard_rows(A, _mesh(4))
+        setups = []
+        real = sparse._distributed._setup_numbers
+        monkeypatch.setattr(sparse._distributed, "_setup_numbers",
+                            lambda *args: setups.append(args) or real(*args))
+
+        x, _ = sparse.solve(A_sharded, b, config=config)
+        assert len(setups) == 1
+        x2, info = sparse.solve(A_sharded, 2 * b, config=config)
+        assert len(setups) == 1  # same values: the numbers are reused
+        np.testing.assert_allclose(x2, 2 * x, rtol=1e-4, atol=1e-4 * float(jnp.abs(x).max()))
+        same = A_sharded.with_values(A_sharded.values + 0)  # equal values, another array
+        sparse.solve(same, b, config=config)
+        assert len(setups) == 1
+
+        doubled = A_sharded.with_values(2 * A_sharded.values)
+        x_half, info = sparse.solve(doubled, b, config=config)
+        assert len(setups) == 2  # new values: set up anew
+        assert sparse.Status(int(info.status)) == sparse.Status.SUCCESS
+        np.testing.assert_allclose(x_half, x_single / 2, rtol=1e-4,
+                                   atol=1e-4 * float(jnp.abs(x_single).max()))
+        # Reused numbers of 2A precondition A's solve: still converged, no new setup.
+        x_reused, info = sparse.solve(A_sharded, b, config=config, reuse_setup=True)
+        assert len(setups) == 2
+        assert sparse.Status(int(info.status)) == sparse.Status.SUCCESS
+        np.testing.assert_allclose(x_reused, x_single, rtol=1e-4,
+                                   atol=1e-4 * float(jnp.abs(x_single).max()))
 
 
 class TestSolveShardedGrad:

@@ -26,8 +26,9 @@ step dependable on one host and on clusters:
 * `halo_plans` (all ranks, one host) and `halo_plan` (one MPI rank) say which entries of ``x``
   each rank must receive from and send to which other rank for its rows of ``A x``, renumber
   its columns into ``[owned | halo]``, and count the bytes exchanged (`HaloPlan`).
-* `shard_rows` turns a global sparse matrix into a `ShardedCsrMatrix`: equal blocks of rows
-  stacked over the devices of a `row_mesh` with their halo exchanges as ``ppermute`` messages,
+* `shard_rows` turns a global sparse matrix into a `ShardedCsrMatrix`: blocks of rows (padded
+  to one length when the devices do not divide the rows) stacked over the devices of a
+  `row_mesh` with their halo exchanges as ``ppermute`` messages,
   for one-host solves under `jax.shard_map` (`jaxsolve.sparse.solve` takes it); `shard_map` is
   `jax.shard_map` on every supported JAX.
 

@@ -3,12 +3,18 @@
 `shard_rows` splits a global square sparse matrix into ``P`` contiguous blocks of rows, one
 per device of a 1D mesh (`row_mesh`), and stores them as one pytree whose arrays have a
 leading axis of ``P`` sharded over the mesh axis: inside `jax.shard_map` each device sees its
-own block. A block is CSR in the local ``[owned | halo | 0]`` numbering of its `HaloPlan`:
-``m = n / P`` owned columns, then the ``H`` halo slots (``H`` the largest halo of all
-devices; a device with a smaller halo leaves the rest zero), then one slot that always holds
-zero. The blocks are padded to the same number of stored entries ``Z``; the padding entries
-sit at the end of the last row, in the zero column, with value zero, so they change no
-product and get no gradient.
+own block. The blocks are as even as can be (`partition_rows`: the first ``n mod P`` devices
+one row more) and all have ``m = ⌈n / P⌉`` rows: a device with fewer real rows gets *padding
+rows*, empty (no stored entry) and with zero right-hand side, so ``A x`` is zero there, the
+preconditioner keeps them zero and nothing reaches the real rows: the solution, the
+iterations and the derivatives are those of the ``n × n`` system. Vectors use the same
+*padded layout* of ``P m`` entries (`ShardedCsrMatrix.shard_vector`); when ``P`` divides ``n``
+it is the plain layout of ``NamedSharding(mesh, P(axis))``. A block is CSR in the local
+``[owned | halo | 0]`` numbering of its `HaloPlan`: ``m`` owned columns, then the ``H`` halo
+slots (``H`` the largest halo of all devices; a device with a smaller halo leaves the rest
+zero), then one slot that always holds zero. The blocks are padded to the same number of
+stored entries ``Z``; the padding entries sit at the end of the last row, in the zero
+column, with value zero, so they change no product and get no gradient.
 
 **Exchanges.** A product ``A x`` needs each device's halo entries of ``x`` from the devices
 that own them. `Exchange` moves entries between devices with `jax.lax.ppermute`, one call
@@ -219,8 +225,20 @@ class RowLayout:
 
     @property
     def n_owned(self) -> int:
-        """``m``: the rows (and entries of a vector) of every device."""
-        return self.shape[0] // self.nparts
+        """``m``: the rows (and entries of a vector) of every device, padding included."""
+        return max(end - start for start, end in self.row_ranges)
+
+    @property
+    def padded_size(self) -> int:
+        """``P m``: the entries of a vector in the padded layout (``n`` when ``P``
+        divides ``n``)."""
+        return self.nparts * self.n_owned
+
+    @functools.cached_property
+    def real_rows(self) -> np.ndarray:
+        """``(P m,)`` bool: which entries of the padded layout are rows of ``A``."""
+        m = self.n_owned
+        return np.concatenate([np.arange(m) < end - start for start, end in self.row_ranges])
 
     @property
     def n_local_columns(self) -> int:
@@ -275,7 +293,7 @@ def _layout(indptr: np.ndarray, indices: np.ndarray, shape: tuple[int, int],
     nparts = len(row_ranges)
     plans = halo_plans(scipy.sparse.csr_array(
         (np.ones(len(indices), np.int8), indices, indptr), shape=shape), row_ranges)
-    m = shape[0] // nparts
+    m = max(end - start for start, end in row_ranges)
     n_halo = max(plan.n_halo for plan in plans)
     nnz = tuple(int(indptr[end] - indptr[start]) for start, end in row_ranges)
     width = max(max(nnz), 1)
@@ -283,9 +301,12 @@ def _layout(indptr: np.ndarray, indices: np.ndarray, shape: tuple[int, int],
     local_indices = np.full((nparts, width), m + n_halo, np.int32)  # padding: the zero slot
     lists = {}
     for rank, ((start, end), plan) in enumerate(zip(row_ranges, plans)):
-        local_indptr[rank] = indptr[start:end + 1] - indptr[start]
+        rows = end - start
+        local_indptr[rank, :rows + 1] = indptr[start:end + 1] - indptr[start]
+        local_indptr[rank, rows + 1:] = nnz[rank]  # padding rows: empty
         local_indptr[rank, -1] = width  # padding entries close the last row
         columns = plan.local_indices(indices[indptr[start]:indptr[end]])
+        columns[columns >= rows] += m - rows  # the halo after all m owned slots
         local_indices[rank, :nnz[rank]] = columns
         for q, positions in plan.sends():
             lists.setdefault((rank, q), [None, None])[0] = positions
@@ -377,8 +398,60 @@ class ShardedCsrMatrix:
 
     @property
     def sharding(self) -> NamedSharding:
-        """``NamedSharding(mesh, P(axis_name))``: how ``b`` and ``x`` must be sharded."""
+        """``NamedSharding(mesh, P(axis_name))``: how vectors in the padded layout (and
+        ``b`` and ``x`` of length ``n`` when ``P`` divides ``n``) are sharded."""
         return self.layout.sharding()
+
+    def shard_vector(self, v: Any) -> jax.Array:
+        """``v`` of shape ``(n,)`` or ``(n, k)`` in the padded layout of the rows, sharded
+        like them: ``(P m,)`` or ``(P m, k)``, device ``r``'s ``m`` entries its rows
+        followed by zeros for its padding rows (none when ``P`` divides ``n``: then this is
+        ``v`` placed with `sharding`). Works on traced arrays; `global_vector` inverts it.
+
+        Examples:
+          10 rows over 4 devices: 3, 3, 2 and 2 rows, each device one row of padding.
+
+          >>> import jax, numpy as np, scipy.sparse as sp
+          >>> from jaxsolve.sharding import row_mesh, shard_rows
+          >>> A = shard_rows(sp.eye_array(10, format="csr"),
+          ...                row_mesh(devices=jax.devices("cpu")[:4]))
+          >>> A.shard_vector(np.arange(1.0, 11.0)).reshape(4, 3)
+          Array([[ 1.,  2.,  3.],
+                 [ 4.,  5.,  6.],
+                 [ 7.,  8.,  0.],
+                 [ 9., 10.,  0.]], dtype=float32)
+        """
+        v = jnp.asarray(v)
+        layout = self.layout
+        n, nparts, m = layout.shape[0], layout.nparts, layout.n_owned
+        if v.ndim not in (1, 2) or v.shape[0] != n:
+            raise ValueError(f"shard_vector: v must have shape ({n},) or ({n}, k), the rows "
+                             f"of A, got {v.shape}.")
+        if layout.padded_size != n:
+            full = n - nparts * (m - 1)  # the devices with m real rows
+            rest = v.shape[1:]
+            head = v[:full * m].reshape((full, m) + rest)
+            tail = v[full * m:].reshape((nparts - full, m - 1) + rest)
+            tail = jnp.pad(tail, [(0, 0), (0, 1)] + [(0, 0)] * len(rest))
+            v = jnp.concatenate([head, tail]).reshape((nparts * m,) + rest)
+        return _placed(v, self.sharding)
+
+    def global_vector(self, v: Any) -> jax.Array:
+        """The inverse of `shard_vector`: ``(n,)`` or ``(n, k)`` from a vector in the padded
+        layout (its padding entries dropped), replicated over the mesh."""
+        v = jnp.asarray(v)
+        layout = self.layout
+        n, nparts, m = layout.shape[0], layout.nparts, layout.n_owned
+        if v.ndim not in (1, 2) or v.shape[0] != layout.padded_size:
+            raise ValueError(f"global_vector: v must have shape ({layout.padded_size},) or "
+                             f"({layout.padded_size}, k), the padded layout, got {v.shape}.")
+        if layout.padded_size != n:
+            full = n - nparts * (m - 1)
+            rest = v.shape[1:]
+            blocks = v.reshape((nparts, m) + rest)
+            v = jnp.concatenate([blocks[:full].reshape((full * m,) + rest),
+                                 blocks[full:, :m - 1].reshape((n - full * m,) + rest)])
+        return _placed(v, NamedSharding(self.mesh, PartitionSpec()))
 
     def with_values(self, values: Any) -> ShardedCsrMatrix:
         """The same layout with other ``(P, Z)`` values (e.g. traced ones)."""
@@ -458,6 +531,13 @@ class ShardedCsrMatrix:
                 f"{layout.n_owned}, halo={layout.n_halo}, nnz per device={list(layout.nnz)})")
 
 
+def _placed(v: jax.Array, sharding: NamedSharding) -> jax.Array:
+    """``v`` with ``sharding``: placed now, or constrained when traced."""
+    if isinstance(v, jax.core.Tracer):
+        return jax.lax.with_sharding_constraint(v, sharding)
+    return jax.device_put(v, sharding)
+
+
 def _device_arrays(layout: RowLayout, *arrays: np.ndarray) -> list[jax.Array]:
     sharding = layout.sharding()
     with jax.ensure_compile_time_eval():  # host setup, also while a jit traces
@@ -465,12 +545,15 @@ def _device_arrays(layout: RowLayout, *arrays: np.ndarray) -> list[jax.Array]:
 
 
 def shard_rows(A: Any, mesh: Mesh, axis_name: str | None = None) -> ShardedCsrMatrix:
-    """Splits a square sparse matrix into equal blocks of rows over the devices of a mesh.
+    """Splits a square sparse matrix into blocks of rows over the devices of a mesh.
 
-    Device ``r`` of the mesh axis gets rows ``r m : (r + 1) m`` (``m = n / P``), the same
-    rows as its shard of a vector ``b`` placed with ``NamedSharding(mesh, P(axis_name))``,
-    with its `HaloPlan` turned into ``ppermute`` messages (the module documentation explains
-    the layout). `jaxsolve.sparse.solve` solves with the result under `jax.shard_map`.
+    Device ``r`` of the mesh axis gets the rows ``partition_rows(n, P)[r]``: ``m = n / P``
+    rows each when ``P`` divides ``n``, the same rows as its shard of a vector ``b`` placed
+    with ``NamedSharding(mesh, P(axis_name))``; otherwise the first ``n mod P`` devices get
+    ``m = ⌈n / P⌉`` rows and the others ``m − 1`` and one empty padding row (vectors then
+    travel in the padded layout of `ShardedCsrMatrix.shard_vector`). Each device's
+    `HaloPlan` becomes ``ppermute`` messages (the module documentation explains the layout).
+    `jaxsolve.sparse.solve` solves with the result under `jax.shard_map`.
 
     Args:
       A: the global ``(n, n)`` matrix, with concrete values: a `scipy.sparse` matrix or
@@ -486,7 +569,7 @@ def shard_rows(A: Any, mesh: Mesh, axis_name: str | None = None) -> ShardedCsrMa
 
     Raises:
       TypeError: if `A` is not a sparse matrix, or `mesh` not a `jax.sharding.Mesh`.
-      ValueError: if `A` is not square, its rows do not split evenly over the devices, it
+      ValueError: if `A` is not square, has fewer rows than the mesh axis has devices,
         stores an entry twice, or `axis_name` is not an axis of `mesh`.
 
     Examples:
@@ -520,11 +603,9 @@ def shard_rows(A: Any, mesh: Mesh, axis_name: str | None = None) -> ShardedCsrMa
     n, nparts = shape[0], mesh.shape[axis_name]
     if shape[0] != shape[1]:
         raise ValueError(f"shard_rows: A must be square, got shape {shape}.")
-    if n % nparts:
-        raise ValueError(
-            f"shard_rows: A has {n} rows, which the {nparts} devices of axis {axis_name!r} "
-            f"cannot split evenly (jax.shard_map needs equal shards of b and x); pad the "
-            f"system to a multiple of {nparts} rows (e.g. with rows of the identity).")
+    if n < nparts:
+        raise ValueError(f"shard_rows: A has {n} rows, fewer than the {nparts} devices of axis "
+                         f"{axis_name!r}; every device needs at least one row.")
     rows = np.repeat(np.arange(n), np.diff(indptr))
     order = np.lexsort((indices[:indptr[-1]], rows))
     sorted_columns = indices[order]

@@ -1,9 +1,15 @@
 """Sharded solves on one host: `solve` for a row-sharded matrix, under `jax.shard_map`.
 
 A `jaxsolve.sharding.ShardedCsrMatrix` (from `jaxsolve.sharding.shard_rows`) holds ``P``
-equal blocks of rows of ``A``, one per device of a 1D mesh; ``b`` and ``x`` are split the same
-way (``NamedSharding(mesh, P(axis))``). The solve runs as one `jax.shard_map` program in
-which every device iterates on its own rows:
+blocks of rows of ``A``, one per device of a 1D mesh; ``b`` and ``x`` are split the same
+way (``NamedSharding(mesh, P(axis))``). When ``P`` does not divide ``n`` (JAX shards an
+array only evenly), every block has ``m = ⌈n / P⌉`` rows, some an empty padding row, and
+``b`` comes either with its ``n`` rows, placed anywhere (on one device, replicated), giving
+``x`` with ``n`` rows replicated over the mesh, or in the padded layout of the blocks
+(``A.shard_vector(b)``, sharded like them), giving ``x`` in that layout. Padding rows hold
+zeros throughout and change neither the solution, nor the iterations, nor the derivatives.
+The solve runs as one `jax.shard_map` program in which every device iterates on its own
+rows:
 
 * **products** ``A x``: each device receives its halo entries of ``x`` from their owners with
   `jax.lax.ppermute` (only those entries, one message per neighbouring device; ``x`` is never
@@ -36,7 +42,11 @@ on the host once per layout (from the values when they are concrete, else from t
 and the numbers are computed inside the compiled program from the values, so traced values
 work. Blocks whose structures differ run different code: the device picks its branch with
 ``lax.switch`` on its axis index (identical blocks share one). All blocks get the same
-number of levels (the smallest), their level arrays are padded to common shapes.
+number of levels (the smallest), their level arrays are padded to common shapes. For
+concrete values the numbers (every block's hierarchy, the coarse inverse) are set up by a
+program of their own and kept with the values, per orientation, as the single-device
+solve keeps its setup: another solve with equal values reuses them, new values set up
+anew, and ``reuse_setup=True`` takes the latest numbers whatever the values.
 
 **Derivatives** go through :func:`jaxsolve.autodiff.linear_solve` with the sharded product
 as ``matvec`` (JAX transposes its ``ppermute`` s), so cotangents of the values stay on each
@@ -205,14 +215,15 @@ def _build_block_setup(layout, values: np.ndarray | None, amg: AMGConfig) -> _Bl
     nparts, m = layout.nparts, layout.n_owned
     keys: dict[tuple, int] = {}
     blocks, branch, positions = [], np.zeros(nparts, np.int32), []
-    for rank in range(nparts):
-        nnz = layout.nnz[rank]
+    for rank, (start, end) in enumerate(layout.row_ranges):
+        nnz, n_rows = layout.nnz[rank], end - start  # the block of its real rows
         columns = layout.local_indices[rank, :nnz]
         rows = np.repeat(np.arange(m), np.diff(
             np.append(layout.local_indptr[rank, :-1], nnz)))
         inside = np.flatnonzero(columns < m)
-        indptr = np.concatenate([[0], np.cumsum(np.bincount(rows[inside], minlength=m))])
-        pattern = CsrStructure(indptr.astype(np.int32), columns[inside].astype(np.int32), m)
+        indptr = np.concatenate([[0], np.cumsum(np.bincount(rows[inside], minlength=n_rows))])
+        pattern = CsrStructure(indptr.astype(np.int32), columns[inside].astype(np.int32),
+                               n_rows)
         block_values = None if values is None else np.asarray(values[rank, inside])
         key = (pattern.indptr.tobytes(), pattern.indices.tobytes(),
                None if block_values is None else block_values.tobytes())
@@ -237,7 +248,10 @@ def _build_block_setup(layout, values: np.ndarray | None, amg: AMGConfig) -> _Bl
                 max(s.coarsest.nnz for s in structures))
     coarse_of_unique = [_coarse_aggregates(s, COARSE_PER_PART) for s in structures]
     n_coarse = max(count for _, count in coarse_of_unique)
-    coarse_of_row = np.stack([coarse_of_unique[branch[r]][0] for r in range(nparts)])
+    coarse_of_row = np.full((nparts, m), n_coarse, np.int32)  # padding rows: none
+    for rank in range(nparts):
+        of_row = coarse_of_unique[branch[rank]][0]
+        coarse_of_row[rank, :len(of_row)] = of_row
     coarse_rows = np.full((nparts, layout.width), nparts * n_coarse, np.int32)
     coarse_cols = coarse_rows.copy()
     owners = np.array([end for _, end in layout.row_ranges])
@@ -313,10 +327,17 @@ def _pad_csr(c: CsrArrays, rows: int, nnz: int) -> CsrArrays:
     )
 
 
-def _pad_relaxation(data: RelaxationData | None, rows: int) -> RelaxationData | None:
+def _pad_relaxation(data: RelaxationData | None, rows: int, nnz: int
+                    ) -> RelaxationData | None:
+    """``data`` for ``rows`` rows, the extra ones unscaled (so they stay zero)."""
     if data is None:
         return None
-    return data._replace(scale=jnp.pad(data.scale, (0, rows - data.scale.shape[0])))
+    extra = rows - data.scale.shape[0]
+    return data._replace(
+        scale=jnp.pad(data.scale, (0, extra)),
+        colors=None if data.colors is None else jnp.pad(data.colors, (0, extra)),
+        lower=None if data.lower is None else _pad_csr(data.lower, rows, nnz),
+        upper=None if data.upper is None else _pad_csr(data.upper, rows, nnz))
 
 
 def _padded(setup: _BlockSetup, hierarchy: Hierarchy) -> Hierarchy:
@@ -326,17 +347,16 @@ def _padded(setup: _BlockSetup, hierarchy: Hierarchy) -> Hierarchy:
             a=_pad_csr(level.a, shape.rows, shape.a_nnz),
             p=_pad_csr(level.p, shape.rows, shape.p_nnz),
             r=_pad_csr(level.r, shape.coarse_rows, shape.r_nnz),
-            smoother=_pad_relaxation(level.smoother, shape.rows)))
+            smoother=_pad_relaxation(level.smoother, shape.rows, shape.a_nnz)))
     rows, nnz = setup.coarsest
     coarsest = hierarchy.coarsest
     inverse = coarsest.inverse
     if inverse is not None:
         extra = rows - inverse.shape[0]
         inverse = jnp.pad(inverse, ((0, extra), (0, extra)))
-    return Hierarchy(levels=tuple(levels),
-                     coarsest=CoarsestNumbers(a=_pad_csr(coarsest.a, rows, nnz), inverse=inverse,
-                                              smoother=_pad_relaxation(coarsest.smoother, rows)),
-                     config=setup.config)
+    coarsest = CoarsestNumbers(a=_pad_csr(coarsest.a, rows, nnz), inverse=inverse,
+                               smoother=_pad_relaxation(coarsest.smoother, rows, nnz))
+    return Hierarchy(levels=tuple(levels), coarsest=coarsest, config=setup.config)
 
 
 def _local_setup(setup: _BlockSetup, layout, values: jax.Array,
@@ -399,7 +419,9 @@ def precondition(collectives: Collectives, n_coarse: int, preconditioner: _Preco
         start = collectives.index() * n_coarse
         residual = collectives.sum(
             lax.dynamic_update_slice(jnp.zeros(size, r.dtype), local, (start,)))
-        return (preconditioner.coarse_inverse_rows @ residual)[coarse_of_row]
+        # Padding rows have the coarse unknown C: none, so they stay zero.
+        return (preconditioner.coarse_inverse_rows @ residual).at[coarse_of_row].get(
+            mode="fill", fill_value=0)
 
     def two_level(r):
         x = coarse(r)
@@ -422,12 +444,17 @@ def precondition(collectives: Collectives, n_coarse: int, preconditioner: _Preco
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class _Orientation:
-    """One orientation of the system (``A`` or ``Aᵀ``) and how to get its values."""
+    """One orientation of the system (``A`` or ``Aᵀ``) and how to get its values.
+
+    ``numbers`` keeps, per dtype, the latest preconditioner numbers set up from concrete
+    values and those values: ``{dtype: (values, numbers)}`` (`_preconditioner_numbers`).
+    """
 
     layout: Any
     setup: _BlockSetup | None  # None: no preconditioner
     routing: Any = None  # the Exchange from A's values, for Aᵀ
     routing_arrays: tuple | None = None
+    numbers: dict = dataclasses.field(default_factory=dict)
 
 
 def krylov_columns(config: SolverConfig, collectives: Collectives, matvec, precondition,
@@ -445,16 +472,81 @@ def krylov_columns(config: SolverConfig, collectives: Collectives, matvec, preco
     return jax.vmap(one, in_axes=1, out_axes=(1, 0))(rhs)
 
 
+def _own_values(orientation: _Orientation, values: jax.Array, routing_arrays) -> jax.Array:
+    """Inside `jax.shard_map`: this device's values of ``orientation``'s matrix from its
+    values of ``A`` (routed to ``Aᵀ``'s slots for the transpose)."""
+    if orientation.routing is None:
+        return values
+    layout = orientation.layout
+    send, recv = _squeeze(routing_arrays)
+    return orientation.routing.apply(layout.axis_name, values, send, recv,
+                                     jnp.zeros(layout.width, values.dtype))
+
+
+def _numbers_body(orientation: _Orientation):
+    """The per-device numeric setup of ``orientation``'s preconditioner."""
+    def body(values, arrays, setup_arrays, routing_arrays):
+        values, setup_arrays = _squeeze((values, setup_arrays))
+        values = _own_values(orientation, values, routing_arrays)
+        numbers = _local_setup(orientation.setup, orientation.layout, values, setup_arrays)
+        return jax.tree.map(lambda leaf: leaf[None], numbers)
+
+    return body
+
+
+@functools.lru_cache(maxsize=64)
+def _compiled_numbers(orientation: _Orientation):
+    spec = PartitionSpec(orientation.layout.axis_name)
+    return jax.jit(shard_map(_numbers_body(orientation), orientation.layout.mesh,
+                             (spec, spec, spec, spec), spec))
+
+
+def _setup_numbers(orientation: _Orientation, values: jax.Array) -> _Preconditioner:
+    """The stacked preconditioner numbers for concrete ``values``, computed now, even while
+    a caller's jit traces (run as a compiled executable, as `numeric_setup_now` does)."""
+    arguments = (values, orientation.layout.arrays, orientation.setup.arrays,
+                 orientation.routing_arrays)
+    return _compiled_numbers(orientation).lower(*arguments).compile()(*arguments)
+
+
+def _preconditioner_numbers(orientation: _Orientation, values: jax.Array,
+                            reuse_setup: bool) -> _Preconditioner | None:
+    """The numbers a solve with ``values`` uses, or None to set up inside the solve.
+
+    As for the single-device solve: concrete values are set up once and the numbers kept
+    with them, so a solve with the same values (equal, checked on the device) reuses them
+    and other values set up anew; traced values are set up inside the compiled solve.
+    ``reuse_setup`` takes the latest numbers of this orientation whatever the values.
+    """
+    if orientation.setup is None:
+        return None
+    kept = orientation.numbers.get(values.dtype)
+    if kept is not None and reuse_setup:
+        return kept[1]
+    if not _is_concrete(values):
+        return None
+    if kept is not None:
+        with jax.ensure_compile_time_eval():  # concrete, also while a caller's jit traces
+            if kept[0] is values or bool(_equal(kept[0], values)):
+                return kept[1]
+    numbers = _setup_numbers(orientation, values)
+    orientation.numbers[values.dtype] = (values, numbers)
+    return numbers
+
+
+@jax.jit
+def _equal(a: jax.Array, b: jax.Array) -> jax.Array:
+    return jnp.array_equal(a, b)
+
+
 def _solve_body(config: SolverConfig, orientation: _Orientation):
-    """The per-device solve of ``orientation``'s system for the columns of ``rhs``."""
+    """The per-device solve of ``orientation``'s system for the columns of ``rhs``, with
+    the preconditioner's numbers given (stacked) or, when None, set up here."""
     layout = orientation.layout
 
-    def body(values, arrays, setup_arrays, routing_arrays, rhs):
+    def body(values, arrays, setup_arrays, routing_arrays, numbers, rhs):
         values, arrays, setup_arrays = _squeeze((values, arrays, setup_arrays))
-        if orientation.routing is not None:
-            send, recv = _squeeze(routing_arrays)
-            values = orientation.routing.apply(layout.axis_name, values, send, recv,
-                                               jnp.zeros(layout.width, values.dtype))
+        values = _own_values(orientation, values, routing_arrays)
 
         def matvec(x):
             return _local_matvec(layout, values, arrays, x)
@@ -462,7 +554,10 @@ def _solve_body(config: SolverConfig, orientation: _Orientation):
         collectives = _AxisCollectives(layout, arrays.send, arrays.recv)
         apply = None
         if orientation.setup is not None:
-            numbers = _local_setup(orientation.setup, layout, values, setup_arrays)
+            if numbers is None:
+                numbers = _local_setup(orientation.setup, layout, values, setup_arrays)
+            else:
+                numbers = _squeeze(numbers)
             apply = precondition(collectives, orientation.setup.n_coarse, numbers,
                                  setup_arrays.coarse_of_row, matvec)
         x, info = krylov_columns(config, collectives, matvec, apply, rhs)
@@ -471,14 +566,22 @@ def _solve_body(config: SolverConfig, orientation: _Orientation):
     return body
 
 
-def _service(config: SolverConfig, orientation: _Orientation):
-    """The solve service of ``orientation`` for :func:`jaxsolve.autodiff.linear_solve`."""
+def _service(config: SolverConfig, orientation: _Orientation, own_numbers=None):
+    """The solve service of ``orientation`` for :func:`jaxsolve.autodiff.linear_solve`.
+
+    Its operator is ``(A's values, A's preconditioner numbers or None)``. ``own_numbers``: a
+    callable giving the numbers of the transpose (called when the service is, so that
+    ``Aᵀ`` is set up only for a reverse mode), or None to take the operator's.
+    """
     run = _compiled_solve(config, orientation)
 
-    def service(values, rhs):
+    def service(operator, rhs):
+        values, given = operator
+        if own_numbers is not None:
+            given = own_numbers()
         arrays = orientation.layout.arrays  # for Aᵀ its own; its values are routed from A's
         setup_arrays = None if orientation.setup is None else orientation.setup.arrays
-        x, info = run(values, arrays, setup_arrays, orientation.routing_arrays, rhs)
+        x, info = run(values, arrays, setup_arrays, orientation.routing_arrays, given, rhs)
         return x, jax.tree.map(lambda leaf: leaf[0], info)
 
     return service
@@ -490,7 +593,7 @@ def _compiled_solve(config: SolverConfig, orientation: _Orientation):
     orientation, so repeated solves reuse the compiled program)."""
     spec = PartitionSpec(orientation.layout.axis_name)
     return jax.jit(shard_map(_solve_body(config, orientation), orientation.layout.mesh,
-                             (spec, spec, spec, spec, spec), (spec, spec)))
+                             (spec,) * 6, (spec, spec)))
 
 
 @functools.lru_cache(maxsize=64)
@@ -509,9 +612,10 @@ def _matvec(layout):
     return matvec
 
 
-def _orientations(layout, values: np.ndarray | None, amg: AMGConfig | None, hermitian: bool
+def _orientations(layout, values: jax.Array | None, amg: AMGConfig | None, hermitian: bool
                   ) -> tuple[_Orientation, _Orientation | None]:
-    """``A``'s orientation and, unless ``hermitian``, ``Aᵀ``'s (cached per layout)."""
+    """``A``'s orientation and, unless ``hermitian``, ``Aᵀ``'s (cached per layout; the
+    structures are built from ``values``, ``A``'s stacked values, when given)."""
     cache = _SETUPS.setdefault(layout, {})
     key = ("orientations", amg, hermitian)
     if key not in cache:
@@ -520,20 +624,24 @@ def _orientations(layout, values: np.ndarray | None, amg: AMGConfig | None, herm
     return cache[key]
 
 
-def _new_orientations(layout, values: np.ndarray | None, amg: AMGConfig | None, hermitian: bool
+def _new_orientations(layout, values: jax.Array | None, amg: AMGConfig | None, hermitian: bool
                       ) -> tuple[_Orientation, _Orientation | None]:
+    if amg is None:
+        values = None
+
+    def on_host(values):
+        return None if values is None else np.asarray(jax.device_get(values))
+
     forward = _Orientation(layout=layout,
-                           setup=None if amg is None else _block_setup(layout, values, amg))
+                           setup=None if amg is None else _block_setup(layout, on_host(values),
+                                                                       amg))
     transposed = None
     if not hermitian:
         t_layout, routing = layout.transposed
         t_setup = None
         if amg is not None:
-            t_values = None
-            if values is not None:
-                t_values = np.asarray(jax.device_get(_transposed_values(
-                    layout, jax.device_put(values, layout.sharding()))))
-            t_setup = _block_setup(t_layout, t_values, amg)
+            t_values = None if values is None else _transposed_values(layout, values)
+            t_setup = _block_setup(t_layout, on_host(t_values), amg)
         transposed = _Orientation(layout=t_layout, setup=t_setup,
                                   routing=routing, routing_arrays=_routing_arrays(layout, routing))
     return forward, transposed
@@ -572,8 +680,13 @@ def _is_concrete(array: Any) -> bool:
 
 
 def _checked_vector(name: str, v: Any, A: ShardedCsrMatrix) -> jax.Array:
-    """``v`` as an array with A's rows, placed on A's mesh; clear errors otherwise."""
-    n = A.shape[0]
+    """``v`` in the padded layout of A's rows, placed on A's mesh; clear errors otherwise.
+
+    ``v`` has A's ``n`` rows (placed anywhere), or when the devices do not divide ``n``,
+    it may already be in the padded layout (`ShardedCsrMatrix.shard_vector`), its padding
+    entries then set to zero.
+    """
+    n, padded = A.shape[0], A.layout.padded_size
     if isinstance(v, jax.Array) and _is_concrete(v):
         sharding = v.sharding
         if isinstance(sharding, NamedSharding) and sharding.mesh != A.mesh:
@@ -583,12 +696,23 @@ def _checked_vector(name: str, v: Any, A: ShardedCsrMatrix) -> jax.Array:
                 f"jax.device_put({name}, A.sharding), NamedSharding(mesh, P({A.axis_name!r})) "
                 "on A's mesh.")
     v = jnp.asarray(v) if not isinstance(v, jax.Array) else v
-    if v.ndim not in (1, 2) or v.shape[0] != n:
-        raise ValueError(f"solve: {name} must have shape ({n},) or ({n}, k) to match the "
-                         f"sharded A {A.shape}, got {v.shape}.")
-    if _is_concrete(v):
-        v = jax.device_put(v, A.sharding)
-    return v
+    if v.ndim not in (1, 2) or v.shape[0] not in (n, padded):
+        layouts = f"({n},) or ({n}, k)"
+        if padded != n:
+            layouts += (f", or ({padded},) or ({padded}, k) in the padded layout of its "
+                        f"{A.layout.nparts} blocks of {A.layout.n_owned} rows "
+                        f"(A.shard_vector({name}))")
+        raise ValueError(f"solve: {name} must have shape {layouts} to match the sharded A "
+                         f"{A.shape}, got {v.shape}.")
+    if v.shape[0] == n:
+        return A.shard_vector(v)
+    return _padding_zeroed(A, jax.device_put(v, A.sharding) if _is_concrete(v) else v)
+
+
+def _padding_zeroed(A: ShardedCsrMatrix, v: jax.Array) -> jax.Array:
+    """``v`` in the padded layout with zeros in its padding entries."""
+    real = A.layout.real_rows.reshape((-1,) + (1,) * (v.ndim - 1))
+    return jnp.where(real, v, jnp.zeros((), v.dtype))
 
 
 def _describe_mesh(mesh) -> str:
@@ -613,6 +737,7 @@ def solve_sharded(
     x0: Any = None,
     config: Any = None,
     *,
+    reuse_setup: bool = False,
     derivative: Literal["implicit", "adjoint"] = "implicit",
 ) -> tuple[jax.Array, SolveInfo]:
     """`jaxsolve.sparse.solve` for a `jaxsolve.sharding.ShardedCsrMatrix` (see the module)."""
@@ -622,20 +747,28 @@ def solve_sharded(
             f"solve: a sharded A is solved by a Krylov method (PCG, PBICGSTAB, GMRES, FGMRES), "
             f"not {config.solver!r}.")
     amg = _amg_of(config)
+    given = jnp.shape(b)  # (n, ...) or the padded layout's (P m, ...)
+    if x0 is not None and jnp.shape(x0) != given:
+        raise ValueError(f"solve: x0 must have b's shape {given}, got {jnp.shape(x0)}.")
     b = _checked_vector("b", b, A)
     if not jnp.issubdtype(b.dtype, jnp.inexact):
         b = b.astype(A.dtype)
     with jax.numpy_dtype_promotion("standard"):
         dtype = jnp.result_type(A.values, b)
-    host_values = None
-    if _is_concrete(A.values) and amg is not None:
-        host_values = np.asarray(jax.device_get(A.values)).astype(dtype)
     values, b = A.values.astype(dtype), b.astype(dtype)
     layout = A.layout
     hermitian = config.solver in _HERMITIAN_METHODS
-    forward, transposed = _orientations(layout, host_values, amg, hermitian)
-    matvec = _matvec(layout)
-    operator = values  # the index arrays are the layout's constants, never differentiated
+    forward, transposed = _orientations(layout, values if _is_concrete(values) else None,
+                                        amg, hermitian)
+    product = _matvec(layout)
+
+    def matvec(operator, x):
+        return product(operator[0], x)
+
+    # The numbers of the preconditioner travel with the values as the operator (arguments
+    # of the compiled solve, not constants); only the values are differentiated. The index
+    # arrays are the layout's constants.
+    operator = (values, _preconditioner_numbers(forward, values, reuse_setup))
     transpose_service = symmetrize = None
     if hermitian:
         t_layout, _ = layout.transposed
@@ -644,17 +777,22 @@ def solve_sharded(
             raise ValueError("solve: CG on a sharded A needs a structurally symmetric pattern "
                              "(its derivatives average a_ij and a_ji); store both.")
 
-        def symmetrize(values):
-            return (values + _transposed_values(layout, values)) / 2
+        def symmetrize(operator):
+            values, numbers = operator
+            return (values + _transposed_values(layout, values)) / 2, numbers
     else:
-        transpose_service = _service(config, transposed)
+        transpose_service = _service(config, transposed, functools.partial(
+            _preconditioner_numbers, transposed, values, reuse_setup))
     if x0 is not None:
         x0 = lax.stop_gradient(_checked_vector("x0", x0, A).astype(dtype))
-        if x0.shape != b.shape:
-            raise ValueError(f"solve: x0 must have b's shape {b.shape}, got {x0.shape}.")
-    return solve_from(operator, b, x0, matvec=matvec, solve=_service(config, forward),
-                      transpose_solve=transpose_service, hermitian=hermitian,
-                      symmetrize=symmetrize, derivative=derivative)
+    x, info = solve_from(operator, b, x0, matvec=matvec, solve=_service(config, forward),
+                         transpose_solve=transpose_service, hermitian=hermitian,
+                         symmetrize=symmetrize, derivative=derivative)
+    if layout.padded_size == layout.shape[0]:
+        return x, info
+    if given[0] == layout.shape[0]:  # b of the n rows: x too
+        return A.global_vector(x), info
+    return _padding_zeroed(A, x), info
 
 
 def solve_from(operator: Any, b: jax.Array, x0: jax.Array | None, *, matvec, solve,

@@ -42,9 +42,11 @@ only the order of collectives is shared.
 product as ``matvec``: cotangents of ``b_local`` and of the local values stay on each rank's
 rows and pattern. Reverse mode of a nonsymmetric solve runs the distributed solve with
 ``Aᵀ``, whose rows are assembled inside the program by routing the values (one
-``sendrecv`` per shift) and preconditioned by a hierarchy of its own. mpi4jax
-differentiates its point-to-point messages in reverse mode only, so forward mode
-(``jax.jvp``) is not supported across processes.
+``sendrecv`` per shift) and preconditioned by a hierarchy of its own. Forward mode
+(``jax.jvp``) solves for the tangent ``ẋ = A⁻¹ (ḃ − Ȧ x)`` with the same distributed
+solver. The exchanges carry their own derivative rules (`_Exchange.apply`): mpi4jax's
+``sendrecv`` refuses forward mode and cannot lower a transposed message, so JAX never
+differentiates it.
 """
 
 from __future__ import annotations
@@ -120,22 +122,60 @@ class _Exchange:
 
     def apply(self, comm: Any, source: jax.Array, destination: jax.Array) -> jax.Array:
         """``destination`` plus the entries this rank receives (added to what it holds:
-        zero, as callers pass it), so the exchange is linear."""
+        zero, as callers pass it): ``d + E s``, linear in both buffers.
+
+        Its derivatives are given to JAX here, not taken from mpi4jax, whose ``sendrecv``
+        refuses forward mode and cannot lower the transpose of a message: the tangent of
+        ``E s`` is ``E ṡ`` (the same messages) and its transpose sends each cotangent back
+        where its entry came from (``Eᵀ``, the messages reversed). The pair travels through
+        `jax.lax.custom_linear_solve`, whose JVP applies ``solve`` to the tangents and whose
+        transpose is ``transpose_solve``: the identity on ``[s | 0]`` is "solved" by
+        ``[s | d] ↦ [0 | E s]``, whose transpose is ``[s̄ | d̄] ↦ [Eᵀ d̄ | 0]``. So
+        `jax.jvp`, `jax.grad` and `jax.vmap` all work across ranks.
+        """
+        size = source.shape[0]
+        zeros = jnp.zeros((destination.shape[0],) + source.shape[1:], source.dtype)
+
+        def forward(_, stacked):
+            moved = self._move(comm, stacked[:size], zeros, reverse=False)
+            return jnp.concatenate([jnp.zeros_like(stacked[:size]), moved])
+
+        def reverse(_, stacked):
+            moved = self._move(comm, stacked[size:], jnp.zeros_like(stacked[:size]),
+                               reverse=True)
+            return jnp.concatenate([moved, zeros])
+
+        # [s | 0] is linear in s (a zero buffer of its own would not be, for the transpose).
+        padded = jnp.pad(source, [(0, zeros.shape[0])] + [(0, 0)] * (source.ndim - 1))
+        moved = lax.custom_linear_solve(lambda v: v, padded, solve=forward,
+                                        transpose_solve=reverse)
+        return destination + moved[size:]
+
+    def _move(self, comm: Any, source: jax.Array, destination: jax.Array, *,
+              reverse: bool) -> jax.Array:
+        """``destination + E source``, or with ``reverse`` ``destination + Eᵀ source``:
+        each entry goes back from the slot it filled to the position it was read from."""
         mpi4jax = _mpi4jax()
+        lanes = (slice(None),) + (None,) * (source.ndim - 1)
         if self.local is not None:
-            sends, receives = self.local
-            destination = destination.at[receives].add(source[sends])
+            reads, writes = self.local[::-1] if reverse else self.local
+            destination = destination.at[writes].add(source[reads])
         for message in self.messages:
-            lanes = (slice(None),) + (None,) * (source.ndim - 1)
-            payload = source[message.send_positions]
-            payload = jnp.where((np.arange(message.width) < message.send_count)[lanes],
-                                payload, jnp.zeros((), payload.dtype))
+            reads, read_count = message.send_positions, message.send_count
+            writes, write_count = message.recv_positions, message.recv_count
+            if reverse:
+                reads, read_count, writes, write_count = writes, write_count, reads, read_count
+            payload = source.at[reads].get(mode="fill", fill_value=0)
+            payload = jnp.where((np.arange(message.width) < read_count)[lanes], payload,
+                                jnp.zeros((), payload.dtype))
             # recvbuf only gives the shape: the payload's, so that vmap batches both alike.
-            received = mpi4jax.sendrecv(payload, payload, source=message.source,
-                                        dest=message.dest, comm=comm)
-            received = jnp.where((np.arange(message.width) < message.recv_count)[lanes],
-                                 received, jnp.zeros((), received.dtype))
-            destination = destination.at[message.recv_positions].add(received, mode="drop")
+            received = mpi4jax.sendrecv(
+                payload, payload, comm=comm,
+                source=message.dest if reverse else message.source,
+                dest=message.source if reverse else message.dest)
+            received = jnp.where((np.arange(message.width) < write_count)[lanes], received,
+                                 jnp.zeros((), received.dtype))
+            destination = destination.at[writes].add(received, mode="drop")
         return destination
 
 
@@ -321,6 +361,17 @@ def _layout(comm: Any, row_ranges, indptr: np.ndarray, indices: np.ndarray,
     hit = key in _LAYOUTS
     if comm.allreduce(hit, op=MPI.LAND):
         return _LAYOUTS[key]
+    with jax.ensure_compile_time_eval():  # host setup, also while a jit traces: kept arrays
+        layout = _new_layout(comm, row_ranges, indptr, indices, values, amg, hermitian)
+    if len(_LAYOUTS) >= _MAX_LAYOUTS:  # the oldest goes (hits are agreed on collectively)
+        del _LAYOUTS[next(iter(_LAYOUTS))]
+    _LAYOUTS[key] = layout
+    return layout
+
+
+def _new_layout(comm: Any, row_ranges, indptr: np.ndarray, indices: np.ndarray,
+                values: np.ndarray | None, amg: AMGConfig | None, hermitian: bool) -> _Layout:
+    MPI = _mpi()
     t_indptr, t_indices, sends, receives = _transpose_pattern(comm, row_ranges, indptr, indices)
     routing = _exchange(comm, sends, receives, dropped=len(t_indices))
     symmetric = bool(comm.allreduce(
@@ -336,13 +387,8 @@ def _layout(comm: Any, row_ranges, indptr: np.ndarray, indices: np.ndarray,
             for q, slots in receives.items():
                 t_values[slots] = incoming[q]
         transposed = _rank_system(comm, row_ranges, t_indptr, t_indices, t_values, amg)
-    layout = _Layout(comm=comm, row_ranges=row_ranges, forward=forward, transposed=transposed,
-                     routing=routing, transposed_nnz=len(t_indices),
-                     symmetric_pattern=symmetric)
-    if len(_LAYOUTS) >= _MAX_LAYOUTS:  # the oldest goes (hits are agreed on collectively)
-        del _LAYOUTS[next(iter(_LAYOUTS))]
-    _LAYOUTS[key] = layout
-    return layout
+    return _Layout(comm=comm, row_ranges=row_ranges, forward=forward, transposed=transposed,
+                   routing=routing, transposed_nnz=len(t_indices), symmetric_pattern=symmetric)
 
 
 # -----------------------------------------------------------------------------
@@ -566,16 +612,10 @@ def solve_mpi(
         if not layout.symmetric_pattern:
             raise ValueError("solve: CG with comm= needs a structurally symmetric pattern "
                              "(its derivatives average a_ij and a_ji); store both.")
-        # CG solves with A's symmetric part (A itself, for the symmetric A that CG needs),
-        # formed from the routed values: so the derivatives average a_ij and a_ji, as the
-        # single-process CG's do, and JAX differentiates the routing's messages the way
-        # mpi4jax supports (reverse mode through their JVP) rather than transposing messages
-        # applied to tangents, which it cannot lower.
-        values = (values + layout.routing.apply(
-            comm, values, jnp.zeros(layout.transposed_nnz, values.dtype))) / 2
 
-        def symmetrize(values):
-            return values
+        def symmetrize(values):  # (a_ij + a_ji) / 2, a_ji routed from the owner of row j
+            return (values + layout.routing.apply(
+                comm, values, jnp.zeros(layout.transposed_nnz, values.dtype))) / 2
 
     return solve_from(values, b, x0, matvec=matvec,
                       solve=_compiled_solve(config, layout, False),

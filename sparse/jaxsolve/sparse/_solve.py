@@ -118,8 +118,8 @@ def solve(
         then flow on to what the operator closes over.  Or a
         ``jaxsolve.sharding.ShardedCsrMatrix`` (``shard_rows``), solved on all the devices
         of its mesh under ``jax.shard_map`` with ``b`` split like its rows (Krylov methods
-        with block-Jacobi AMG and a coarse space; ``x0``, ``config`` and ``derivative``
-        only; see ``_distributed.py``).
+        with block-Jacobi AMG and a coarse space; ``x0``, ``config``, ``reuse_setup`` and
+        ``derivative`` only; see ``_distributed.py``).
       b: ``(n,)`` or ``(n, k)`` right-hand side(s).
       x0: initial guess of ``b``'s shape (zeros by default).
       config: an AmgX configuration (dict, JSON text or file path) or a
@@ -135,8 +135,8 @@ def solve(
         rows, ``partition_info`` ``(row_start, row_end)``; ``A`` and ``b`` are then this
         rank's rows (global column indices) and ``x`` comes back the same way, ``info``
         identical on every rank.  Every rank calls together; needs mpi4jax.  Krylov
-        methods with block-Jacobi AMG and a coarse space, reverse-mode derivatives (see
-        ``_mpi.py``).
+        methods with block-Jacobi AMG and a coarse space, forward and reverse-mode
+        derivatives (see ``_mpi.py``).
       nullspace: ``(n,)`` or ``(n, k)``, a basis of ``A``'s null space (JAX-AMG's
         meaning: exact null vectors of a singular ``A``, not ``near_nullspace``), e.g.
         :func:`matrices.constant_nullspace`; not differentiated.
@@ -179,14 +179,14 @@ def solve(
       (4992,)
     """
     if isinstance(A, ShardedCsrMatrix):
-        _reject_sharded(reuse_setup=reuse_setup or None, near_nullspace=near_nullspace,
+        _reject_sharded(near_nullspace=near_nullspace,
                         comm=comm, nglobal=nglobal, partition_info=partition_info,
                         block_dim=block_dim if block_dim != 1 else None, nullspace=nullspace,
                         transpose_nullspace=transpose_nullspace)
         if derivative not in ("implicit", "adjoint"):
             raise ValueError(
                 f"solve: derivative must be 'implicit' or 'adjoint', got {derivative!r}.")
-        return solve_sharded(A, b, x0, config, derivative=derivative)
+        return solve_sharded(A, b, x0, config, reuse_setup=reuse_setup, derivative=derivative)
     if comm is not None or nglobal is not None or partition_info is not None:
         return solve_mpi(A, b, x0, config, comm=comm, nglobal=nglobal,
                          partition_info=partition_info, derivative=derivative,
