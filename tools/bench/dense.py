@@ -141,6 +141,12 @@ def make_call(implementation: str, routine: str, tile: int):
     if implementation == "jaxmg":
         import jaxmg
 
+        from jaxsolve.dense import _cusolvermp
+
+        # JAXMg preloads only libcusolverMp.so.0; this loads what it needs beside it (NCCL,
+        # cuBLAS, cuSOLVER, cuBLASMp, from wheels anywhere on sys.path) with RTLD_GLOBAL.
+        _cusolvermp.library()
+
         def call(a, b):
             if routine == "syevd":
                 w, v, status = jaxmg.syevd(a, T_A=tile, donate=True, return_status=True)
