@@ -41,6 +41,9 @@ result is checked (the residual ``max |A x - b|``, or ``|Σ w - tr A|`` relative
 timed; a bad one is flagged with ``!``. For syevd the ``ws`` of cuSOLVER is the size
 ``cusolverDnXsyevd_bufferSize`` asked for (the workspace grows to the largest request).
 
+``--workspaces`` adds cuSOLVER's own answer to how much device workspace its Hermitian
+eigensolvers with vectors need at each ``N`` (``Xsyevd``, ``Xsyevdx``, ``syevj``, and
+``sytrd`` + ``orgtr``), asked through its ``*_bufferSize`` functions without running them.
 ``--overhead`` adds the per-call cost at ``N = 1024`` (f64) of each implementation: the first
 call (tracing, compiling, creating handles and workspaces) and the median of later calls with
 the same shapes, which pay for none of that. ``--largest N ...`` tries f64 potrs at each ``N``
@@ -253,6 +256,64 @@ def run_overhead(implementation: str, calls: int) -> dict:
     return result
 
 
+def cusolver_workspaces(sizes: list[int]) -> dict:
+    """cuSOLVER's device workspace for a Hermitian eigensolver with vectors, per variant.
+
+    Asked from cuSOLVER itself (its ``*_bufferSize`` functions, through ctypes on the wheel's
+    ``libcusolver``), without running anything: ``Xsyevd`` (what our handler calls),
+    ``Xsyevdx`` over the whole spectrum, Jacobi ``syevj``, and ``sytrd`` + ``orgtr`` (the
+    reduction to tridiagonal form and its ``Q``, the steps a split eigensolver would take).
+    In bytes, per ``f"{variant} {dtype} {n}"``.
+    """
+    import ctypes
+
+    import jax
+
+    from jaxsolve.dense import _cusolver
+
+    assert not _cusolver._missing_wheels(), "cuSOLVER's wheels are missing"
+    jax.devices()  # the CUDA context, which cuSOLVER shares
+    lib = ctypes.CDLL("libcusolver.so.12")
+    handle, params, syevj = ctypes.c_void_p(), ctypes.c_void_p(), ctypes.c_void_p()
+    for status in (lib.cusolverDnCreate(ctypes.byref(handle)),
+                   lib.cusolverDnCreateParams(ctypes.byref(params)),
+                   lib.cusolverDnCreateSyevjInfo(ctypes.byref(syevj))):
+        assert status == 0, f"cuSOLVER status {status}"
+    vector, lower, every = 1, 0, 1001  # CUSOLVER_EIG_MODE_VECTOR, FILL_MODE_LOWER, RANGE_ALL
+    i64, size = ctypes.c_int64, ctypes.c_size_t
+    result = {}
+    for dtype, (cuda_type, letter, itemsize) in {"float32": (0, "S", 4),
+                                                 "float64": (1, "D", 8)}.items():
+        for n in sizes:
+            device, host, lwork, meig = size(), size(), ctypes.c_int(), i64()
+            bound = (ctypes.c_double * 2)()
+            calls = {
+                "Xsyevd": lambda: lib.cusolverDnXsyevd_bufferSize(
+                    handle, params, vector, lower, i64(n), cuda_type, None, i64(n), cuda_type,
+                    None, cuda_type, ctypes.byref(device), ctypes.byref(host)),
+                "Xsyevdx": lambda: lib.cusolverDnXsyevdx_bufferSize(
+                    handle, params, vector, every, lower, i64(n), cuda_type, None, i64(n),
+                    ctypes.byref(bound, 0), ctypes.byref(bound, 8), i64(0), i64(0),
+                    ctypes.byref(meig), cuda_type, None, cuda_type, ctypes.byref(device),
+                    ctypes.byref(host)),
+                "syevj": lambda: getattr(lib, f"cusolverDn{letter}syevj_bufferSize")(
+                    handle, vector, lower, n, None, n, None, ctypes.byref(lwork), syevj),
+                "sytrd": lambda: getattr(lib, f"cusolverDn{letter}sytrd_bufferSize")(
+                    handle, lower, n, None, n, None, None, None, ctypes.byref(lwork)),
+                "orgtr": lambda: getattr(lib, f"cusolverDn{letter}orgtr_bufferSize")(
+                    handle, lower, n, None, n, None, ctypes.byref(lwork)),
+            }
+            for variant, call in calls.items():
+                device.value, lwork.value = 0, 0
+                status = call()
+                result[f"{variant} {dtype} {n}"] = (
+                    -status if status else device.value or lwork.value * itemsize)
+    lib.cusolverDnDestroySyevjInfo(syevj)
+    lib.cusolverDnDestroyParams(params)
+    lib.cusolverDnDestroy(handle)
+    return result
+
+
 def child(request: dict) -> dict:
     import warnings
 
@@ -262,7 +323,8 @@ def child(request: dict) -> dict:
     # Native JAX cannot always reuse a donated A (its factor has another layout); that is fine.
     warnings.filterwarnings("ignore", message="Some donated buffers were not usable")
     kind = request.pop("kind")
-    return run_case(**request) if kind == "case" else run_overhead(**request)
+    return {"case": run_case, "overhead": run_overhead,
+            "workspaces": cusolver_workspaces}[kind](**request)
 
 
 # ---------------------------------------------------------------------- the parent
@@ -366,6 +428,24 @@ def print_overhead(implementations: list[str], run: Runner) -> None:
             f"{result[r][0]:>16.1f}{result[r][1]:>8.2f}" for r in ROUTINES), flush=True)
 
 
+def print_workspaces(sizes: list[int], run: Runner) -> None:
+    result = run(dict(kind="workspaces", sizes=sizes))
+    print("\ncuSOLVER's device workspace for eigenvalues and vectors, in units of A (asked with "
+          "its *_bufferSize; a negative number is the cusolverStatus_t of a failed query)")
+    if "failed" in result:
+        print(f"failed: {result['failed']}")
+        return
+    variants = ("Xsyevd", "Xsyevdx", "syevj", "sytrd", "orgtr")
+    print(f"{'dtype':<9}{'N':>7}" + "".join(f"{v:>9}" for v in variants))
+    for dtype, itemsize in (("float32", 4), ("float64", 8)):
+        for n in sizes:
+            cells = []
+            for variant in variants:
+                value = result[f"{variant} {dtype} {n}"]
+                cells.append(f"{value:>9d}" if value < 0 else f"{value / (n * n * itemsize):>9.3f}")
+            print(f"{dtype:<9}{n:>7}" + "".join(cells), flush=True)
+
+
 def print_largest(args, run: Runner) -> None:
     print("\nLargest f64 potrs (XLA_PYTHON_CLIENT_MEM_FRACTION=0.97; one call, compile included)")
     failed_at: dict[str, int] = {}
@@ -400,6 +480,8 @@ def main() -> None:
     parser.add_argument("--tile", type=int, default=1024, help="T_A of cuSOLVERMp and JAXMg")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--overhead", action="store_true", help="also the per-call cost")
+    parser.add_argument("--workspaces", action="store_true",
+                        help="also cuSOLVER's eigensolver workspaces (GPU)")
     parser.add_argument("--largest", type=int, nargs="+",
                         help="f64 potrs sizes to try, e.g. 57344 65536 98304 126976")
     parser.add_argument("--largest-impls", nargs="+", help="default: every implementation")
@@ -427,6 +509,8 @@ def main() -> None:
         print_table(args, implementations, run)
     if args.overhead:
         print_overhead(implementations, run)
+    if args.workspaces and device.platform == "gpu":
+        print_workspaces([n for n in args.sizes if n <= args.eigen_max], run)
     if args.largest:
         print_largest(args, run)
     if run.skipped:
