@@ -314,6 +314,22 @@ def cusolver_workspaces(sizes: list[int]) -> dict:
     return result
 
 
+def describe() -> dict:
+    """The device, JAX's version, and jaxsolve.dense's default backends on the 1 × 1 mesh."""
+    import jax
+    import numpy as np
+    from jax.sharding import PartitionSpec as P
+
+    from jaxsolve.dense import _backend, _layout
+
+    device = jax.devices()[0]
+    layout = _layout.Layout(mesh=_mesh(), matrix_spec=P("pr", "pc"), tile=1024)
+    families = {"potrs": "cholesky", "lu_solve": "lu", "syevd": "syevd"}
+    return {"platform": device.platform, "kind": device.device_kind, "jax": jax.__version__,
+            "defaults": {routine: _backend.backend_name(family, layout, np.float64)
+                         for routine, family in families.items()}}
+
+
 def child(request: dict) -> dict:
     import warnings
 
@@ -323,7 +339,7 @@ def child(request: dict) -> dict:
     # Native JAX cannot always reuse a donated A (its factor has another layout); that is fine.
     warnings.filterwarnings("ignore", message="Some donated buffers were not usable")
     kind = request.pop("kind")
-    return {"case": run_case, "overhead": run_overhead,
+    return {"case": run_case, "overhead": run_overhead, "describe": describe,
             "workspaces": cusolver_workspaces}[kind](**request)
 
 
@@ -365,20 +381,6 @@ def available_implementations(platform: str, wanted: list[str] | None) -> list[s
         print(f"JAXMg: {'not installed' if platform == 'gpu' else 'GPU only'}; left out")
         chosen.remove("jaxmg")
     return chosen
-
-
-def default_backends() -> str:
-    """Which backend jaxsolve.dense picks, without `use_backend`, on the 1 × 1 mesh here."""
-    import numpy as np
-    from jax.sharding import PartitionSpec as P
-
-    from jaxsolve.dense import _backend, _layout
-
-    layout = _layout.Layout(mesh=_mesh(), matrix_spec=P("pr", "pc"), tile=1024)
-    families = {"potrs": "cholesky", "lu_solve": "lu", "syevd": "syevd"}
-    return "jaxsolve.dense's default backends here: " + ", ".join(
-        f"{routine} -> {_backend.backend_name(family, layout, np.float64)}"
-        for routine, family in families.items())
 
 
 def ratio(reference: dict | None, result: dict) -> str:
@@ -493,23 +495,26 @@ def main() -> None:
         print(json.dumps(child(json.loads(args.child))), flush=True)
         return
 
-    import jax
-
-    device = jax.devices()[0]
-    implementations = available_implementations(device.platform, args.impls)
-    args.sizes = args.sizes or list(GPU_SIZES if device.platform == "gpu" else CPU_SIZES)
+    # The device is described by a child too: this process never holds the GPU (nor,
+    # with JAX's default preallocation, 75% of its memory) while the cases run.
+    run = Runner(args.budget, args.case_timeout)
+    about = run(dict(kind="describe"))
+    if "failed" in about:
+        sys.exit(f"cannot start JAX: {about['failed']}")
+    platform = about["platform"]
+    implementations = available_implementations(platform, args.impls)
+    args.sizes = args.sizes or list(GPU_SIZES if platform == "gpu" else CPU_SIZES)
     args.largest_impls = [i for i in args.largest_impls or implementations
                           if i in implementations]
-    print(f"{device.device_kind} ({device.platform}), JAX {jax.__version__}; each case in a "
-          f"fresh process; median of {args.repeats}; extra and ws in units of A's bytes; "
-          f"T_A = {args.tile}")
-    print(default_backends())
-    run = Runner(args.budget, args.case_timeout)
+    print(f"{about['kind']} ({platform}), JAX {about['jax']}; each case in a fresh process; "
+          f"median of {args.repeats}; extra and ws in units of A's bytes; T_A = {args.tile}")
+    print("jaxsolve.dense's default backends here: " + ", ".join(
+        f"{routine} -> {backend}" for routine, backend in about["defaults"].items()))
     if args.routines:
         print_table(args, implementations, run)
     if args.overhead:
         print_overhead(implementations, run)
-    if args.workspaces and device.platform == "gpu":
+    if args.workspaces and platform == "gpu":
         print_workspaces([n for n in args.sizes if n <= args.eigen_max], run)
     if args.largest:
         print_largest(args, run)
