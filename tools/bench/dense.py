@@ -510,12 +510,12 @@ def main() -> None:
           f"median of {args.repeats}; extra and ws in units of A's bytes; T_A = {args.tile}")
     print("jaxsolve.dense's default backends here: " + ", ".join(
         f"{routine} -> {backend}" for routine, backend in about["defaults"].items()))
+    if args.workspaces and platform == "gpu":  # first: one quick child
+        print_workspaces([n for n in args.sizes if n <= args.eigen_max], run)
     if args.routines:
         print_table(args, implementations, run)
     if args.overhead:
         print_overhead(implementations, run)
-    if args.workspaces and platform == "gpu":
-        print_workspaces([n for n in args.sizes if n <= args.eigen_max], run)
     if args.largest:
         print_largest(args, run)
     if run.skipped:
