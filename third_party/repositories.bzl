@@ -161,6 +161,54 @@ cc_library(
 )
 """.format(url = rctx.attr.url, deps = repr([str(d) for d in rctx.attr.deps])))
 
+def _cuda_runtime_wheel_impl(rctx):
+    rctx.download_and_extract(url = rctx.attr.url, sha256 = rctx.attr.sha256, type = "zip",
+                              output = "runtime")
+    rctx.symlink("runtime/nvidia/cuda_runtime/lib/libcudart_static.a", "lib/libcudart_static.a")
+    includes = ["runtime/nvidia/cuda_runtime/include"]
+    for i, (url, sha256) in enumerate(rctx.attr.header_wheels.items()):
+        rctx.download_and_extract(url = url, sha256 = sha256, type = "zip", output = "w%d" % i)
+        includes += ["w%d/nvidia/%s/include" % (i, p.basename)
+                     for p in rctx.path("w%d/nvidia" % i).readdir()
+                     if p.get_child("include").exists]
+    rctx.file("BUILD.bazel", """\
+package(default_visibility = ["//visibility:public"])
+
+# The CUDA runtime of the pip wheel {url}, with the headers it includes from
+# {header_wheels}. No compiler: for C++ that calls the runtime API only (the same
+# targets as a cuda_toolkit repository's).
+cc_library(
+    name = "headers",
+    hdrs = glob(["%s/**" % folder for folder in {includes}]),
+    includes = {includes},
+)
+
+# Linked statically, as cuda_toolkit's: no libcudart.so at run time.
+cc_library(
+    name = "cudart_static",
+    srcs = ["lib/libcudart_static.a"],
+    linkopts = ["-ldl", "-lpthread", "-lrt"],
+)
+""".format(url = rctx.attr.url, header_wheels = ", ".join(rctx.attr.header_wheels),
+           includes = repr(includes)))
+
+cuda_runtime_wheel = repository_rule(
+    implementation = _cuda_runtime_wheel_impl,
+    attrs = {
+        "url": attr.string(mandatory = True, doc = "an nvidia-cuda-runtime-cu<major> wheel"),
+        "sha256": attr.string(mandatory = True),
+        "header_wheels": attr.string_dict(
+            doc = "url -> sha256 of wheels whose nvidia/*/include folders the runtime's " +
+                  "headers include (nvcc's crt/, CCCL's nv/)"),
+    },
+    doc = """The CUDA runtime's headers and static library from pip wheels, pinned by hash.
+
+    For a CUDA major whose compiler has no pip wheel (CUDA 12's nvidia-cuda-nvcc-cu12 holds
+    only ptxas, libnvvm and the crt/ headers): it builds the libraries whose C++ calls the
+    runtime API without CUDA kernels (our cuSOLVERMp handlers and NCCL communicators).
+    Downloaded only when a target uses it.""",
+)
+
 nvidia_wheel_headers = repository_rule(
     implementation = _nvidia_wheel_headers_impl,
     attrs = {

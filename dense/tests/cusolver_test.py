@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 from jax.sharding import PartitionSpec as P
 
+import jaxsolve.layout
 from helpers import grid_mesh, put
 from jaxsolve import dense
 from jaxsolve.dense import (
@@ -32,6 +33,13 @@ class TestSelection:
     def test_one_gpu_takes_cusolver(self, family):
         on_gpu = _layout.Layout(device_platform="gpu")
         assert _backend.backend_name(family, on_gpu, np.complex64) == "cusolver"
+
+    @pytest.mark.parametrize("family", _backend.FAMILIES)
+    def test_one_gpu_of_a_cuda12_plugin_takes_xla(self, monkeypatch, family):
+        # No CUDA 12 cuSOLVER library is built (no CUDA 12 compiler wheel): XLA computes.
+        monkeypatch.setattr(jaxsolve.layout._native_library, "_cuda_major", lambda: 12)
+        on_gpu = _layout.Layout(device_platform="gpu")
+        assert _backend.backend_name(family, on_gpu, np.float64) == "xla"
 
     @pytest.mark.parametrize("family", _backend.FAMILIES)
     def test_cpu_and_grids_take_xla(self, family):

@@ -97,6 +97,14 @@ class TestNativeLibrary:
                            match=re.escape("my_op cannot run on the GPU: jaxsolve.demo's ")):
             library.require_cuda("my_op")
 
+    @pytest.mark.parametrize("major, ships", [(13, True), (12, False), (None, True)])
+    def test_ships_cuda_library_of_the_plugins_major(self, monkeypatch, tmp_path, major, ships):
+        # A package built for CUDA 13 only, under a CUDA 13, a CUDA 12 or no known plugin.
+        (tmp_path / "libdemo_cuda13.so").touch()
+        monkeypatch.setattr(jaxsolve.layout._native_library, "_cuda_major", lambda: major)
+        library = jaxsolve.layout.NativeLibrary("jaxsolve.demo", tmp_path, "demo", {}, cpu=False)
+        assert library.ships_cuda_library() is ships
+
     def test_native_library_without_cpu_library(self, tmp_path):
         # GPU-only handlers (jaxsolve.dense's cuSOLVER ones): nothing to load at construction.
         library = jaxsolve.layout.NativeLibrary("jaxsolve.demo", tmp_path, "demo", {}, cpu=False)

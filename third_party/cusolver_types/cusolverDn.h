@@ -12,8 +12,14 @@
 #include <cuda_runtime_api.h>
 #include <library_types.h>
 
-// cuSOLVER 12.x; the cuSOLVER this stands in for is the one cuSOLVERMp loads.
+// The cuSOLVER this stands in for, the one cuSOLVERMp loads: 12.0 with CUDA 13,
+// 11.7 with CUDA 12 (whose runtime headers lack the emulation types that
+// cusolverMp.h declares only for cuSOLVER >= 12).
+#if CUDART_VERSION >= 13000
 #define CUSOLVER_VERSION 12000
+#else
+#define CUSOLVER_VERSION 11700
+#endif
 
 // Calling convention of the cuSOLVER API: the default one on Linux.
 #define CUSOLVERAPI

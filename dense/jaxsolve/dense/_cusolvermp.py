@@ -7,7 +7,7 @@ Every service runs as one XLA program over the caller's mesh:
    process ``(p, q)`` of the grid); on a 1 × 1 grid with whole tiles,
    `jaxsolve.layout.local_row_to_column_major` does it in place;
 2. inside `jax.shard_map`, each device's XLA FFI handler
-   (``libjaxsolve_dense_cusolvermp_cuda13.so``) calls cuSOLVERMp on its local matrix; all the
+   (``libjaxsolve_dense_cusolvermp_cuda<major>.so``, for CUDA 12 and 13) calls cuSOLVERMp on its local matrix; all the
    grid's devices are the ranks of one of jaxsolve's own NCCL communicators
    (`jaxsolve.sharding.nccl_communicator`), rank ``p * P_c + q``
    (``CUSOLVERMP_GRID_MAPPING_ROW_MAJOR``), whether one process drives them all or each has
@@ -25,8 +25,8 @@ a workspace that must grow, or a potrf/getrf that fails (cuSOLVERMp then returns
 status beside ``info``), makes a handler wait for its stream.
 
 cuSOLVERMp (and the cuBLASMp and NCCL it needs) come from NVIDIA's pip wheels, preloaded the
-first time this backend is used (``pip install 'jaxsolve-dense[cuda13]'``); a missing one is an
-error naming its wheel. Which backend runs: this one by default on meshes of several GPUs; on
+first time this backend is used (``pip install 'jaxsolve-dense[cuda13]'``, or ``[cuda12]``); a
+missing one is an error naming its wheel. Which backend runs: this one by default on meshes of several GPUs; on
 one GPU only when asked, with `jaxsolve.dense.use_backend` (``"cusolvermp"``).
 """
 
@@ -44,6 +44,7 @@ import numpy as np
 from jax.sharding import PartitionSpec as P
 
 from jaxsolve import layout as jl
+from jaxsolve.layout import _ffi as jl_ffi
 from jaxsolve.sharding import _nccl
 from jaxsolve.sharding import nccl_communicator
 
@@ -69,9 +70,20 @@ _TARGETS = {
 # cuBLASMp 0.10 (cuSOLVERMp 0.9.1's) calls ncclCommQueryProperties, new in NCCL 2.29.2.
 _MIN_NCCL = 22902
 
-# What cuSOLVERMp needs, in load order: (path below nvidia/, soname, pip wheel). The CUDA math
+# What cuSOLVERMp needs, in load order: (path below nvidia/, soname, pip wheel), per CUDA major
+# (CUDA 13's wheels share nvidia/cu13/lib, CUDA 12's have a folder each). The CUDA math
 # libraries usually come with JAX's CUDA plugin; cuBLASMp and cuSOLVERMp with our extra.
 _PRELOADS = {
+    12: (
+        ("cuda_runtime/lib/libcudart.so.12", "libcudart.so.12", "nvidia-cuda-runtime-cu12"),
+        ("nvjitlink/lib/libnvJitLink.so.12", "libnvJitLink.so.12", "nvidia-nvjitlink-cu12"),
+        ("cublas/lib/libcublasLt.so.12", "libcublasLt.so.12", "nvidia-cublas-cu12"),
+        ("cublas/lib/libcublas.so.12", "libcublas.so.12", "nvidia-cublas-cu12"),
+        ("cusparse/lib/libcusparse.so.12", "libcusparse.so.12", "nvidia-cusparse-cu12"),
+        ("cusolver/lib/libcusolver.so.11", "libcusolver.so.11", "nvidia-cusolver-cu12"),
+        ("cublasmp/cu12/lib/libcublasmp.so.0", "libcublasmp.so.0", "nvidia-cublasmp-cu12"),
+        ("cu12/lib/libcusolverMp.so.0", "libcusolverMp.so.0", "nvidia-cusolvermp-cu12"),
+    ),
     13: (
         ("cu13/lib/libcudart.so.13", "libcudart.so.13", "nvidia-cuda-runtime"),
         ("cu13/lib/libnvJitLink.so.13", "libnvJitLink.so.13", "nvidia-nvjitlink"),
@@ -273,8 +285,11 @@ def matrix_from_storage(grid: Grid, storage: jax.Array, plan: jl.BlockCyclicPlan
 
 
 def _in_place(grid: Grid, plan: jl.BlockCyclicPlan) -> bool:
-    """Whether the device's block is its local matrix (no data moves between devices)."""
-    return grid.shape == (1, 1) and plan.padded_shape == (plan.m, plan.n)
+    """Whether the device's block is its local matrix (no data moves between devices), and
+    jaxsolve.layout's in-place transpose has a library for JAX's CUDA plugin (CUDA 13 only:
+    under a CUDA 12 plugin the matrix moves by `jaxsolve.layout.to_block_cyclic`, a copy)."""
+    return (grid.shape == (1, 1) and plan.padded_shape == (plan.m, plan.n)
+            and jl_ffi.LIBRARY.ships_cuda_library())
 
 
 def _rhs_storage(grid: Grid, rhs: jax.Array):

@@ -139,13 +139,27 @@ class NativeLibrary:
                 raise OSError(f"it lacks the handler {symbol} of target {target}") from error
             jax.ffi.register_ffi_target(target, jax.ffi.pycapsule(handler), platform=platform)
 
+    def _cuda_name(self, major: int) -> str:
+        return f"lib{self.stem}_cuda{major}.so"
+
+    def ships_cuda_library(self) -> bool:
+        """False when JAX's CUDA plugin is of a CUDA major this package has no library for.
+
+        True when it has one, and when no plugin tells the major (the first GPU op then says
+        why it cannot run). A backend's predicate can use it to leave such a GPU to another
+        backend instead of failing there: e.g. a package built only for CUDA 13 under
+        ``jax-cuda12-plugin``.
+        """
+        major = _cuda_major()
+        return major is None or (self.folder / self._cuda_name(major)).exists()
+
     @functools.cached_property
     def cuda_unavailable_reason(self) -> str | None:
         """Loads and registers the CUDA library, once; why it is unavailable, or None."""
         major = _cuda_major()
         if major is None:
             return "the CUDA version of JAX's CUDA backend could not be determined"
-        name = f"lib{self.stem}_cuda{major}.so"
+        name = self._cuda_name(major)
         try:
             cuda = ctypes.CDLL(str(self.folder / name))
             self._register(cuda, "CUDA")

@@ -93,7 +93,7 @@ def preload(relative: str, soname: str, wheel: str) -> None:
     except OSError as error:
         raise RuntimeError(
             f"jaxsolve needs {soname} from the pip wheel {wheel}: {error}. Install it, e.g. "
-            "`pip install 'jaxsolve[cuda13]'`."
+            "`pip install 'jaxsolve[cuda13]'` (or `[cuda12]`)."
         ) from error
 
 

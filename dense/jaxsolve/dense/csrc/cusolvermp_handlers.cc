@@ -1,4 +1,4 @@
-// libjaxsolve_dense_cusolvermp_cuda13.so: XLA FFI handlers that call
+// libjaxsolve_dense_cusolvermp_cuda<major>.so: XLA FFI handlers that call
 // cuSOLVERMp on one device's part of a 2D block-cyclic matrix.
 //
 // Every handler runs on one device of a P_r x P_c process grid (inside
@@ -23,7 +23,7 @@
 //
 // cuSOLVERMp itself is not linked: its symbols bind at load time to the
 // libcusolverMp.so.0 that jaxsolve.dense preloaded (RTLD_GLOBAL) from the
-// nvidia-cusolvermp-cu13 wheel.
+// nvidia-cusolvermp-cu<major> wheel.
 #include <cuda_runtime_api.h>
 #include <cusolverMp.h>
 #include <nccl.h>
@@ -38,6 +38,11 @@
 #include <vector>
 
 #include "xla/ffi/api/ffi.h"
+
+// The CUDA major this library is built for (its file name's), checked against
+// the runtime headers it is compiled with.
+static_assert(CUDART_VERSION / 1000 == JAXSOLVE_CUDA_MAJOR,
+              "built against the runtime headers of another CUDA major");
 
 #define JAXSOLVE_DENSE_EXPORT extern "C" __attribute__((visibility("default")))
 

@@ -24,6 +24,11 @@
 #include <utility>
 #include <vector>
 
+// The CUDA major this library is built for (its file name's), checked against
+// the runtime headers it is compiled with.
+static_assert(CUDART_VERSION / 1000 == JAXSOLVE_CUDA_MAJOR,
+              "built against the runtime headers of another CUDA major");
+
 #define JAXSOLVE_NCCL_EXPORT extern "C" __attribute__((visibility("default")))
 
 namespace {

@@ -1,0 +1,526 @@
+"""Dense solvers on one device: native JAX, jaxsolve.dense's backends and JAXMg, side by side.
+
+Issue 6's benchmark. For each routine, dtype and ``N`` it runs every implementation on the same
+``N × N`` matrix, each **in a fresh process** (JAX cannot reset a device's peak memory):
+
+==============  =======================================================================
+implementation  call
+==============  =======================================================================
+``native``      JAX itself, jitted with ``donate_argnums=0``:
+                ``jax.scipy.linalg.cho_solve(cho_factor(a))``, ``lu_solve(lu_factor(a))``,
+                ``jnp.linalg.eigh(a)``
+``cusolver``    ``jaxsolve.dense.potrs``/``lu_solve``/``syevd`` with ``donate=True`` under
+                ``use_backend("cusolver")``: cuSOLVER through our FFI handlers, in place
+``cusolvermp``  the same under ``use_backend("cusolvermp")``: cuSOLVERMp on a 1 × 1 grid,
+                tile ``--tile``
+``jaxmg``       JAXMg 1.4.1's ``potrs``/``lu_solve``/``syevd`` (``T_A = --tile``,
+                ``donate=True``), when it imports
+``xla``         jaxsolve's XLA reference backend (the one on a CPU)
+==============  =======================================================================
+
+All run on a 1 × 1 mesh of the first device (``P('pr', 'pc')``, ``b`` ``(N, 1)`` in
+``P('pr', None)``). On a GPU the default implementations are ``native cusolver cusolvermp
+jaxmg`` and the sizes ``8192 16384 32768`` (syevd up to ``--eigen-max``, 16384); on a CPU
+``native xla`` and ``256`` (a smoke run of this script, e.g. in CI).
+
+The matrix is built on the device by one fused kernel straight into its sharding (no
+temporaries: before the call the process holds ``A`` and ``b`` only): ``H + N I`` for the
+solves, ``H`` symmetric for syevd, with ``H``'s entries uniform in ``[-0.5, 0.5)`` from an
+integer hash of ``(i, j)`` (symmetrized for potrs and syevd).
+
+Columns: **s**, the median time of ``--repeats`` calls after a first one (which compiles and
+sets up handles; ``A`` is rebuilt before each call, untimed, since the call consumes it);
+**TFLOP/s** from nominal counts (potrs ``N³/3``, lu_solve ``2N³/3``, plus ``2N²`` for the
+solve; syevd ``4N³``); **extra**, the device memory the first call needed beyond ``A`` and
+``b``, in units of ``A``'s bytes: the growth of ``memory_stats()['peak_bytes_in_use']`` plus
+**ws**, device workspace held outside XLA's allocator (cuSOLVER's and cuSOLVERMp's cached
+workspaces, ``_cusolver.workspace_bytes()`` / ``_cusolvermp.workspace_bytes()``; JAXMg's as its
+status vector reports it, the larger of its two routines' for the solves); **×native** and
+**×jaxmg**, that implementation's time over this one's (above 1: this one is faster). Every
+result is checked (the residual ``max |A x - b|``, or ``|Σ w - tr A|`` relative) before it is
+timed; a bad one is flagged with ``!``. For syevd the ``ws`` of cuSOLVER is the size
+``cusolverDnXsyevd_bufferSize`` asked for (the workspace grows to the largest request).
+
+``--workspaces`` adds cuSOLVER's own answer to how much device workspace its Hermitian
+eigensolvers with vectors need at each ``N`` (``Xsyevd``, ``Xsyevdx``, ``syevj``, and
+``sytrd`` + ``orgtr``), asked through its ``*_bufferSize`` functions without running them.
+``--overhead`` adds the per-call cost at ``N = 1024`` (f64) of each implementation: the first
+call (tracing, compiling, creating handles and workspaces) and the median of later calls with
+the same shapes, which pay for none of that. ``--largest N ...`` tries f64 potrs at each ``N``
+(ascending; ``XLA_PYTHON_CLIENT_MEM_FRACTION=0.97``; one call, no check) with each of
+``--largest-impls`` and says which fit; an implementation that fails at some ``N`` is not tried
+at larger ones. ``--budget SECONDS`` stops starting cases after that long (the rest is listed
+as skipped), so that a run fits a time limit; each case is killed after ``--case-timeout``.
+
+Run it with Bazel on a build machine (``tools/dev bench dense``), or on the GPU host, which has
+no Bazel, after ``tools/dev gpu-pack`` (the pack carries our wheels, cuSOLVERMp, JAXMg and the
+NCCL they need) with ``tools/dev gpu-run``, which installs the pack and preloads its NCCL::
+
+    tools/dev gpu-run python3 tools/bench/dense.py --dtypes float64 --budget 420
+    tools/dev gpu-run python3 tools/bench/dense.py --routines syevd --sizes 8192 16384
+    tools/dev gpu-run python3 tools/bench/dense.py --routines --overhead \\
+        --largest 57344 65536 98304 126976
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+ROUTINES = ("potrs", "lu_solve", "syevd")
+GPU_IMPLEMENTATIONS = ("native", "cusolver", "cusolvermp", "jaxmg")
+CPU_IMPLEMENTATIONS = ("native", "xla")
+GPU_SIZES = (8192, 16384, 32768)
+CPU_SIZES = (256,)
+OVERHEAD_N = 1024
+# The status fields (jaxmg._cusolvermp_status) that hold JAXMg's device workspaces, in KiB.
+JAXMG_WORKSPACE_FIELDS = {
+    "potrs": ("POTRS", ("potrf_device_workspace_kib", "potrs_device_workspace_kib")),
+    "lu_solve": ("LU_SOLVE", ("getrf_device_workspace_kib", "getrs_device_workspace_kib")),
+    "syevd": ("SYEVD", ("syevd_device_workspace_kib",)),
+}
+
+
+def nominal_flops(routine: str, n: int) -> float:
+    return {"potrs": n**3 / 3 + 2 * n**2, "lu_solve": 2 * n**3 / 3 + 2 * n**2,
+            "syevd": 4.0 * n**3}[routine]
+
+
+# ------------------------------------------------------------------ one case, in a child
+
+
+def _mesh():
+    import jax
+
+    import jaxsolve.sharding as js
+
+    return js.make_grid_mesh(1, 1, devices=jax.devices()[:1])
+
+
+def build_operands(routine: str, n: int, dtype, mesh):
+    """``(A, b)`` on the mesh, ``A`` made by one fused kernel directly in its sharding."""
+    import jax
+    import jax.numpy as jnp
+    from jax.sharding import NamedSharding
+    from jax.sharding import PartitionSpec as P
+
+    def build():
+        i = jax.lax.broadcasted_iota(jnp.uint32, (n, n), 0)
+        j = jax.lax.broadcasted_iota(jnp.uint32, (n, n), 1)
+        diagonal = i == j
+        if routine != "lu_solve":  # symmetric
+            i, j = jnp.minimum(i, j), jnp.maximum(i, j)
+        h = i * jnp.uint32(2654435761) + j * jnp.uint32(2246822519)
+        h = (h ^ (h >> 15)) * jnp.uint32(2246822519)
+        h = h ^ (h >> 13)
+        u = h.astype(dtype) / dtype(2.0**32) - dtype(0.5)
+        return u if routine == "syevd" else jnp.where(diagonal, u + dtype(n), u)
+
+    a = jax.jit(build, out_shardings=NamedSharding(mesh, P("pr", "pc")))()
+    b = jax.jit(lambda: jnp.ones((n, 1), dtype),
+                out_shardings=NamedSharding(mesh, P("pr", None)))()
+    return jax.block_until_ready((a, b))
+
+
+def make_call(implementation: str, routine: str, tile: int):
+    """``call(a, b) -> (outputs, jaxmg_status)``; ``outputs`` is ``(x,)`` or ``(w, V)``."""
+    import jax
+    import jax.numpy as jnp
+    import jax.scipy.linalg as jsl
+
+    if implementation == "native":
+        native = jax.jit({
+            "potrs": lambda a, b: (jsl.cho_solve(jsl.cho_factor(a, lower=True), b),),
+            "lu_solve": lambda a, b: (jsl.lu_solve(jsl.lu_factor(a), b),),
+            "syevd": lambda a, b: tuple(jnp.linalg.eigh(a)),
+        }[routine], donate_argnums=0)
+        return lambda a, b: (native(a, b), None)
+    if implementation == "jaxmg":
+        import jaxmg
+
+        from jaxsolve.dense import _cusolvermp
+
+        # JAXMg preloads only libcusolverMp.so.0; this loads what it needs beside it (NCCL,
+        # cuBLAS, cuSOLVER, cuBLASMp, from wheels anywhere on sys.path) with RTLD_GLOBAL.
+        _cusolvermp.library()
+
+        def call(a, b):
+            if routine == "syevd":
+                w, v, status = jaxmg.syevd(a, T_A=tile, donate=True, return_status=True)
+                return (w, v), status
+            x, status = getattr(jaxmg, routine)(a, b, T_A=tile, donate=True,
+                                                return_status=True)
+            return (x,), status
+
+        return call
+    from jaxsolve import dense
+
+    def call(a, b):
+        with dense.use_backend(implementation):
+            if routine == "syevd":
+                return tuple(dense.syevd(a, T_A=tile, donate=True)), None
+            return (getattr(dense, routine)(a, b, T_A=tile, donate=True),), None
+
+    return call
+
+
+def outside_workspace(implementation: str, routine: str, status) -> int:
+    """Device bytes the implementation holds outside XLA's allocator."""
+    import numpy as np
+
+    if implementation == "cusolver":
+        from jaxsolve.dense import _cusolver
+
+        return _cusolver.workspace_bytes()
+    if implementation == "cusolvermp":
+        from jaxsolve.dense import _cusolvermp
+
+        return _cusolvermp.workspace_bytes()
+    if implementation == "jaxmg" and status is not None:
+        from jaxmg import _cusolvermp_status as schema
+
+        prefix, wanted = JAXMG_WORKSPACE_FIELDS[routine]
+        fields = getattr(schema, f"_CUSOLVERMP_{prefix}_STATUS_FIELDS")
+        words = np.asarray(status).reshape(-1, len(fields))[0]
+        return 1024 * max(int(words[fields.index(name)]) for name in wanted)
+    return 0
+
+
+def residual(routine: str, n: int, dtype, mesh, outputs) -> float:
+    """``max |A x - b|`` of a solve (b = 1), or ``|Σ w - tr A| / (n max |w|)`` of syevd."""
+    import jax
+    import jax.numpy as jnp
+
+    a, _ = build_operands(routine, n, dtype, mesh)
+    if routine == "syevd":
+        w = outputs[0]
+        return float(jnp.abs(jnp.sum(w) - jnp.trace(a)) / jnp.max(jnp.abs(w)) / n)
+    ax = jnp.matmul(a, outputs[0].reshape(n, 1), precision=jax.lax.Precision.HIGHEST)
+    return float(jnp.max(jnp.abs(ax - 1)))
+
+
+def run_case(routine: str, implementation: str, dtype_name: str, n: int, repeats: int,
+             tile: int, check: bool) -> dict:
+    """One case in this process: the fields of its row."""
+    import jax
+    import numpy as np
+
+    dtype = np.dtype(dtype_name).type
+    device = jax.devices()[0]
+    mesh = _mesh()
+    call = make_call(implementation, routine, min(tile, n))
+    a, b = build_operands(routine, n, dtype, mesh)
+    stats = device.memory_stats()  # None on a CPU
+    in_use = stats["bytes_in_use"] if stats else None
+    start = time.perf_counter()
+    outputs, status = jax.block_until_ready(call(a, b))
+    first = time.perf_counter() - start
+    peak = device.memory_stats()["peak_bytes_in_use"] if stats else None
+    matrix_bytes = n * n * np.dtype(dtype).itemsize
+    workspace = outside_workspace(implementation, routine, status)
+    error = residual(routine, n, dtype, mesh, outputs) if check else None
+    del outputs, status
+    times = []
+    for _ in range(repeats):
+        a, b = build_operands(routine, n, dtype, mesh)  # the calls consume them
+        start = time.perf_counter()
+        jax.block_until_ready(call(a, b))
+        times.append(time.perf_counter() - start)
+    extra = None if peak is None else (peak - in_use + workspace) / matrix_bytes
+    return {"seconds": statistics.median(times) if times else first, "first": first,
+            "error": error, "extra": extra, "workspace": workspace / matrix_bytes}
+
+
+def run_overhead(implementation: str, calls: int) -> dict:
+    """First and later call times (ms) of each routine at N = OVERHEAD_N, f64, this process."""
+    import jax
+    import numpy as np
+
+    mesh = _mesh()
+    result = {}
+    for routine in ROUTINES:
+        call = make_call(implementation, routine, OVERHEAD_N)
+        times = []
+        for _ in range(calls + 1):
+            a, b = build_operands(routine, OVERHEAD_N, np.float64, mesh)
+            start = time.perf_counter()
+            jax.block_until_ready(call(a, b))
+            times.append(time.perf_counter() - start)
+        result[routine] = (times[0] * 1e3, statistics.median(times[1:]) * 1e3)
+    return result
+
+
+def cusolver_workspaces(sizes: list[int]) -> dict:
+    """cuSOLVER's device workspace for a Hermitian eigensolver with vectors, per variant.
+
+    Asked from cuSOLVER itself (its ``*_bufferSize`` functions, through ctypes on the wheel's
+    ``libcusolver``), without running anything: ``Xsyevd`` (what our handler calls),
+    ``Xsyevdx`` over the whole spectrum, Jacobi ``syevj``, and ``sytrd`` + ``orgtr`` (the
+    reduction to tridiagonal form and its ``Q``, the steps a split eigensolver would take).
+    In bytes, per ``f"{variant} {dtype} {n}"``.
+    """
+    import ctypes
+
+    import jax
+
+    from jaxsolve.dense import _cusolver
+
+    assert not _cusolver._missing_wheels(), "cuSOLVER's wheels are missing"
+    jax.devices()  # the CUDA context, which cuSOLVER shares
+    lib = ctypes.CDLL("libcusolver.so.12")
+    handle, params, syevj = ctypes.c_void_p(), ctypes.c_void_p(), ctypes.c_void_p()
+    for status in (lib.cusolverDnCreate(ctypes.byref(handle)),
+                   lib.cusolverDnCreateParams(ctypes.byref(params)),
+                   lib.cusolverDnCreateSyevjInfo(ctypes.byref(syevj))):
+        assert status == 0, f"cuSOLVER status {status}"
+    vector, lower, every = 1, 0, 1001  # CUSOLVER_EIG_MODE_VECTOR, FILL_MODE_LOWER, RANGE_ALL
+    i64, size = ctypes.c_int64, ctypes.c_size_t
+    result = {}
+    for dtype, (cuda_type, letter, itemsize) in {"float32": (0, "S", 4),
+                                                 "float64": (1, "D", 8)}.items():
+        for n in sizes:
+            device, host, lwork, meig = size(), size(), ctypes.c_int(), i64()
+            bound = (ctypes.c_double * 2)()
+            calls = {
+                "Xsyevd": lambda: lib.cusolverDnXsyevd_bufferSize(
+                    handle, params, vector, lower, i64(n), cuda_type, None, i64(n), cuda_type,
+                    None, cuda_type, ctypes.byref(device), ctypes.byref(host)),
+                "Xsyevdx": lambda: lib.cusolverDnXsyevdx_bufferSize(
+                    handle, params, vector, every, lower, i64(n), cuda_type, None, i64(n),
+                    ctypes.byref(bound, 0), ctypes.byref(bound, 8), i64(0), i64(0),
+                    ctypes.byref(meig), cuda_type, None, cuda_type, ctypes.byref(device),
+                    ctypes.byref(host)),
+                "syevj": lambda: getattr(lib, f"cusolverDn{letter}syevj_bufferSize")(
+                    handle, vector, lower, n, None, n, None, ctypes.byref(lwork), syevj),
+                "sytrd": lambda: getattr(lib, f"cusolverDn{letter}sytrd_bufferSize")(
+                    handle, lower, n, None, n, None, None, None, ctypes.byref(lwork)),
+                "orgtr": lambda: getattr(lib, f"cusolverDn{letter}orgtr_bufferSize")(
+                    handle, lower, n, None, n, None, ctypes.byref(lwork)),
+            }
+            for variant, call in calls.items():
+                device.value, lwork.value = 0, 0
+                status = call()
+                result[f"{variant} {dtype} {n}"] = (
+                    -status if status else device.value or lwork.value * itemsize)
+    lib.cusolverDnDestroySyevjInfo(syevj)
+    lib.cusolverDnDestroyParams(params)
+    lib.cusolverDnDestroy(handle)
+    return result
+
+
+def describe() -> dict:
+    """The device, JAX's version, and jaxsolve.dense's default backends on the 1 × 1 mesh."""
+    import jax
+    import numpy as np
+    from jax.sharding import PartitionSpec as P
+
+    from jaxsolve.dense import _backend, _layout
+
+    device = jax.devices()[0]
+    layout = _layout.Layout(mesh=_mesh(), matrix_spec=P("pr", "pc"), tile=1024)
+    families = {"potrs": "cholesky", "lu_solve": "lu", "syevd": "syevd"}
+    return {"platform": device.platform, "kind": device.device_kind, "jax": jax.__version__,
+            "defaults": {routine: _backend.backend_name(family, layout, np.float64)
+                         for routine, family in families.items()}}
+
+
+def child(request: dict) -> dict:
+    import warnings
+
+    import jax
+
+    jax.config.update("jax_enable_x64", True)
+    # Native JAX cannot always reuse a donated A (its factor has another layout); that is fine.
+    warnings.filterwarnings("ignore", message="Some donated buffers were not usable")
+    kind = request.pop("kind")
+    return {"case": run_case, "overhead": run_overhead, "describe": describe,
+            "workspaces": cusolver_workspaces}[kind](**request)
+
+
+# ---------------------------------------------------------------------- the parent
+
+
+class Runner:
+    """Runs children one at a time, each in a fresh process, within a time budget."""
+
+    def __init__(self, budget: float | None, case_timeout: float):
+        self.deadline = None if budget is None else time.monotonic() + budget
+        self.case_timeout = case_timeout
+        self.skipped = 0
+
+    def __call__(self, request: dict, memory_fraction: str | None = None) -> dict:
+        if self.deadline is not None and time.monotonic() > self.deadline:
+            self.skipped += 1
+            return {"failed": "skipped (--budget spent)"}
+        env = dict(os.environ, XLA_PYTHON_CLIENT_PREALLOCATE="false")
+        if memory_fraction is not None:
+            env["XLA_PYTHON_CLIENT_MEM_FRACTION"] = memory_fraction
+        try:
+            done = subprocess.run(
+                [sys.executable, os.path.abspath(__file__), "--child", json.dumps(request)],
+                env=env, capture_output=True, text=True, timeout=self.case_timeout)
+        except subprocess.TimeoutExpired:
+            return {"failed": f"timed out after {self.case_timeout:.0f} s"}
+        lines = done.stdout.strip().splitlines()
+        if done.returncode != 0 or not lines:
+            reason = (done.stderr.strip().splitlines() or ["no output"])[-1]
+            return {"failed": reason[:110]}
+        return json.loads(lines[-1])
+
+
+def available_implementations(platform: str, wanted: list[str] | None) -> list[str]:
+    default = GPU_IMPLEMENTATIONS if platform == "gpu" else CPU_IMPLEMENTATIONS
+    chosen = list(wanted or default)
+    if "jaxmg" in chosen and (platform != "gpu" or importlib.util.find_spec("jaxmg") is None):
+        print(f"JAXMg: {'not installed' if platform == 'gpu' else 'GPU only'}; left out")
+        chosen.remove("jaxmg")
+    return chosen
+
+
+def ratio(reference: dict | None, result: dict) -> str:
+    if not reference or "failed" in reference or "failed" in result:
+        return "-"
+    return f"{reference['seconds'] / result['seconds']:.2f}"
+
+
+def print_table(args, implementations: list[str], run: Runner) -> None:
+    print(f"\n{'routine':<9}{'dtype':<8}{'N':>6}  {'impl':<11}{'s':>9}{'TFLOP/s':>8}"
+          f"{'extra':>7}{'ws':>6}{'×native':>8}{'×jaxmg':>7}  first s  residual")
+    for routine in args.routines:
+        sizes = [n for n in args.sizes if routine != "syevd" or n <= args.eigen_max]
+        for dtype in args.dtypes:
+            for n in sizes:
+                row = {}
+                for implementation in implementations:
+                    row[implementation] = run(dict(
+                        kind="case", routine=routine, implementation=implementation,
+                        dtype_name=dtype, n=n, repeats=args.repeats, tile=args.tile,
+                        check=True))
+                for implementation, result in row.items():
+                    head = f"{routine:<9}{dtype:<8}{n:>6}  {implementation:<11}"
+                    if "failed" in result:
+                        print(f"{head}failed: {result['failed']}", flush=True)
+                        continue
+                    tflops = nominal_flops(routine, n) / result["seconds"] / 1e12
+                    extra = "-" if result["extra"] is None else f"{result['extra']:.2f}"
+                    error = result["error"]
+                    bad = error is not None and not error < (1e-3 if dtype == "float32" else 1e-8)
+                    print(f"{head}{result['seconds']:>9.4f}{tflops:>8.1f}{extra:>7}"
+                          f"{result['workspace']:>6.2f}{ratio(row.get('native'), result):>8}"
+                          f"{ratio(row.get('jaxmg'), result):>7}  {result['first']:>7.2f}"
+                          f"  {error:.1e}{'!' if bad else ''}", flush=True)
+
+
+def print_overhead(implementations: list[str], run: Runner) -> None:
+    print(f"\nPer-call cost at N = {OVERHEAD_N}, float64, ms: the first call (trace, compile, "
+          "handles, workspaces), then the median of 10 later calls with the same shapes")
+    print(f"{'impl':<11}" + "".join(f"{r + ' first':>16}{'later':>8}" for r in ROUTINES))
+    for implementation in implementations:
+        result = run(dict(kind="overhead", implementation=implementation, calls=10))
+        if "failed" in result:
+            print(f"{implementation:<11}failed: {result['failed']}")
+            continue
+        print(f"{implementation:<11}" + "".join(
+            f"{result[r][0]:>16.1f}{result[r][1]:>8.2f}" for r in ROUTINES), flush=True)
+
+
+def print_workspaces(sizes: list[int], run: Runner) -> None:
+    result = run(dict(kind="workspaces", sizes=sizes))
+    print("\ncuSOLVER's device workspace for eigenvalues and vectors, in units of A (asked with "
+          "its *_bufferSize; a negative number is the cusolverStatus_t of a failed query)")
+    if "failed" in result:
+        print(f"failed: {result['failed']}")
+        return
+    variants = ("Xsyevd", "Xsyevdx", "syevj", "sytrd", "orgtr")
+    print(f"{'dtype':<9}{'N':>7}" + "".join(f"{v:>9}" for v in variants))
+    for dtype, itemsize in (("float32", 4), ("float64", 8)):
+        for n in sizes:
+            cells = []
+            for variant in variants:
+                value = result[f"{variant} {dtype} {n}"]
+                cells.append(f"{value:>9d}" if value < 0 else f"{value / (n * n * itemsize):>9.3f}")
+            print(f"{dtype:<9}{n:>7}" + "".join(cells), flush=True)
+
+
+def print_largest(args, run: Runner) -> None:
+    print("\nLargest f64 potrs (XLA_PYTHON_CLIENT_MEM_FRACTION=0.97; one call, compile included)")
+    failed_at: dict[str, int] = {}
+    for n in sorted(args.largest):
+        for implementation in args.largest_impls:
+            if implementation in failed_at:
+                print(f"  N = {n:>6}  {implementation:<11}not tried (failed at "
+                      f"{failed_at[implementation]})")
+                continue
+            result = run(dict(kind="case", routine="potrs", implementation=implementation,
+                              dtype_name="float64", n=n, repeats=0, tile=args.tile,
+                              check=False), memory_fraction="0.97")
+            if "failed" in result:
+                failed_at[implementation] = n
+                status = "failed: " + result["failed"]
+            else:
+                extra = "" if result["extra"] is None else f", extra {result['extra']:.2f} A"
+                status = f"fits, {result['first']:.2f} s{extra}"
+            print(f"  N = {n:>6}  {implementation:<11}{status}", flush=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--routines", nargs="*", default=list(ROUTINES), choices=ROUTINES,
+                        help="routines of the table (none: no table)")
+    parser.add_argument("--sizes", type=int, nargs="+",
+                        help="N values (default 8192 16384 32768 on a GPU, 256 on a CPU)")
+    parser.add_argument("--eigen-max", type=int, default=16384, help="syevd's largest N")
+    parser.add_argument("--dtypes", nargs="+", default=["float32", "float64"],
+                        choices=["float32", "float64"])
+    parser.add_argument("--impls", nargs="+", help="implementations (default: all that apply)")
+    parser.add_argument("--tile", type=int, default=1024, help="T_A of cuSOLVERMp and JAXMg")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--overhead", action="store_true", help="also the per-call cost")
+    parser.add_argument("--workspaces", action="store_true",
+                        help="also cuSOLVER's eigensolver workspaces (GPU)")
+    parser.add_argument("--largest", type=int, nargs="+",
+                        help="f64 potrs sizes to try, e.g. 57344 65536 98304 126976")
+    parser.add_argument("--largest-impls", nargs="+", help="default: every implementation")
+    parser.add_argument("--budget", type=float, help="seconds after which no case starts")
+    parser.add_argument("--case-timeout", type=float, default=300.0)
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:  # one case or overhead measurement: one line of JSON
+        print(json.dumps(child(json.loads(args.child))), flush=True)
+        return
+
+    # The device is described by a child too: this process never holds the GPU (nor,
+    # with JAX's default preallocation, 75% of its memory) while the cases run.
+    run = Runner(args.budget, args.case_timeout)
+    about = run(dict(kind="describe"))
+    if "failed" in about:
+        sys.exit(f"cannot start JAX: {about['failed']}")
+    platform = about["platform"]
+    implementations = available_implementations(platform, args.impls)
+    args.sizes = args.sizes or list(GPU_SIZES if platform == "gpu" else CPU_SIZES)
+    args.largest_impls = [i for i in args.largest_impls or implementations
+                          if i in implementations]
+    print(f"{about['kind']} ({platform}), JAX {about['jax']}; each case in a fresh process; "
+          f"median of {args.repeats}; extra and ws in units of A's bytes; T_A = {args.tile}")
+    print("jaxsolve.dense's default backends here: " + ", ".join(
+        f"{routine} -> {backend}" for routine, backend in about["defaults"].items()))
+    if args.workspaces and platform == "gpu":  # first: one quick child
+        print_workspaces([n for n in args.sizes if n <= args.eigen_max], run)
+    if args.routines:
+        print_table(args, implementations, run)
+    if args.overhead:
+        print_overhead(implementations, run)
+    if args.largest:
+        print_largest(args, run)
+    if run.skipped:
+        print(f"\n{run.skipped} cases skipped: --budget {args.budget:.0f} s was spent")
+
+
+if __name__ == "__main__":
+    main()
