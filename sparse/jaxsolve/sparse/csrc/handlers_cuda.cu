@@ -259,6 +259,12 @@ struct CudaBackend {
 
 namespace js = ::jaxsolve::sparse;
 
+// Command-buffer compatible: the handler only launches kernels on XLA's stream,
+// with a launch shape that follows from the buffer shapes alone, so XLA may
+// record it once into a CUDA graph (with the fused kernels around it) and
+// replay the graph, instead of launching every kernel of a Krylov iteration
+// from the host.
 XLA_FFI_DEFINE_HANDLER_SYMBOL(
     JaxsolveSparseCsrMatvec, (js::CsrMatvecHandler<js::CudaBackend, cudaStream_t>),
-    js::BindCsrMatvec().Ctx<js::ffi::PlatformStream<cudaStream_t>>());
+    js::BindCsrMatvec().Ctx<js::ffi::PlatformStream<cudaStream_t>>(),
+    {js::ffi::Traits::kCmdBufferCompatible});
