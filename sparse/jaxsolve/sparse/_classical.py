@@ -126,7 +126,7 @@ class InterpolationArrays(NamedTuple):
     keep: jax.Array | None
 
 
-def level_structure(pattern: CsrStructure, values: np.ndarray, config: AMGConfig,
+def level_structure(pattern: CsrStructure, values: np.ndarray, config: AMGConfig, *,
                     splitting: tuple[np.ndarray, np.ndarray] | None = None
                     ) -> InterpolationStructure:
     """Strength, splitting and interpolation plan of one level, from concrete values.

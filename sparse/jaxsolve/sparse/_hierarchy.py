@@ -283,7 +283,8 @@ def _classical_levels(pattern: CsrStructure, values: np.ndarray | None, config: 
     while len(levels) + 1 < config.max_levels and pattern.n_rows > config.min_coarse_rows:
         splitting = (None if config.block_dim == 1
                      else _blocks.classical_splitting(pattern, values, config))
-        interpolation = _classical.level_structure(pattern, values, config, splitting)
+        interpolation = _classical.level_structure(pattern, values, config,
+                                                   splitting=splitting)
         phase("splitting")
         if not 0 < interpolation.n_coarse < pattern.n_rows:  # no coarsening: stop here
             break
@@ -520,7 +521,7 @@ def _numeric_level(
     # The Galerkin product reads only the right factor's values and row pointers.
     a_p = CsrArrays(a_p_values, jnp.zeros(0, jnp.int32), arrays.a_p_indptr)
     coarse_values = level.galerkin.multiply(r, a_p, coarse_indptr, arrays.galerkin_offsets)
-    smoother = relaxation_data(a, diagonal, config.smoother, level.block_dim)
+    smoother = relaxation_data(a, diagonal, config.smoother, block_dim=level.block_dim)
     return LevelNumbers(a=a, p=p, r=r, smoother=smoother), coarse_values, coarse_basis
 
 
@@ -596,7 +597,7 @@ def _coarsest_numbers(
     diagonal = _diagonal(a.values, diagonal_positions)
     if config.coarse_solver == "NOSOLVER":
         return CoarsestNumbers(a=a, inverse=None, smoother=relaxation_data(
-            a, diagonal, config.smoother, block_dim))
+            a, diagonal, config.smoother, block_dim=block_dim))
     n = a.n_rows
     dense = jnp.zeros((n, n), a.values.dtype).at[a.row_ids, a.indices].add(a.values)
     # A decoupled row (a vanished coarse basis function) is all zero: make it identity.

@@ -198,7 +198,7 @@ def make_preconditioner(
     # A relaxation's data is set up here once, not at every application inside a Krylov loop.
     relaxation = (None if preconditioner.solver in ("AMG", "NOSOLVER") else
                   relaxation_data(matrix, finest_diagonal(matrix), preconditioner.relaxation,
-                                  preconditioner.relaxation.block_dim))
+                                  block_dim=preconditioner.relaxation.block_dim))
     return Preconditioner(matrix, hierarchy, relaxation, config=preconditioner)
 
 
@@ -242,7 +242,7 @@ def make_precondition(
         return apply_cycles
     if relaxation is None:
         relaxation = relaxation_data(matrix, finest_diagonal(matrix), config.relaxation,
-                                     config.relaxation.block_dim)
+                                     block_dim=config.relaxation.block_dim)
     return functools.partial(_sweeps, matrix, relaxation, config, applications)
 
 

@@ -72,7 +72,7 @@ class RelaxationData(NamedTuple):
 
 
 def relaxation_data(
-    a: CsrArrays, diagonal: jax.Array, config: RelaxationConfig, block_dim: int = 1
+    a: CsrArrays, diagonal: jax.Array, config: RelaxationConfig, *, block_dim: int = 1
 ) -> RelaxationData:
     """The :class:`RelaxationData` of ``config``'s relaxation for ``A`` (jit-able), whose
     unknowns come ``block_dim`` to a node."""
