@@ -21,7 +21,7 @@ def test_package_exports_only_documented_public_names():
     "jaxsolve.sparse._solve",
     "jaxsolve.sparse._statistics", "jaxsolve.sparse._status", "jaxsolve.sparse.matrices",
     "jaxsolve.sparse._coloring", "jaxsolve.sparse._matrix_free",
-    "jaxsolve.sparse._sparsity_tracing", "jaxsolve.sparse._distributed",
+    "jaxsolve.sparse._sparsity_tracing", "jaxsolve.sparse._distributed", "jaxsolve.sparse._blocks",
 ])
 def test_docstring_examples_run(module):
     failed, attempted = doctest.testmod(importlib.import_module(module),

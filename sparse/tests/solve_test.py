@@ -343,7 +343,7 @@ class TestFailures:
         ("comm", object(), "needs comm=, nglobal= and partition_info= together"),
         ("nglobal", 16, "needs comm=, nglobal= and partition_info= together"),
         ("partition_info", (0, 16), "needs comm=, nglobal= and partition_info= together"),
-        ("block_dim", 2, "block (BSR)")])  # nullspace=: nullspace_test.py
+    ])  # nullspace=: nullspace_test.py; block_dim=: block_test.py
     def test_jax_amg_keywords_not_supported_yet(self, keyword, value, says):
         with pytest.raises(ValueError, match=re.escape(says)):
             sparse.solve(matrices.poisson_matrix(4), jnp.ones(16), **{keyword: value})

@@ -126,12 +126,20 @@ class InterpolationArrays(NamedTuple):
     keep: jax.Array | None
 
 
-def level_structure(pattern: CsrStructure, values: np.ndarray,
-                    config: AMGConfig) -> InterpolationStructure:
-    """Strength, splitting and interpolation plan of one level, from concrete values."""
-    strong = strong_couplings(pattern, values, config)
-    graph = strength_pattern(pattern, strong)
-    coarse = _native.classical_splitting(graph.indptr, graph.indices, config.selector)
+def level_structure(pattern: CsrStructure, values: np.ndarray, config: AMGConfig, *,
+                    splitting: tuple[np.ndarray, np.ndarray] | None = None
+                    ) -> InterpolationStructure:
+    """Strength, splitting and interpolation plan of one level, from concrete values.
+
+    ``splitting``: the strong couplings and C points when decided elsewhere (a block
+    system's, on its nodes: :func:`._blocks.classical_splitting`).
+    """
+    if splitting is None:
+        strong = strong_couplings(pattern, values, config)
+        graph = strength_pattern(pattern, strong)
+        coarse = _native.classical_splitting(graph.indptr, graph.indices, config.selector)
+    else:
+        strong, coarse = splitting
     plan = _native.interpolation_pattern(pattern.indptr, pattern.indices, strong, coarse,
                                          distance_two=config.interpolator == "D2")
     full = CsrStructure(plan.p_indptr, plan.p_indices, int(coarse.sum()))

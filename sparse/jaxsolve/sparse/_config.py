@@ -72,7 +72,7 @@ _IMPLEMENTED_KEYS = {"solver"} | _STOPPING_KEYS | _REPORTING_KEYS | set(_APPLIES
 
 # AmgX parameters that cannot change the solution of any configuration jaxsolve accepts:
 # printing and timing; config structure; AmgX's memory pools, streams, MPI, file I/O and
-# block-matrix options (jaxsolve solves scalar systems); and the options of components
+# block-matrix options (jaxsolve takes the block size from solve's block_dim); and the options of components
 # jaxsolve rejects (energy-minimising AMG, aggressive coarsening, the MULTI_PAIRWISE and DUMMY
 # selectors, colouring-based and Gauss-Seidel-type smoothers, CHEBYSHEV, IDR, CG cycles,
 # iterative coarse solvers, the COMBINED_REL_INI_ABS criterion).
@@ -249,6 +249,11 @@ class RelaxationConfig:
       chebyshev_polynomial_order: degree in ``[1, 10]`` for CHEBYSHEV_POLY, else None.
       symmetric_gs: a forward and a backward sweep (AmgX's ``symmetric_GS``), for
         MULTICOLOR_GS only.
+      block_dim: unknowns per node of the matrix a relaxation used as solver or
+        preconditioner sweeps (no AmgX key: ``solve(..., block_dim=k)`` sets it; AmgX takes
+        it from the matrix).  ``BLOCK_JACOBI`` then inverts the ``k × k`` diagonal blocks
+        and ``JACOBI_L1`` adds to them each row's ``Σ |a_ij|`` outside its block; the other
+        relaxations stay pointwise.  An AMG smoother takes each level's from the hierarchy.
 
     Raises:
       TypeError, ValueError: if a field has the wrong type, is out of range, or
@@ -259,13 +264,14 @@ class RelaxationConfig:
       >>> RelaxationConfig(solver="CHEBYSHEV_POLY", relaxation_factor=None,
       ...                  chebyshev_polynomial_order=3)
       RelaxationConfig(solver='CHEBYSHEV_POLY', relaxation_factor=None, chebyshev_polynomial_order=3,
-                       symmetric_gs=False)
+                       symmetric_gs=False, block_dim=1)
     """
 
     solver: str
     relaxation_factor: float | None
     chebyshev_polynomial_order: int | None
     symmetric_gs: bool = False
+    block_dim: int = 1
 
     def __post_init__(self) -> None:
         _checked_init(self, self._check)
@@ -285,6 +291,7 @@ class RelaxationConfig:
             raise TypeError(f"symmetric_gs must be a bool, got {self.symmetric_gs!r}.")
         if self.symmetric_gs and self.solver != "MULTICOLOR_GS":
             raise ValueError(f"symmetric_gs applies to MULTICOLOR_GS only, not {context}.")
+        _check_int("block_dim", self.block_dim, 1)
 
     def _amgx_keys(self) -> dict[str, Any]:
         keys = {"relaxation_factor": self.relaxation_factor,
@@ -373,6 +380,10 @@ class AMGConfig:
         nullspace=N)`` sets it to ``N``'s columns; no AmgX key) the most null
         vectors the coarsest matrix can have: its dense inverse is then a
         pseudo-inverse that drops that many of its smallest singular values.
+      block_dim: ``1``, or for a block system (``solve(..., block_dim=k)`` sets it; no
+        AmgX key) the unknowns per node of the finest level: aggregation and classical
+        AMG then coarsen its nodes (see :mod:`jaxsolve.sparse._blocks`) and block-Jacobi
+        smoothers invert ``k × k`` diagonal blocks.
 
     Raises:
       TypeError, ValueError: if a field has the wrong type or value.
@@ -400,6 +411,7 @@ class AMGConfig:
     coarsest_sweeps: int | None
     hierarchy_precision: str = "DEFAULT"
     coarse_null_dimension: int = 0
+    block_dim: int = 1
     interpolator: str | None = None
     strength: str | None = None
     strength_threshold: float | None = None
@@ -448,6 +460,7 @@ class AMGConfig:
             _check_int("coarsest_sweeps", self.coarsest_sweeps, 0)
         _check_choice("hierarchy_precision", self.hierarchy_precision, ("DEFAULT", "SINGLE"), ())
         _check_int("coarse_null_dimension", self.coarse_null_dimension, 0)
+        _check_int("block_dim", self.block_dim, 1)
 
     def _amgx_keys(self, scope: str) -> dict[str, Any]:
         keys = {

@@ -42,7 +42,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import _aggregation, _classical
+from . import _aggregation, _blocks, _classical
 from ._classical import InterpolationArrays, InterpolationStructure
 from ._config import AMGConfig
 from ._csr_arrays import CsrArrays, CsrStructure
@@ -77,6 +77,8 @@ class LevelStructure:
       a_p: the plan of ``A P``.
       galerkin: the plan of ``R (A P)``, whose result is the next level's operator.
       interpolation: classical AMG's splitting and interpolation plan, else None.
+      block_dim: unknowns per node of this level's operator (``1``: a scalar system; see
+        :mod:`._blocks`), whose block-Jacobi smoothers invert blocks of that size.
     """
 
     a: CsrStructure
@@ -93,6 +95,7 @@ class LevelStructure:
     a_p: ProductPlan
     galerkin: ProductPlan
     interpolation: InterpolationStructure | None = None
+    block_dim: int = 1
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -103,6 +106,7 @@ class HierarchyStructure:
       levels: every level but the coarsest.
       coarsest: the coarsest operator's pattern.
       coarsest_diagonal: its diagonal positions.
+      coarsest_block_dim: unknowns per node of the coarsest operator.
       arrays: the index arrays :func:`numeric_setup` reads, on the device (one copy,
         shared by every setup).
       config: the AMG configuration it was built for.
@@ -119,6 +123,7 @@ class HierarchyStructure:
     arrays: StructureArrays
     config: AMGConfig
     setup_seconds: dict[str, float] = dataclasses.field(default_factory=dict)
+    coarsest_block_dim: int = 1
 
     @functools.cached_property
     def fingerprint(self) -> str:
@@ -136,8 +141,8 @@ class HierarchyStructure:
                         if level.aggregates is not None)]:
             digest.update(np.ascontiguousarray(array).tobytes())
             digest.update(b"|")
-        digest.update(repr([(level.columns, level.smoothing is None)
-                            for level in self.levels]).encode())
+        digest.update(repr([(level.columns, level.smoothing is None, level.block_dim)
+                            for level in self.levels] + [self.coarsest_block_dim]).encode())
         return digest.hexdigest()
 
     def __hash__(self) -> int:
@@ -213,8 +218,11 @@ def build_structure(
         Galerkin products of these values); None to use the pattern only (classical AMG:
         its graph Laplacian).
       columns: ``k``, the near-null-space vectors (coarse unknowns per aggregate; 1 for
-        classical AMG).  With ``k > 1`` the levels below the first couple by pattern.
-      config: the AMG configuration.
+        classical AMG).  With ``k > 1`` the levels below the first of a scalar system
+        couple by pattern; those of a block system (``config.block_dim > 1``) are block
+        systems of ``k`` unknowns per aggregate, coupled by aggregated block norms.
+      config: the AMG configuration; its ``block_dim`` makes the finest level a block
+        system, coarsened node by node (:mod:`._blocks`).
 
     Raises:
       ValueError: if a row has no stored diagonal entry, or the coarsest level would be
@@ -239,8 +247,10 @@ def build_structure(
 
     if config.algorithm == "CLASSICAL":
         pattern = _classical_levels(pattern, values, config, levels, phase)
+        coarsest_block_dim = config.block_dim
     else:
-        pattern = _aggregation_levels(pattern, values, columns, config, levels, phase)
+        pattern, coarsest_block_dim = _aggregation_levels(pattern, values, columns, config,
+                                                          levels, phase)
     if config.coarse_solver == "DENSE_LU_SOLVER" and pattern.n_rows > MAX_DENSE_COARSE_ROWS:
         raise ValueError(
             f"the coarsest AMG level has {pattern.n_rows} rows, too many for its dense LU"
@@ -258,15 +268,23 @@ def build_structure(
     return HierarchyStructure(
         levels=tuple(levels), coarsest=pattern, coarsest_diagonal=coarsest_diagonal,
         arrays=arrays, config=config, setup_seconds=dict(seconds),
+        coarsest_block_dim=coarsest_block_dim,
     )
 
 
 def _classical_levels(pattern: CsrStructure, values: np.ndarray | None, config: AMGConfig,
                       levels: list[LevelStructure], phase) -> CsrStructure:
-    """Appends classical AMG's levels to ``levels``; returns the coarsest pattern."""
+    """Appends classical AMG's levels to ``levels``; returns the coarsest pattern.
+
+    A block system's levels are split node by node (:func:`._blocks.classical_splitting`),
+    so each is again a block system of ``config.block_dim`` unknowns per node.
+    """
     values = _classical.surrogate_values(pattern) if values is None else values
     while len(levels) + 1 < config.max_levels and pattern.n_rows > config.min_coarse_rows:
-        interpolation = _classical.level_structure(pattern, values, config)
+        splitting = (None if config.block_dim == 1
+                     else _blocks.classical_splitting(pattern, values, config))
+        interpolation = _classical.level_structure(pattern, values, config,
+                                                   splitting=splitting)
         phase("splitting")
         if not 0 < interpolation.n_coarse < pattern.n_rows:  # no coarsening: stop here
             break
@@ -277,7 +295,8 @@ def _classical_levels(pattern: CsrStructure, values: np.ndarray | None, config: 
             a=pattern, diagonal=pattern.diagonal_positions(), aggregates=None,
             n_aggregates=interpolation.n_coarse, columns=1, tentative=None, smoothing=None,
             tentative_in_p=None, p=p, r=r, r_from_p=r_from_p, a_p=a_p,
-            galerkin=plan_product(r, a_p.c), interpolation=interpolation)
+            galerkin=plan_product(r, a_p.c), interpolation=interpolation,
+            block_dim=config.block_dim)
         levels.append(level)
         phase("sparse products")
         values = _host_galerkin(level, values, _classical.host_values(interpolation, pattern,
@@ -311,32 +330,45 @@ def _galerkin_values(level, a, p, r, a_p_indptr, a_p_offsets, c_indptr, c_offset
 
 def _aggregation_levels(pattern: CsrStructure, values: np.ndarray | None, columns: int,
                         config: AMGConfig, levels: list[LevelStructure],
-                        phase) -> CsrStructure:
-    """Appends aggregation AMG's levels to ``levels``; returns the coarsest pattern."""
-    magnitudes = None if values is None else _aggregation.WeightedGraph(
-        pattern.indptr, pattern.indices, np.abs(values))
+                        phase) -> tuple[CsrStructure, int]:
+    """Appends aggregation AMG's levels to ``levels``; returns the coarsest pattern and
+    its unknowns per node.
+
+    The levels aggregate nodes (:mod:`._blocks`; a scalar system's nodes are its
+    unknowns): a block system's finest nodes hold ``config.block_dim`` unknowns, its
+    coarse levels' nodes are the aggregates, of ``columns`` unknowns each.
+    """
+    block = config.block_dim
+    nodes = _blocks.amalgamate(pattern, block)
+    magnitudes = None if values is None else _blocks.node_magnitudes(nodes, values)
     while len(levels) + 1 < config.max_levels and pattern.n_rows > config.min_coarse_rows:
-        graph = _aggregation.coupling_graph(pattern, magnitudes)
-        rounds = _aggregation.ROUNDS[config.selector] + _aggregation.rounds_for_columns(columns)
+        graph = _aggregation.coupling_graph(nodes.pattern, magnitudes)
+        # An aggregate of s nodes becomes `columns` coarse unknowns from s · block.
+        rounds = _aggregation.ROUNDS[config.selector] + _aggregation.rounds_for_columns(
+            -(-columns // block))
         if config.smoothed_aggregation and levels:
-            rounds = _aggregation.smoothed_rounds(rounds, pattern.nnz / pattern.n_rows)
-        aggregates, count = _aggregation.aggregate(graph, rounds)
+            rounds = _aggregation.smoothed_rounds(rounds,
+                                                  nodes.pattern.nnz / nodes.pattern.n_rows)
+        node_aggregates, count = _aggregation.aggregate(graph, rounds)
         phase("aggregation")
         if count * columns >= pattern.n_rows:  # no coarsening: stop here
             break
-        level = _level_structure(pattern, aggregates, count, columns,
-                                 config.smoothed_aggregation)
+        level = _level_structure(pattern, _blocks.expand(node_aggregates, block), count,
+                                 columns, config.smoothed_aggregation, block)
         levels.append(level)
         phase("sparse products")
-        magnitudes = (None if magnitudes is None or columns > 1
-                      else _aggregation.aggregated(magnitudes, aggregates, count))
+        coarse_block = columns if config.block_dim > 1 else 1
+        magnitudes = (None if magnitudes is None or columns > coarse_block
+                      else _aggregation.aggregated(magnitudes, node_aggregates, count))
+        pattern, block = level.galerkin.c, coarse_block
+        nodes = _blocks.amalgamate(pattern, block)
         phase("aggregation")
-        pattern = level.galerkin.c
-    return pattern
+    return pattern, block
 
 
 def _level_structure(
-    a: CsrStructure, aggregates: np.ndarray, count: int, k: int, smoothed: bool
+    a: CsrStructure, aggregates: np.ndarray, count: int, k: int, smoothed: bool,
+    block_dim: int,
 ) -> LevelStructure:
     n = a.n_rows
     tentative = CsrStructure(
@@ -361,7 +393,7 @@ def _level_structure(
     return LevelStructure(
         a=a, diagonal=diagonal, aggregates=aggregates, n_aggregates=count, columns=k,
         tentative=tentative, smoothing=smoothing, tentative_in_p=tentative_in_p, p=p, r=r,
-        r_from_p=r_from_p, a_p=a_p, galerkin=galerkin,
+        r_from_p=r_from_p, a_p=a_p, galerkin=galerkin, block_dim=block_dim,
     )
 
 
@@ -424,7 +456,7 @@ def numeric_setup(
     a_values = values.astype(hierarchy_dtype(values.dtype, structure.config))
     basis = None if structure.config.algorithm == "CLASSICAL" else _initial_basis(
         near_nullspace, structure.coarsest.n_rows if not structure.levels
-        else structure.levels[0].a.n_rows, a_values.dtype)
+        else structure.levels[0].a.n_rows, a_values.dtype, structure.config.block_dim)
     numbers = []
     patterns = [level_arrays.a for level_arrays in arrays.levels] + [arrays.coarsest]
     for level, level_arrays, coarse in zip(structure.levels, arrays.levels, patterns[1:],
@@ -436,7 +468,8 @@ def numeric_setup(
     coarsest = arrays.coarsest._replace(values=a_values)
     return Hierarchy(
         levels=tuple(numbers),
-        coarsest=_coarsest_numbers(coarsest, arrays.coarsest_diagonal, structure.config),
+        coarsest=_coarsest_numbers(coarsest, arrays.coarsest_diagonal, structure.config,
+                                   structure.coarsest_block_dim),
         config=structure.config,
     )
 
@@ -458,9 +491,9 @@ def hierarchy_dtype(dtype: Any, config: AMGConfig) -> np.dtype:
     return dtype
 
 
-def _initial_basis(near_nullspace: Any, n: int, dtype: Any) -> jax.Array:
-    if near_nullspace is None:
-        return jnp.ones((n, 1), dtype)
+def _initial_basis(near_nullspace: Any, n: int, dtype: Any, block_dim: int) -> jax.Array:
+    if near_nullspace is None:  # the constant; a block system's in each component
+        return _blocks.translations(n, block_dim, dtype)
     return jnp.asarray(near_nullspace).astype(dtype)
 
 
@@ -488,7 +521,7 @@ def _numeric_level(
     # The Galerkin product reads only the right factor's values and row pointers.
     a_p = CsrArrays(a_p_values, jnp.zeros(0, jnp.int32), arrays.a_p_indptr)
     coarse_values = level.galerkin.multiply(r, a_p, coarse_indptr, arrays.galerkin_offsets)
-    smoother = relaxation_data(a, diagonal, config.smoother)
+    smoother = relaxation_data(a, diagonal, config.smoother, block_dim=level.block_dim)
     return LevelNumbers(a=a, p=p, r=r, smoother=smoother), coarse_values, coarse_basis
 
 
@@ -559,12 +592,12 @@ def _spectral_radius(a: CsrArrays, inverse_diagonal: jax.Array) -> jax.Array:
 
 
 def _coarsest_numbers(
-    a: CsrArrays, diagonal_positions: jax.Array, config: AMGConfig
+    a: CsrArrays, diagonal_positions: jax.Array, config: AMGConfig, block_dim: int
 ) -> CoarsestNumbers:
     diagonal = _diagonal(a.values, diagonal_positions)
     if config.coarse_solver == "NOSOLVER":
-        return CoarsestNumbers(a=a, inverse=None,
-                               smoother=relaxation_data(a, diagonal, config.smoother))
+        return CoarsestNumbers(a=a, inverse=None, smoother=relaxation_data(
+            a, diagonal, config.smoother, block_dim=block_dim))
     n = a.n_rows
     dense = jnp.zeros((n, n), a.values.dtype).at[a.row_ids, a.indices].add(a.values)
     # A decoupled row (a vanished coarse basis function) is all zero: make it identity.

@@ -17,7 +17,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import _matrix_free
+from . import _blocks, _matrix_free
 from ._config import DEFAULT_SOLVER_CONFIG, SolverConfig, parse_amgx_config
 from ._csr import CsrMatrix
 from ._csr_arrays import CsrArrays
@@ -143,6 +143,7 @@ def make_preconditioner(
     *,
     near_nullspace: jax.Array | None = None,
     check: bool = True,
+    block_dim: int | None = None,
 ) -> Preconditioner:
     """A preconditioner ``M⁻¹ ≈ A⁻¹`` of the configured kind: one AMG V-cycle by default.
 
@@ -158,6 +159,8 @@ def make_preconditioner(
       config: the preconditioner's configuration, or None for the default.
       near_nullspace: ``(n, k)`` near-null space for smoothed aggregation.
       check: validate concrete inputs first.
+      block_dim: unknowns per node of a block system, as for :func:`solve` (None: a
+        scipy BSR matrix's block size, else 1).
 
     Returns:
       A :class:`Preconditioner`.
@@ -177,6 +180,7 @@ def make_preconditioner(
       True
     """
     preconditioner = _preconditioner_config(config)
+    block_dim = _blocks.block_dim_of("make_preconditioner", A, block_dim)
     probe = jnp.zeros(np.shape(A)[0]) if not _matrix_free.is_operator(A) else None
     if probe is None:  # a matrix-free A: its size and dtype are those of its attached structure
         if getattr(A, "shape", None) is None:
@@ -185,13 +189,16 @@ def make_preconditioner(
         probe = jnp.zeros(A.shape[0], A.dtype)
     matrix, _, _, near_nullspace = checked_inputs(
         "make_preconditioner", A, probe, None, near_nullspace, check)
+    preconditioner = _blocks.block_config("make_preconditioner", preconditioner,
+                                          matrix.shape[0], block_dim)
     # The system's setup needs a solver scope around the preconditioner; any Krylov one.
     scope = dataclasses.replace(DEFAULT_SOLVER_CONFIG, preconditioner=preconditioner)
     system = System.for_matrix(matrix, scope, near_nullspace, reuse_setup=False, check=check)
     matrix, hierarchy = system.operators(matrix.values, system.state())
     # A relaxation's data is set up here once, not at every application inside a Krylov loop.
     relaxation = (None if preconditioner.solver in ("AMG", "NOSOLVER") else
-                  relaxation_data(matrix, finest_diagonal(matrix), preconditioner.relaxation))
+                  relaxation_data(matrix, finest_diagonal(matrix), preconditioner.relaxation,
+                                  block_dim=preconditioner.relaxation.block_dim))
     return Preconditioner(matrix, hierarchy, relaxation, config=preconditioner)
 
 
@@ -234,7 +241,8 @@ def make_precondition(
             return x
         return apply_cycles
     if relaxation is None:
-        relaxation = relaxation_data(matrix, finest_diagonal(matrix), config.relaxation)
+        relaxation = relaxation_data(matrix, finest_diagonal(matrix), config.relaxation,
+                                     block_dim=config.relaxation.block_dim)
     return functools.partial(_sweeps, matrix, relaxation, config, applications)
 
 

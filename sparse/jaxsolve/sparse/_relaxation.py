@@ -18,6 +18,12 @@ A relaxation sweep improves ``x`` for ``A x = b`` with a cheap approximate inver
   and ``E`` the diagonal with ``diag(M) = diag(A)``: ``e_i = a_ii − Σ_{j earlier} a_ij
   a_ji / e_j`` (AmgX's DILU).  ``M⁻¹`` is a forward and a backward substitution by colors.
 
+On a block system (``block_dim = k > 1``, unknowns numbered node-major) ``BLOCK_JACOBI``
+is block-Jacobi, ``D`` the ``k × k`` diagonal blocks of ``A``, each inverted in the numeric
+setup (AmgX's ``BLOCK_JACOBI`` on a block matrix), and ``JACOBI_L1`` adds to ``D``'s diagonal
+each row's ``Σ |a_ij|`` over the columns outside its block (hypre's ℓ1 block-Jacobi).  The
+other relaxations stay pointwise.
+
 Each color of the multicolor smoothers costs one product with ``A`` (with the rows of the
 other colors masked), so a sweep costs as many products as there are colors.
 
@@ -47,7 +53,8 @@ class RelaxationData(NamedTuple):
 
     Attributes:
       scale: ``(n,)``: ``ω / d`` (Jacobi), ``ω / d_ℓ1`` (ℓ1-Jacobi) or ``1 / d`` (Chebyshev),
-        zero on rows whose divisor is zero.
+        zero on rows whose divisor is zero; or ``(n / k, k, k)``: ``ω D⁻¹``, the inverted
+        diagonal blocks of a block system's Jacobis.
       interval: ``(2,)``: the eigenvalue interval of ``D⁻¹A`` a Chebyshev sweep damps
         (zeros for the Jacobis, which do not use it), in ``A``'s dtype like every array of
         a setup.
@@ -65,12 +72,15 @@ class RelaxationData(NamedTuple):
 
 
 def relaxation_data(
-    a: CsrArrays, diagonal: jax.Array, config: RelaxationConfig
+    a: CsrArrays, diagonal: jax.Array, config: RelaxationConfig, *, block_dim: int = 1
 ) -> RelaxationData:
-    """The :class:`RelaxationData` of ``config``'s relaxation for ``A`` (jit-able)."""
+    """The :class:`RelaxationData` of ``config``'s relaxation for ``A`` (jit-able), whose
+    unknowns come ``block_dim`` to a node."""
     interval = jnp.zeros(2, a.values.dtype)
     if config.solver in ("MULTICOLOR_GS", "MULTICOLOR_DILU"):
         return _multicolor_data(a, diagonal, config, interval)
+    if block_dim > 1 and config.solver in ("BLOCK_JACOBI", "JACOBI_L1"):
+        return RelaxationData(scale=_block_inverses(a, config, block_dim), interval=interval)
     if config.solver == "BLOCK_JACOBI":
         scale = _safe_inverse(diagonal) * config.relaxation_factor
     elif config.solver == "JACOBI_L1":
@@ -108,10 +118,41 @@ def relax(
         elif config.solver == "CHEBYSHEV_POLY":
             x = _chebyshev(matvec, data, config.chebyshev_polynomial_order, b, x)
         elif x is None:
-            x = data.scale * b
+            x = _jacobi_step(data, b)
         else:
-            x = x + data.scale * (b - matvec(x))
+            x = x + _jacobi_step(data, b - matvec(x))
     return jnp.zeros_like(b) if x is None else x
+
+
+def _jacobi_step(data: RelaxationData, residual: jax.Array) -> jax.Array:
+    """A Jacobi's ``ω D⁻¹ r``: rows scaled, or ``k × k`` blocks applied."""
+    if data.scale.ndim == 1:
+        return data.scale * residual
+    nodes, k, _ = data.scale.shape
+    return jnp.einsum("nij,nj->ni", data.scale, residual.reshape(nodes, k)).reshape(-1)
+
+
+def _block_inverses(a: CsrArrays, config: RelaxationConfig, k: int) -> jax.Array:
+    """``ω D⁻¹`` for the ``k × k`` diagonal blocks ``D`` of ``A`` (ℓ1: ``D`` plus each row's
+    ``Σ |a_ij|`` outside its block on its diagonal).
+
+    An unknown whose row of ``D`` is zero (a decoupled coarse unknown) is left unchanged:
+    its row of the inverse is zero.
+    """
+    rows, columns = a.row_ids, a.indices
+    inside = rows // k == columns // k
+    nodes = a.n_rows // k
+    blocks = jnp.zeros((nodes, k, k), a.values.dtype).at[rows // k, rows % k, columns % k].add(
+        jnp.where(inside, a.values, 0))
+    eye = jnp.eye(k, dtype=a.values.dtype)[None]
+    if config.solver == "JACOBI_L1":
+        outside = jax.ops.segment_sum(jnp.where(inside, 0, jnp.abs(a.values)), rows,
+                                      num_segments=a.n_rows, indices_are_sorted=True)
+        blocks = blocks + outside.astype(a.values.dtype).reshape(nodes, k)[:, :, None] * eye
+    decoupled = jnp.all(blocks == 0, axis=2)  # (nodes, k)
+    inverse = jnp.linalg.inv(blocks + jnp.where(decoupled[:, :, None], eye, 0))
+    inverse = jnp.where(decoupled[:, :, None], 0, inverse)
+    return inverse * jnp.asarray(config.relaxation_factor, a.values.dtype)
 
 
 def _chebyshev(matvec, data: RelaxationData, degree: int, b: jax.Array,

@@ -16,7 +16,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import _cache, _matrix_free
+from . import _blocks, _cache, _matrix_free
 from ._config import AMGConfig, SolverConfig
 from ._csr import CsrMatrix, as_csr
 from ._csr_arrays import CsrArrays, CsrStructure
@@ -143,7 +143,7 @@ class System:
                 "solve: near_nullspace is smoothed aggregation's; classical AMG has none (its"
                 " interpolation reproduces constants). For rigid-body modes set the AMG's"
                 " algorithm to 'AGGREGATION' with jaxsolve_smoothed_aggregation: 1.")
-        k = 1 if self.near_nullspace is None else self.near_nullspace.shape[1]
+        k = _blocks.near_nullspace_columns(self.near_nullspace, amg)
 
         def build() -> _cache.CacheEntry:
             values = None if self.concrete_values is None else np.asarray(self.concrete_values)

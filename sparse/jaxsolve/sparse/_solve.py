@@ -25,6 +25,7 @@ import jax.numpy as jnp
 
 from jaxsolve import autodiff
 
+from . import _blocks
 from ._config import SolverConfig, parse_amgx_config
 from ._csr_arrays import CsrArrays
 from ._distributed import ShardedCsrMatrix, solve_sharded
@@ -37,9 +38,6 @@ from ._setup import System, checked_inputs, divides_by_diagonal, is_concrete
 from ._statistics import statistics
 from ._status import FailureReason, SolveInfo, Status
 
-_DEFERRED_KEYWORDS = {
-    "block_dim": "block (BSR) systems arrive with the classical/singular/block issue",
-}
 _KRYLOV = {"CG": cg, "PCG": cg, "BICGSTAB": bicgstab, "PBICGSTAB": bicgstab,
            "GMRES": gmres, "FGMRES": fgmres}
 _HERMITIAN_METHODS = ("CG", "PCG")
@@ -58,7 +56,7 @@ def solve(
     comm: Any = None,
     nglobal: Any = None,
     partition_info: Any = None,
-    block_dim: int = 1,
+    block_dim: int | None = None,
     nullspace: Any = None,
     transpose_nullspace: Any = None,
 ) -> tuple[jax.Array, SolveInfo]:
@@ -104,6 +102,15 @@ def solve(
     LU.  Derivatives are the projected ones: ``b̄ = (Aᵀ)⁺ x̄``, and for the values the
     derivative along matrices that keep the null spaces (see ``_nullspace.py``).
 
+    **Block systems** (elasticity: two or three displacements per mesh node): with
+    ``block_dim=k`` the unknowns come ``k`` to a node, node-major (unknown ``k i + f`` is
+    component ``f`` of node ``i``), as in a scipy BSR matrix of ``k × k`` blocks, whose
+    block size is taken when ``block_dim`` is not given.  AMG then coarsens the node graph
+    (blocks weighted by their Frobenius norms), so a node's ``k`` unknowns share their
+    aggregate or C/F status, and block-Jacobi smoothers invert the ``k × k`` diagonal
+    blocks; smoothed aggregation's default near-null space becomes the ``k`` per-component
+    constants (pass rigid-body modes as ``near_nullspace``).  See ``_blocks.py``.
+
     **Failures** never pass silently: ``info.status`` is a :class:`Status` and
     ``info.failure_reason`` says why (:func:`raise_on_failure` turns both into an
     exception outside ``jit``).  Traced values with NaN/Inf or a zero diagonal end as
@@ -143,8 +150,8 @@ def solve(
       transpose_nullspace: a basis of ``Aᵀ``'s null space, ``(n,)`` or ``(n, m)``; each
         of the two defaults to the other (right for symmetric ``A``).  Concrete bases are
         checked against ``A`` (unless ``check=False``).
-      block_dim: JAX-AMG's keyword for block systems; accepted by name, it raises until
-        that feature lands.
+      block_dim: unknowns per node of a block system (JAX-AMG's keyword); ``A``'s rows
+        must be a multiple of it.  None: a scipy BSR matrix's block size, else 1.
 
     Returns:
       ``(x, info)``: the solution, of ``b``'s shape, and a :class:`SolveInfo`
@@ -157,8 +164,9 @@ def solve(
       ValueError: for bad shapes, invalid CSR patterns, NaN/Inf or zero diagonals in
         concrete inputs, an invalid configuration, a JAX-AMG keyword not supported yet,
         a ``nullspace``/``transpose_nullspace`` of the wrong shape or not annihilated by
-        ``A``/``Aᵀ``, or a matrix-free ``A`` built from traced values without
-        :func:`with_cache`.
+        ``A``/``Aᵀ``, a ``block_dim`` that does not divide ``A``'s rows or disagrees
+        with a BSR ``A``'s block size, or a matrix-free ``A`` built from traced values
+        without :func:`with_cache`.
 
     Examples:
       >>> import jax, jax.numpy as jnp
@@ -181,7 +189,8 @@ def solve(
     if isinstance(A, ShardedCsrMatrix):
         _reject_sharded(near_nullspace=near_nullspace,
                         comm=comm, nglobal=nglobal, partition_info=partition_info,
-                        block_dim=block_dim if block_dim != 1 else None, nullspace=nullspace,
+                        block_dim=None if block_dim in (None, 1) else block_dim,
+                        nullspace=nullspace,
                         transpose_nullspace=transpose_nullspace)
         if derivative not in ("implicit", "adjoint"):
             raise ValueError(
@@ -192,10 +201,11 @@ def solve(
                          partition_info=partition_info, derivative=derivative,
                          unsupported={"reuse_setup": reuse_setup or None,
                                       "near_nullspace": near_nullspace,
-                                      "block_dim": block_dim if block_dim != 1 else None,
+                                      "block_dim": None if block_dim in (None, 1)
+                                      else block_dim,
                                       "nullspace": nullspace,
                                       "transpose_nullspace": transpose_nullspace})
-    _reject_deferred(block_dim=block_dim if block_dim != 1 else None)
+    block_dim = _blocks.block_dim_of("solve", A, block_dim)
     if derivative not in ("implicit", "adjoint"):
         raise ValueError(f"solve: derivative must be 'implicit' or 'adjoint', got {derivative!r}.")
     config = parse_amgx_config(config)
@@ -203,6 +213,7 @@ def solve(
         raise ValueError("solve: solver 'NOSOLVER' solves nothing; it is a preconditioner"
                          " choice (e.g. {'solver': 'PBICGSTAB', 'preconditioner': 'NOSOLVER'}).")
     matrix, b, x0, near_nullspace = checked_inputs("solve", A, b, x0, near_nullspace, check)
+    config = _blocks.block_config("solve", config, matrix.shape[0], block_dim)
     spaces = null_spaces("solve", matrix, nullspace, transpose_nullspace, check)
     if spaces is not None:  # singular: the coarsest AMG level gets a pseudo-inverse
         config = singular_config(config, spaces)
@@ -277,12 +288,6 @@ def _reject_sharded(**given: Any) -> None:
         if value is not None:
             raise ValueError(f"solve: {name}= is not supported with a sharded A"
                              " (jaxsolve.sharding.ShardedCsrMatrix).")
-
-
-def _reject_deferred(**given: Any) -> None:
-    for name, value in given.items():
-        if value is not None:
-            raise ValueError(f"solve: {name}= is not supported yet: {_DEFERRED_KEYWORDS[name]}.")
 
 
 @functools.partial(jax.jit, static_argnums=0)

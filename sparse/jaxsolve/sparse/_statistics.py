@@ -16,6 +16,7 @@ from typing import Any
 import jax
 import numpy as np
 
+from . import _blocks
 from ._config import parse_amgx_config
 from ._hierarchy import Hierarchy, HierarchyStructure
 from ._setup import System, amg_config, checked_inputs, numeric_setup_now
@@ -41,6 +42,8 @@ class HierarchyStatistics:
       setup_seconds: the setup's time by phase: the structure's on the host when it was
         built (``"aggregation"``, ``"sparse products"``, ``"to the device"``) and, from
         :func:`describe`, one ``"numeric setup"`` on the device (compiled already).
+      block_dims: unknowns per node of each level (all 1 for a scalar system; see
+        :func:`solve`'s ``block_dim``), shown as a column when one is larger.
     """
 
     rows: tuple[int, ...]
@@ -50,11 +53,15 @@ class HierarchyStatistics:
     bytes_kept: dict[str, int]
     matrix_bytes: int
     setup_seconds: dict[str, float] = dataclasses.field(default_factory=dict)
+    block_dims: tuple[int, ...] = ()
 
     def __str__(self) -> str:
-        lines = ["AMG hierarchy", " level        rows      nonzeros  nnz/row"]
+        blocks = max(self.block_dims, default=1) > 1
+        lines = ["AMG hierarchy", " level        rows      nonzeros  nnz/row"
+                 + ("  unknowns/node" if blocks else "")]
         for level, (rows, nonzeros) in enumerate(zip(self.rows, self.nonzeros, strict=True)):
-            lines.append(f" {level:5d} {rows:11d} {nonzeros:13d} {nonzeros / max(rows, 1):8.1f}")
+            lines.append(f" {level:5d} {rows:11d} {nonzeros:13d} {nonzeros / max(rows, 1):8.1f}"
+                         + (f" {self.block_dims[level]:14d}" if blocks else ""))
         lines.append(f" grid complexity {self.grid_complexity:.3f},"
                      f" operator complexity {self.operator_complexity:.3f}")
         total = sum(self.bytes_kept.values())
@@ -69,7 +76,8 @@ class HierarchyStatistics:
 
 
 def describe(A: Any, config: Any = None, *,
-             near_nullspace: jax.Array | None = None) -> HierarchyStatistics:
+             near_nullspace: jax.Array | None = None,
+             block_dim: int | None = None) -> HierarchyStatistics:
     """The statistics of the AMG hierarchy that :func:`solve` builds for ``A``.
 
     Sets the hierarchy up (or takes it from the setup cache) from ``A``'s concrete values.
@@ -78,7 +86,7 @@ def describe(A: Any, config: Any = None, *,
       A: the ``(n, n)`` matrix, with concrete values.
       config: the solver configuration (whose AMG, as solver or preconditioner, is
         described); None for the default.
-      near_nullspace: as for :func:`solve`.
+      near_nullspace, block_dim: as for :func:`solve`.
 
     Returns:
       A :class:`HierarchyStatistics`; ``print`` it for AmgX's ``print_grid_stats`` table.
@@ -95,8 +103,10 @@ def describe(A: Any, config: Any = None, *,
     config = parse_amgx_config(config)
     if amg_config(config) is None:
         raise ValueError(f"describe: the configuration (solver {config.solver!r}) uses no AMG.")
+    block_dim = _blocks.block_dim_of("describe", A, block_dim)
     matrix, _, _, near_nullspace = checked_inputs(
         "describe", A, np.zeros(np.shape(A)[0], np.float32), None, near_nullspace, True)
+    config = _blocks.block_config("describe", config, matrix.shape[0], block_dim)
     system = System.for_matrix(matrix, config, near_nullspace, reuse_setup=False, check=True)
     structure, numbers = system.setup
     if numbers is None:
@@ -140,4 +150,6 @@ def statistics(structure: HierarchyStructure, numbers: Hierarchy, itemsize: int,
         bytes_kept=parts, matrix_bytes=nonzeros[0] * (itemsize + 4) + 4 * (rows[0] + 1),
         setup_seconds={**structure.setup_seconds, **(
             {} if numeric_seconds is None else {"numeric setup": numeric_seconds})},
+        block_dims=tuple(level.block_dim for level in structure.levels)
+        + (structure.coarsest_block_dim,),
     )
