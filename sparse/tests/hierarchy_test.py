@@ -9,7 +9,7 @@ import pytest
 import scipy.sparse
 
 from jaxsolve import sparse
-from jaxsolve.sparse import _aggregation, _hierarchy, _products, matrices
+from jaxsolve.sparse import _aggregation, _hierarchy, _products, _setup, matrices
 from jaxsolve.sparse._csr_arrays import CsrStructure
 
 
@@ -156,6 +156,32 @@ def test_statistics_count_levels_and_memory():
                                          "numeric setup"]
     assert all(seconds > 0 for seconds in stats.setup_seconds.values())
     assert "setup time: aggregation" in str(stats)
+
+
+def test_kept_hierarchy_shares_the_structures_arrays_and_the_matrix_values(x64):
+    # The compiled numeric setup returns new buffers; the hierarchy the cache keeps holds
+    # the structure's index arrays and A's values instead of equal copies.
+    A = sparse.as_csr(matrices.poisson3d_matrix(12, dtype=jnp.float64))
+    config = sparse.parse_amgx_config({"preconditioner": {
+        "algorithm": "AGGREGATION", "jaxsolve_smoothed_aggregation": 1, "min_coarse_rows": 20}})
+    sparse.clear_cache()
+    structure, numbers = _setup.System.for_matrix(A, config, None, reuse_setup=False,
+                                                  check=True).setup
+    assert len(numbers.levels) >= 2
+    assert numbers.levels[0].a.values is A.values
+    patterns = [level.a for level in structure.arrays.levels] + [structure.arrays.coarsest]
+    operators = [level.a for level in numbers.levels] + [numbers.coarsest.a]
+    for operator, pattern in zip(operators, patterns, strict=True):
+        assert operator.indices is pattern.indices and operator.indptr is pattern.indptr
+    for level, level_arrays in zip(numbers.levels, structure.arrays.levels, strict=True):
+        assert level.p.indices is level_arrays.p.indices
+        assert level.r.indptr is level_arrays.r.indptr
+    # what the solve computes with them is unchanged
+    b = jnp.ones(A.shape[0])
+    x, info = sparse.solve(A, b, config={"preconditioner": {
+        "algorithm": "AGGREGATION", "jaxsolve_smoothed_aggregation": 1, "min_coarse_rows": 20}},
+        reuse_setup=True)
+    assert info.status == sparse.Status.SUCCESS
 
 
 def dataclasses_replace_amg(**changes):

@@ -474,6 +474,37 @@ def numeric_setup(
     )
 
 
+def sharing_arrays(numbers: Hierarchy, arrays: StructureArrays,
+                   values: jax.Array) -> Hierarchy:
+    """``numbers`` holding ``arrays``' index arrays and ``values`` instead of equal copies.
+
+    A compiled :func:`numeric_setup` returns every array of the hierarchy as a new buffer,
+    the operators' index arrays (equal to the structure's) and the finest operator's
+    values (equal to ``values``, unless the hierarchy's precision rounds them) among them.
+    A hierarchy kept between solves shares them instead: at 128³ the copies would be a
+    fifth of what it keeps.
+    """
+    patterns = [level.a for level in arrays.levels] + [arrays.coarsest]
+
+    def shared(a: CsrArrays, pattern: CsrArrays) -> CsrArrays:
+        return a._replace(indices=pattern.indices, indptr=pattern.indptr)
+
+    levels = [level._replace(a=shared(level.a, pattern), p=shared(level.p, level_arrays.p),
+                             r=shared(level.r, level_arrays.r))
+              for level, level_arrays, pattern in zip(numbers.levels, arrays.levels,
+                                                      patterns[:-1], strict=True)]
+    coarsest = numbers.coarsest._replace(a=shared(numbers.coarsest.a, patterns[-1]))
+    finest = levels[0].a if levels else coarsest.a
+    if (isinstance(values, jax.Array) and values.dtype == finest.values.dtype
+            and values.shape == finest.values.shape):
+        finest = finest._replace(values=values)
+        if levels:
+            levels[0] = levels[0]._replace(a=finest)
+        else:
+            coarsest = coarsest._replace(a=finest)
+    return dataclasses.replace(numbers, levels=tuple(levels), coarsest=coarsest)
+
+
 def hierarchy_dtype(dtype: Any, config: AMGConfig) -> np.dtype:
     """The dtype in which a hierarchy for a matrix of ``dtype`` is set up and cycles.
 
