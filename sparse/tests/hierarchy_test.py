@@ -43,7 +43,7 @@ def random_product(seed=0, dtype=np.float64):
 
     def multiply(av, bv):
         return plan.multiply(a_pattern.on_device(av), b_pattern.on_device(bv),
-                             jnp.asarray(plan.c.indptr), jnp.asarray(plan.offsets))
+                             jnp.asarray(plan.c.indices), jnp.asarray(plan.c.indptr))
 
     return plan, a_pattern, b_pattern, a_values, b_values, multiply
 
@@ -57,8 +57,8 @@ def test_product_plan_multiplies_like_scipy(x64, dtype):
     np.testing.assert_allclose(scipy_of(plan.c, c).toarray(), expected, atol=atol)
     # XLA's formulation, which GPUs run and derivatives use, agrees
     in_xla = jax.jit(plan.multiply_in_xla)(
-        a_values, b_values, a_pattern.indices, a_pattern.indptr, b_pattern.indptr,
-        plan.c.indptr, plan.offsets)
+        a_values, b_values, a_pattern.indices, a_pattern.indptr, b_pattern.indices,
+        b_pattern.indptr, plan.c.indices, plan.c.indptr)
     np.testing.assert_allclose(in_xla, c, atol=atol)
 
 
@@ -69,16 +69,16 @@ def test_product_plan_derivatives_and_vmap(x64):
     np.testing.assert_allclose(stacked[1], 2 * multiply(a_values, b_values), rtol=1e-12)
 
 
-def test_product_kernel_rejects_an_offset_outside_its_row(x64):
+def test_product_kernel_rejects_a_product_outside_the_pattern_of_c(x64):
     plan, a_pattern, b_pattern, a_values, b_values, _ = random_product(2)
-    offsets = plan.offsets.copy()
-    offsets[0] = 200  # beyond any row of C
-    # The check is the CPU kernel's; other platforms run the XLA formulation.
-    with (pytest.raises(Exception, match="an offset falls outside its row of C"),
+    indices = plan.c.indices.copy()
+    indices[plan.c.indptr[3]] = -1  # row 3 of C loses its first column, which a product has
+    # The check is the CPU kernel's; the CUDA kernel sets such a row to NaN.
+    with (pytest.raises(Exception, match="a product's column is not in its row of C"),
           jax.default_device(jax.devices("cpu")[0])):
         jax.block_until_ready(plan.multiply(
             a_pattern.on_device(jnp.asarray(a_values)), b_pattern.on_device(jnp.asarray(b_values)),
-            jnp.asarray(plan.c.indptr), jnp.asarray(offsets)))
+            jnp.asarray(indices), jnp.asarray(plan.c.indptr)))
 
 
 def test_aggregation_rounds_give_pairs_quads_and_octets():

@@ -19,12 +19,15 @@ from native_cases import (
     DTYPE_IDS,
     DTYPES,
     check_against_scipy,
+    check_csr_product,
     check_derivatives,
     check_jit,
     check_nested_vmap,
     check_vmap_over_values,
     check_vmap_over_x,
     poisson,
+    product_missing_a_column,
+    product_operands,
     random_array,
     random_csr,
     use_dtype,
@@ -37,6 +40,7 @@ from jaxsolve.sparse._native import (
     contract_graph,
     coupling_graph,
     csr_matvec,
+    csr_product_values,
     spgemm_symbolic,
 )
 
@@ -68,7 +72,7 @@ def test_docstring_examples_run():
                                "JaxsolveSparseInterpolationPlan",
                                "JaxsolveSparseInterpolationSizes",
                                "JaxsolveSparseInterpolationCopy"}),
-    ("libjaxsolve_sparse_cuda13.so", {"JaxsolveSparseCsrMatvec"}),
+    ("libjaxsolve_sparse_cuda13.so", {"JaxsolveSparseCsrMatvec", "JaxsolveSparseCsrProduct"}),
 ])
 def test_libraries_export_our_functions_and_need_only_the_c_runtime(name, exports):
     """The CUDA runtime is linked statically and kept private, like every other symbol."""
@@ -423,44 +427,30 @@ class TestWeightedGraphs:
 
 
 # ----------------------------------------------------------------------------------------
-# spgemm_symbolic
+# spgemm_symbolic and csr_product_values
 
 
-def reference_spgemm(a, b):
-    """C's pattern and each product's offset, vectorized from the definition.
-
-    Products in order: A's entries t in storage order, each expanded into the entries s of
-    B's row a_indices[t], in storage order. C's entries are the distinct (row, column) pairs
-    of the products, sorted.
-    """
+def reference_pattern(a, b):
+    """C's pattern from the definition: the distinct (row, column) pairs of the products
+    ``A[i, j] B[j, l]`` of stored entries, sorted; and the number of products."""
     m, p = a.shape[0], b.shape[1]
     lengths = np.diff(b.indptr)[a.indices]
     t = np.repeat(np.arange(a.nnz), lengths)
     group_starts = np.cumsum(lengths) - lengths
     s = np.repeat(b.indptr[a.indices] - group_starts, lengths) + np.arange(t.size)
     rows = np.repeat(np.arange(m), np.diff(a.indptr))[t]
-    keys = rows.astype(np.int64) * p + b.indices[s]
-    entries = np.unique(keys)
+    entries = np.unique(rows.astype(np.int64) * p + b.indices[s])
     indptr = np.concatenate([[0], np.cumsum(np.bincount(entries // p, minlength=m))])
-    offsets = np.searchsorted(entries, keys) - indptr[rows]
-    return indptr, entries % p, offsets, t, s
+    return indptr, entries % p, t.size
 
 
 def check_spgemm(a, b):
-    c = spgemm_symbolic(a.indptr, a.indices, b.indptr, b.indices, b.shape[1])
-    indptr, indices, offsets, t, s = reference_spgemm(a, b)
+    """spgemm_symbolic's pattern is the reference's; the product on it is SciPy's."""
+    c = check_csr_product(csr_product_values, spgemm_symbolic, CPU, a, b)
+    indptr, indices, n_products = reference_pattern(a, b)
     np.testing.assert_array_equal(c.indptr, indptr)
     np.testing.assert_array_equal(c.indices, indices)
-    np.testing.assert_array_equal(c.offsets, offsets)
-    assert c.n_products == t.size and c.indptr.dtype == np.int32
-    # The map makes the numeric product a segment sum.
-    a_rows = np.repeat(np.arange(a.shape[0]), np.diff(a.indptr))
-    values = np.zeros(c.indices.size)
-    np.add.at(values, c.indptr[a_rows[t]] + c.offsets, a.data[t] * b.data[s])
-    ours = scipy.sparse.csr_matrix((values, c.indices, c.indptr), (a.shape[0], b.shape[1]))
-    scipy_product = (a @ b).tocsr()
-    error = np.abs((ours - scipy_product).data).max(initial=0)
-    assert error <= 1e-12 * np.abs(scipy_product.data).max(initial=1)
+    assert c.n_products == n_products and c.indptr.dtype == np.int32
     return c
 
 
@@ -490,20 +480,40 @@ class TestSpgemmSymbolic:
     def test_spgemm_symbolic_one_by_one_and_empty(self):
         one = scipy.sparse.csr_matrix(np.full((1, 1), 2.0))
         c = check_spgemm(one, one)
-        assert c.offsets.tolist() == [0] and c.n_products == 1
+        assert c.indices.tolist() == [0] and c.n_products == 1
         empty = scipy.sparse.csr_matrix((0, 4))
         c = check_spgemm(empty, random_csr((4, 3), np.float64))
         assert c.indptr.tolist() == [0] and c.n_products == 0
 
-    @pytest.mark.parametrize(("row", "dtype"), [(255, np.uint8), (256, np.uint16),
-                                                (65535, np.uint16), (65536, np.int32)])
-    def test_spgemm_symbolic_offsets_are_the_narrowest_that_fit(self, row, dtype):
-        # A = [1, 1] times B with two rows making one row of `row` columns in C.
+    @pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
+    def test_csr_product_values_in_every_dtype_on_many_threads(self, dtype):
+        use_dtype(dtype)
+        # 3000 rows of ~60 products: several blocks of threads
+        a = random_csr((3000, 200), dtype, 0.03, empty_rows=(0, 2999))
+        check_csr_product(csr_product_values, spgemm_symbolic, CPU, a,
+                          random_csr((200, 300), dtype, 0.01, seed=4, empty_rows=(5,)))
+
+    def test_csr_product_values_one_long_row(self, x64):
+        # A = [1, 1] times B with two rows making one row of 70000 columns in C.
         a = scipy.sparse.csr_matrix(np.ones((1, 2)))
-        columns = np.arange(row)
-        b = scipy.sparse.csr_matrix((np.ones(row), (columns % 2, columns)), shape=(2, row))
-        c = check_spgemm(a, b)
-        assert c.offsets.dtype == dtype and c.offsets.max() == row - 1
+        columns = np.arange(70000)
+        b = scipy.sparse.csr_matrix((np.arange(70000.0), (columns % 2, columns)),
+                                    shape=(2, 70000))
+        check_spgemm(a, b)
+
+    def test_csr_product_values_rejects_a_product_outside_the_pattern(self, x64):
+        a = random_csr((30, 20), np.float64, 0.2)
+        b = random_csr((20, 25), np.float64, 0.2, seed=3)
+        indptr, indices, _ = product_missing_a_column(spgemm_symbolic, a, b)
+        with pytest.raises(Exception, match="a product's column is not in its row of C"):
+            jax.block_until_ready(csr_product_values(*product_operands(CPU, a, b, indptr,
+                                                                       indices)))
+        good = spgemm_symbolic(a.indptr, a.indices, b.indptr, b.indices, 25)
+        bad_indptr = good.indptr.copy()
+        bad_indptr[3] = bad_indptr[4] + 1  # decreasing
+        with pytest.raises(Exception, match="row pointers must run from 0"):
+            jax.block_until_ready(csr_product_values(*product_operands(
+                CPU, a, b, bad_indptr, good.indices)))
 
     def test_spgemm_symbolic_galerkin_product_poisson_3d_64(self):
         """A P and Pᵀ (A P) for the pairwise aggregates of a 64³ Poisson matrix."""

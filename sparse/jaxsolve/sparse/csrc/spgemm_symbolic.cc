@@ -1,16 +1,13 @@
-// The symbolic sparse product C = A B of two CSR matrices: C's pattern, and
-// where each scalar product lands in it, so that the numeric product is a
-// gather and a segment sum over a fixed index map. C functions of
+// The symbolic sparse product C = A B of two CSR matrices: C's pattern, its
+// columns sorted within each row, which the numeric product (csr_product.h)
+// searches for the place of each scalar product. C functions of
 // libjaxsolve_sparse.so, called through ctypes on NumPy arrays by
 // jaxsolve/sparse/_native.py, which checks them and allocates between the two
 // calls.
 //
-// A is m x n, B is n x p, both CSR with int32 indices. The products are
-// enumerated in this order: for each row i of A, for each entry t of row i
-// (in storage order), for each entry s of row j = a_indices[t] of B (in
-// storage order). Product number q lands in C's row i at column
-// b_indices[s]; offsets[q] is that column's position in row i of C, whose
-// columns are sorted.
+// A is m x n, B is n x p, both CSR with int32 indices. Row i of C holds
+// every column b_indices[s] of the rows j = a_indices[t] of B that row i of A
+// selects.
 //
 // Both passes are Gustavson's: a marker array of size p records which columns
 // row i of C has seen. O(p + products + sum over C's rows of r log r), split
@@ -25,7 +22,6 @@
 namespace {
 
 using ::jaxsolve::sparse::BlocksFor;
-using ::jaxsolve::sparse::ForNumberedBlocks;
 using ::jaxsolve::sparse::ForRowBlocks;
 
 // Calls visit(column) for every product of row i of C, in product order.
@@ -42,25 +38,12 @@ void ForEachProduct(int32_t i, const int32_t* a_indptr,
 // Rows smaller than this are not worth a thread of their own.
 constexpr int64_t kMinRowsPerThread = 4096;
 
-// The number of products of rows [begin, end).
-int64_t Products(int32_t begin, int32_t end, const int32_t* a_indptr,
-                 const int32_t* a_indices, const int32_t* b_indptr) {
-  int64_t count = 0;
-  for (int32_t t = a_indptr[begin]; t < a_indptr[end]; ++t) {
-    count += b_indptr[a_indices[t] + 1] - b_indptr[a_indices[t]];
-  }
-  return count;
-}
-
-// Rows [begin, end) of C's columns and of the offsets, from product `first`.
-// Rows [begin, end) of C, whose products start at offsets + first.
-template <typename Offset>
-void Fill(int32_t begin, int32_t end, int64_t first, int32_t p,
-          const int32_t* a_indptr, const int32_t* a_indices,
-          const int32_t* b_indptr, const int32_t* b_indices,
-          const int64_t* c_indptr, int32_t* c_indices, Offset* offsets) {
-  offsets += first;
-  std::vector<int32_t> marker(p, -1), position(p);
+// Rows [begin, end) of C's sorted columns.
+void Fill(int32_t begin, int32_t end, int32_t p, const int32_t* a_indptr,
+          const int32_t* a_indices, const int32_t* b_indptr,
+          const int32_t* b_indices, const int64_t* c_indptr,
+          int32_t* c_indices) {
+  std::vector<int32_t> marker(p, -1);
   for (int32_t i = begin; i < end; ++i) {
     int32_t* row = c_indices + c_indptr[i];
     int32_t length = 0;
@@ -72,11 +55,6 @@ void Fill(int32_t begin, int32_t end, int64_t first, int32_t p,
                      }
                    });
     std::sort(row, row + length);
-    for (int32_t q = 0; q < length; ++q) position[row[q]] = q;
-    ForEachProduct(i, a_indptr, a_indices, b_indptr, b_indices,
-                   [&](int32_t col) {
-                     *offsets++ = static_cast<Offset>(position[col]);
-                   });
   }
 }
 
@@ -109,40 +87,16 @@ JAXSOLVE_SPARSE_EXPORT int32_t JaxsolveSparseSpgemmCount(
   return 0;
 }
 
-// Second pass: writes C's sorted column indices (c_indptr[m] of them) and the
-// offset of every product, as unsigned 1- or 2-byte or signed 4-byte integers
-// (offset_bytes); returns 0, or -1 when out of memory or for another width.
+// Second pass: writes C's sorted column indices (c_indptr[m] of them);
+// returns 0, or -1 when out of memory.
 JAXSOLVE_SPARSE_EXPORT int32_t JaxsolveSparseSpgemmFill(
     int32_t m, int32_t p, const int32_t* a_indptr, const int32_t* a_indices,
     const int32_t* b_indptr, const int32_t* b_indices, const int64_t* c_indptr,
-    int32_t* c_indices, void* offsets, int32_t offset_bytes) {
-  // Block b's first product: the products of the blocks before it, each block
-  // counting its own in parallel.
-  const int64_t blocks = BlocksFor(m, kMinRowsPerThread);
-  std::vector<int64_t> first(blocks + 1, 0);
-  ForNumberedBlocks(m, blocks, [&](int64_t b, int64_t begin, int64_t end) {
-    first[b + 1] = Products(static_cast<int32_t>(begin),
-                            static_cast<int32_t>(end), a_indptr, a_indices,
-                            b_indptr);
-  });
-  for (int64_t b = 0; b < blocks; ++b) first[b + 1] += first[b];
-  const auto fill = [&](auto* typed) {
-    const bool filled = ForNumberedBlocks(
-        m, blocks, [&](int64_t b, int64_t begin, int64_t end) {
-          Fill(static_cast<int32_t>(begin), static_cast<int32_t>(end),
-               first[b], p, a_indptr, a_indices, b_indptr, b_indices,
-               c_indptr, c_indices, typed);
-        });
-    return filled ? 0 : -1;
-  };
-  switch (offset_bytes) {
-    case 1:
-      return fill(static_cast<uint8_t*>(offsets));
-    case 2:
-      return fill(static_cast<uint16_t*>(offsets));
-    case 4:
-      return fill(static_cast<int32_t*>(offsets));
-    default:
-      return -1;
-  }
+    int32_t* c_indices) {
+  const bool filled = ForRowBlocks(
+      m, BlocksFor(m, kMinRowsPerThread), [&](int64_t begin, int64_t end) {
+        Fill(static_cast<int32_t>(begin), static_cast<int32_t>(end), p,
+             a_indptr, a_indices, b_indptr, b_indices, c_indptr, c_indices);
+      });
+  return filled ? 0 : -1;
 }
