@@ -391,6 +391,52 @@ class TestWeightedGraphs:
         np.fill_diagonal(expected, 0)
         np.testing.assert_array_equal(scipy_graph(pattern).toarray(), expected)
 
+    @pytest.mark.parametrize("magnitudes", [True, False], ids=["values", "pattern"])
+    def test_coupling_graph_of_a_symmetric_sorted_pattern_over_many_threads(self, magnitudes):
+        # A symmetric pattern with sorted rows is done row by row over the cores (20000
+        # rows: several blocks); its values need not be symmetric. The result is bitwise
+        # that of the general path, which shuffled rows take.
+        pattern = (scipy.sparse.random(20000, 20000, density=3e-4, format="csr", rng=1) != 0)
+        pattern = (pattern + pattern.T + scipy.sparse.eye(20000)).tocsr()
+        matrix = scipy.sparse.csr_matrix(
+            (np.random.default_rng(2).standard_normal(pattern.nnz), pattern.indices,
+             pattern.indptr), pattern.shape)
+        matrix.sort_indices()
+        values = matrix.data if magnitudes else None
+        graph = coupling_graph(matrix.indptr, matrix.indices, values)
+        rng = np.random.default_rng(3)
+        indices, data = matrix.indices.copy(), matrix.data.copy()
+        for i in range(0, 20000, 7):  # unsorted rows: the general path
+            row = slice(matrix.indptr[i], matrix.indptr[i + 1])
+            order = rng.permutation(row.stop - row.start)
+            indices[row], data[row] = indices[row][order], data[row][order]
+        general = coupling_graph(matrix.indptr, indices, data if magnitudes else None)
+        for ours, theirs in zip(graph, general, strict=True):
+            np.testing.assert_array_equal(ours, theirs)
+        root = np.sqrt(np.abs(matrix.diagonal()))
+        weights = abs(matrix) if magnitudes else (matrix != 0) * 0.5
+        expected = (weights + weights.T).tocoo()
+        if magnitudes:
+            expected.data /= 2 * root[expected.row] * root[expected.col]
+        expected.setdiag(0)
+        expected = scipy.sparse.csr_matrix(expected)
+        expected.eliminate_zeros()
+        error = abs(scipy_graph(graph) - expected)
+        assert error.max() <= 1e-14 * abs(expected).max()
+
+    def test_coupling_graph_of_a_pattern_symmetric_but_for_one_entry(self):
+        # The row-by-row path finds the missing mirror and leaves it to the general one.
+        matrix = scipy.sparse.csr_matrix(scipy.sparse.diags(
+            [-np.ones(19999), 2 * np.ones(20000), -np.ones(19999)], [-1, 0, 1]))
+        matrix = matrix.tolil()
+        matrix[19990, 5] = -0.5  # far from its mirror's place, in the last block
+        matrix = matrix.tocsr()
+        graph = coupling_graph(matrix.indptr, matrix.indices, matrix.data)
+        assert graph.indptr[-1] == 2 * 19999 + 2
+        row5 = graph.indices[graph.indptr[5]:graph.indptr[6]].tolist()
+        assert row5 == [4, 6, 19990]
+        assert graph.weights[graph.indptr[5] + 2] == pytest.approx(0.5 / 4)
+
     def test_coupling_graph_without_a_diagonal_weighs_zero(self):
         graph = coupling_graph([0, 1, 2], [1, 0], np.array([3.0, 3.0]))
         assert graph.indices.tolist() == [1, 0] and graph.weights.tolist() == [0.0, 0.0]
@@ -408,6 +454,21 @@ class TestWeightedGraphs:
         if not keep_diagonal:
             np.fill_diagonal(expected, 0)
         np.testing.assert_allclose(scipy_graph(graph).toarray(), expected, rtol=1e-13)
+        assert_sorted_distinct_rows(graph)
+
+    def test_contract_graph_over_many_threads(self):
+        # 40000 nodes in 20000 groups: several blocks of groups, packed in order.
+        matrix = random_graph(40000, 2e-4, 4, symmetric=True)
+        groups = np.random.default_rng(5).integers(0, 20000, 40000)
+        groups[:20000] = np.arange(20000)
+        graph = contract_graph(WeightedGraph(matrix.indptr, matrix.indices, matrix.data),
+                               groups, 20000, keep_diagonal=False)
+        membership = scipy.sparse.csr_array(
+            (np.ones(40000), (np.arange(40000), groups)), shape=(40000, 20000))
+        expected = (membership.T @ matrix @ membership).tolil()
+        expected.setdiag(0)
+        expected = scipy.sparse.csr_array(expected)
+        assert abs(scipy_graph(graph) - expected).max() <= 1e-12
         assert_sorted_distinct_rows(graph)
 
     def test_weighted_graph_errors(self):
