@@ -67,7 +67,7 @@ def test_docstring_examples_run():
     ("libjaxsolve_sparse.so", {"JaxsolveSparseCsrMatvec", "JaxsolveSparseCsrProduct",
                                "JaxsolveSparseAggregatePairs", "JaxsolveSparseColorDsatur",
                                "JaxsolveSparseCouplingGraph", "JaxsolveSparseContractGraph",
-                               "JaxsolveSparseSpgemmCount", "JaxsolveSparseSpgemmFill",
+                               "JaxsolveSparseSpgemm",
                                "JaxsolveSparseClassicalSplitting",
                                "JaxsolveSparseInterpolationPlan",
                                "JaxsolveSparseInterpolationSizes",

@@ -65,10 +65,8 @@ _cpu.JaxsolveSparseContractGraph.argtypes = [ctypes.c_int32, _I32, _I32, _F64, _
 _cpu.JaxsolveSparseContractGraph.restype = ctypes.c_int64
 _cpu.JaxsolveSparseColorDsatur.argtypes = [ctypes.c_int32, _I64, _I32, _I64, _I32, _I32]
 _cpu.JaxsolveSparseColorDsatur.restype = ctypes.c_int32
-_cpu.JaxsolveSparseSpgemmCount.argtypes = [ctypes.c_int32] * 2 + [_I32] * 4 + [_I64]
-_cpu.JaxsolveSparseSpgemmCount.restype = ctypes.c_int32
-_cpu.JaxsolveSparseSpgemmFill.argtypes = [ctypes.c_int32] * 2 + [_I32] * 4 + [_I64, _I32]
-_cpu.JaxsolveSparseSpgemmFill.restype = ctypes.c_int32
+_cpu.JaxsolveSparseSpgemm.argtypes = [ctypes.c_int32] * 2 + [_I32] * 4 + [_I64, _I32]
+_cpu.JaxsolveSparseSpgemm.restype = ctypes.c_int32
 _cpu.JaxsolveSparseClassicalSplitting.argtypes = [ctypes.c_int32, _I32, _I32, ctypes.c_int32,
                                                  _I32]
 _cpu.JaxsolveSparseClassicalSplitting.restype = ctypes.c_int32
@@ -556,9 +554,10 @@ def spgemm_symbolic(
     (:func:`csr_product_values`, rerun for new values on the same patterns: an AMG setup's
     ``A P`` and ``Pᵀ (A P)``) finds each product's place in this pattern.
 
-    Both native passes are Gustavson's, with a marker array of ``p`` entries: one counts each
-    row of ``C`` (Python then allocates), one fills and sorts its columns. The work is
-    ``O(p + products)``, plus sorting each row of ``C``, split over the cores by rows.
+    One native pass of Gustavson's, with a marker array of ``p`` entries, forms and sorts
+    each row of ``C`` in an array as long as the products (an upper bound of ``nnz(C)``),
+    then packs them. The work is ``O(p + products)``, plus sorting each row of ``C``, split
+    over the cores by rows.
 
     Args:
       a_indptr, a_indices: ``A``'s pattern, ``(m + 1,)`` and ``(nnz(A),)`` integers; columns in
@@ -595,14 +594,13 @@ def spgemm_symbolic(
             f"{fn}: A B has {n_products} scalar products, more than 2**31 - 1, which the int32 "
             "indices of the product's derivative cannot address; split A into blocks of rows"
         )
-    pattern = (m, p, a_indptr, a_indices, b_indptr, b_indices)
     c_indptr = np.empty(m + 1, np.int64)
-    if _cpu.JaxsolveSparseSpgemmCount(*pattern, c_indptr):
-        raise MemoryError(f"{fn}: out of memory for the marker array of {p=} columns")
-    c_indices = np.empty(c_indptr[-1], np.int32)
-    if _cpu.JaxsolveSparseSpgemmFill(*pattern, c_indptr, c_indices):
+    c_indices = np.empty(n_products, np.int32)
+    if _cpu.JaxsolveSparseSpgemm(m, p, a_indptr, a_indices, b_indptr, b_indices, c_indptr,
+                                 c_indices):
         raise MemoryError(f"{fn}: out of memory for the marker arrays of {p=} columns")
-    return SpgemmPattern(c_indptr.astype(np.int32), c_indices, n_products)
+    return SpgemmPattern(c_indptr.astype(np.int32), c_indices[:c_indptr[-1]].copy(),
+                         n_products)
 
 
 # ----------------------------------------------------------------------------------------
