@@ -207,7 +207,8 @@ def check_csr_product(csr_product_values, spgemm_symbolic, device, a, b):
     """The product's values on ``device`` equal SciPy's ``a @ b`` on spgemm's pattern."""
     use_dtype(a.dtype)
     c = spgemm_symbolic(a.indptr, a.indices, b.indptr, b.indices, b.shape[1])
-    values = csr_product_values(*product_operands(device, a, b, c.indptr, c.indices))
+    values = csr_product_values(*product_operands(device, a, b, c.indptr, c.indices),
+                                n_cols=b.shape[1])
     assert values.devices() == {device} and values.dtype == a.dtype
     ours = scipy.sparse.csr_matrix((np.asarray(values), c.indices, c.indptr),
                                    (a.shape[0], b.shape[1]))

@@ -131,7 +131,8 @@ def test_csr_product_values_marks_a_row_outside_the_pattern_nan(x64):
     a = cases.random_csr((30, 20), np.float64, 0.2)
     b = cases.random_csr((20, 25), np.float64, 0.2, seed=3)
     indptr, indices, row = cases.product_missing_a_column(spgemm_symbolic, a, b)
-    values = np.asarray(csr_product_values(*cases.product_operands(GPU, a, b, indptr, indices)))
+    values = np.asarray(csr_product_values(*cases.product_operands(GPU, a, b, indptr, indices),
+                                           n_cols=25))
     in_row = np.zeros(values.size, bool)
     in_row[indptr[row]:indptr[row + 1]] = True
     assert np.isnan(values[in_row]).all() and not np.isnan(values[~in_row]).any()

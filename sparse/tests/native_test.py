@@ -567,14 +567,14 @@ class TestSpgemmSymbolic:
         b = random_csr((20, 25), np.float64, 0.2, seed=3)
         indptr, indices, _ = product_missing_a_column(spgemm_symbolic, a, b)
         with pytest.raises(Exception, match="a product's column is not in its row of C"):
-            jax.block_until_ready(csr_product_values(*product_operands(CPU, a, b, indptr,
-                                                                       indices)))
+            jax.block_until_ready(csr_product_values(
+                *product_operands(CPU, a, b, indptr, indices), n_cols=25))
         good = spgemm_symbolic(a.indptr, a.indices, b.indptr, b.indices, 25)
         bad_indptr = good.indptr.copy()
         bad_indptr[3] = bad_indptr[4] + 1  # decreasing
         with pytest.raises(Exception, match="row pointers must run from 0"):
-            jax.block_until_ready(csr_product_values(*product_operands(
-                CPU, a, b, bad_indptr, good.indices)))
+            jax.block_until_ready(csr_product_values(
+                *product_operands(CPU, a, b, bad_indptr, good.indices), n_cols=25))
 
     def test_spgemm_symbolic_galerkin_product_poisson_3d_64(self):
         """A P and Pᵀ (A P) for the pairwise aggregates of a 64³ Poisson matrix."""

@@ -336,17 +336,20 @@ def csr_matvec(
 # csr_product_values
 
 
-def csr_product_values(a: Any, b: Any, c_indices: jax.Array, c_indptr: jax.Array) -> jax.Array:
-    """The ``(nnz(C),)`` values of ``C = A B`` on ``C``'s pattern, by the native kernel.
+def csr_product_values(a: Any, b: Any, c_indices: jax.Array, c_indptr: jax.Array, *,
+                       n_cols: int) -> jax.Array:
+    """The ``(nnz(C),)`` values of ``C = A B`` (``n_cols`` columns) on ``C``'s pattern.
+
 
     ``a`` and ``b`` are CSR matrices (anything with ``values``, int32 ``indices`` and
     ``indptr``); ``C``'s columns must be sorted within each row and hold every column a
     product reaches (:func:`spgemm_symbolic`'s pattern). Each scalar product ``A[i, j]
     B[j, l]`` (in the order of ``A``'s row ``i``, then of ``B``'s row ``j``) is added to
-    ``C[i, l]``, found by a binary search of ``C``'s row: the sum runs in one fixed order, on
-    any number of threads. A kernel on the CPU (which checks the row pointers and rejects a
-    product outside ``C``'s pattern) and on CUDA GPUs (a thread per row, trusting the
-    patterns: a row with a product outside the pattern becomes NaN). Unchecked here, not
+    ``C[i, l]``: the sum runs in one fixed order, on any number of threads. A kernel on the
+    CPU (which finds ``l``'s place in a table of ``n_cols`` entries a thread, checks the
+    patterns and rejects a product outside ``C``'s) and on CUDA GPUs (a thread per row, which
+    searches the row and trusts the patterns: a row with a product outside the pattern
+    becomes NaN). Unchecked here, not
     differentiable (:mod:`._products` wraps it); under ``vmap``, a loop of kernel calls.
 
     Raises:
@@ -356,7 +359,8 @@ def csr_product_values(a: Any, b: Any, c_indices: jax.Array, c_indptr: jax.Array
                 c_indptr)
     _LIBRARY.require_platform("csr_product_values", *operands)
     c_type = jax.ShapeDtypeStruct(c_indices.shape, a.values.dtype)
-    return jax.ffi.ffi_call(CSR_PRODUCT, c_type, vmap_method="sequential")(*operands)
+    return jax.ffi.ffi_call(CSR_PRODUCT, c_type, vmap_method="sequential")(
+        *operands, n_cols=np.int64(n_cols))
 
 
 # ----------------------------------------------------------------------------------------

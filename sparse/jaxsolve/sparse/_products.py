@@ -9,8 +9,8 @@ two, as the rest of the engine is:
   columns sorted within each row.
 * :meth:`ProductPlan.multiply` (jit-able, differentiable in the values).  On the CPU and on
   CUDA GPUs a native kernel walks the scalar products ``a_ij b_jl`` row by row of ``A`` and
-  adds each into ``C[i, l]``, found by a binary search of row ``i`` of ``C``
-  (:func:`._native.csr_product_values`).  The patterns of ``A``, ``B`` and ``C`` are all it
+  adds each into ``C[i, l]``, found in a table of row ``i``'s columns (CPU) or by a binary
+  search of the row (GPU; :func:`._native.csr_product_values`).  The patterns of ``A``, ``B`` and ``C`` are all it
   reads besides the values: the hierarchy keeps no map from products to places in ``C``,
   which, at a byte a product, once made up a third of what it kept.  Elsewhere, and for the
   derivatives on every platform, XLA recomputes which entries of ``A`` and ``B`` each
@@ -112,7 +112,7 @@ def _multiply(plan: ProductPlan, a_values, b_values, a_indices, a_indptr, b_indi
                c_indptr):
         return _native.csr_product_values(CsrArrays(a_values, a_indices, a_indptr),
                                           CsrArrays(b_values, b_indices, b_indptr),
-                                          c_indices, c_indptr)
+                                          c_indices, c_indptr, n_cols=plan.c.n_cols)
 
     return jax.lax.platform_dependent(*operands, cpu=native, cuda=native,
                                       default=plan.multiply_in_xla)

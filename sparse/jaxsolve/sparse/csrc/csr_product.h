@@ -9,7 +9,9 @@
 // row of B it selects:
 //
 //   a_values[t] * b_values[s], for t in row i of A and s in row indices[t] of
-//   B, adds to C[i, b_indices[s]], found by a binary search of row i of C.
+//   B, adds to C[i, b_indices[s]], found by a binary search of row i of C (on
+//   a GPU) or in a table of the columns' places that the row fills first (on
+//   the CPU, whose threads each keep one as long as C is wide).
 //
 // So the sum of each entry of C runs in a fixed order, and nothing but the
 // three patterns is needed: no map from products to places in C, which at a
@@ -57,17 +59,54 @@ JAXSOLVE_SPARSE_HD inline int64_t FindColumn(const int32_t* columns,
   return lo < end && columns[lo] == column ? lo : -1;
 }
 
-// Row i of C (zeroed first). Returns false, leaving the row partly written,
-// if a product's column is not among the row's.
-template <typename T>
-JAXSOLVE_SPARSE_HD bool CsrProductRow(const CsrProduct<T>& p, int64_t i) {
-  const int64_t begin = p.c_indptr[i], end = p.c_indptr[i + 1];
-  for (int64_t e = begin; e < end; ++e) p.c_values[e] = T{};
+// Finds a column's place in row i of C by a binary search of the row.
+struct SearchedRow {
+  const int32_t* c_indices;
+  int64_t begin, end;
+
+  JAXSOLVE_SPARSE_HD int64_t operator()(int32_t column) const {
+    return FindColumn(c_indices, begin, end, column);
+  }
+};
+
+// Finds a column's place in row i of C in a table of every column's latest
+// place, which the row refreshes first: O(1) a product, for a table of as many
+// entries as C has columns (a thread's, rows visited in increasing order).
+struct TabledRow {
+  int32_t* table;  // n_cols entries
+  int64_t n_cols;
+  int64_t begin, end;
+
+  TabledRow(int32_t* table, int64_t n_cols, const int32_t* c_indices,
+            int64_t begin, int64_t end)
+      : table(table), n_cols(n_cols), begin(begin), end(end) {
+    for (int64_t e = begin; e < end; ++e) {
+      table[c_indices[e]] = static_cast<int32_t>(e);
+    }
+  }
+
+  // A place before `begin` is an earlier row's: the column is not in this one.
+  int64_t operator()(int32_t column) const {
+    if (column < 0 || column >= n_cols) return -1;
+    const int64_t e = table[column];
+    return e >= begin && e < end ? e : -1;
+  }
+};
+
+// Row i of C (zeroed first), each product's place found by locate(column)
+// (SearchedRow or TabledRow of the row). Returns false, leaving the row
+// partly written, if a product's column is not among the row's.
+template <typename T, typename Locate>
+JAXSOLVE_SPARSE_HD bool CsrProductRow(const CsrProduct<T>& p, int64_t i,
+                                      const Locate& locate) {
+  for (int64_t e = p.c_indptr[i]; e < p.c_indptr[i + 1]; ++e) {
+    p.c_values[e] = T{};
+  }
   for (int32_t t = p.a_indptr[i]; t < p.a_indptr[i + 1]; ++t) {
     const T a = p.a_values[t];
     const int32_t j = p.a_indices[t];
     for (int32_t s = p.b_indptr[j]; s < p.b_indptr[j + 1]; ++s) {
-      const int64_t e = FindColumn(p.c_indices, begin, end, p.b_indices[s]);
+      const int64_t e = locate(p.b_indices[s]);
       if (e < 0) return false;
       p.c_values[e] = p.c_values[e] + a * p.b_values[s];
     }

@@ -32,7 +32,8 @@ inline auto BindCsrProduct() {
       .Arg<ffi::Buffer<ffi::S32>>()  // b_indptr (n + 1,)
       .Arg<ffi::Buffer<ffi::S32>>()  // c_indices (nnz(C),)
       .Arg<ffi::Buffer<ffi::S32>>()  // c_indptr (m + 1,)
-      .Ret<ffi::AnyBuffer>();         // c_values (nnz(C),)
+      .Ret<ffi::AnyBuffer>()          // c_values (nnz(C),)
+      .Attr<int64_t>("n_cols");       // p, the columns of B and C
 }
 
 inline ffi::Error InvalidProduct(const std::string& what) {
@@ -42,6 +43,7 @@ inline ffi::Error InvalidProduct(const std::string& what) {
 // The sizes a backend checks the patterns against.
 struct CsrProductSizes {
   int64_t n;  // rows of B
+  int64_t n_cols;  // of B and C
   int64_t nnz_a, nnz_b, nnz_c;
 };
 
@@ -58,10 +60,10 @@ ffi::Error CsrProductHandler(ffi::AnyBuffer a_values,
                              ffi::Buffer<ffi::S32> c_indices,
                              ffi::Buffer<ffi::S32> c_indptr,
                              ffi::Result<ffi::AnyBuffer> c_values,
-                             Context... context) {
+                             int64_t n_cols, Context... context) {
   const int64_t m = static_cast<int64_t>(a_indptr.element_count()) - 1;
   const int64_t n = static_cast<int64_t>(b_indptr.element_count()) - 1;
-  if (m < 0 || n < 0 ||
+  if (m < 0 || n < 0 || n_cols < 0 ||
       static_cast<int64_t>(c_indptr.element_count()) != m + 1 ||
       a_indices.element_count() != a_values.element_count() ||
       b_indices.element_count() != b_values.element_count() ||
@@ -73,7 +75,8 @@ ffi::Error CsrProductHandler(ffi::AnyBuffer a_values,
       c_values->element_type() != a_values.element_type()) {
     return InvalidProduct("A, B and C must have one dtype");
   }
-  const CsrProductSizes sizes{n, static_cast<int64_t>(a_values.element_count()),
+  const CsrProductSizes sizes{n, n_cols,
+                              static_cast<int64_t>(a_values.element_count()),
                               static_cast<int64_t>(b_values.element_count()),
                               static_cast<int64_t>(c_values->element_count())};
   Backend backend{context...};

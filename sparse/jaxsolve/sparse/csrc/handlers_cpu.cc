@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <vector>
 
 #include "csr_product.h"
 #include "csr_product_ffi.h"
@@ -69,6 +70,11 @@ struct CpuProductBackend {
       return InvalidProduct("row pointers must run from 0 to their values' "
                             "count without decreasing");
     }
+    for (int64_t e = 0; e < sizes.nnz_c; ++e) {
+      if (p.c_indices[e] < 0 || p.c_indices[e] >= sizes.n_cols) {
+        return InvalidProduct("C's column indices must be columns of B");
+      }
+    }
     int64_t products = 0;
     for (int64_t t = 0; t < sizes.nnz_a; ++t) {
       const int32_t j = p.a_indices[t];
@@ -80,8 +86,11 @@ struct CpuProductBackend {
     std::atomic<bool> missing{false};
     ForRowBlocks(p.m, BlocksFor(products, kProductsPerThread),
                  [&](int64_t begin, int64_t end) {
+                   std::vector<int32_t> table(sizes.n_cols, -1);
                    for (int64_t i = begin; i < end && !missing; ++i) {
-                     if (!CsrProductRow(p, i)) missing = true;
+                     const TabledRow row(table.data(), sizes.n_cols, p.c_indices,
+                                         p.c_indptr[i], p.c_indptr[i + 1]);
+                     if (!CsrProductRow(p, i, row)) missing = true;
                    }
                  });
     return missing ? InvalidProduct("a product's column is not in its row of C")

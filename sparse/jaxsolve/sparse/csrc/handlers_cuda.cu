@@ -292,7 +292,10 @@ __device__ Complex<R> NotANumber(Complex<R>) {
 template <typename T>
 __global__ void __launch_bounds__(kThreads) CsrProductKernel(CsrProduct<T> p) {
   const int64_t i = int64_t{blockIdx.x} * kThreads + threadIdx.x;
-  if (i >= p.m || CsrProductRow(p, i)) return;
+  if (i >= p.m ||
+      CsrProductRow(p, i, SearchedRow{p.c_indices, p.c_indptr[i], p.c_indptr[i + 1]})) {
+    return;
+  }
   for (int64_t e = p.c_indptr[i]; e < p.c_indptr[i + 1]; ++e) {
     p.c_values[e] = NotANumber(T{});
   }
