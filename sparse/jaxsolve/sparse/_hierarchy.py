@@ -479,8 +479,8 @@ def sharing_arrays(numbers: Hierarchy, arrays: StructureArrays,
     A compiled :func:`numeric_setup` returns every array of the hierarchy as a new buffer,
     the operators' index arrays (equal to the structure's) and the finest operator's
     values (equal to ``values``, unless the hierarchy's precision rounds them) among them.
-    A hierarchy kept between solves shares them instead: at 128³ the copies would be a
-    fifth of what it keeps.
+    A hierarchy kept between solves shares them instead: the copies were 233 MiB at 128³
+    (smoothed aggregation, f64), more than the matrix itself.
     """
     patterns = [level.a for level in arrays.levels] + [arrays.coarsest]
 
