@@ -317,7 +317,10 @@ struct CudaProductBackend {
 }  // namespace
 }  // namespace jaxsolve::sparse
 
+// Command-buffer compatible as the matrix-vector product is: one launch on
+// XLA's stream, shaped by the buffer shapes alone.
 XLA_FFI_DEFINE_HANDLER_SYMBOL(
     JaxsolveSparseCsrProduct,
     (js::CsrProductHandler<js::CudaProductBackend, cudaStream_t>),
-    js::BindCsrProduct().Ctx<js::ffi::PlatformStream<cudaStream_t>>());
+    js::BindCsrProduct().Ctx<js::ffi::PlatformStream<cudaStream_t>>(),
+    {js::ffi::Traits::kCmdBufferCompatible});
