@@ -9,7 +9,7 @@ import pytest
 import scipy.sparse
 
 from jaxsolve import sparse
-from jaxsolve.sparse import _aggregation, _hierarchy, _products, matrices
+from jaxsolve.sparse import _aggregation, _hierarchy, _products, _setup, matrices
 from jaxsolve.sparse._csr_arrays import CsrStructure
 
 
@@ -43,7 +43,7 @@ def random_product(seed=0, dtype=np.float64):
 
     def multiply(av, bv):
         return plan.multiply(a_pattern.on_device(av), b_pattern.on_device(bv),
-                             jnp.asarray(plan.c.indptr), jnp.asarray(plan.offsets))
+                             jnp.asarray(plan.c.indices), jnp.asarray(plan.c.indptr))
 
     return plan, a_pattern, b_pattern, a_values, b_values, multiply
 
@@ -57,8 +57,8 @@ def test_product_plan_multiplies_like_scipy(x64, dtype):
     np.testing.assert_allclose(scipy_of(plan.c, c).toarray(), expected, atol=atol)
     # XLA's formulation, which GPUs run and derivatives use, agrees
     in_xla = jax.jit(plan.multiply_in_xla)(
-        a_values, b_values, a_pattern.indices, a_pattern.indptr, b_pattern.indptr,
-        plan.c.indptr, plan.offsets)
+        a_values, b_values, a_pattern.indices, a_pattern.indptr, b_pattern.indices,
+        b_pattern.indptr, plan.c.indices, plan.c.indptr)
     np.testing.assert_allclose(in_xla, c, atol=atol)
 
 
@@ -69,16 +69,17 @@ def test_product_plan_derivatives_and_vmap(x64):
     np.testing.assert_allclose(stacked[1], 2 * multiply(a_values, b_values), rtol=1e-12)
 
 
-def test_product_kernel_rejects_an_offset_outside_its_row(x64):
+def test_product_kernel_rejects_a_product_outside_the_pattern_of_c(x64):
     plan, a_pattern, b_pattern, a_values, b_values, _ = random_product(2)
-    offsets = plan.offsets.copy()
-    offsets[0] = 200  # beyond any row of C
-    # The check is the CPU kernel's; other platforms run the XLA formulation.
-    with (pytest.raises(Exception, match="an offset falls outside its row of C"),
+    # Row 3 of C loses its last column, which a product has.
+    indices = np.delete(plan.c.indices, plan.c.indptr[4] - 1)
+    indptr = plan.c.indptr - (np.arange(plan.c.indptr.size) > 3)
+    # The check is the CPU kernel's; the CUDA kernel sets such a row to NaN.
+    with (pytest.raises(Exception, match="a product's column is not in its row of C"),
           jax.default_device(jax.devices("cpu")[0])):
         jax.block_until_ready(plan.multiply(
             a_pattern.on_device(jnp.asarray(a_values)), b_pattern.on_device(jnp.asarray(b_values)),
-            jnp.asarray(plan.c.indptr), jnp.asarray(offsets)))
+            jnp.asarray(indices), jnp.asarray(indptr)))
 
 
 def test_aggregation_rounds_give_pairs_quads_and_octets():
@@ -156,6 +157,32 @@ def test_statistics_count_levels_and_memory():
                                          "numeric setup"]
     assert all(seconds > 0 for seconds in stats.setup_seconds.values())
     assert "setup time: aggregation" in str(stats)
+
+
+def test_kept_hierarchy_shares_the_structures_arrays_and_the_matrix_values(x64):
+    # The compiled numeric setup returns new buffers; the hierarchy the cache keeps holds
+    # the structure's index arrays and A's values instead of equal copies.
+    A = sparse.as_csr(matrices.poisson3d_matrix(12, dtype=jnp.float64))
+    config = sparse.parse_amgx_config({"preconditioner": {
+        "algorithm": "AGGREGATION", "jaxsolve_smoothed_aggregation": 1, "min_coarse_rows": 20}})
+    sparse.clear_cache()
+    structure, numbers = _setup.System.for_matrix(A, config, None, reuse_setup=False,
+                                                  check=True).setup
+    assert len(numbers.levels) >= 2
+    assert numbers.levels[0].a.values is A.values
+    patterns = [level.a for level in structure.arrays.levels] + [structure.arrays.coarsest]
+    operators = [level.a for level in numbers.levels] + [numbers.coarsest.a]
+    for operator, pattern in zip(operators, patterns, strict=True):
+        assert operator.indices is pattern.indices and operator.indptr is pattern.indptr
+    for level, level_arrays in zip(numbers.levels, structure.arrays.levels, strict=True):
+        assert level.p.indices is level_arrays.p.indices
+        assert level.r.indptr is level_arrays.r.indptr
+    # what the solve computes with them is unchanged
+    b = jnp.ones(A.shape[0])
+    x, info = sparse.solve(A, b, config={"preconditioner": {
+        "algorithm": "AGGREGATION", "jaxsolve_smoothed_aggregation": 1, "min_coarse_rows": 20}},
+        reuse_setup=True)
+    assert info.status == sparse.Status.SUCCESS
 
 
 def dataclasses_replace_amg(**changes):

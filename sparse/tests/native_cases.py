@@ -10,6 +10,8 @@ import numpy as np
 import scipy.sparse
 from jax.test_util import check_grads
 
+from jaxsolve.sparse._csr_arrays import CsrArrays
+
 DTYPES = [np.dtype(t) for t in (np.float32, np.complex64, np.float64, np.complex128)]
 DTYPE_IDS = [d.name for d in DTYPES]
 
@@ -182,3 +184,45 @@ def check_derivatives(csr_matvec, device, matrix, x):
         np.testing.assert_allclose(np.asarray(g), np.asarray(g_ref), **tol)
     if x.dtype in (np.float64, np.complex128):  # finite differences need the precision
         check_grads(ours, (values, x_on), order=2, modes=("fwd", "rev"))
+
+
+# ----------------------------------------------------------------------------------------
+# Checks of csr_product_values (the sparse product's values on fixed patterns), run on the
+# CPU by native_test.py and on a GPU by native_gpu_test.py; the pattern of C comes from
+# spgemm_symbolic, both passed in by the test files.
+
+
+def product_operands(device, a, b, c_indptr, c_indices):
+    """``A``, ``B`` (SciPy CSR) and ``C``'s pattern as the kernel's operands on ``device``."""
+    def put(x, dtype=None):
+        return jax.device_put(np.asarray(x, dtype), device)
+
+    def csr(m):
+        return CsrArrays(put(m.data), put(m.indices, np.int32), put(m.indptr, np.int32))
+
+    return csr(a), csr(b), put(c_indices, np.int32), put(c_indptr, np.int32)
+
+
+def check_csr_product(csr_product_values, spgemm_symbolic, device, a, b):
+    """The product's values on ``device`` equal SciPy's ``a @ b`` on spgemm's pattern."""
+    use_dtype(a.dtype)
+    c = spgemm_symbolic(a.indptr, a.indices, b.indptr, b.indices, b.shape[1])
+    values = csr_product_values(*product_operands(device, a, b, c.indptr, c.indices),
+                                n_cols=b.shape[1])
+    assert values.devices() == {device} and values.dtype == a.dtype
+    ours = scipy.sparse.csr_matrix((np.asarray(values), c.indices, c.indptr),
+                                   (a.shape[0], b.shape[1]))
+    # Rounding grows with the magnitudes summed, not the sum (which may cancel).
+    scale = max(1.0, float(np.max((abs(a) @ abs(b)).data, initial=0)))
+    error = float(np.max(np.abs((ours - a @ b).data), initial=0))
+    assert error <= tolerance(a.dtype)["atol"] * scale, error
+    return c
+
+
+def product_missing_a_column(spgemm_symbolic, a, b):
+    """C's pattern with its first row's last column left out, and that row."""
+    c = spgemm_symbolic(a.indptr, a.indices, b.indptr, b.indices, b.shape[1])
+    row = int(np.flatnonzero(np.diff(c.indptr))[0])
+    drop = c.indptr[row + 1] - 1
+    indptr = c.indptr - (np.arange(c.indptr.size) > row)
+    return indptr, np.delete(c.indices, drop), row

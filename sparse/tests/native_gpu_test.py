@@ -10,9 +10,10 @@ import jax
 import native_cases as cases
 import numpy as np
 import pytest
+import scipy.sparse
 
 from jaxsolve.sparse import _native
-from jaxsolve.sparse._native import csr_matvec
+from jaxsolve.sparse._native import csr_matvec, csr_product_values, spgemm_symbolic
 
 GPU = next((d for d in jax.devices() if d.platform == "gpu"), None)
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(GPU is None, reason="needs a GPU")]
@@ -99,3 +100,39 @@ def test_csr_matvec_grad(dtype, columns):
     cases.use_dtype(dtype)
     matrix = cases.random_csr((40, 30), dtype, 0.2, empty_rows=(5,))
     cases.check_derivatives(csr_matvec, GPU, matrix, cases.random_array((30, *columns), dtype))
+
+
+# The sparse product's values (csr_product_values): a thread per row of C.
+
+
+@pytest.mark.parametrize("dtype", cases.DTYPES, ids=cases.DTYPE_IDS)
+@pytest.mark.parametrize(("a_shape", "b_shape", "density"),
+                         [((40, 30), (30, 25), 0.2), ((5000, 300), (300, 400), 0.01)],
+                         ids=["small", "many-blocks"])
+def test_csr_product_values_against_scipy(dtype, a_shape, b_shape, density):
+    a = cases.random_csr(a_shape, dtype, density, empty_rows=(0, a_shape[0] - 1))
+    b = cases.random_csr(b_shape, dtype, density, seed=3, empty_rows=(4,))
+    cases.check_csr_product(csr_product_values, spgemm_symbolic, GPU, a, b)
+
+
+def test_csr_product_values_galerkin_product_poisson_3d(x64):
+    """A P and Pᵀ (A P) for pairwise aggregates of a 32³ Poisson matrix: long rows of R."""
+    a = cases.poisson(32, 3)
+    aggregate, _ = _native.aggregate_pairs(a.indptr, a.indices, -a.data)
+    aggregate = aggregate // 4  # aggregates of about 8
+    p = scipy.sparse.csr_matrix((np.ones(a.shape[0]), (np.arange(a.shape[0]), aggregate)))
+    p.indices, p.indptr = p.indices.astype(np.int32), p.indptr.astype(np.int32)
+    a_p = (a @ p).tocsr()
+    cases.check_csr_product(csr_product_values, spgemm_symbolic, GPU, a, p)
+    cases.check_csr_product(csr_product_values, spgemm_symbolic, GPU, p.T.tocsr(), a_p)
+
+
+def test_csr_product_values_marks_a_row_outside_the_pattern_nan(x64):
+    a = cases.random_csr((30, 20), np.float64, 0.2)
+    b = cases.random_csr((20, 25), np.float64, 0.2, seed=3)
+    indptr, indices, row = cases.product_missing_a_column(spgemm_symbolic, a, b)
+    values = np.asarray(csr_product_values(*cases.product_operands(GPU, a, b, indptr, indices),
+                                           n_cols=25))
+    in_row = np.zeros(values.size, bool)
+    in_row[indptr[row]:indptr[row + 1]] = True
+    assert np.isnan(values[in_row]).all() and not np.isnan(values[~in_row]).any()

@@ -19,12 +19,15 @@ from native_cases import (
     DTYPE_IDS,
     DTYPES,
     check_against_scipy,
+    check_csr_product,
     check_derivatives,
     check_jit,
     check_nested_vmap,
     check_vmap_over_values,
     check_vmap_over_x,
     poisson,
+    product_missing_a_column,
+    product_operands,
     random_array,
     random_csr,
     use_dtype,
@@ -37,6 +40,7 @@ from jaxsolve.sparse._native import (
     contract_graph,
     coupling_graph,
     csr_matvec,
+    csr_product_values,
     spgemm_symbolic,
 )
 
@@ -63,12 +67,12 @@ def test_docstring_examples_run():
     ("libjaxsolve_sparse.so", {"JaxsolveSparseCsrMatvec", "JaxsolveSparseCsrProduct",
                                "JaxsolveSparseAggregatePairs", "JaxsolveSparseColorDsatur",
                                "JaxsolveSparseCouplingGraph", "JaxsolveSparseContractGraph",
-                               "JaxsolveSparseSpgemmCount", "JaxsolveSparseSpgemmFill",
+                               "JaxsolveSparseSpgemm",
                                "JaxsolveSparseClassicalSplitting",
                                "JaxsolveSparseInterpolationPlan",
                                "JaxsolveSparseInterpolationSizes",
                                "JaxsolveSparseInterpolationCopy"}),
-    ("libjaxsolve_sparse_cuda13.so", {"JaxsolveSparseCsrMatvec"}),
+    ("libjaxsolve_sparse_cuda13.so", {"JaxsolveSparseCsrMatvec", "JaxsolveSparseCsrProduct"}),
 ])
 def test_libraries_export_our_functions_and_need_only_the_c_runtime(name, exports):
     """The CUDA runtime is linked statically and kept private, like every other symbol."""
@@ -387,6 +391,52 @@ class TestWeightedGraphs:
         np.fill_diagonal(expected, 0)
         np.testing.assert_array_equal(scipy_graph(pattern).toarray(), expected)
 
+    @pytest.mark.parametrize("magnitudes", [True, False], ids=["values", "pattern"])
+    def test_coupling_graph_of_a_symmetric_sorted_pattern_over_many_threads(self, magnitudes):
+        # A symmetric pattern with sorted rows is done row by row over the cores (20000
+        # rows: several blocks); its values need not be symmetric. The result is bitwise
+        # that of the general path, which shuffled rows take.
+        pattern = (scipy.sparse.random(20000, 20000, density=3e-4, format="csr", rng=1) != 0)
+        pattern = (pattern + pattern.T + scipy.sparse.eye(20000)).tocsr()
+        matrix = scipy.sparse.csr_matrix(
+            (np.random.default_rng(2).standard_normal(pattern.nnz), pattern.indices,
+             pattern.indptr), pattern.shape)
+        matrix.sort_indices()
+        values = matrix.data if magnitudes else None
+        graph = coupling_graph(matrix.indptr, matrix.indices, values)
+        rng = np.random.default_rng(3)
+        indices, data = matrix.indices.copy(), matrix.data.copy()
+        for i in range(0, 20000, 7):  # unsorted rows: the general path
+            row = slice(matrix.indptr[i], matrix.indptr[i + 1])
+            order = rng.permutation(row.stop - row.start)
+            indices[row], data[row] = indices[row][order], data[row][order]
+        general = coupling_graph(matrix.indptr, indices, data if magnitudes else None)
+        for ours, theirs in zip(graph, general, strict=True):
+            np.testing.assert_array_equal(ours, theirs)
+        root = np.sqrt(np.abs(matrix.diagonal()))
+        weights = abs(matrix) if magnitudes else (matrix != 0) * 0.5
+        expected = (weights + weights.T).tocoo()
+        if magnitudes:
+            expected.data /= 2 * root[expected.row] * root[expected.col]
+        expected.setdiag(0)
+        expected = scipy.sparse.csr_matrix(expected)
+        expected.eliminate_zeros()
+        error = abs(scipy_graph(graph) - expected)
+        assert error.max() <= 1e-14 * abs(expected).max()
+
+    def test_coupling_graph_of_a_pattern_symmetric_but_for_one_entry(self):
+        # The row-by-row path finds the missing mirror and leaves it to the general one.
+        matrix = scipy.sparse.csr_matrix(scipy.sparse.diags(
+            [-np.ones(19999), 2 * np.ones(20000), -np.ones(19999)], [-1, 0, 1]))
+        matrix = matrix.tolil()
+        matrix[19990, 5] = -0.5  # far from its mirror's place, in the last block
+        matrix = matrix.tocsr()
+        graph = coupling_graph(matrix.indptr, matrix.indices, matrix.data)
+        assert graph.indptr[-1] == 2 * 19999 + 2
+        row5 = graph.indices[graph.indptr[5]:graph.indptr[6]].tolist()
+        assert row5 == [4, 6, 19990]
+        assert graph.weights[graph.indptr[5] + 2] == pytest.approx(0.5 / 4)
+
     def test_coupling_graph_without_a_diagonal_weighs_zero(self):
         graph = coupling_graph([0, 1, 2], [1, 0], np.array([3.0, 3.0]))
         assert graph.indices.tolist() == [1, 0] and graph.weights.tolist() == [0.0, 0.0]
@@ -406,6 +456,21 @@ class TestWeightedGraphs:
         np.testing.assert_allclose(scipy_graph(graph).toarray(), expected, rtol=1e-13)
         assert_sorted_distinct_rows(graph)
 
+    def test_contract_graph_over_many_threads(self):
+        # 40000 nodes in 20000 groups: several blocks of groups, packed in order.
+        matrix = random_graph(40000, 2e-4, 4, symmetric=True)
+        groups = np.random.default_rng(5).integers(0, 20000, 40000)
+        groups[:20000] = np.arange(20000)
+        graph = contract_graph(WeightedGraph(matrix.indptr, matrix.indices, matrix.data),
+                               groups, 20000, keep_diagonal=False)
+        membership = scipy.sparse.csr_array(
+            (np.ones(40000), (np.arange(40000), groups)), shape=(40000, 20000))
+        expected = (membership.T @ matrix @ membership).tolil()
+        expected.setdiag(0)
+        expected = scipy.sparse.csr_array(expected)
+        assert abs(scipy_graph(graph) - expected).max() <= 1e-12
+        assert_sorted_distinct_rows(graph)
+
     def test_weighted_graph_errors(self):
         matrix = random_graph(6, 0.5, 0)
         p, i, w = matrix.indptr, matrix.indices, matrix.data
@@ -423,44 +488,30 @@ class TestWeightedGraphs:
 
 
 # ----------------------------------------------------------------------------------------
-# spgemm_symbolic
+# spgemm_symbolic and csr_product_values
 
 
-def reference_spgemm(a, b):
-    """C's pattern and each product's offset, vectorized from the definition.
-
-    Products in order: A's entries t in storage order, each expanded into the entries s of
-    B's row a_indices[t], in storage order. C's entries are the distinct (row, column) pairs
-    of the products, sorted.
-    """
+def reference_pattern(a, b):
+    """C's pattern from the definition: the distinct (row, column) pairs of the products
+    ``A[i, j] B[j, l]`` of stored entries, sorted; and the number of products."""
     m, p = a.shape[0], b.shape[1]
     lengths = np.diff(b.indptr)[a.indices]
     t = np.repeat(np.arange(a.nnz), lengths)
     group_starts = np.cumsum(lengths) - lengths
     s = np.repeat(b.indptr[a.indices] - group_starts, lengths) + np.arange(t.size)
     rows = np.repeat(np.arange(m), np.diff(a.indptr))[t]
-    keys = rows.astype(np.int64) * p + b.indices[s]
-    entries = np.unique(keys)
+    entries = np.unique(rows.astype(np.int64) * p + b.indices[s])
     indptr = np.concatenate([[0], np.cumsum(np.bincount(entries // p, minlength=m))])
-    offsets = np.searchsorted(entries, keys) - indptr[rows]
-    return indptr, entries % p, offsets, t, s
+    return indptr, entries % p, t.size
 
 
 def check_spgemm(a, b):
-    c = spgemm_symbolic(a.indptr, a.indices, b.indptr, b.indices, b.shape[1])
-    indptr, indices, offsets, t, s = reference_spgemm(a, b)
+    """spgemm_symbolic's pattern is the reference's; the product on it is SciPy's."""
+    c = check_csr_product(csr_product_values, spgemm_symbolic, CPU, a, b)
+    indptr, indices, n_products = reference_pattern(a, b)
     np.testing.assert_array_equal(c.indptr, indptr)
     np.testing.assert_array_equal(c.indices, indices)
-    np.testing.assert_array_equal(c.offsets, offsets)
-    assert c.n_products == t.size and c.indptr.dtype == np.int32
-    # The map makes the numeric product a segment sum.
-    a_rows = np.repeat(np.arange(a.shape[0]), np.diff(a.indptr))
-    values = np.zeros(c.indices.size)
-    np.add.at(values, c.indptr[a_rows[t]] + c.offsets, a.data[t] * b.data[s])
-    ours = scipy.sparse.csr_matrix((values, c.indices, c.indptr), (a.shape[0], b.shape[1]))
-    scipy_product = (a @ b).tocsr()
-    error = np.abs((ours - scipy_product).data).max(initial=0)
-    assert error <= 1e-12 * np.abs(scipy_product.data).max(initial=1)
+    assert c.n_products == n_products and c.indptr.dtype == np.int32
     return c
 
 
@@ -490,20 +541,40 @@ class TestSpgemmSymbolic:
     def test_spgemm_symbolic_one_by_one_and_empty(self):
         one = scipy.sparse.csr_matrix(np.full((1, 1), 2.0))
         c = check_spgemm(one, one)
-        assert c.offsets.tolist() == [0] and c.n_products == 1
+        assert c.indices.tolist() == [0] and c.n_products == 1
         empty = scipy.sparse.csr_matrix((0, 4))
         c = check_spgemm(empty, random_csr((4, 3), np.float64))
         assert c.indptr.tolist() == [0] and c.n_products == 0
 
-    @pytest.mark.parametrize(("row", "dtype"), [(255, np.uint8), (256, np.uint16),
-                                                (65535, np.uint16), (65536, np.int32)])
-    def test_spgemm_symbolic_offsets_are_the_narrowest_that_fit(self, row, dtype):
-        # A = [1, 1] times B with two rows making one row of `row` columns in C.
+    @pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
+    def test_csr_product_values_in_every_dtype_on_many_threads(self, dtype):
+        use_dtype(dtype)
+        # 3000 rows of ~60 products: several blocks of threads
+        a = random_csr((3000, 200), dtype, 0.03, empty_rows=(0, 2999))
+        check_csr_product(csr_product_values, spgemm_symbolic, CPU, a,
+                          random_csr((200, 300), dtype, 0.01, seed=4, empty_rows=(5,)))
+
+    def test_csr_product_values_one_long_row(self, x64):
+        # A = [1, 1] times B with two rows making one row of 70000 columns in C.
         a = scipy.sparse.csr_matrix(np.ones((1, 2)))
-        columns = np.arange(row)
-        b = scipy.sparse.csr_matrix((np.ones(row), (columns % 2, columns)), shape=(2, row))
-        c = check_spgemm(a, b)
-        assert c.offsets.dtype == dtype and c.offsets.max() == row - 1
+        columns = np.arange(70000)
+        b = scipy.sparse.csr_matrix((np.arange(70000.0), (columns % 2, columns)),
+                                    shape=(2, 70000))
+        check_spgemm(a, b)
+
+    def test_csr_product_values_rejects_a_product_outside_the_pattern(self, x64):
+        a = random_csr((30, 20), np.float64, 0.2)
+        b = random_csr((20, 25), np.float64, 0.2, seed=3)
+        indptr, indices, _ = product_missing_a_column(spgemm_symbolic, a, b)
+        with pytest.raises(Exception, match="a product's column is not in its row of C"):
+            jax.block_until_ready(csr_product_values(
+                *product_operands(CPU, a, b, indptr, indices), n_cols=25))
+        good = spgemm_symbolic(a.indptr, a.indices, b.indptr, b.indices, 25)
+        bad_indptr = good.indptr.copy()
+        bad_indptr[3] = bad_indptr[4] + 1  # decreasing
+        with pytest.raises(Exception, match="row pointers must run from 0"):
+            jax.block_until_ready(csr_product_values(
+                *product_operands(CPU, a, b, bad_indptr, good.indices), n_cols=25))
 
     def test_spgemm_symbolic_galerkin_product_poisson_3d_64(self):
         """A P and Pᵀ (A P) for the pairwise aggregates of a 64³ Poisson matrix."""

@@ -71,7 +71,8 @@ class LevelStructure:
       tentative: the pattern of ``T`` (``n × k·n_aggregates``; row ``i`` holds columns
         ``k·aggregates[i] + c``), or None for classical AMG.
       smoothing: the plan of ``A T`` (smoothed aggregation) or None.
-      tentative_in_p: where ``T``'s entries sit among ``P``'s (smoothed aggregation).
+      tentative_in_p: where ``T``'s entries sit among ``P``'s (smoothed aggregation), row
+        by row.
       p: the pattern of ``P`` (that of ``A T``, or ``T``'s).
       r: the pattern of ``R = Pᴴ``; ``r_from_p`` takes ``P``'s values to ``R``'s.
       a_p: the plan of ``A P``.
@@ -156,21 +157,20 @@ class LevelArrays(NamedTuple):
     """A level's index arrays on the device (a pytree; see :class:`LevelStructure`).
 
     Each array is kept once: ``T``'s pattern follows from ``aggregates``, the smoothing
-    product's result has ``P``'s pattern and the Galerkin product's the next level's.
+    product's result has ``P``'s pattern and the Galerkin product's the next level's.  The
+    products need nothing else: no map from scalar products to places in their results
+    (see :mod:`._products`).
     """
 
     a: CsrArrays  # values: an empty placeholder; the numbers arrive with each setup
     diagonal: jax.Array
     aggregates: jax.Array | None
     interpolation: InterpolationArrays | None
-    smoothing_offsets: jax.Array | None
     tentative_in_p: jax.Array | None
     p: CsrArrays
     r: CsrArrays
     r_from_p: jax.Array
-    a_p_indptr: jax.Array
-    a_p_offsets: jax.Array
-    galerkin_offsets: jax.Array
+    a_p: CsrArrays  # the pattern of A P, the Galerkin product's right factor
 
 
 class StructureArrays(NamedTuple):
@@ -195,14 +195,11 @@ def _level_arrays(level: LevelStructure) -> LevelArrays:
         aggregates=None if level.aggregates is None else jax.device_put(level.aggregates),
         interpolation=(None if level.interpolation is None
                        else _classical.device_arrays(level.interpolation)),
-        smoothing_offsets=jax.device_put(level.smoothing.offsets) if smoothed else None,
         tentative_in_p=jax.device_put(level.tentative_in_p) if smoothed else None,
         p=_pattern_arrays(level.p),
         r=_pattern_arrays(level.r),
         r_from_p=jax.device_put(level.r_from_p),
-        a_p_indptr=jax.device_put(level.a_p.c.indptr),
-        a_p_offsets=jax.device_put(level.a_p.offsets),
-        galerkin_offsets=jax.device_put(level.galerkin.offsets),
+        a_p=_pattern_arrays(level.a_p.c),
     )
 
 
@@ -316,16 +313,16 @@ def _host_galerkin(level: LevelStructure, a_values: np.ndarray,
     cpu = jax.devices("cpu")[0]
     operands = jax.device_put(
         (level.a.on_device(a_values), level.p.on_device(p_values),
-         level.r.on_device(np.conj(p_values[level.r_from_p])), level.a_p.c.indptr,
-         level.a_p.offsets, level.galerkin.c.indptr, level.galerkin.offsets), cpu)
+         level.r.on_device(np.conj(p_values[level.r_from_p])),
+         level.a_p.c.on_device(jnp.zeros(0, jnp.int32)),
+         level.galerkin.c.on_device(jnp.zeros(0, jnp.int32))), cpu)
     return np.asarray(_galerkin_values.lower(level, *operands).compile()(*operands))
 
 
 @functools.partial(jax.jit, static_argnums=0)
-def _galerkin_values(level, a, p, r, a_p_indptr, a_p_offsets, c_indptr, c_offsets):
-    a_p = CsrArrays(level.a_p.multiply(a, p, a_p_indptr, a_p_offsets),
-                    jnp.zeros(0, jnp.int32), a_p_indptr)
-    return level.galerkin.multiply(r, a_p, c_indptr, c_offsets)
+def _galerkin_values(level, a, p, r, a_p, coarse):
+    a_p = a_p._replace(values=level.a_p.multiply(a, p, a_p.indices, a_p.indptr))
+    return level.galerkin.multiply(r, a_p, coarse.indices, coarse.indptr)
 
 
 def _aggregation_levels(pattern: CsrStructure, values: np.ndarray | None, columns: int,
@@ -380,11 +377,12 @@ def _level_structure(
     if smoothed:
         smoothing = plan_product(a, tentative)
         p = smoothing.c
-        # T's row i is the product of A's diagonal entry (i, i) with T's row i: its k
-        # products start at k · diagonal[i] and land at these positions of P.
-        product = (k * diagonal[:, None] + np.arange(k)).ravel()
-        rows = np.repeat(np.arange(n), k)
-        tentative_in_p = (p.indptr[rows] + smoothing.offsets[product]).astype(np.int32)
+        # P's row i holds T's row i, the k columns from k · aggregates[i] on (A's diagonal
+        # entry times it), after the columns of P's row i that are smaller.
+        row_ids = p.row_ids
+        smaller = np.bincount(row_ids[p.indices < (k * aggregates)[row_ids]], minlength=n)
+        tentative_in_p = ((p.indptr[:-1] + smaller)[:, None]
+                          + np.arange(k)).ravel().astype(np.int32)
     else:
         smoothing, tentative_in_p, p = None, None, tentative
     r, r_from_p = p.transposed()
@@ -462,8 +460,8 @@ def numeric_setup(
     for level, level_arrays, coarse in zip(structure.levels, arrays.levels, patterns[1:],
                                            strict=True):
         a = level_arrays.a._replace(values=a_values)
-        number, a_values, basis = _numeric_level(level, level_arrays, a, basis,
-                                                 coarse.indptr, structure.config)
+        number, a_values, basis = _numeric_level(level, level_arrays, a, basis, coarse,
+                                                 structure.config)
         numbers.append(number)
     coarsest = arrays.coarsest._replace(values=a_values)
     return Hierarchy(
@@ -472,6 +470,37 @@ def numeric_setup(
                                    structure.coarsest_block_dim),
         config=structure.config,
     )
+
+
+def sharing_arrays(numbers: Hierarchy, arrays: StructureArrays,
+                   values: jax.Array) -> Hierarchy:
+    """``numbers`` holding ``arrays``' index arrays and ``values`` instead of equal copies.
+
+    A compiled :func:`numeric_setup` returns every array of the hierarchy as a new buffer,
+    the operators' index arrays (equal to the structure's) and the finest operator's
+    values (equal to ``values``, unless the hierarchy's precision rounds them) among them.
+    A hierarchy kept between solves shares them instead: the copies were 233 MiB at 128³
+    (smoothed aggregation, f64), more than the matrix itself.
+    """
+    patterns = [level.a for level in arrays.levels] + [arrays.coarsest]
+
+    def shared(a: CsrArrays, pattern: CsrArrays) -> CsrArrays:
+        return a._replace(indices=pattern.indices, indptr=pattern.indptr)
+
+    levels = [level._replace(a=shared(level.a, pattern), p=shared(level.p, level_arrays.p),
+                             r=shared(level.r, level_arrays.r))
+              for level, level_arrays, pattern in zip(numbers.levels, arrays.levels,
+                                                      patterns[:-1], strict=True)]
+    coarsest = numbers.coarsest._replace(a=shared(numbers.coarsest.a, patterns[-1]))
+    finest = levels[0].a if levels else coarsest.a
+    if (isinstance(values, jax.Array) and values.dtype == finest.values.dtype
+            and values.shape == finest.values.shape):
+        finest = finest._replace(values=values)
+        if levels:
+            levels[0] = levels[0]._replace(a=finest)
+        else:
+            coarsest = coarsest._replace(a=finest)
+    return dataclasses.replace(numbers, levels=tuple(levels), coarsest=coarsest)
 
 
 def hierarchy_dtype(dtype: Any, config: AMGConfig) -> np.dtype:
@@ -499,12 +528,12 @@ def _initial_basis(near_nullspace: Any, n: int, dtype: Any, block_dim: int) -> j
 
 def _numeric_level(
     level: LevelStructure, arrays: LevelArrays, a: CsrArrays, basis: jax.Array | None,
-    coarse_indptr: jax.Array, config: AMGConfig,
+    coarse: CsrArrays, config: AMGConfig,
 ) -> tuple[LevelNumbers, jax.Array, jax.Array | None]:
     """One level's numbers; returns them, the next operator's values and basis (None for
     classical AMG, which has none).
 
-    ``coarse_indptr`` holds the row pointers of the next level's operator.
+    ``coarse`` holds the next level's pattern (its values are a placeholder).
     """
     diagonal = _diagonal(a.values, arrays.diagonal)
     if level.interpolation is not None:
@@ -516,11 +545,9 @@ def _numeric_level(
         p_values, coarse_basis = _aggregation_prolongation(level, arrays, a, basis, diagonal)
     p = arrays.p._replace(values=p_values)
     r = arrays.r._replace(values=jnp.conj(p_values[arrays.r_from_p]))
-    a_p_values = level.a_p.multiply(
-        a, p, arrays.a_p_indptr, arrays.a_p_offsets)
-    # The Galerkin product reads only the right factor's values and row pointers.
-    a_p = CsrArrays(a_p_values, jnp.zeros(0, jnp.int32), arrays.a_p_indptr)
-    coarse_values = level.galerkin.multiply(r, a_p, coarse_indptr, arrays.galerkin_offsets)
+    a_p = arrays.a_p._replace(values=level.a_p.multiply(a, p, arrays.a_p.indices,
+                                                         arrays.a_p.indptr))
+    coarse_values = level.galerkin.multiply(r, a_p, coarse.indices, coarse.indptr)
     smoother = relaxation_data(a, diagonal, config.smoother, block_dim=level.block_dim)
     return LevelNumbers(a=a, p=p, r=r, smoother=smoother), coarse_values, coarse_basis
 
@@ -533,11 +560,13 @@ def _aggregation_prolongation(
     t_values, coarse_basis = _tentative(basis, arrays.aggregates, level.n_aggregates)
     if level.smoothing is None:
         return t_values, coarse_basis
-    # The product reads only T's values and row pointers (k entries a row).
+    # T's row i holds the k columns from k · aggregates[i] on.
     k = level.columns
-    t = CsrArrays(t_values, jnp.zeros(0, jnp.int32),
+    t = CsrArrays(t_values,
+                  (arrays.aggregates[:, None] * k
+                   + jnp.arange(k, dtype=jnp.int32)[None, :]).ravel(),
                   jnp.arange(0, level.a.n_rows * k + 1, k, dtype=jnp.int32))
-    a_t = level.smoothing.multiply(a, t, arrays.p.indptr, arrays.smoothing_offsets)
+    a_t = level.smoothing.multiply(a, t, arrays.p.indices, arrays.p.indptr)
     inverse_diagonal = jnp.where(diagonal != 0, 1 / jnp.where(diagonal != 0, diagonal, 1), 0)
     omega = (4 / (3 * _spectral_radius(a, inverse_diagonal))).astype(a.values.dtype)
     p_values = (-omega * inverse_diagonal[arrays.p.row_ids] * a_t).at[

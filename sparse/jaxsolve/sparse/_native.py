@@ -7,18 +7,17 @@ JAX's CUDA major the first time a product runs on a GPU):
 * :func:`csr_matvec`: ``y = A x`` for a CSR matrix, an XLA FFI kernel on the CPU and on CUDA
   GPUs that works under ``jit``, ``vmap`` (over right-hand sides: one kernel call with more
   columns; over values: a batch of systems on one pattern) and ``grad``/``jvp``.
-* :func:`csr_product_values`: the values of a sparse product ``C = A B`` on fixed patterns
-  from :func:`spgemm_symbolic`'s map, an XLA FFI kernel on the CPU (the AMG setup's
-  Galerkin products; on GPUs XLA's own gathers serve).
+* :func:`csr_product_values`: the values of a sparse product ``C = A B`` on the pattern
+  :func:`spgemm_symbolic` computes, an XLA FFI kernel on the CPU and on CUDA GPUs (the AMG
+  setup's products ``A P`` and ``Pᵀ A P``).
 * :func:`aggregate_pairs`: greedy pairwise matching of a weighted graph, the aggregation step
   of an AMG setup, on NumPy arrays.
 * :func:`coupling_graph` and :func:`contract_graph`: the weighted graphs aggregation matches
   on, on NumPy arrays; :func:`dsatur_coloring`, the greedy coloring of a product graph.
 * :func:`classical_splitting` and :func:`interpolation_plan`: the C/F splitting of a strength
   graph and the index plan of classical AMG's interpolation on it.
-* :func:`spgemm_symbolic`: the pattern of a sparse product ``C = A B`` and where each scalar
-  product lands in it, so that the numeric product (``A P``, ``Pᵀ A P`` in an AMG setup) is a
-  walk over a fixed map.
+* :func:`spgemm_symbolic`: the pattern of a sparse product ``C = A B``, on which the numeric
+  product (``A P``, ``Pᵀ A P`` in an AMG setup) runs.
 
 The setup kernels run on the host, through ``ctypes``, in time linear in their input: a few
 hundred milliseconds for two million rows.
@@ -45,7 +44,7 @@ _LIBRARY = NativeLibrary(
     "jaxsolve.sparse",
     pathlib.Path(__file__).absolute().parent,
     "jaxsolve_sparse",
-    {CSR_MATVEC: "JaxsolveSparseCsrMatvec"},
+    {CSR_MATVEC: "JaxsolveSparseCsrMatvec", CSR_PRODUCT: "JaxsolveSparseCsrProduct"},
 )
 
 
@@ -56,10 +55,6 @@ def _array(dtype: Any) -> type:
 _INT32_MAX = int(np.iinfo(np.int32).max)
 _I32, _I64, _F64 = _array(np.int32), _array(np.int64), _array(np.float64)
 _cpu = _LIBRARY.cpu
-# The sparse product's values have a CPU kernel only: on GPUs, XLA's gathers and segment sum
-# (jaxsolve/sparse/_products.py) serve until a CUDA twin is measured against them.
-jax.ffi.register_ffi_target(CSR_PRODUCT, jax.ffi.pycapsule(_cpu.JaxsolveSparseCsrProduct),
-                            platform="cpu")
 _cpu.JaxsolveSparseAggregatePairs.argtypes = [ctypes.c_int32, _I32, _I32, _F64, _I32]
 _cpu.JaxsolveSparseAggregatePairs.restype = ctypes.c_int32
 _cpu.JaxsolveSparseCouplingGraph.argtypes = [ctypes.c_int32, _I32, _I32, ctypes.c_void_p,
@@ -70,11 +65,8 @@ _cpu.JaxsolveSparseContractGraph.argtypes = [ctypes.c_int32, _I32, _I32, _F64, _
 _cpu.JaxsolveSparseContractGraph.restype = ctypes.c_int64
 _cpu.JaxsolveSparseColorDsatur.argtypes = [ctypes.c_int32, _I64, _I32, _I64, _I32, _I32]
 _cpu.JaxsolveSparseColorDsatur.restype = ctypes.c_int32
-_cpu.JaxsolveSparseSpgemmCount.argtypes = [ctypes.c_int32] * 2 + [_I32] * 4 + [_I64]
-_cpu.JaxsolveSparseSpgemmCount.restype = ctypes.c_int32
-_cpu.JaxsolveSparseSpgemmFill.argtypes = [ctypes.c_int32] * 2 + [_I32] * 4 + [
-    _I64, _I32, ctypes.c_void_p, ctypes.c_int32]
-_cpu.JaxsolveSparseSpgemmFill.restype = ctypes.c_int32
+_cpu.JaxsolveSparseSpgemm.argtypes = [ctypes.c_int32] * 2 + [_I32] * 4 + [_I64, _I32]
+_cpu.JaxsolveSparseSpgemm.restype = ctypes.c_int32
 _cpu.JaxsolveSparseClassicalSplitting.argtypes = [ctypes.c_int32, _I32, _I32, ctypes.c_int32,
                                                  _I32]
 _cpu.JaxsolveSparseClassicalSplitting.restype = ctypes.c_int32
@@ -344,20 +336,31 @@ def csr_matvec(
 # csr_product_values
 
 
-def csr_product_values(a_values: jax.Array, a_indices: jax.Array, a_indptr: jax.Array,
-                       b_values: jax.Array, b_indptr: jax.Array, c_indptr: jax.Array,
-                       offsets: jax.Array, *, nnz_c: int) -> jax.Array:
-    """The ``(nnz_c,)`` values of ``C = A B`` on fixed patterns, by the CPU kernel.
+def csr_product_values(a: Any, b: Any, c_indices: jax.Array, c_indptr: jax.Array, *,
+                       n_cols: int) -> jax.Array:
+    """The ``(nnz(C),)`` values of ``C = A B`` (``n_cols`` columns) on ``C``'s pattern.
 
-    Product ``q`` (numbered row by row of ``A``, entry by entry, entry by entry of the row of
-    ``B`` it selects) lands at ``c_indptr[i] + offsets[q]`` of its row ``i``, the map of
-    :func:`spgemm_symbolic`. CPU only, unchecked here (the kernel checks sizes and that
-    every offset falls inside its row), not differentiable: :mod:`._products` wraps it.
-    Under ``vmap``, a loop of kernel calls.
+
+    ``a`` and ``b`` are CSR matrices (anything with ``values``, int32 ``indices`` and
+    ``indptr``); ``C``'s columns must be sorted within each row and hold every column a
+    product reaches (:func:`spgemm_symbolic`'s pattern). Each scalar product ``A[i, j]
+    B[j, l]`` (in the order of ``A``'s row ``i``, then of ``B``'s row ``j``) is added to
+    ``C[i, l]``: the sum runs in one fixed order, on any number of threads. A kernel on the
+    CPU (which finds ``l``'s place in a table of ``n_cols`` entries a thread, checks the
+    patterns and rejects a product outside ``C``'s) and on CUDA GPUs (a thread per row, which
+    searches the row and trusts the patterns: a row with a product outside the pattern
+    becomes NaN). Unchecked here, not
+    differentiable (:mod:`._products` wraps it); under ``vmap``, a loop of kernel calls.
+
+    Raises:
+      RuntimeError: on a GPU, when the CUDA library is unavailable.
     """
-    c_type = jax.ShapeDtypeStruct((nnz_c,), a_values.dtype)
+    operands = (a.values, a.indices, a.indptr, b.values, b.indices, b.indptr, c_indices,
+                c_indptr)
+    _LIBRARY.require_platform("csr_product_values", *operands)
+    c_type = jax.ShapeDtypeStruct(c_indices.shape, a.values.dtype)
     return jax.ffi.ffi_call(CSR_PRODUCT, c_type, vmap_method="sequential")(
-        a_values, a_indices, a_indptr, b_values, b_indptr, c_indptr, offsets)
+        *operands, n_cols=np.int64(n_cols))
 
 
 # ----------------------------------------------------------------------------------------
@@ -534,18 +537,12 @@ def dsatur_coloring(first_indptr: Any, first_indices: Any, second_indptr: Any,
 
 
 class SpgemmPattern(NamedTuple):
-    """The symbolic product ``C = A B``: ``C``'s CSR pattern and where each product lands.
-
-    ``offsets[q]`` is the position, within its row of ``C``, of scalar product number ``q``,
-    products numbered as :func:`spgemm_symbolic` enumerates them.
-    """
+    """The symbolic product ``C = A B``: ``C``'s CSR pattern and its scalar products' count."""
 
     indptr: np.ndarray
     """``(m + 1,)`` int32 row pointers of ``C``."""
     indices: np.ndarray
     """``(nnz(C),)`` int32 columns of ``C``, sorted within each row."""
-    offsets: np.ndarray
-    """``(n_products,)`` uint8, uint16 or int32: the narrowest that holds ``C``'s longest row."""
     n_products: int
     """The number of scalar products: the sum, over ``A``'s entries, of the length of the row
     of ``B`` they select."""
@@ -554,25 +551,17 @@ class SpgemmPattern(NamedTuple):
 def spgemm_symbolic(
     a_indptr: Any, a_indices: Any, b_indptr: Any, b_indices: Any, p: int
 ) -> SpgemmPattern:
-    """The pattern of the sparse product ``C = A B``, and a map that makes its values a sum.
+    """The pattern of the sparse product ``C = A B``, its columns sorted within each row.
 
-    For CSR matrices ``A`` (``m × n``) and ``B`` (``n × p``), the scalar products
-    ``A[i, j] B[j, l]`` are enumerated in this order: for each row ``i`` of ``A``, for each
-    stored entry ``t`` of that row (in storage order), for each stored entry ``s`` of row ``j =
-    a_indices[t]`` of ``B`` (in storage order). Product ``q`` adds to ``C[i, b_indices[s]]``,
-    which is entry ``indptr[i] + offsets[q]`` of ``C``. So, once each product's ``t[q]``,
-    ``s[q]`` and row ``i[q]`` are expanded with NumPy (``np.repeat`` over the row lengths),
-    ``C``'s values for any values of ``A`` and ``B`` are gathers and a segment sum::
+    For CSR matrices ``A`` (``m × n``) and ``B`` (``n × p``), row ``i`` of ``C`` holds every
+    column ``l`` of a product ``A[i, j] B[j, l]`` of stored entries. The numeric product
+    (:func:`csr_product_values`, rerun for new values on the same patterns: an AMG setup's
+    ``A P`` and ``Pᵀ (A P)``) finds each product's place in this pattern.
 
-        c_values = jax.ops.segment_sum(a_values[t] * b_values[s], indptr[i] + offsets,
-                                       num_segments=nnz_c)
-
-    which JAX jits and differentiates: the numeric phase of an AMG setup's ``A P`` and
-    ``Pᵀ (A P)``, rerun for new values on the same patterns.
-
-    Both native passes are Gustavson's, with a marker array of ``p`` entries: one counts each
-    row of ``C`` (Python then allocates), one fills the sorted columns and the offsets. The
-    work is ``O(p + products)``, plus sorting each row of ``C``.
+    One native pass of Gustavson's, with a marker array of ``p`` entries, forms and sorts
+    each row of ``C`` in an array as long as the products (an upper bound of ``nnz(C)``),
+    then packs them. The work is ``O(p + products)``, plus sorting each row of ``C``, split
+    over the cores by rows.
 
     Args:
       a_indptr, a_indices: ``A``'s pattern, ``(m + 1,)`` and ``(nnz(A),)`` integers; columns in
@@ -581,23 +570,21 @@ def spgemm_symbolic(
       p: columns of ``B``.
 
     Returns:
-      A :class:`SpgemmPattern` ``(indptr, indices, offsets, n_products)``.
+      A :class:`SpgemmPattern` ``(indptr, indices, n_products)``.
 
     Raises:
       TypeError, ValueError: for patterns that are not CSR or do not fit together, or more
-        than ``2**31 - 1`` products (whose map int32 indices cannot address).
+        than ``2**31 - 1`` products (which the int32 indices of the product's derivative
+        cannot address).
       MemoryError: the native code ran out of memory.
 
     Examples:
       ``A = [[1, 1], [0, 1]]`` times ``B = [[1, 0, 1], [0, 1, 0]]``: row 0 of ``C`` gets
-      ``B``'s rows 0 and 1, columns 0, 2 then 1, at positions 0, 2 and 1 of its columns
-      ``[0, 1, 2]``.
+      ``B``'s rows 0 and 1, columns 0, 2 and 1, sorted.
 
       >>> c = spgemm_symbolic([0, 2, 3], [0, 1, 1], [0, 2, 3], [0, 2, 1], p=3)
-      >>> c.indptr, c.indices
-      (array([0, 3, 4], dtype=int32), array([0, 1, 2, 1], dtype=int32))
-      >>> c.offsets, c.n_products
-      (array([0, 2, 1, 0], dtype=uint8), 4)
+      >>> c.indptr, c.indices, c.n_products
+      (array([0, 3, 4], dtype=int32), array([0, 1, 2, 1], dtype=int32), 4)
     """
     fn = "spgemm_symbolic"
     p = _check_size(fn, "p", p)
@@ -608,22 +595,16 @@ def spgemm_symbolic(
     n_products = int(np.diff(b_indptr).astype(np.int64)[a_indices].sum())
     if n_products > _INT32_MAX:
         raise ValueError(
-            f"{fn}: A B has {n_products} scalar products, more than 2**31 - 1, which int32 "
-            "indices into the product map cannot address; split A into blocks of rows"
+            f"{fn}: A B has {n_products} scalar products, more than 2**31 - 1, which the int32 "
+            "indices of the product's derivative cannot address; split A into blocks of rows"
         )
-    pattern = (m, p, a_indptr, a_indices, b_indptr, b_indices)
     c_indptr = np.empty(m + 1, np.int64)
-    if _cpu.JaxsolveSparseSpgemmCount(*pattern, c_indptr):
-        raise MemoryError(f"{fn}: out of memory for the marker array of {p=} columns")
-    longest = int(np.diff(c_indptr).max(initial=0))
-    offset_dtype = next(np.dtype(t) for t in (np.uint8, np.uint16, np.int32)
-                        if longest <= np.iinfo(t).max)
-    c_indices = np.empty(c_indptr[-1], np.int32)
-    offsets = np.empty(n_products, offset_dtype)
-    if _cpu.JaxsolveSparseSpgemmFill(*pattern, c_indptr, c_indices, offsets.ctypes.data,
-                                     offset_dtype.itemsize):
+    c_indices = np.empty(n_products, np.int32)
+    if _cpu.JaxsolveSparseSpgemm(m, p, a_indptr, a_indices, b_indptr, b_indices, c_indptr,
+                                 c_indices):
         raise MemoryError(f"{fn}: out of memory for the marker arrays of {p=} columns")
-    return SpgemmPattern(c_indptr.astype(np.int32), c_indices, offsets, n_products)
+    return SpgemmPattern(c_indptr.astype(np.int32), c_indices[:c_indptr[-1]].copy(),
+                         n_products)
 
 
 # ----------------------------------------------------------------------------------------

@@ -5,18 +5,18 @@ are fixed once the aggregates are: only the values change when a user re-solves 
 values on the same pattern (a Newton step, an optimizer step).  So a product is split in
 two, as the rest of the engine is:
 
-* :func:`plan_product` (host, NumPy, once per pattern): the pattern of ``C`` and, for each
-  scalar product ``a_it · b_jk`` that contributes to it, where in ``C`` it lands.  Products
-  are enumerated row by row of ``A``, entry by entry of that row, entry by entry of the
-  matching row of ``B``; the plan stores only each product's position *within its row of
-  C* (one byte for most matrices; ``uint16``/``int32`` when rows are longer).
-* :meth:`ProductPlan.multiply` (jit-able, differentiable in the values).  On the CPU a
-  native kernel walks the products row by row and adds each into its place (a few
-  nanoseconds a product, no temporaries).  Elsewhere XLA recomputes which entries of ``A``
-  and ``B`` each product reads from the patterns' own index arrays, forms the products with
-  two gathers and sums them into ``C`` with one segment sum (temporaries ``O(products)``);
-  this formulation is also the derivative of both.  What the plan keeps is one small
-  integer per product.
+* :func:`plan_product` (host, native code, once per pattern): the pattern of ``C``, its
+  columns sorted within each row.
+* :meth:`ProductPlan.multiply` (jit-able, differentiable in the values).  On the CPU and on
+  CUDA GPUs a native kernel walks the scalar products ``a_ij b_jl`` row by row of ``A`` and
+  adds each into ``C[i, l]``, found in a table of row ``i``'s columns (CPU) or by a binary
+  search of the row (GPU; :func:`._native.csr_product_values`).  The patterns of ``A``, ``B`` and ``C`` are all it
+  reads besides the values: the hierarchy keeps no map from products to places in ``C``,
+  which, at a byte a product, once made up a third of what it kept.  Elsewhere, and for the
+  derivatives on every platform, XLA recomputes which entries of ``A`` and ``B`` each
+  product reads from the patterns' index arrays, searches ``C``'s rows the same way, forms
+  the products with two gathers and sums them into ``C`` with one segment sum (temporaries
+  ``O(products)``); JAX transposes this formulation.
 """
 
 from __future__ import annotations
@@ -26,7 +26,6 @@ import functools
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 from . import _native
 from ._csr_arrays import CsrArrays, CsrStructure
@@ -34,40 +33,38 @@ from ._csr_arrays import CsrArrays, CsrStructure
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class ProductPlan:
-    """How the values of ``C = A B`` follow from those of ``A`` and ``B`` on fixed patterns.
+    """The patterns of ``C = A B``, on which its values follow from those of ``A`` and ``B``.
 
     Attributes:
       a: the pattern of ``A`` (m × n).
       b: the pattern of ``B`` (n × p).
       c: the pattern of ``C`` (m × p), columns sorted within each row.
-      offsets: for each scalar product, its position within its row of ``C``.
+      n_products: the number of scalar products ``a_ij b_jl``.
     """
 
     a: CsrStructure
     b: CsrStructure
     c: CsrStructure
-    offsets: np.ndarray
+    n_products: int
 
-    @property
-    def n_products(self) -> int:
-        return self.offsets.shape[0]
-
-    def multiply(self, a: CsrArrays, b: CsrArrays, c_indptr: jax.Array,
-                 offsets: jax.Array) -> jax.Array:
+    def multiply(self, a: CsrArrays, b: CsrArrays, c_indices: jax.Array,
+                 c_indptr: jax.Array) -> jax.Array:
         """The ``(nnz(C),)`` values of ``C = A B``.
 
         Args:
           a, b: ``A`` and ``B`` on this plan's patterns.
-          c_indptr, offsets: ``c.indptr`` and :attr:`offsets` as device arrays (passed in
-            so that callers choose whether they are jit arguments or constants).
+          c_indices, c_indptr: ``c``'s arrays on the device (passed in so that callers
+            choose whether they are jit arguments or constants).
         """
-        return _multiply(self, a.values, b.values, a.indices, a.indptr, b.indptr, c_indptr,
-                         offsets)
+        return _multiply(self, a.values, b.values, a.indices, a.indptr, b.indices, b.indptr,
+                         c_indices, c_indptr)
 
     def multiply_in_xla(self, a_values: jax.Array, b_values: jax.Array, a_indices: jax.Array,
-                        a_indptr: jax.Array, b_indptr: jax.Array, c_indptr: jax.Array,
-                        offsets: jax.Array) -> jax.Array:
+                        a_indptr: jax.Array, b_indices: jax.Array, b_indptr: jax.Array,
+                        c_indices: jax.Array, c_indptr: jax.Array) -> jax.Array:
         """:meth:`multiply` in XLA's gathers and segment sum, linear in each factor."""
+        if self.n_products == 0:
+            return jnp.zeros(self.c.nnz, jnp.result_type(a_values, b_values))
         a = CsrArrays(a_values, a_indices, a_indptr)
         b_row_lengths = b_indptr[1:] - b_indptr[:-1]
         counts = b_row_lengths[a.indices]
@@ -78,23 +75,47 @@ class ProductPlan:
         )
         within = jnp.arange(self.n_products, dtype=jnp.int32) - first[entry]
         b_entry = b_indptr[a.indices[entry]] + within
-        c_entry = c_indptr[a.row_ids[entry]] + offsets.astype(jnp.int32)
+        row = a.row_ids[entry]
+        c_entry = self._find_columns(c_indices, c_indptr[row], c_indptr[row + 1],
+                                     b_indices[b_entry])
         products = a.values[entry] * b_values[b_entry]
         # Products come row by row of A, hence of C: the segment ids are grouped by row
         # but not sorted within one, so the sum cannot promise sorted indices.
         return jax.ops.segment_sum(products, c_entry, num_segments=self.c.nnz)
 
+    def _find_columns(self, c_indices: jax.Array, begin: jax.Array, end: jax.Array,
+                      column: jax.Array) -> jax.Array:
+        """The position of each ``column`` among ``c_indices[begin:end]`` (sorted), by a
+        binary search of as many steps as ``C``'s longest row needs."""
+        longest = _longest_row(self.c)
+        last = self.c.nnz - 1
+        for _ in range(longest.bit_length()):
+            mid = (begin + end) // 2
+            searching = begin < end
+            right = searching & (c_indices[jnp.minimum(mid, last)] < column)
+            begin, end = jnp.where(right, mid + 1, begin), jnp.where(
+                searching & ~right, mid, end)
+        return begin
+
+
+def _longest_row(pattern: CsrStructure) -> int:
+    return int((pattern.indptr[1:] - pattern.indptr[:-1]).max(initial=0))
+
 
 @functools.partial(jax.custom_jvp, nondiff_argnums=(0,))
-def _multiply(plan: ProductPlan, a_values, b_values, a_indices, a_indptr, b_indptr,
-              c_indptr, offsets):
-    operands = (a_values, b_values, a_indices, a_indptr, b_indptr, c_indptr, offsets)
+def _multiply(plan: ProductPlan, a_values, b_values, a_indices, a_indptr, b_indices, b_indptr,
+              c_indices, c_indptr):
+    operands = (a_values, b_values, a_indices, a_indptr, b_indices, b_indptr, c_indices,
+                c_indptr)
 
-    def native(a_values, b_values, a_indices, a_indptr, b_indptr, c_indptr, offsets):
-        return _native.csr_product_values(a_values, a_indices, a_indptr, b_values, b_indptr,
-                                          c_indptr, offsets, nnz_c=plan.c.nnz)
+    def native(a_values, b_values, a_indices, a_indptr, b_indices, b_indptr, c_indices,
+               c_indptr):
+        return _native.csr_product_values(CsrArrays(a_values, a_indices, a_indptr),
+                                          CsrArrays(b_values, b_indices, b_indptr),
+                                          c_indices, c_indptr, n_cols=plan.c.n_cols)
 
-    return jax.lax.platform_dependent(*operands, cpu=native, default=plan.multiply_in_xla)
+    return jax.lax.platform_dependent(*operands, cpu=native, cuda=native,
+                                      default=plan.multiply_in_xla)
 
 
 @_multiply.defjvp
@@ -114,4 +135,4 @@ def plan_product(a: CsrStructure, b: CsrStructure) -> ProductPlan:
                          f" {b.n_rows}×{b.n_cols} matrices.")
     product = _native.spgemm_symbolic(a.indptr, a.indices, b.indptr, b.indices, b.n_cols)
     return ProductPlan(a=a, b=b, c=CsrStructure(product.indptr, product.indices, b.n_cols),
-                       offsets=product.offsets)
+                       n_products=product.n_products)

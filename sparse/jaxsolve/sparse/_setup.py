@@ -21,7 +21,7 @@ from ._config import AMGConfig, SolverConfig
 from ._csr import CsrMatrix, as_csr
 from ._csr_arrays import CsrArrays, CsrStructure
 from ._hierarchy import (Hierarchy, HierarchyStructure, StructureArrays, build_structure,
-                         numeric_setup)
+                         numeric_setup, sharing_arrays)
 
 
 def checked_inputs(
@@ -215,7 +215,8 @@ def numeric_setup_now(structure: HierarchyStructure, values: jax.Array,
     """
     compiled = _numeric_setup.lower(_without_arrays(structure), structure.arrays, values,
                                     near_nullspace).compile()
-    return compiled(structure.arrays, values, near_nullspace)
+    return sharing_arrays(compiled(structure.arrays, values, near_nullspace),
+                          structure.arrays, values)
 
 
 def _without_arrays(structure: HierarchyStructure) -> HierarchyStructure:

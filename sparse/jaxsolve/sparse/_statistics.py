@@ -34,9 +34,13 @@ class HierarchyStatistics:
         product with ``A``, roughly.
       bytes_kept: device bytes the setup keeps, by part: ``"coarse operators"`` (values
         and indices of ``A_1 … A_L``), ``"transfer operators"`` (``P`` and ``R``),
-        ``"product plans"`` (what the numeric re-setup reads besides the operators),
-        ``"smoothers"``, ``"coarsest inverse"`` and ``"finest pattern"`` (the device copy
-        of ``A``'s own index arrays).
+        ``"product plans"`` (what the numeric re-setup reads besides the operators: the
+        patterns of the products ``A P``, the map from ``P``'s values to ``R``'s, the
+        aggregates, diagonal positions, where ``T`` sits in ``P``), ``"smoothers"``,
+        ``"coarsest inverse"`` and ``"finest pattern"`` (the device copy of ``A``'s own
+        index arrays). Each array counts once. The finest operator's values are not
+        counted: the hierarchy shares ``A``'s own (or keeps a rounded copy, when its
+        precision is lower).
       matrix_bytes: bytes of ``A`` itself in CSR (values, int32 indices and row pointers),
         the yardstick for ``bytes_kept``.
       setup_seconds: the setup's time by phase: the structure's on the host when it was

@@ -1,17 +1,23 @@
-// The values of a sparse product C = A B on fixed patterns, given the map
-// from scalar products to positions of C that spgemm_symbolic.cc computes:
-// what it computes, for the CPU entry (handlers_cpu.cc), which schedules it.
+// The values of a sparse product C = A B on fixed patterns: what it computes,
+// for the CPU entry (handlers_cpu.cc), which splits the rows over the cores,
+// and the CUDA entry (handlers_cuda.cu), a thread per row.
 //
-// A is m x n CSR (values, int32 indices and row pointers), B n x p (values
-// and row pointers: its columns are already folded into the map), C m x p
-// (row pointers). Scalar products are numbered row by row of A, entry by entry
-// of that row, entry by entry of the row of B it selects:
+// A is m x n CSR (values, int32 indices and row pointers), B n x p and C m x p
+// likewise, C's columns sorted within each row and holding every column a
+// product reaches (spgemm_symbolic.cc builds that pattern). Scalar products
+// are taken row by row of A, entry by entry of that row, entry by entry of the
+// row of B it selects:
 //
-//   product q = (t, s): a_values[t] * b_values[s], for t in row i of A and s
-//   in row indices[t] of B, lands at c_values[c_indptr[i] + offsets[q]].
+//   a_values[t] * b_values[s], for t in row i of A and s in row indices[t] of
+//   B, adds to C[i, b_indices[s]], found by a binary search of row i of C (on
+//   a GPU) or in a table of the columns' places that the row fills first (on
+//   the CPU, whose threads each keep one as long as C is wide).
 //
-// Every product of row i lands in row i of C, so rows are independent.
-// Nothing here knows of XLA.
+// So the sum of each entry of C runs in a fixed order, and nothing but the
+// three patterns is needed: no map from products to places in C, which at a
+// byte a product would outweigh every operator of an AMG hierarchy. Every
+// product of row i lands in row i of C, so rows are independent. Nothing here
+// knows of XLA.
 #ifndef JAXSOLVE_SPARSE_CSRC_CSR_PRODUCT_H_
 #define JAXSOLVE_SPARSE_CSRC_CSR_PRODUCT_H_
 
@@ -22,41 +28,87 @@
 namespace jaxsolve::sparse {
 
 // The operands of one product; T is float, double, Complex<float> or
-// Complex<double>, Offset uint8_t, uint16_t or int32_t.
-template <typename T, typename Offset>
+// Complex<double>.
+template <typename T>
 struct CsrProduct {
   int64_t m;
   const T* a_values;
   const int32_t* a_indices;
   const int32_t* a_indptr;
   const T* b_values;
+  const int32_t* b_indices;
   const int32_t* b_indptr;
+  const int32_t* c_indices;
   const int32_t* c_indptr;
-  const Offset* offsets;
   T* c_values;
 };
 
-// Rows [row_begin, row_end) of C, whose products start at number `first`
-// (zeroes them first). Returns false, leaving the rows partly written, if a
-// product's offset falls outside its row of C.
-template <typename T, typename Offset>
-bool CsrProductRows(const CsrProduct<T, Offset>& p, int64_t row_begin,
-                    int64_t row_end, int64_t first) {
-  for (int64_t e = p.c_indptr[row_begin]; e < p.c_indptr[row_end]; ++e) {
+// The position of `column` among the sorted columns[begin, end), or -1.
+JAXSOLVE_SPARSE_HD inline int64_t FindColumn(const int32_t* columns,
+                                             int64_t begin, int64_t end,
+                                             int32_t column) {
+  int64_t lo = begin, hi = end;
+  while (lo < hi) {
+    const int64_t mid = lo + (hi - lo) / 2;
+    if (columns[mid] < column) {
+      lo = mid + 1;
+    } else {
+      hi = mid;
+    }
+  }
+  return lo < end && columns[lo] == column ? lo : -1;
+}
+
+// Finds a column's place in row i of C by a binary search of the row.
+struct SearchedRow {
+  const int32_t* c_indices;
+  int64_t begin, end;
+
+  JAXSOLVE_SPARSE_HD int64_t operator()(int32_t column) const {
+    return FindColumn(c_indices, begin, end, column);
+  }
+};
+
+// Finds a column's place in row i of C in a table of every column's latest
+// place, which the row refreshes first: O(1) a product, for a table of as many
+// entries as C has columns (a thread's, rows visited in increasing order).
+struct TabledRow {
+  int32_t* table;  // n_cols entries
+  int64_t n_cols;
+  int64_t begin, end;
+
+  TabledRow(int32_t* table, int64_t n_cols, const int32_t* c_indices,
+            int64_t begin, int64_t end)
+      : table(table), n_cols(n_cols), begin(begin), end(end) {
+    for (int64_t e = begin; e < end; ++e) {
+      table[c_indices[e]] = static_cast<int32_t>(e);
+    }
+  }
+
+  // A place before `begin` is an earlier row's: the column is not in this one.
+  int64_t operator()(int32_t column) const {
+    if (column < 0 || column >= n_cols) return -1;
+    const int64_t e = table[column];
+    return e >= begin && e < end ? e : -1;
+  }
+};
+
+// Row i of C (zeroed first), each product's place found by locate(column)
+// (SearchedRow or TabledRow of the row). Returns false, leaving the row
+// partly written, if a product's column is not among the row's.
+template <typename T, typename Locate>
+JAXSOLVE_SPARSE_HD bool CsrProductRow(const CsrProduct<T>& p, int64_t i,
+                                      const Locate& locate) {
+  for (int64_t e = p.c_indptr[i]; e < p.c_indptr[i + 1]; ++e) {
     p.c_values[e] = T{};
   }
-  const Offset* offset = p.offsets + first;
-  for (int64_t i = row_begin; i < row_end; ++i) {
-    T* c = p.c_values + p.c_indptr[i];
-    const int64_t length = p.c_indptr[i + 1] - p.c_indptr[i];
-    for (int32_t t = p.a_indptr[i]; t < p.a_indptr[i + 1]; ++t) {
-      const T a = p.a_values[t];
-      const int32_t j = p.a_indices[t];
-      for (int32_t s = p.b_indptr[j]; s < p.b_indptr[j + 1]; ++s) {
-        const int64_t position = static_cast<int64_t>(*offset++);
-        if (position < 0 || position >= length) return false;
-        c[position] = c[position] + a * p.b_values[s];
-      }
+  for (int32_t t = p.a_indptr[i]; t < p.a_indptr[i + 1]; ++t) {
+    const T a = p.a_values[t];
+    const int32_t j = p.a_indices[t];
+    for (int32_t s = p.b_indptr[j]; s < p.b_indptr[j + 1]; ++s) {
+      const int64_t e = locate(p.b_indices[s]);
+      if (e < 0) return false;
+      p.c_values[e] = p.c_values[e] + a * p.b_values[s];
     }
   }
   return true;

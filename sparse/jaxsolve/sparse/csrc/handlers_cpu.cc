@@ -1,12 +1,14 @@
 // CPU entry of libjaxsolve_sparse.so: the FFI handlers JaxsolveSparseCsrMatvec
 // (target jaxsolve_sparse_csr_matvec), which runs the product of spmv.h, and
 // JaxsolveSparseCsrProduct (target jaxsolve_sparse_csr_product), the values of
-// csr_product.h's sparse product, each a loop over rows (the matrix-vector
-// product's split over the cores by blocks of rows when large enough).
+// csr_product.h's sparse product, each a loop over rows, split over the cores
+// by blocks of rows when large enough.
 // (The library's other exports, the host setup kernels, are in
 // pairwise_aggregation.cc, spgemm_symbolic.cc and weighted_graph.cc.)
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
+#include <vector>
 
 #include "csr_product.h"
 #include "csr_product_ffi.h"
@@ -50,10 +52,49 @@ struct CpuBackend {
   }
 };
 
+// Whether indptr (rows + 1 entries) runs from 0 to nnz without decreasing.
+bool ValidRowPointers(const int32_t* indptr, int64_t rows, int64_t nnz) {
+  if (indptr[0] != 0 || indptr[rows] != nnz) return false;
+  for (int64_t i = 0; i < rows; ++i) {
+    if (indptr[i + 1] < indptr[i]) return false;
+  }
+  return true;
+}
+
 struct CpuProductBackend {
-  template <typename T, typename Offset>
-  bool Run(const CsrProduct<T, Offset>& p) {
-    return CsrProductRows(p, 0, p.m, 0);
+  template <typename T>
+  ffi::Error Run(const CsrProduct<T>& p, const CsrProductSizes& sizes) {
+    if (!ValidRowPointers(p.a_indptr, p.m, sizes.nnz_a) ||
+        !ValidRowPointers(p.b_indptr, sizes.n, sizes.nnz_b) ||
+        !ValidRowPointers(p.c_indptr, p.m, sizes.nnz_c)) {
+      return InvalidProduct("row pointers must run from 0 to their values' "
+                            "count without decreasing");
+    }
+    for (int64_t e = 0; e < sizes.nnz_c; ++e) {
+      if (p.c_indices[e] < 0 || p.c_indices[e] >= sizes.n_cols) {
+        return InvalidProduct("C's column indices must be columns of B");
+      }
+    }
+    int64_t products = 0;
+    for (int64_t t = 0; t < sizes.nnz_a; ++t) {
+      const int32_t j = p.a_indices[t];
+      if (j < 0 || j >= sizes.n) {
+        return InvalidProduct("A's column indices must be rows of B");
+      }
+      products += p.b_indptr[j + 1] - p.b_indptr[j];
+    }
+    std::atomic<bool> missing{false};
+    ForRowBlocks(p.m, BlocksFor(products, kProductsPerThread),
+                 [&](int64_t begin, int64_t end) {
+                   std::vector<int32_t> table(sizes.n_cols, -1);
+                   for (int64_t i = begin; i < end && !missing; ++i) {
+                     const TabledRow row(table.data(), sizes.n_cols, p.c_indices,
+                                         p.c_indptr[i], p.c_indptr[i + 1]);
+                     if (!CsrProductRow(p, i, row)) missing = true;
+                   }
+                 });
+    return missing ? InvalidProduct("a product's column is not in its row of C")
+                   : ffi::Error::Success();
   }
 };
 

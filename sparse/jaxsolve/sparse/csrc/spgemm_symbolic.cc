@@ -1,22 +1,19 @@
-// The symbolic sparse product C = A B of two CSR matrices: C's pattern, and
-// where each scalar product lands in it, so that the numeric product is a
-// gather and a segment sum over a fixed index map. C functions of
+// The symbolic sparse product C = A B of two CSR matrices: C's pattern, its
+// columns sorted within each row, which the numeric product (csr_product.h)
+// searches for the place of each scalar product. C functions of
 // libjaxsolve_sparse.so, called through ctypes on NumPy arrays by
-// jaxsolve/sparse/_native.py, which checks them and allocates between the two
-// calls.
+// jaxsolve/sparse/_native.py, which checks them and allocates for it.
 //
-// A is m x n, B is n x p, both CSR with int32 indices. The products are
-// enumerated in this order: for each row i of A, for each entry t of row i
-// (in storage order), for each entry s of row j = a_indices[t] of B (in
-// storage order). Product number q lands in C's row i at column
-// b_indices[s]; offsets[q] is that column's position in row i of C, whose
-// columns are sorted.
+// A is m x n, B is n x p, both CSR with int32 indices. Row i of C holds
+// every column b_indices[s] of the rows j = a_indices[t] of B that row i of A
+// selects.
 //
-// Both passes are Gustavson's: a marker array of size p records which columns
-// row i of C has seen. O(p + products + sum over C's rows of r log r), split
-// over the machine's cores by blocks of rows (each thread its own markers).
+// One pass of Gustavson's: a marker array of size p records which columns row
+// i of C has seen. O(p + products + sum over C's rows of r log r), split over
+// the machine's cores by blocks of rows (each thread its own markers).
 #include <algorithm>
 #include <cstdint>
+#include <numeric>
 #include <vector>
 
 #include "export.h"
@@ -26,7 +23,6 @@ namespace {
 
 using ::jaxsolve::sparse::BlocksFor;
 using ::jaxsolve::sparse::ForNumberedBlocks;
-using ::jaxsolve::sparse::ForRowBlocks;
 
 // Calls visit(column) for every product of row i of C, in product order.
 template <typename Visit>
@@ -42,8 +38,9 @@ void ForEachProduct(int32_t i, const int32_t* a_indptr,
 // Rows smaller than this are not worth a thread of their own.
 constexpr int64_t kMinRowsPerThread = 4096;
 
-// The number of products of rows [begin, end).
-int64_t Products(int32_t begin, int32_t end, const int32_t* a_indptr,
+// The number of products of rows [begin, end): an upper bound of their
+// entries in C.
+int64_t Products(int64_t begin, int64_t end, const int32_t* a_indptr,
                  const int32_t* a_indices, const int32_t* b_indptr) {
   int64_t count = 0;
   for (int32_t t = a_indptr[begin]; t < a_indptr[end]; ++t) {
@@ -52,97 +49,62 @@ int64_t Products(int32_t begin, int32_t end, const int32_t* a_indptr,
   return count;
 }
 
-// Rows [begin, end) of C's columns and of the offsets, from product `first`.
-// Rows [begin, end) of C, whose products start at offsets + first.
-template <typename Offset>
-void Fill(int32_t begin, int32_t end, int64_t first, int32_t p,
-          const int32_t* a_indptr, const int32_t* a_indices,
-          const int32_t* b_indptr, const int32_t* b_indices,
-          const int64_t* c_indptr, int32_t* c_indices, Offset* offsets) {
-  offsets += first;
-  std::vector<int32_t> marker(p, -1), position(p);
-  for (int32_t i = begin; i < end; ++i) {
-    int32_t* row = c_indices + c_indptr[i];
+// Rows [begin, end) of C, their sorted columns one after the other from
+// c_indices, their lengths in lengths[begin + 1 .. end]; returns where the
+// last ends.
+int32_t* FillRows(int64_t begin, int64_t end, int32_t p,
+                  const int32_t* a_indptr, const int32_t* a_indices,
+                  const int32_t* b_indptr, const int32_t* b_indices,
+                  int64_t* lengths, int32_t* c_indices) {
+  std::vector<int32_t> marker(p, -1);
+  for (int32_t i = static_cast<int32_t>(begin); i < end; ++i) {
     int32_t length = 0;
     ForEachProduct(i, a_indptr, a_indices, b_indptr, b_indices,
                    [&](int32_t col) {
                      if (marker[col] != i) {
                        marker[col] = i;
-                       row[length++] = col;
+                       c_indices[length++] = col;
                      }
                    });
-    std::sort(row, row + length);
-    for (int32_t q = 0; q < length; ++q) position[row[q]] = q;
-    ForEachProduct(i, a_indptr, a_indices, b_indptr, b_indices,
-                   [&](int32_t col) {
-                     *offsets++ = static_cast<Offset>(position[col]);
-                   });
+    std::sort(c_indices, c_indices + length);
+    lengths[i + 1] = length;
+    c_indices += length;
   }
+  return c_indices;
 }
 
 }  // namespace
 
-// First pass: writes C's row pointers to c_indptr[0..m]; returns 0, or -1 when
-// out of memory.
-JAXSOLVE_SPARSE_EXPORT int32_t JaxsolveSparseSpgemmCount(
+// Writes C's row pointers to c_indptr[0..m] and its sorted columns to
+// c_indices, which must hold as many entries as A B has scalar products (C's
+// rows are formed in place of their products, then packed to the left);
+// returns 0, or -1 when out of memory.
+JAXSOLVE_SPARSE_EXPORT int32_t JaxsolveSparseSpgemm(
     int32_t m, int32_t p, const int32_t* a_indptr, const int32_t* a_indices,
-    const int32_t* b_indptr, const int32_t* b_indices, int64_t* c_indptr) {
-  // Each block writes its rows' lengths; the sum runs after.
-  const int64_t blocks = BlocksFor(m, kMinRowsPerThread);
-  const bool counted = ForRowBlocks(m, blocks, [&](int64_t begin, int64_t end) {
-    std::vector<int32_t> marker(p, -1);
-    for (int32_t i = static_cast<int32_t>(begin); i < end; ++i) {
-      int64_t length = 0;
-      ForEachProduct(i, a_indptr, a_indices, b_indptr, b_indices,
-                     [&](int32_t col) {
-                       if (marker[col] != i) {
-                         marker[col] = i;
-                         ++length;
-                       }
-                     });
-      c_indptr[i + 1] = length;
-    }
-  });
-  if (!counted) return -1;
-  c_indptr[0] = 0;
-  for (int32_t i = 0; i < m; ++i) c_indptr[i + 1] += c_indptr[i];
-  return 0;
-}
-
-// Second pass: writes C's sorted column indices (c_indptr[m] of them) and the
-// offset of every product, as unsigned 1- or 2-byte or signed 4-byte integers
-// (offset_bytes); returns 0, or -1 when out of memory or for another width.
-JAXSOLVE_SPARSE_EXPORT int32_t JaxsolveSparseSpgemmFill(
-    int32_t m, int32_t p, const int32_t* a_indptr, const int32_t* a_indices,
-    const int32_t* b_indptr, const int32_t* b_indices, const int64_t* c_indptr,
-    int32_t* c_indices, void* offsets, int32_t offset_bytes) {
-  // Block b's first product: the products of the blocks before it, each block
-  // counting its own in parallel.
+    const int32_t* b_indptr, const int32_t* b_indices, int64_t* c_indptr,
+    int32_t* c_indices) {
+  // Block b forms its rows from its first product's place on.
   const int64_t blocks = BlocksFor(m, kMinRowsPerThread);
   std::vector<int64_t> first(blocks + 1, 0);
-  ForNumberedBlocks(m, blocks, [&](int64_t b, int64_t begin, int64_t end) {
-    first[b + 1] = Products(static_cast<int32_t>(begin),
-                            static_cast<int32_t>(end), a_indptr, a_indices,
-                            b_indptr);
-  });
-  for (int64_t b = 0; b < blocks; ++b) first[b + 1] += first[b];
-  const auto fill = [&](auto* typed) {
-    const bool filled = ForNumberedBlocks(
-        m, blocks, [&](int64_t b, int64_t begin, int64_t end) {
-          Fill(static_cast<int32_t>(begin), static_cast<int32_t>(end),
-               first[b], p, a_indptr, a_indices, b_indptr, b_indices,
-               c_indptr, c_indices, typed);
-        });
-    return filled ? 0 : -1;
-  };
-  switch (offset_bytes) {
-    case 1:
-      return fill(static_cast<uint8_t*>(offsets));
-    case 2:
-      return fill(static_cast<uint16_t*>(offsets));
-    case 4:
-      return fill(static_cast<int32_t*>(offsets));
-    default:
-      return -1;
+  std::vector<int64_t> begins(blocks);
+  std::vector<int32_t*> ends(blocks);
+  if (!ForNumberedBlocks(m, blocks, [&](int64_t b, int64_t begin, int64_t end) {
+        first[b + 1] = Products(begin, end, a_indptr, a_indices, b_indptr);
+      })) {
+    return -1;
   }
+  std::partial_sum(first.begin(), first.end(), first.begin());
+  if (!ForNumberedBlocks(m, blocks, [&](int64_t b, int64_t begin, int64_t end) {
+        begins[b] = begin;
+        ends[b] = FillRows(begin, end, p, a_indptr, a_indices, b_indptr,
+                           b_indices, c_indptr, c_indices + first[b]);
+      })) {
+    return -1;
+  }
+  c_indptr[0] = 0;
+  for (int32_t i = 0; i < m; ++i) c_indptr[i + 1] += c_indptr[i];
+  for (int64_t b = 0; b < blocks; ++b) {  // each block moves left, in order
+    std::copy(c_indices + first[b], ends[b], c_indices + c_indptr[begins[b]]);
+  }
+  return 0;
 }

@@ -16,16 +16,23 @@
 //     the weights between their members; the diagonal (a group's internal
 //     weight) is kept or dropped.
 //
-// Both are O(n + nnz) plus the sort of each output row.
+// Both are O(n + nnz) plus the sort of each output row, split over the
+// machine's cores by blocks of rows (each thread its own markers), with the
+// same result on any number of them.
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <utility>
 #include <vector>
 
 #include "export.h"
+#include "row_blocks.h"
 
 namespace {
+
+using ::jaxsolve::sparse::BlocksFor;
+using ::jaxsolve::sparse::ForRowBlocks;
 
 // Sorts the entries [begin, end) of a row by column and sums the weights of
 // equal columns; moves the result to start at `to` (<= begin) and returns
@@ -50,23 +57,108 @@ int64_t SortAndMerge(int64_t begin, int64_t end, int64_t to, int32_t* columns,
   return out;
 }
 
+// Rows smaller than this are not worth a thread of their own.
+constexpr int64_t kMinRowsPerThread = 8192;
+
+// The weight entry e = (i, j) contributes to the edge between i and j.
+inline double Coupling(const double* magnitudes, const double* root_diagonal,
+                       int32_t i, int32_t j, int64_t e) {
+  if (magnitudes == nullptr) return 0.5;
+  const double scale = 2.0 * root_diagonal[i] * root_diagonal[j];
+  return scale > 0.0 ? std::abs(magnitudes[e]) / scale : 0.0;
+}
+
+// The position of column i in row j (sorted), or -1.
+inline int64_t FindInRow(const int32_t* indptr, const int32_t* indices,
+                         int32_t j, int32_t i) {
+  const int32_t* begin = indices + indptr[j];
+  const int32_t* end = indices + indptr[j + 1];
+  const int32_t* at = std::lower_bound(begin, end, i);
+  return at != end && *at == i ? at - indices : -1;
+}
+
+// The coupling graph of a pattern that is symmetric, its rows sorted: row i
+// of the graph is row i of the matrix without its diagonal, so every row is
+// written by one thread, at a place known in advance. Returns false, having
+// written nothing that counts, if the pattern is not symmetric.
+bool SymmetricCouplingGraph(int32_t n, const int32_t* indptr,
+                            const int32_t* indices, const double* magnitudes,
+                            const double* root_diagonal, int64_t blocks,
+                            int32_t* out_indptr, int32_t* out_indices,
+                            double* out_weights) {
+  ForRowBlocks(n, blocks, [&](int64_t begin, int64_t end) {
+    for (int32_t i = static_cast<int32_t>(begin); i < end; ++i) {
+      const bool diagonal = FindInRow(indptr, indices, i, i) >= 0;
+      out_indptr[i + 1] = indptr[i + 1] - indptr[i] - diagonal;
+    }
+  });
+  out_indptr[0] = 0;
+  for (int32_t i = 0; i < n; ++i) out_indptr[i + 1] += out_indptr[i];
+  std::atomic<bool> symmetric{true};
+  ForRowBlocks(n, blocks, [&](int64_t begin, int64_t end) {
+    for (int32_t i = static_cast<int32_t>(begin); i < end && symmetric; ++i) {
+      int64_t out = out_indptr[i];
+      for (int32_t e = indptr[i]; e < indptr[i + 1]; ++e) {
+        const int32_t j = indices[e];
+        if (j == i) continue;
+        const int64_t mirror = FindInRow(indptr, indices, j, i);
+        if (mirror < 0) {
+          symmetric = false;
+          return;
+        }
+        out_indices[out] = j;
+        // The sum of the entry's and its mirror's weights, as the general
+        // path's merge forms it (a sum of two does not depend on the order).
+        out_weights[out++] = Coupling(magnitudes, root_diagonal, i, j, e) +
+                             Coupling(magnitudes, root_diagonal, j, i, mirror);
+      }
+    }
+  });
+  return symmetric;
+}
+
+// Whether every row's columns are sorted and distinct.
+bool SortedRows(int32_t n, const int32_t* indptr, const int32_t* indices,
+                int64_t blocks) {
+  std::atomic<bool> sorted{true};
+  ForRowBlocks(n, blocks, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end && sorted; ++i) {
+      for (int32_t e = indptr[i] + 1; e < indptr[i + 1]; ++e) {
+        if (indices[e - 1] >= indices[e]) sorted = false;
+      }
+    }
+  });
+  return sorted;
+}
+
 }  // namespace
 
 // out_indptr: n + 1; out_indices, out_weights: 2 * nnz. magnitudes may be
-// null (pattern only).
+// null (pattern only). A symmetric pattern with sorted rows (the usual
+// matrix, and every coarse level's) is done row by row over the cores; any
+// other by scattering each entry to both its rows, on one core.
 JAXSOLVE_SPARSE_EXPORT int64_t JaxsolveSparseCouplingGraph(
     int32_t n, const int32_t* indptr, const int32_t* indices,
     const double* magnitudes, int32_t* out_indptr, int32_t* out_indices,
     double* out_weights) {
+  const int64_t blocks = BlocksFor(n, kMinRowsPerThread);
   std::vector<double> root_diagonal(n, 0.0);
   if (magnitudes != nullptr) {
-    for (int32_t i = 0; i < n; ++i) {
-      double d = 0.0;
-      for (int32_t e = indptr[i]; e < indptr[i + 1]; ++e) {
-        if (indices[e] == i) d += std::abs(magnitudes[e]);
+    ForRowBlocks(n, blocks, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) {
+        double d = 0.0;
+        for (int32_t e = indptr[i]; e < indptr[i + 1]; ++e) {
+          if (indices[e] == i) d += std::abs(magnitudes[e]);
+        }
+        root_diagonal[i] = std::sqrt(d);
       }
-      root_diagonal[i] = std::sqrt(d);
-    }
+    });
+  }
+  if (SortedRows(n, indptr, indices, blocks) &&
+      SymmetricCouplingGraph(n, indptr, indices, magnitudes,
+                             root_diagonal.data(), blocks, out_indptr,
+                             out_indices, out_weights)) {
+    return out_indptr[n];
   }
   // Every off-diagonal entry (i, j) lands in rows i and j.
   std::vector<int64_t> cursor(static_cast<size_t>(n) + 1, 0);
@@ -83,11 +175,7 @@ JAXSOLVE_SPARSE_EXPORT int64_t JaxsolveSparseCouplingGraph(
     for (int32_t e = indptr[i]; e < indptr[i + 1]; ++e) {
       const int32_t j = indices[e];
       if (j == i) continue;
-      double w = 0.5;
-      if (magnitudes != nullptr) {
-        const double scale = 2.0 * root_diagonal[i] * root_diagonal[j];
-        w = scale > 0.0 ? std::abs(magnitudes[e]) / scale : 0.0;
-      }
+      const double w = Coupling(magnitudes, root_diagonal.data(), i, j, e);
       out_indices[cursor[i]] = j;
       out_weights[cursor[i]++] = w;
       out_indices[cursor[j]] = i;
@@ -106,7 +194,8 @@ JAXSOLVE_SPARSE_EXPORT int64_t JaxsolveSparseCouplingGraph(
 }
 
 // group: each node's group in [0, n_groups). out_indptr: n_groups + 1;
-// out_indices, out_weights: nnz.
+// out_indices, out_weights: nnz. The groups' rows are formed over the cores,
+// each where its members' rows together would end, then packed to the left.
 JAXSOLVE_SPARSE_EXPORT int64_t JaxsolveSparseContractGraph(
     int32_t n, const int32_t* indptr, const int32_t* indices,
     const double* weights, const int32_t* group, int32_t n_groups,
@@ -121,29 +210,51 @@ JAXSOLVE_SPARSE_EXPORT int64_t JaxsolveSparseContractGraph(
     std::vector<int32_t> next(member_start.begin(), member_start.end() - 1);
     for (int32_t i = 0; i < n; ++i) members[next[group[i]]++] = i;
   }
-  // where[c]: the position of column c in the row being written, if >= start.
-  std::vector<int64_t> where(n_groups, -1);
-  std::vector<std::pair<int32_t, double>> scratch;
-  int64_t written = 0;
-  out_indptr[0] = 0;
-  for (int32_t g = 0; g < n_groups; ++g) {
-    const int64_t start = written;
-    for (int32_t m = member_start[g]; m < member_start[g + 1]; ++m) {
-      const int32_t i = members[m];
-      for (int32_t e = indptr[i]; e < indptr[i + 1]; ++e) {
-        const int32_t c = group[indices[e]];
-        if (c == g && !keep_diagonal) continue;
-        if (where[c] < start) {
-          where[c] = written;
-          out_indices[written] = c;
-          out_weights[written++] = weights[e];
-        } else {
-          out_weights[where[c]] += weights[e];
+  // Where each group's row is formed: after the members' rows of the groups
+  // before it.
+  std::vector<int64_t> bound(static_cast<size_t>(n_groups) + 1, 0);
+  for (int32_t m = 0, g = 0; g < n_groups; ++g) {
+    bound[g + 1] = bound[g];
+    for (; m < member_start[g + 1]; ++m) {
+      bound[g + 1] += indptr[members[m] + 1] - indptr[members[m]];
+    }
+  }
+  std::vector<int64_t> length(n_groups);
+  const int64_t blocks = BlocksFor(n_groups, kMinRowsPerThread);
+  ForRowBlocks(n_groups, blocks, [&](int64_t first, int64_t last) {
+    // where[c]: the position of column c in the row being formed, if >= start.
+    std::vector<int64_t> where(n_groups, -1);
+    std::vector<std::pair<int32_t, double>> scratch;
+    for (int32_t g = static_cast<int32_t>(first); g < last; ++g) {
+      const int64_t start = bound[g];
+      int64_t written = start;
+      for (int32_t m = member_start[g]; m < member_start[g + 1]; ++m) {
+        const int32_t i = members[m];
+        for (int32_t e = indptr[i]; e < indptr[i + 1]; ++e) {
+          const int32_t c = group[indices[e]];
+          if (c == g && !keep_diagonal) continue;
+          if (where[c] < start) {
+            where[c] = written;
+            out_indices[written] = c;
+            out_weights[written++] = weights[e];
+          } else {
+            out_weights[where[c]] += weights[e];
+          }
         }
       }
+      length[g] = SortAndMerge(start, written, start, out_indices, out_weights,
+                               scratch) - start;
     }
-    written = SortAndMerge(start, written, start, out_indices, out_weights, scratch);
-    out_indptr[g + 1] = static_cast<int32_t>(written);
+  });
+  // Packed in order: a row moves left, over rows already moved.
+  out_indptr[0] = 0;
+  for (int32_t g = 0; g < n_groups; ++g) {
+    const int64_t to = out_indptr[g];
+    if (to != bound[g]) {
+      std::copy_n(out_indices + bound[g], length[g], out_indices + to);
+      std::copy_n(out_weights + bound[g], length[g], out_weights + to);
+    }
+    out_indptr[g + 1] = static_cast<int32_t>(to + length[g]);
   }
-  return written;
+  return out_indptr[n_groups];
 }
