@@ -25,7 +25,7 @@ import jax.numpy as jnp
 
 from jaxsolve import autodiff
 
-from . import _blocks
+from . import _blocks, _matrix_free
 from ._config import SolverConfig, parse_amgx_config
 from ._csr_arrays import CsrArrays
 from ._distributed import ShardedCsrMatrix, solve_sharded
@@ -213,6 +213,8 @@ def solve(
     if config.solver == "NOSOLVER":
         raise ValueError("solve: solver 'NOSOLVER' solves nothing; it is a preconditioner"
                          " choice (e.g. {'solver': 'PBICGSTAB', 'preconditioner': 'NOSOLVER'}).")
+    if nullspace is None:  # with_cache(operator, nullspace=...): JAX-AMG's place for it
+        nullspace = _matrix_free.attached_nullspace(A)
     matrix, b, x0, near_nullspace = checked_inputs("solve", A, b, x0, near_nullspace, check)
     config = _blocks.block_config("solve", config, matrix.shape[0], block_dim)
     spaces = null_spaces("solve", matrix, nullspace, transpose_nullspace, check)
