@@ -17,14 +17,14 @@ code (``csrc/coloring.cc``): the next node is the one whose neighbours already u
 most distinct colors, and it takes the smallest color they leave free.  It knows
 nothing of stencils or lattices, yet on them it finds the optimum or close to it:
 
-==============  =========  =======  ===================================
-stencil         optimum    DSATUR   JAX-AMG (Jones–Plassmann, random)
-==============  =========  =======  ===================================
-5-point 2D      5          5        17
-9-point 2D      9          9
-7-point 3D      7          11–12
-27-point 3D     27         27
-==============  =========  =======  ===================================
+==============  =========  =======  ===================================  ==============
+stencil         optimum    DSATUR   JAX-AMG (Jones–Plassmann, random)    distance 1
+==============  =========  =======  ===================================  ==============
+5-point 2D      5          5        17                                   2 (optimum 2)
+9-point 2D      9          9                                             4 (optimum 4)
+7-point 3D      7          11–12                                         2 (optimum 2)
+27-point 3D     27         27                                            8 (optimum 8)
+==============  =========  =======  ===================================  ==============
 
 """
 
