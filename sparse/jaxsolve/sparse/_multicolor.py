@@ -94,11 +94,9 @@ class MulticolorOrdering:
     def on_device(self) -> MulticolorArrays:
         """The index arrays, sent to the device (held by the caller, not by the ordering:
         a structure is kept as a static argument of compiled setups)."""
-        inverse = np.empty_like(self.order)
-        inverse[self.order] = np.arange(self.order.size, dtype=self.order.dtype)
         put = jax.device_put
         return MulticolorArrays(
-            order=put(self.order), inverse=put(inverse),
+            order=put(self.order), inverse=put(_inverse(self.order)),
             lower=tuple(_pattern_arrays(p) for p in self.lower),
             upper=tuple(_pattern_arrays(p) for p in self.upper),
             lower_positions=tuple(put(p) for p in self.lower_positions),
@@ -114,13 +112,11 @@ def multicolor_ordering(pattern: CsrStructure, dilu: bool) -> MulticolorOrdering
     entries to find each transposed one).
     """
     n, nnz = pattern.n_rows, pattern.nnz
-    rows = pattern.row_ids
     graph = scipy.sparse.csr_array((np.ones(nnz, bool), pattern.indices, pattern.indptr),
                                    shape=(n, pattern.n_cols))
-    colors = color_columns(graph, distance=1) if n else np.zeros(0, np.int32)
+    colors = color_columns(graph, distance=1)
     order = np.argsort(colors, kind="stable").astype(np.int32)
-    inverse = np.empty(n, np.int32)
-    inverse[order] = np.arange(n, dtype=np.int32)
+    inverse = _inverse(order)
     # The entries row by row in the color order: row k holds A's row order[k].
     lengths = np.diff(pattern.indptr)[order]
     first = np.concatenate([[0], np.cumsum(lengths)])
@@ -130,8 +126,9 @@ def multicolor_ordering(pattern: CsrStructure, dilu: bool) -> MulticolorOrdering
     columns = inverse[pattern.indices[entries]]
     row_color, column_color = colors[order][entry_rows], colors[pattern.indices[entries]]
     starts = np.concatenate([[0], np.cumsum(np.bincount(colors))]).astype(np.int64)
-    key = None
+    rows = key = None
     if dilu:  # each entry's (row, column) as one sortable key, to look up a_ji
+        rows = pattern.row_ids
         key = rows.astype(np.int64) * n + pattern.indices
         by_key = np.argsort(key, kind="stable")
         key = (key[by_key], by_key)
@@ -157,6 +154,12 @@ def multicolor_ordering(pattern: CsrStructure, dilu: bool) -> MulticolorOrdering
                               lower_positions=lower_positions,
                               upper_positions=upper_positions,
                               transposed=transposed if dilu else None)
+
+
+def _inverse(order: np.ndarray) -> np.ndarray:
+    inverse = np.empty_like(order)
+    inverse[order] = np.arange(order.size, dtype=order.dtype)
+    return inverse
 
 
 def _transposed_positions(key: tuple[np.ndarray, np.ndarray], pattern: CsrStructure,
