@@ -265,10 +265,6 @@ class TestAMGSolver:
 
     def test_amg_solver_errors(self):
         b = jnp.ones(4)
-        function = lx.FunctionLinearOperator(lambda x: 2 * x,
-                                             jax.ShapeDtypeStruct((4,), jnp.float32))
-        with pytest.raises(TypeError, match="got FunctionLinearOperator; AMG needs"):
-            lx.linear_solve(function, b, AMGSolver())
         with pytest.raises(ValueError, match="must be square, got shape"):
             lx.linear_solve(CsrLinearOperator(jnp.ones((4, 3))), b, AMGSolver())
         with pytest.raises(ValueError, match="tolerence"):
@@ -319,8 +315,16 @@ class TestMakeLineaxPreconditioner:
         (lambda: matrices.poisson_matrix(N), None, None, set()),
         (lambda: CsrLinearOperator(convection()), None, lx.symmetric_tag, {lx.symmetric_tag}),
         (lambda: CsrLinearOperator(poisson(), lx.positive_semidefinite_tag), None, (), set()),
+        (lambda: CsrLinearOperator(poisson(), lx.positive_semidefinite_tag),
+         {"solver": "MULTICOLOR_GS"}, None, set()),  # a forward sweep is not symmetric
+        (lambda: CsrLinearOperator(poisson(), lx.positive_semidefinite_tag),
+         {"solver": "MULTICOLOR_GS", "symmetric_GS": 1}, None,
+         {lx.symmetric_tag, lx.positive_semidefinite_tag}),
+        (lambda: CsrLinearOperator(poisson(), lx.positive_semidefinite_tag),
+         {"solver": "AMG", "smoother": "MULTICOLOR_GS"}, None, set()),
     ], ids=["spd", "symmetric", "negative-definite", "unequal-sweeps", "structural-tags-dropped",
-            "not-an-operator", "explicit", "explicit-none"])
+            "not-an-operator", "explicit", "explicit-none", "forward-gs", "symmetric-gs",
+            "amg-forward-gs"])
     def test_preconditioner_tags(self, A, config, tags, expected):
         M = make_lineax_preconditioner(A(), config, tags=tags)
         assert M.tags == frozenset(expected)
@@ -346,11 +350,88 @@ class TestMakeLineaxPreconditioner:
                                        atol=1e-10 * np.abs(reference).max())
 
     def test_preconditioner_errors(self):
-        function = lx.FunctionLinearOperator(lambda x: 2 * x,
-                                             jax.ShapeDtypeStruct((4,), jnp.float32))
-        with pytest.raises(TypeError, match="make_lineax_preconditioner: the operator must be"):
-            make_lineax_preconditioner(function)
         matrix = poisson().todense()
         with pytest.raises(TypeError, match="but it is traced here"):
             jax.jit(lambda m: make_lineax_preconditioner(lx.MatrixLinearOperator(m)).mv(m[0]))(
                 matrix)
+
+
+# -----------------------------------------------------------------------------
+# Matrix-free operators: Lineax operators known only by their mv
+
+
+def laplacian(d=0.0):
+    """``x ↦ (d I + L) x``, ``L`` the 5-point Laplacian of ``poisson()``, as a function."""
+    def mv(x):
+        u = jnp.pad(x.reshape(N, N), 1)
+        return d * x + (4 * u[1:-1, 1:-1] - u[:-2, 1:-1] - u[2:, 1:-1] - u[1:-1, :-2]
+                        - u[1:-1, 2:]).ravel()
+    return mv
+
+
+def function_operator(d=0.0, dtype=jnp.float64):
+    return lx.FunctionLinearOperator(laplacian(d), jax.ShapeDtypeStruct((N * N,), dtype),
+                                     lx.positive_semidefinite_tag)
+
+
+class TestMatrixFree:
+    def test_amg_solver_function_operator(self, x64):
+        operator = function_operator()
+        solver = AMGSolver({"tolerance": 1e-10})
+        state = solver.init(operator, {})  # concrete: the pattern is traced from mv
+        assert isinstance(state, CsrLinearOperator)
+        assert state.matrix.nnz == poisson().nnz
+        assert state.tags == {lx.symmetric_tag, lx.positive_semidefinite_tag}
+        np.testing.assert_array_equal(state.matrix.todense(), poisson(np.float64).todense())
+        b = matrices.rhs_random(N * N, seed=2, dtype=np.float64)
+        solution = lx.linear_solve(operator, b, solver, state=state)
+        np.testing.assert_allclose(solution.value, dense_solve(poisson(np.float64), b),
+                                   rtol=1e-8)
+        with pytest.raises(ValueError, match=r"is traced.*AMGSolver\(\.\.\., coloring=info\)"):
+            lx.linear_solve(function_operator(jnp.asarray(1.0)), b, solver)  # a leaf: traced
+
+    def test_amg_solver_jit_grad_with_coloring(self, x64):
+        """grad through lineax.linear_solve reaches what the function closes over."""
+        info = sparse.cache_coloring(laplacian(1.0), N * N, jnp.float64)  # outside, once
+        solver = AMGSolver({"tolerance": 1e-12}, coloring=info)
+        b = matrices.rhs_random(N * N, seed=3, dtype=np.float64)
+
+        def loss(d, b):
+            return jnp.sum(lx.linear_solve(function_operator(d), b, solver).value ** 2)
+
+        def reference(d, b):
+            dense = poisson(np.float64).todense() + d * jnp.eye(N * N)
+            return jnp.sum(jnp.linalg.solve(dense, b) ** 2)
+
+        gradients = jax.jit(jax.grad(loss, argnums=(0, 1)))(0.5, b)
+        expected = jax.grad(reference, argnums=(0, 1))(0.5, b)
+        for gradient, want in zip(gradients, expected, strict=True):
+            np.testing.assert_allclose(gradient, want, rtol=1e-7,
+                                       atol=1e-10 * np.abs(want).max())
+
+    def test_preconditioner_function_operator(self, x64):
+        operator = function_operator()
+        M = make_lineax_preconditioner(operator)
+        assert M.tags == {lx.symmetric_tag, lx.positive_semidefinite_tag}
+        b = matrices.rhs_ones(N * N, dtype=np.float64)
+        cg = lx.CG(rtol=1e-6, atol=0.0)
+        plain = lx.linear_solve(operator, b, cg)
+        preconditioned = lx.linear_solve(operator, b, cg, options={"preconditioner": M})
+        assert 3 * steps(preconditioned) < steps(plain)
+        # A plain function with its coloring: the same preconditioner, untagged.
+        info = sparse.cache_coloring(laplacian(), N * N, jnp.float64)
+        from_function = make_lineax_preconditioner(laplacian(), coloring=info)
+        assert from_function.tags == frozenset()
+        np.testing.assert_allclose(from_function.mv(b), M.mv(b), rtol=1e-12)
+
+    def test_preconditioner_of_a_traced_function_operator(self, x64):
+        info = sparse.cache_coloring(laplacian(1.0), N * N, jnp.float64)
+        b = matrices.rhs_ones(N * N, dtype=np.float64)
+        apply = jax.jit(lambda d: make_lineax_preconditioner(function_operator(d),
+                                                             coloring=info).mv(b))
+        eager = make_lineax_preconditioner(function_operator(2.0)).mv(b)
+        np.testing.assert_allclose(apply(2.0), eager, rtol=1e-10)
+        with pytest.raises(ValueError, match="is traced"):
+            jax.jit(lambda d: make_lineax_preconditioner(function_operator(d)).mv(b))(2.0)
+        with pytest.raises(TypeError, match="coloring must be a ColoringInfo"):
+            make_lineax_preconditioner(function_operator(), coloring="info")

@@ -1,5 +1,7 @@
 """Tests of the multicolor smoothers (MULTICOLOR_GS, MULTICOLOR_DILU) and their coloring."""
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -7,9 +9,9 @@ import pytest
 import scipy.sparse
 
 from jaxsolve import sparse
-from jaxsolve.sparse import _coloring, _relaxation
+from jaxsolve.sparse import _coloring, _multicolor, _relaxation
 from jaxsolve.sparse._config import RelaxationConfig
-from jaxsolve.sparse._csr_arrays import CsrArrays
+from jaxsolve.sparse._csr_arrays import CsrArrays, CsrStructure
 
 
 def _arrays(matrix):
@@ -30,58 +32,130 @@ def _random_matrix(n, density, seed, symmetric_pattern=False):
     return values
 
 
-class TestColorGraphOnDevice:
-    @pytest.mark.parametrize("seed", range(4))
-    def test_color_graph_on_device_is_valid(self, seed):
-        matrix = _random_matrix(40, 0.15, seed)
-        a = _arrays(matrix)
-        colors, count = jax.jit(_coloring.color_graph_on_device, static_argnums=2)(
-            a.indices, a.indptr, 40)
-        colors = np.asarray(colors)
-        assert _coloring.is_valid_coloring(matrix != 0, colors, 1)
-        assert int(count) == colors.max() + 1
+def _ordering(matrix, dilu=False):
+    a = _arrays(matrix)
+    pattern = CsrStructure(np.asarray(a.indptr), np.asarray(a.indices), matrix.shape[1])
+    return a, _multicolor.multicolor_ordering(pattern, dilu)
 
-    def test_color_graph_on_device_dense_rows_beyond_window(self):
-        matrix = np.ones((70, 70))  # every node needs its own color: 70 > the 64-color window
-        a = _arrays(matrix)
-        colors, count = _coloring.color_graph_on_device(a.indices, a.indptr, 70)
-        assert np.unique(np.asarray(colors)).size == 70 and int(count) >= 70
+
+def _products(fn, *args):
+    """The sizes of the index arrays of the native CSR products ``fn`` runs, in order."""
+    sizes = []
+
+    def walk(jaxpr):
+        for eqn in jaxpr.eqns:
+            if eqn.params.get("target_name") == "jaxsolve_sparse_csr_matvec":
+                sizes.append(eqn.invars[1].aval.shape[0])
+            for value in eqn.params.values():
+                inner = getattr(value, "jaxpr", value)
+                if hasattr(inner, "eqns"):
+                    walk(inner)
+
+    walk(jax.make_jaxpr(fn)(*args).jaxpr)
+    return sizes
+
+
+class TestMulticolorOrdering:
+    @pytest.mark.parametrize("dilu", [False, True])
+    @pytest.mark.parametrize("seed", range(3))
+    def test_ordering_splits_a_into_color_blocks(self, x64, seed, dilu):
+        """A[order][:, order] = L + D + U, blocks per color, from a valid coloring."""
+        matrix = _random_matrix(40, 0.15, seed, symmetric_pattern=seed == 0)
+        a, ordering = _ordering(matrix, dilu)
+        assert _coloring.is_valid_coloring(matrix != 0, ordering.colors, 1)
+        values = np.asarray(a.values)
+        permuted = matrix[ordering.order][:, ordering.order]
+        rebuilt = np.diag(np.diag(permuted))
+        begin = 0
+        for c in range(ordering.n_colors):
+            for blocks, positions in ((ordering.lower, ordering.lower_positions),
+                                      (ordering.upper, ordering.upper_positions)):
+                block = blocks[c]
+                rows = begin + block.row_ids
+                rebuilt[rows, block.indices] += values[positions[c]]
+            assert np.all(ordering.colors[ordering.order[begin:begin + block.n_rows]] == c)
+            lower_columns = ordering.lower[c].indices
+            assert np.all(lower_columns < begin)  # L: earlier colors only
+            begin += block.n_rows
+        assert begin == 40
+        np.testing.assert_array_equal(rebuilt, permuted)
+        if dilu:  # each L entry a_ij knows where a_ji is stored (-1: nowhere)
+            rows = np.repeat(np.arange(40), np.diff(np.asarray(a.indptr)))
+            for position, transposed in zip(ordering.lower_positions, ordering.transposed,
+                                            strict=True):
+                i, j = rows[position], np.asarray(a.indices)[position]
+                np.testing.assert_array_equal(transposed < 0, matrix[j, i] == 0)
+                np.testing.assert_array_equal(values[transposed[transposed >= 0]],
+                                              matrix[j, i][transposed >= 0])
+        else:
+            assert ordering.transposed is None
+
+    def test_stencil_colors_are_the_optimum(self):
+        """Host DSATUR: 2 colors on the 5-point stencil (the device coloring gave 5)."""
+        _, ordering = _ordering(np.asarray(sparse.matrices.poisson_matrix(16).todense()))
+        assert ordering.n_colors == 2
 
 
 class TestMulticolorRelaxation:
     def _data(self, matrix, solver, **extra):
-        a = _arrays(matrix)
+        a, ordering = _ordering(matrix, solver == "MULTICOLOR_DILU")
         config = RelaxationConfig(solver=solver, relaxation_factor=1.0,
                                   chebyshev_polynomial_order=None, **extra)
-        return a, config, _relaxation.relaxation_data(a, jnp.asarray(np.diag(matrix)), config)
+        data = _relaxation.relaxation_data(a, jnp.asarray(np.diag(matrix)), config,
+                                           ordering.on_device())
+        return a, config, data, ordering
 
     def test_multicolor_gs_sweep_matches_reference(self, x64):
         matrix = _random_matrix(30, 0.2, 0)
-        a, config, data = self._data(matrix, "MULTICOLOR_GS", symmetric_gs=True)
+        a, config, data, ordering = self._data(matrix, "MULTICOLOR_GS", symmetric_gs=True)
         b = np.arange(30.0)
         x0 = np.linspace(-1, 1, 30)
-        got = _relaxation.relax(a.matvec, data, config, jnp.asarray(b), jnp.asarray(x0), 1)
-        colors = np.asarray(data.colors)
+        got = _relaxation.relax(a.matvec, data, config, jnp.asarray(b), jnp.asarray(x0), 2)
+        colors = ordering.colors
         x = x0.copy()
-        for c in [*range(colors.max() + 1), *range(colors.max(), -1, -1)]:
+        for c in [*range(colors.max() + 1), *range(colors.max(), -1, -1)] * 2:
             mine = colors == c
             x[mine] += ((b - matrix @ x) / np.diag(matrix))[mine]
         np.testing.assert_allclose(np.asarray(got), x, rtol=1e-12)
+        # From x = 0, the skipped products change nothing.
+        from_zero = _relaxation.relax(a.matvec, data, config, jnp.asarray(b), None, 1)
+        np.testing.assert_allclose(
+            np.asarray(from_zero),
+            np.asarray(_relaxation.relax(a.matvec, data, config, jnp.asarray(b),
+                                         jnp.zeros(30), 1)), rtol=1e-12)
+
+    def test_multicolor_gs_sweep_costs_one_product(self):
+        """Each color multiplies its own rows only: a sweep reads L and U once (not A once
+        per color, as a masked product would)."""
+        matrix = np.asarray(sparse.matrices.poisson_matrix(12).todense())
+        a, config, data, ordering = self._data(matrix, "MULTICOLOR_GS", symmetric_gs=True)
+        sweep = functools.partial(_relaxation.relax, a.matvec, data, config)
+        b = jnp.ones(144)
+        off_diagonal = int(np.count_nonzero(matrix)) - 144
+        assert sum(_products(lambda b, x: sweep(b, x, 1), b, b)) == 2 * off_diagonal
+        assert sum(_products(lambda b: sweep(b, None, 1), b)) == (
+            off_diagonal + off_diagonal // 2)  # forward from zero: L only
 
     @pytest.mark.parametrize("symmetric_pattern", [True, False])
     def test_multicolor_dilu_is_the_dilu_factorization(self, x64, symmetric_pattern):
         matrix = _random_matrix(30, 0.15, 1, symmetric_pattern)
-        a, config, data = self._data(matrix, "MULTICOLOR_DILU")
-        colors = np.asarray(data.colors)
+        a, config, data, ordering = self._data(matrix, "MULTICOLOR_DILU")
+        colors = ordering.colors
         earlier = colors[None, :] < colors[:, None]
         lower = np.where(earlier & (matrix != 0), matrix, 0)
         upper = np.where(earlier.T & (matrix != 0), matrix, 0)
-        e = np.diag(1 / np.asarray(data.scale))
+        e = np.diag(1 / np.asarray(data.scale)[np.argsort(ordering.order)])
         m = (e + lower) @ np.linalg.inv(e) @ (e + upper)
         np.testing.assert_allclose(np.diag(m), np.diag(matrix), rtol=1e-10)  # diag(M) = diag(A)
         r = np.cos(np.arange(30.0))
-        np.testing.assert_allclose(np.asarray(_relaxation._dilu_solve(data, jnp.asarray(r))),
-                                   np.linalg.solve(m, r), rtol=1e-10)
+        x = np.linspace(-1, 1, 30)
+        got = _relaxation.relax(a.matvec, data, config, jnp.asarray(r), jnp.asarray(x), 1)
+        np.testing.assert_allclose(np.asarray(got), x + np.linalg.solve(m, r - matrix @ x),
+                                   rtol=1e-10)
+        # The substitutions read L and U once: with the residual, about two products.
+        sizes = _products(lambda r, x: _relaxation.relax(a.matvec, data, config, r, x, 1),
+                          jnp.asarray(r), jnp.asarray(x))
+        assert sum(sizes) == 2 * int(np.count_nonzero(matrix)) - 30
 
 
 class TestMulticolorSolve:
@@ -109,17 +183,58 @@ class TestMulticolorSolve:
 
 
 def test_make_preconditioner_sets_a_relaxation_up_once(monkeypatch):
-    # Coloring the graph at every application, inside a Krylov loop, would cost a setup
-    # per iteration: the Preconditioner carries the relaxation's data instead.
-    from jaxsolve.sparse import _preconditioner
+    # Setting the relaxation up at every application, inside a Krylov loop, would cost a
+    # setup per iteration: the Preconditioner carries the relaxation's data instead.
+    from jaxsolve.sparse import _setup
     A = sparse.as_csr(sparse.matrices.poisson_matrix(16))
     M = sparse.make_preconditioner(A, {"solver": "MULTICOLOR_GS", "symmetric_GS": 1})
-    assert M.relaxation is not None and M.relaxation.colors is not None
+    assert M.relaxation is not None and M.relaxation.multicolor is not None
     calls = []
-    setup = _preconditioner.relaxation_data
-    monkeypatch.setattr(_preconditioner, "relaxation_data",
-                        lambda *args: calls.append(1) or setup(*args))
+    for module, name in ((_setup, "relaxation_data"), (_setup, "multicolor_ordering")):
+        original = getattr(module, name)
+        monkeypatch.setattr(module, name, lambda *args, f=original: calls.append(1) or f(*args))
     b = jnp.ones(A.shape[0])
     x, _ = jax.scipy.sparse.linalg.cg(A.matvec, b, M=M, tol=1e-6)
     assert calls == []
     assert float(jnp.linalg.norm(A.matvec(x) - b) / jnp.linalg.norm(b)) < 1e-5
+
+
+class TestColoringInTheStructure:
+    @pytest.mark.parametrize("smoother", ["MULTICOLOR_GS", "MULTICOLOR_DILU"])
+    def test_every_level_is_colored_once_on_the_host(self, smoother):
+        from jaxsolve.sparse import _hierarchy
+        from jaxsolve.sparse._config import parse_amgx_config
+        matrix = sparse.as_csr(sparse.matrices.poisson_matrix(24))
+        amg = parse_amgx_config({"solver": "AMG", "min_coarse_rows": 8,
+                                 "coarse_solver": "NOSOLVER", "max_levels": 4,
+                                 "smoother": smoother}).amg
+        structure = _hierarchy.build_structure(
+            CsrStructure(matrix.indptr, matrix.indices, matrix.shape[1]), None, 1, amg)
+        orderings = [level.ordering for level in structure.levels] + [
+            structure.coarsest_ordering]
+        patterns = [level.a for level in structure.levels] + [structure.coarsest]
+        assert len(orderings) == 4 and "coloring" in structure.setup_seconds
+        for ordering, pattern in zip(orderings, patterns, strict=True):
+            graph = scipy.sparse.csr_array(
+                (np.ones(pattern.nnz, bool), pattern.indices, pattern.indptr),
+                shape=(pattern.n_rows, pattern.n_cols))
+            assert _coloring.is_valid_coloring(graph, ordering.colors, 1)
+            assert (ordering.transposed is not None) == (smoother == "MULTICOLOR_DILU")
+        assert orderings[0].n_colors == 2  # red-black on the 5-point finest level
+
+    def test_a_relaxation_alone_colors_once_per_pattern(self, monkeypatch):
+        from jaxsolve.sparse import _setup
+        calls = []
+        original = _setup.multicolor_ordering
+        monkeypatch.setattr(_setup, "multicolor_ordering",
+                            lambda *args: calls.append(1) or original(*args))
+        sparse.clear_cache()
+        A = sparse.as_csr(sparse.matrices.poisson_matrix(10))
+        config = {"solver": "PCG", "max_iters": 200, "preconditioner": {
+            "solver": "MULTICOLOR_DILU", "relaxation_factor": 1.0}}
+        solve = jax.jit(lambda values, b: sparse.solve(A.with_values(values), b, config=config))
+        for scale in (1.0, 2.0):  # new values, traced: the same pattern's ordering
+            x, info = solve(A.values * scale, jnp.ones(100))
+            assert int(info.status) == 0
+        sparse.solve(A, jnp.ones(100), config=config)
+        assert calls == [1]

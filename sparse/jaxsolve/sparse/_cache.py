@@ -4,7 +4,8 @@ Building an AMG hierarchy's structure (aggregation, symbolic products) is host w
 depends only on the sparsity pattern and the AMG configuration, so :func:`setup_for`
 keeps the last ``maxsize`` of them, keyed by a hash of the pattern (its full content, so
 two patterns never share an entry by accident), the configuration and the number of
-near-null-space vectors.  An entry also keeps the numbers of the most recent setup done
+near-null-space vectors.  (A multicolor relaxation used without AMG keeps its coloring
+here too, keyed by the pattern and the relaxation.)  An entry also keeps the numbers of the most recent setup done
 with concrete values, which ``solve(..., reuse_setup=True)`` reuses.
 
 The default size is 8 (environment variable ``JAXSOLVE_CACHE_SIZE``), so that a matrix
@@ -21,6 +22,7 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from ._hierarchy import Hierarchy, HierarchyStructure
+from ._multicolor import MulticolorArrays
 
 _DEFAULT_SIZE = 8
 
@@ -45,7 +47,7 @@ class CacheInfo(NamedTuple):
 class CacheEntry:
     """A cached structure and the numbers of its latest concrete setup (or None)."""
 
-    structure: HierarchyStructure
+    structure: HierarchyStructure | MulticolorArrays
     numbers: Hierarchy | None
 
 

@@ -8,7 +8,8 @@ coloring of the *column-intersection graph* (columns adjacent when they share a 
 — a distance-2 coloring of ``A``'s bipartite graph — and the number of colors is the
 number of operator evaluations.  A distance-1 coloring of ``A``'s own graph (rows
 adjacent when ``a_ij ≠ 0`` or ``a_ji ≠ 0``) splits the unknowns into independent sets
-that a multicolor Gauss-Seidel sweep updates in parallel.
+that a multicolor Gauss-Seidel sweep updates in parallel (:mod:`._multicolor`, which colors
+each AMG level's pattern once, with the rest of the host structure).
 
 Finding the fewest colors is NP-hard; greedy orderings come close on the sparse
 patterns of PDE operators.  :func:`color_columns` runs DSATUR (Brélaz, 1979) in native
@@ -16,14 +17,14 @@ code (``csrc/coloring.cc``): the next node is the one whose neighbours already u
 most distinct colors, and it takes the smallest color they leave free.  It knows
 nothing of stencils or lattices, yet on them it finds the optimum or close to it:
 
-==============  =========  =======  ===================================
-stencil         optimum    DSATUR   JAX-AMG (Jones–Plassmann, random)
-==============  =========  =======  ===================================
-5-point 2D      5          5        17
-9-point 2D      9          9
-7-point 3D      7          11–12
-27-point 3D     27         27
-==============  =========  =======  ===================================
+==============  =========  =======  ===================================  ==============
+stencil         optimum    DSATUR   JAX-AMG (Jones–Plassmann, random)    distance 1
+==============  =========  =======  ===================================  ==============
+5-point 2D      5          5        17                                   2 (optimum 2)
+9-point 2D      9          9                                             4 (optimum 4)
+7-point 3D      7          11–12                                         2 (optimum 2)
+27-point 3D     27         27                                            8 (optimum 8)
+==============  =========  =======  ===================================  ==============
 
 """
 
@@ -31,8 +32,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import jax
-import jax.numpy as jnp
 import numpy as np
 import scipy.sparse
 
@@ -124,54 +123,3 @@ def _as_csr_pattern(pattern: Any) -> scipy.sparse.csr_array:
         p = scipy.sparse.csr_array(dense != 0)
     p.sum_duplicates()
     return p
-
-
-# -----------------------------------------------------------------------------
-# On the device, under jit: the distance-1 coloring of the multicolor smoothers
-
-
-_DEVICE_COLOR_WINDOW = 64
-
-
-def color_graph_on_device(indices: jax.Array, indptr: jax.Array,
-                          n_rows: int) -> tuple[jax.Array, jax.Array]:
-    """A distance-1 coloring of a square CSR pattern's graph, jit-able (device arrays).
-
-    The multicolor smoothers color each AMG level inside the numeric setup, where the
-    pattern is a traced argument, so this runs on the device: Jones–Plassmann rounds
-    (the uncolored nodes whose random priority beats every uncolored neighbour's take
-    part; they are independent) with first fit (each takes the smallest color none of its
-    colored neighbours has, among the first 64; a node blocked from all 64 takes
-    ``64 + round``, shared only within its round).  Edges count in both directions.
-
-    Returns:
-      ``(n_rows,)`` int32 colors and the number of colors (an int32 scalar).
-    """
-    n = n_rows
-    window = _DEVICE_COLOR_WINDOW
-    rows = jnp.repeat(jnp.arange(n, dtype=jnp.int32), indptr[1:] - indptr[:-1],
-                      total_repeat_length=indices.shape[0])
-    source = jnp.concatenate([rows, indices])
-    target = jnp.concatenate([indices, rows])
-    edge = source != target
-    priority = jax.random.permutation(jax.random.key(0), n).astype(jnp.int32)
-
-    def uncolored(state):
-        return jnp.any(state[0] < 0)
-
-    def one_round(state):
-        colors, step = state
-        open_ = colors < 0
-        rival = jnp.where(edge & open_[target], priority[target], -1)
-        best_rival = jax.ops.segment_max(rival, source, num_segments=n)
-        ready = open_ & (priority > best_rival)
-        neighbour = jnp.where(edge, colors[target], -1)
-        slot = jnp.where((neighbour >= 0) & (neighbour < window), neighbour, window)
-        blocked = jnp.zeros((n, window), bool).at[source, slot].set(True, mode="drop")
-        first_free = jnp.argmin(blocked, axis=1).astype(jnp.int32)
-        color = jnp.where(jnp.all(blocked, axis=1), window + step, first_free)
-        return jnp.where(ready, color, colors), step + 1
-
-    colors, _ = jax.lax.while_loop(uncolored, one_round,
-                                   (jnp.full(n, -1, jnp.int32), jnp.int32(0)))
-    return colors, jnp.max(colors, initial=-1) + 1

@@ -80,6 +80,7 @@ from ._cycle import cycle
 from ._hierarchy import (CoarsestNumbers, Hierarchy, HierarchyStructure, LevelNumbers,
                          build_structure, numeric_setup)
 from ._krylov import bicgstab, cg, fgmres, gmres
+from ._multicolor import MULTICOLOR_SMOOTHERS
 from ._native import csr_matvec
 from ._relaxation import RelaxationData
 from ._status import SolveInfo
@@ -232,6 +233,12 @@ def _build_block_setup(layout, values: np.ndarray | None, amg: AMGConfig) -> _Bl
             blocks.append((pattern, block_values))
         branch[rank] = keys[key]
         positions.append(inside)
+    if amg.smoother.solver in MULTICOLOR_SMOOTHERS and len(blocks) > 1:
+        raise ValueError(
+            f"solve: the {amg.smoother.solver} smoother of a sharded A needs every device's"
+            f" block to have the same pattern and values (here {len(blocks)} differ): each"
+            " block's coloring has its own color blocks, which are not padded to a common"
+            " shape yet. Use the JACOBI_L1 or CHEBYSHEV_POLY smoother.")
     structures = [build_structure(p, v, 1, amg) for p, v in blocks]
     depth = min(len(s.levels) for s in structures)
     if any(len(s.levels) != depth for s in structures):
@@ -327,17 +334,13 @@ def _pad_csr(c: CsrArrays, rows: int, nnz: int) -> CsrArrays:
     )
 
 
-def _pad_relaxation(data: RelaxationData | None, rows: int, nnz: int
-                    ) -> RelaxationData | None:
+def _pad_relaxation(data: RelaxationData | None, rows: int) -> RelaxationData | None:
     """``data`` for ``rows`` rows, the extra ones unscaled (so they stay zero)."""
     if data is None:
         return None
-    extra = rows - data.scale.shape[0]
-    return data._replace(
-        scale=jnp.pad(data.scale, (0, extra)),
-        colors=None if data.colors is None else jnp.pad(data.colors, (0, extra)),
-        lower=None if data.lower is None else _pad_csr(data.lower, rows, nnz),
-        upper=None if data.upper is None else _pad_csr(data.upper, rows, nnz))
+    if data.multicolor is not None:  # one block structure (see _block_setup): nothing to pad
+        return data
+    return data._replace(scale=jnp.pad(data.scale, (0, rows - data.scale.shape[0])))
 
 
 def _padded(setup: _BlockSetup, hierarchy: Hierarchy) -> Hierarchy:
@@ -347,7 +350,7 @@ def _padded(setup: _BlockSetup, hierarchy: Hierarchy) -> Hierarchy:
             a=_pad_csr(level.a, shape.rows, shape.a_nnz),
             p=_pad_csr(level.p, shape.rows, shape.p_nnz),
             r=_pad_csr(level.r, shape.coarse_rows, shape.r_nnz),
-            smoother=_pad_relaxation(level.smoother, shape.rows, shape.a_nnz)))
+            smoother=_pad_relaxation(level.smoother, shape.rows)))
     rows, nnz = setup.coarsest
     coarsest = hierarchy.coarsest
     inverse = coarsest.inverse
@@ -355,7 +358,7 @@ def _padded(setup: _BlockSetup, hierarchy: Hierarchy) -> Hierarchy:
         extra = rows - inverse.shape[0]
         inverse = jnp.pad(inverse, ((0, extra), (0, extra)))
     coarsest = CoarsestNumbers(a=_pad_csr(coarsest.a, rows, nnz), inverse=inverse,
-                               smoother=_pad_relaxation(coarsest.smoother, rows, nnz))
+                               smoother=_pad_relaxation(coarsest.smoother, rows))
     return Hierarchy(levels=tuple(levels), coarsest=coarsest, config=setup.config)
 
 

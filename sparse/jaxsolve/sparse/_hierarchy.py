@@ -46,6 +46,8 @@ from . import _aggregation, _blocks, _classical
 from ._classical import InterpolationArrays, InterpolationStructure
 from ._config import AMGConfig
 from ._csr_arrays import CsrArrays, CsrStructure
+from ._multicolor import (MULTICOLOR_SMOOTHERS, MulticolorArrays, MulticolorOrdering,
+                          multicolor_ordering)
 from ._products import ProductPlan, plan_product
 from ._relaxation import RelaxationData, relaxation_data
 
@@ -80,6 +82,7 @@ class LevelStructure:
       interpolation: classical AMG's splitting and interpolation plan, else None.
       block_dim: unknowns per node of this level's operator (``1``: a scalar system; see
         :mod:`._blocks`), whose block-Jacobi smoothers invert blocks of that size.
+      ordering: the multicolor smoothers' coloring of ``a`` (:mod:`._multicolor`), else None.
     """
 
     a: CsrStructure
@@ -97,6 +100,7 @@ class LevelStructure:
     galerkin: ProductPlan
     interpolation: InterpolationStructure | None = None
     block_dim: int = 1
+    ordering: MulticolorOrdering | None = None
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -115,7 +119,10 @@ class HierarchyStructure:
         graphs and matching) or ``"splitting"`` (classical: strength, C/F splitting,
         interpolation plan and truncation), ``"sparse products"`` (the patterns and plans of
         ``T``, ``P``, ``R``, ``A P`` and ``Pᵀ A P``), ``"coarse values"`` (classical: the
-        next level's values on the host, for its strength) and ``"to the device"``.
+        next level's values on the host, for its strength), ``"coloring"`` (the multicolor
+        smoothers' orderings) and ``"to the device"``.
+      coarsest_ordering: the multicolor smoothers' ordering of the coarsest level, when it
+        is smoothed (``coarse_solver`` ``NOSOLVER``), else None.
     """
 
     levels: tuple[LevelStructure, ...]
@@ -125,6 +132,7 @@ class HierarchyStructure:
     config: AMGConfig
     setup_seconds: dict[str, float] = dataclasses.field(default_factory=dict)
     coarsest_block_dim: int = 1
+    coarsest_ordering: MulticolorOrdering | None = None
 
     @functools.cached_property
     def fingerprint(self) -> str:
@@ -171,6 +179,7 @@ class LevelArrays(NamedTuple):
     r: CsrArrays
     r_from_p: jax.Array
     a_p: CsrArrays  # the pattern of A P, the Galerkin product's right factor
+    ordering: MulticolorArrays | None = None
 
 
 class StructureArrays(NamedTuple):
@@ -179,6 +188,7 @@ class StructureArrays(NamedTuple):
     levels: tuple[LevelArrays, ...]
     coarsest: CsrArrays
     coarsest_diagonal: jax.Array
+    coarsest_ordering: MulticolorArrays | None = None
 
 
 def _pattern_arrays(pattern: CsrStructure) -> CsrArrays:
@@ -200,6 +210,7 @@ def _level_arrays(level: LevelStructure) -> LevelArrays:
         r=_pattern_arrays(level.r),
         r_from_p=jax.device_put(level.r_from_p),
         a_p=_pattern_arrays(level.a_p.c),
+        ordering=None if level.ordering is None else level.ordering.on_device(),
     )
 
 
@@ -255,10 +266,19 @@ def build_structure(
             f" {config.max_levels}), lower min_coarse_rows, or use a coarser selector."
         )
     coarsest_diagonal = pattern.diagonal_positions()
+    coarsest_ordering = None
+    if config.smoother.solver in MULTICOLOR_SMOOTHERS:  # depends on the patterns only
+        dilu = config.smoother.solver == "MULTICOLOR_DILU"
+        levels = [dataclasses.replace(level, ordering=multicolor_ordering(level.a, dilu))
+                  for level in levels]
+        if config.coarse_solver == "NOSOLVER":
+            coarsest_ordering = multicolor_ordering(pattern, dilu)
+        phase("coloring")
     arrays = StructureArrays(
         levels=tuple(_level_arrays(level) for level in levels),
         coarsest=_pattern_arrays(pattern),
         coarsest_diagonal=jax.device_put(coarsest_diagonal),
+        coarsest_ordering=None if coarsest_ordering is None else coarsest_ordering.on_device(),
     )
     jax.block_until_ready(arrays)
     phase("to the device")
@@ -266,6 +286,7 @@ def build_structure(
         levels=tuple(levels), coarsest=pattern, coarsest_diagonal=coarsest_diagonal,
         arrays=arrays, config=config, setup_seconds=dict(seconds),
         coarsest_block_dim=coarsest_block_dim,
+        coarsest_ordering=coarsest_ordering,
     )
 
 
@@ -466,7 +487,8 @@ def numeric_setup(
     coarsest = arrays.coarsest._replace(values=a_values)
     return Hierarchy(
         levels=tuple(numbers),
-        coarsest=_coarsest_numbers(coarsest, arrays.coarsest_diagonal, structure.config,
+        coarsest=_coarsest_numbers(coarsest, arrays.coarsest_diagonal,
+                                   arrays.coarsest_ordering, structure.config,
                                    structure.coarsest_block_dim),
         config=structure.config,
     )
@@ -548,7 +570,8 @@ def _numeric_level(
     a_p = arrays.a_p._replace(values=level.a_p.multiply(a, p, arrays.a_p.indices,
                                                          arrays.a_p.indptr))
     coarse_values = level.galerkin.multiply(r, a_p, coarse.indices, coarse.indptr)
-    smoother = relaxation_data(a, diagonal, config.smoother, block_dim=level.block_dim)
+    smoother = relaxation_data(a, diagonal, config.smoother, arrays.ordering,
+                               block_dim=level.block_dim)
     return LevelNumbers(a=a, p=p, r=r, smoother=smoother), coarse_values, coarse_basis
 
 
@@ -621,12 +644,13 @@ def _spectral_radius(a: CsrArrays, inverse_diagonal: jax.Array) -> jax.Array:
 
 
 def _coarsest_numbers(
-    a: CsrArrays, diagonal_positions: jax.Array, config: AMGConfig, block_dim: int
+    a: CsrArrays, diagonal_positions: jax.Array, ordering: MulticolorArrays | None,
+    config: AMGConfig, block_dim: int
 ) -> CoarsestNumbers:
     diagonal = _diagonal(a.values, diagonal_positions)
     if config.coarse_solver == "NOSOLVER":
         return CoarsestNumbers(a=a, inverse=None, smoother=relaxation_data(
-            a, diagonal, config.smoother, block_dim=block_dim))
+            a, diagonal, config.smoother, ordering, block_dim=block_dim))
     n = a.n_rows
     dense = jnp.zeros((n, n), a.values.dtype).at[a.row_ids, a.indices].add(a.values)
     # A decoupled row (a vanished coarse basis function) is all zero: make it identity.

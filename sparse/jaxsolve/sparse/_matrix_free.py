@@ -148,8 +148,9 @@ def with_cache(operator: Callable[[jax.Array], jax.Array], *,
       coloring: from :func:`cache_coloring` on an operator of the same structure.
       is_symmetric: whether ``A`` is symmetric; recorded for JAX-AMG's call shape
         (``CG``/``PCG`` configurations already treat ``A`` as symmetric).
-      nullspace: the null space of a singular ``A`` (JAX-AMG's keyword); singular
-        systems are not supported yet, and a solve with one raises.
+      nullspace: ``(n,)`` or ``(n, k)``, a basis of the null space of a singular ``A``
+        (JAX-AMG's keyword): :func:`solve` uses it as its own ``nullspace=`` when that is
+        not given, and returns the minimum-norm solution.
 
     Returns:
       A callable operator carrying the attachments.
@@ -378,6 +379,11 @@ def _abs_matvec(matrix: CsrMatrix, x: jax.Array) -> jax.Array:
 # The solver's entry: a callable A as a CsrMatrix
 
 
+def attached_nullspace(A: Any) -> Any:
+    """The null space attached to a matrix-free ``A`` by :func:`with_cache`, or None."""
+    return A.nullspace if isinstance(A, CachedOperator) else None
+
+
 def is_operator(A: Any) -> bool:
     """Whether ``A`` is a matrix-free operator (a callable that is not a matrix)."""
     return callable(A) and not isinstance(A, (CsrMatrix, jax.Array, np.ndarray)) and not (
@@ -391,9 +397,6 @@ def operator_matrix(caller: str, operator: Any, n: int | None, dtype: Any) -> Cs
     which needs the operator's constants concrete (outside ``jit``).
     """
     cached = operator if isinstance(operator, CachedOperator) else None
-    if cached is not None and cached.nullspace is not None:
-        raise ValueError(f"{caller}: with_cache(nullspace=...) is not supported yet:"
-                         " singular systems arrive with the classical/singular/block issue.")
     coloring = None if cached is None else cached.coloring
     if coloring is None:
         if n is None:

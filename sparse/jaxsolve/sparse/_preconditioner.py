@@ -23,7 +23,7 @@ from ._csr import CsrMatrix
 from ._csr_arrays import CsrArrays
 from ._cycle import cycle
 from ._hierarchy import Hierarchy
-from ._relaxation import RelaxationData, relax, relaxation_data
+from ._relaxation import RelaxationData, finest_diagonal, relax
 from ._setup import System, checked_inputs
 
 _PRECONDITIONERS = ("AMG", "BLOCK_JACOBI", "JACOBI_L1", "CHEBYSHEV_POLY", "MULTICOLOR_GS",
@@ -123,8 +123,8 @@ class Preconditioner:
         if r.ndim not in (1, 2) or r.shape[0] != self.matrix.n_rows:
             raise ValueError(f"Preconditioner: r must have shape ({self.matrix.n_rows},) or"
                              f" ({self.matrix.n_rows}, k), got {r.shape}.")
-        apply = make_precondition(self.config, self.matrix, self.hierarchy,
-                                  relaxation=self.relaxation)
+        apply = make_precondition(self.config, self.matrix,
+                                  self.hierarchy if self.relaxation is None else self.relaxation)
         if apply is None:
             return r
         r = r.astype(self.matrix.values.dtype)
@@ -132,8 +132,13 @@ class Preconditioner:
 
     @property
     def is_symmetric(self) -> bool:
-        """Whether ``M⁻¹`` is symmetric for a symmetric matrix (pre- and post-smoothing match)."""
+        """Whether ``M⁻¹`` is symmetric for a symmetric matrix: its relaxation is (all but a
+        forward-only ``MULTICOLOR_GS``) and, for AMG, pre- and post-smoothing match."""
         amg = self.config.amg
+        relaxation = self.config.relaxation if amg is None else amg.smoother
+        if relaxation is not None and relaxation.solver == "MULTICOLOR_GS" and not (
+                relaxation.symmetric_gs):
+            return False
         return amg is None or (amg.presweeps == amg.postsweeps and amg.cycle != "F")
 
 
@@ -194,12 +199,11 @@ def make_preconditioner(
     # The system's setup needs a solver scope around the preconditioner; any Krylov one.
     scope = dataclasses.replace(DEFAULT_SOLVER_CONFIG, preconditioner=preconditioner)
     system = System.for_matrix(matrix, scope, near_nullspace, reuse_setup=False, check=check)
-    matrix, hierarchy = system.operators(matrix.values, system.state())
     # A relaxation's data is set up here once, not at every application inside a Krylov loop.
-    relaxation = (None if preconditioner.solver in ("AMG", "NOSOLVER") else
-                  relaxation_data(matrix, finest_diagonal(matrix), preconditioner.relaxation,
-                                  block_dim=preconditioner.relaxation.block_dim))
-    return Preconditioner(matrix, hierarchy, relaxation, config=preconditioner)
+    matrix, numbers = system.operators(matrix.values, system.state())
+    amg = preconditioner.solver == "AMG"
+    return Preconditioner(matrix, numbers if amg else None, None if amg else numbers,
+                          config=preconditioner)
 
 
 def _preconditioner_config(config: Any) -> SolverConfig:
@@ -221,38 +225,28 @@ def _preconditioner_config(config: Any) -> SolverConfig:
 
 
 def make_precondition(
-    config: SolverConfig | None, matrix: CsrArrays, hierarchy: Hierarchy | None,
-    applications: int | None = None, relaxation: RelaxationData | None = None,
+    config: SolverConfig | None, matrix: CsrArrays, numbers: Hierarchy | RelaxationData | None,
+    applications: int | None = None,
 ) -> Callable[[jax.Array], jax.Array] | None:
     """``r ↦ M⁻¹ r`` for a preconditioner configuration (None: the identity).
 
-    ``applications`` (default: the configuration's ``max_iters``, as AmgX applies a
-    preconditioner) cycles, or sweeps of the relaxation, from zero; a relaxation's data is
-    ``relaxation`` or, when None, set up here.
+    ``numbers`` is the setup's (:meth:`System.operators`): the AMG hierarchy, or the
+    relaxation's data.  ``applications`` (default: the configuration's ``max_iters``, as
+    AmgX applies a preconditioner) cycles, or sweeps of the relaxation, from zero.
     """
     if config is None or config.solver == "NOSOLVER":
         return None
     applications = config.max_iters if applications is None else applications
     if config.solver == "AMG":
         def apply_cycles(r):
-            x = cycle(hierarchy, r)
+            x = cycle(numbers, r)
             for _ in range(applications - 1):
-                x = x + cycle(hierarchy, r - matrix.matvec(x))
+                x = x + cycle(numbers, r - matrix.matvec(x))
             return x
         return apply_cycles
-    if relaxation is None:
-        relaxation = relaxation_data(matrix, finest_diagonal(matrix), config.relaxation,
-                                     block_dim=config.relaxation.block_dim)
-    return functools.partial(_sweeps, matrix, relaxation, config, applications)
+    return functools.partial(_sweeps, matrix, numbers, config, applications)
 
 
 def _sweeps(matrix: CsrArrays, data: RelaxationData, config: SolverConfig, sweeps: int,
             r: jax.Array) -> jax.Array:
     return relax(matrix.matvec, data, config.relaxation, r, None, sweeps)
-
-
-def finest_diagonal(matrix: CsrArrays) -> jax.Array:
-    """The diagonal of a matrix on the device (zero where none is stored)."""
-    on_diagonal = matrix.row_ids == matrix.indices
-    return jax.ops.segment_sum(jnp.where(on_diagonal, matrix.values, 0), matrix.row_ids,
-                               num_segments=matrix.n_rows, indices_are_sorted=True)

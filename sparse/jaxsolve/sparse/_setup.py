@@ -17,11 +17,13 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import _blocks, _cache, _matrix_free
-from ._config import AMGConfig, SolverConfig
+from ._config import AMGConfig, RelaxationConfig, SolverConfig
 from ._csr import CsrMatrix, as_csr
 from ._csr_arrays import CsrArrays, CsrStructure
 from ._hierarchy import (Hierarchy, HierarchyStructure, StructureArrays, build_structure,
                          numeric_setup, sharing_arrays)
+from ._multicolor import MULTICOLOR_SMOOTHERS, MulticolorArrays, multicolor_ordering
+from ._relaxation import RelaxationData, finest_diagonal, relaxation_data
 
 
 def checked_inputs(
@@ -158,6 +160,25 @@ class System:
                                            self.near_nullspace)
         return entry.structure, entry.numbers
 
+    @functools.cached_property
+    def ordering(self) -> MulticolorArrays | None:
+        """The multicolor ordering of the pattern, for a multicolor relaxation used as the
+        solver or preconditioner (an AMG smoother's is in the hierarchy's structure).
+
+        Host work on the pattern, which is concrete even while a caller's jit traces the
+        values; kept in the setup cache, so it is done once per pattern.
+        """
+        relaxation = relaxation_config(self.config)
+        if relaxation is None or relaxation.solver not in MULTICOLOR_SMOOTHERS:
+            return None
+
+        def build() -> _cache.CacheEntry:
+            ordering = multicolor_ordering(self.pattern, relaxation.solver == "MULTICOLOR_DILU")
+            return _cache.CacheEntry(ordering.on_device(), numbers=None)
+
+        with jax.ensure_compile_time_eval():  # the index arrays go to the device now
+            return _cache.setup_for((self.pattern_key, relaxation.solver), build).structure
+
     def state(self) -> SetupState:
         """The arrays a solve reads besides the values, to be passed in as arguments.
 
@@ -168,21 +189,28 @@ class System:
         structure, numbers = self.setup
         if structure is None:
             matrix = self.pattern.on_device(jnp.zeros(0, jnp.int32))  # values replaced in use
-            return SetupState(matrix=matrix, numbers=None, arrays=None, near_nullspace=None)
+            return SetupState(matrix=matrix, numbers=None, arrays=None, near_nullspace=None,
+                              ordering=self.ordering)
         arrays = structure.arrays
         return SetupState(
             matrix=arrays.levels[0].a if arrays.levels else arrays.coarsest, numbers=numbers,
             arrays=None if numbers is not None else arrays, near_nullspace=self.near_nullspace)
 
-    def operators(self, values: jax.Array,
-                  state: SetupState) -> tuple[CsrArrays, Hierarchy | None]:
-        """The matrix with ``values``, and its AMG hierarchy (if AMG is used).
+    def operators(self, values: jax.Array, state: SetupState
+                  ) -> tuple[CsrArrays, Hierarchy | RelaxationData | None]:
+        """The matrix with ``values``, and the numbers of its preconditioner's setup: the
+        AMG hierarchy, or the relaxation's data (None for neither).
 
         The hierarchy's numbers are those of the setup with concrete values when there is
-        one, else computed here from ``values`` (inside the caller's trace).
+        one, else computed here from ``values`` (inside the caller's trace), as a
+        relaxation's always are.
         """
         structure, _ = self.setup
         matrix = state.matrix._replace(values=values)
+        relaxation = relaxation_config(self.config)
+        if relaxation is not None:
+            return matrix, relaxation_data(matrix, finest_diagonal(matrix), relaxation,
+                                           state.ordering, block_dim=relaxation.block_dim)
         if structure is None or state.numbers is not None:
             return matrix, state.numbers
         return matrix, numeric_setup(structure, state.arrays, values, state.near_nullspace)
@@ -190,12 +218,14 @@ class System:
 
 class SetupState(NamedTuple):
     """What a solve reads besides the values (see :meth:`System.state`): the matrix's
-    index arrays, and the hierarchy's numbers or, to compute them, its index arrays."""
+    index arrays, and the hierarchy's numbers or, to compute them, its index arrays (or a
+    multicolor relaxation's ordering)."""
 
     matrix: CsrArrays
     numbers: Hierarchy | None
     arrays: StructureArrays | None
     near_nullspace: jax.Array | None
+    ordering: MulticolorArrays | None = None
 
 
 @functools.partial(jax.jit, static_argnums=0)
@@ -268,6 +298,14 @@ def divides_by_diagonal(config: SolverConfig) -> bool:
 def _preconditioner_name(config: SolverConfig) -> str:
     used = config.preconditioner if config.preconditioner is not None else config
     return f"{used.solver} {'preconditioner' if config.preconditioner is not None else 'solver'}"
+
+
+def relaxation_config(config: SolverConfig) -> RelaxationConfig | None:
+    """The relaxation a solve uses as its solver or preconditioner (not as an AMG
+    smoother), or None."""
+    if config.relaxation is not None:
+        return config.relaxation
+    return None if config.preconditioner is None else config.preconditioner.relaxation
 
 
 def amg_config(config: SolverConfig) -> AMGConfig | None:

@@ -25,7 +25,7 @@ import jax.numpy as jnp
 
 from jaxsolve import autodiff
 
-from . import _blocks
+from . import _blocks, _matrix_free
 from ._config import SolverConfig, parse_amgx_config
 from ._csr_arrays import CsrArrays
 from ._distributed import ShardedCsrMatrix, solve_sharded
@@ -34,6 +34,7 @@ from ._krylov import bicgstab, cg, fgmres, gmres, stationary
 from ._mpi import solve_mpi
 from ._nullspace import minimum_norm, null_spaces, pseudo_inverse_services, singular_config
 from ._preconditioner import finest_diagonal, make_precondition
+from ._relaxation import RelaxationData
 from ._setup import System, checked_inputs, divides_by_diagonal, is_concrete
 from ._statistics import statistics
 from ._status import FailureReason, SolveInfo, Status
@@ -212,6 +213,8 @@ def solve(
     if config.solver == "NOSOLVER":
         raise ValueError("solve: solver 'NOSOLVER' solves nothing; it is a preconditioner"
                          " choice (e.g. {'solver': 'PBICGSTAB', 'preconditioner': 'NOSOLVER'}).")
+    if nullspace is None:  # with_cache(operator, nullspace=...): JAX-AMG's place for it
+        nullspace = _matrix_free.attached_nullspace(A)
     matrix, b, x0, near_nullspace = checked_inputs("solve", A, b, x0, near_nullspace, check)
     config = _blocks.block_config("solve", config, matrix.shape[0], block_dim)
     spaces = null_spaces("solve", matrix, nullspace, transpose_nullspace, check)
@@ -292,17 +295,21 @@ def _reject_sharded(**given: Any) -> None:
 
 @functools.partial(jax.jit, static_argnums=0)
 def _solve_columns(
-    config: SolverConfig, matrix: CsrArrays, hierarchy: Hierarchy | None, rhs: jax.Array
+    config: SolverConfig, matrix: CsrArrays, numbers: Hierarchy | RelaxationData | None,
+    rhs: jax.Array
 ) -> tuple[jax.Array, SolveInfo]:
-    """Solves the columns of ``rhs`` as one batched loop; returns ``x`` and per-column info."""
+    """Solves the columns of ``rhs`` as one batched loop; returns ``x`` and per-column info.
+
+    ``numbers``: the preconditioner's (or stationary solver's) setup, from
+    :meth:`System.operators`."""
     invalid = _invalid_matrix(config, matrix)
     if config.solver in _KRYLOV:
         method = _KRYLOV[config.solver]
         options = {} if config.gmres_n_restart is None else {"restart": config.gmres_n_restart}
-        precondition = make_precondition(config.preconditioner, matrix, hierarchy)
+        precondition = make_precondition(config.preconditioner, matrix, numbers)
     else:  # AMG or a relaxation, iterated: x ← x + M⁻¹ (b − A x), one cycle or sweep each
         method, options = stationary, {}
-        precondition = make_precondition(config, matrix, hierarchy, applications=1)
+        precondition = make_precondition(config, matrix, numbers, applications=1)
 
     def one(b):
         x, info = method(matrix.matvec, b, precondition=precondition,

@@ -14,6 +14,15 @@ rules).  This module plugs ``jaxsolve.sparse`` into it in three ways:
   ``lineax.GMRES``, tagged as Lineax needs (``lineax.CG`` takes only a positive
   semidefinite preconditioner).
 
+Both also take a *matrix-free* operator — a ``lineax.FunctionLinearOperator`` or any other
+Lineax operator, through its ``mv`` (and `make_lineax_preconditioner` a plain function
+``x ↦ A x``) — whose matrix they recover as :func:`~jaxsolve.sparse.solve` does: pattern
+by sparsity tracing, values by one evaluation per color of a distance-2 coloring.  Outside
+a transformation the coloring is found (and cached) by itself; ``lineax.linear_solve``
+traces its operator, so there pass the coloring computed outside,
+``AMGSolver(coloring=jaxsolve.sparse.cache_coloring(fn, n))``: then ``jax.jit`` and
+``jax.grad`` through ``linear_solve`` work with respect to what the function closes over.
+
 Lineax is an optional dependency: ``pip install jaxsolve-sparse[lineax]``.  Importing
 ``jaxsolve.sparse`` never imports it; importing this module does.
 
@@ -69,8 +78,10 @@ except ImportError as error:
         " install it with `pip install jaxsolve-sparse[lineax]`."
     ) from error
 
+from . import _matrix_free
 from ._config import SolverConfig, parse_amgx_config
 from ._csr import CsrMatrix, as_csr
+from ._matrix_free import ColoringInfo
 from ._preconditioner import make_preconditioner
 from ._solve import solve
 from ._status import FailureReason, SolveInfo
@@ -273,10 +284,15 @@ class AMGSolver(lx.AbstractLinearSolver[CsrLinearOperator]):
     Krylov iterations) and ``residual`` (the final relative residual).
 
     ``options={"y0": x0}`` starts from ``x0``.  The operator must be square: a
-    `CsrLinearOperator`, or a ``lineax.MatrixLinearOperator`` whose state is initialised
+    `CsrLinearOperator`; a ``lineax.MatrixLinearOperator`` whose state is initialised
     outside ``lineax.linear_solve`` (which traces its arguments, while the conversion to
     CSR needs the matrix's concrete nonzeros):
-    ``linear_solve(operator, b, solver, state=solver.init(operator, {}))``.
+    ``linear_solve(operator, b, solver, state=solver.init(operator, {}))``; or a
+    matrix-free operator (``lineax.FunctionLinearOperator``, or any other kind), whose
+    matrix is recovered from its ``mv`` on ``coloring``'s pattern — or, with no
+    ``coloring``, on the pattern traced from a concrete operator, which again means a state
+    initialised outside ``linear_solve``.  Lineax differentiates through its ``mv``, so
+    gradients reach the parameters of the function.
 
     Args:
       config: an AmgX configuration (dict, JSON text or file path) or a
@@ -284,10 +300,14 @@ class AMGSolver(lx.AbstractLinearSolver[CsrLinearOperator]):
         defaults.
       near_nullspace: ``(n, k)`` near-null space for smoothed aggregation (e.g. rigid-body
         modes), used for the transposed operator too.
+      coloring: for matrix-free operators, the structure of their ``mv`` from
+        :func:`~jaxsolve.sparse.cache_coloring`, computed outside any transformation on an
+        operator of the same structure; None to find it from each (concrete) operator.
 
     Raises:
-      ValueError: for an invalid configuration; when solving, for a non-square operator.
-      TypeError: when solving, for an operator of another kind.
+      ValueError: for an invalid configuration; when solving, for a non-square operator,
+        or a traced matrix-free operator without ``coloring``.
+      TypeError: when solving, for a traced ``lineax.MatrixLinearOperator``.
 
     Examples:
       >>> import jax.numpy as jnp, lineax as lx
@@ -298,20 +318,38 @@ class AMGSolver(lx.AbstractLinearSolver[CsrLinearOperator]):
       >>> solution = lx.linear_solve(A, jnp.ones(24 * 24), solver, throw=False)
       >>> solution.result == lx.RESULTS.max_steps_reached, int(solution.stats["num_steps"])
       (Array(True, dtype=bool), 3)
+
+      A matrix-free operator, differentiated with respect to its coefficient:
+
+      >>> import jax
+      >>> def tridiagonal(d):  # tridiag(-1, d, -1) as a function
+      ...     return lambda x: d * x - jnp.roll(x, 1).at[0].set(0) - jnp.roll(x, -1).at[-1].set(0)
+      >>> structure = jax.ShapeDtypeStruct((32,), jnp.float32)
+      >>> solver = AMGSolver(coloring=sparse.cache_coloring(tridiagonal(2.0), 32))
+      >>> def loss(d):
+      ...     operator = lx.FunctionLinearOperator(tridiagonal(d), structure,
+      ...                                          lx.positive_semidefinite_tag)
+      ...     return lx.linear_solve(operator, jnp.ones(32), solver).value.sum()
+      >>> bool(jax.jit(jax.grad(loss))(3.0) < 0)  # a stronger diagonal, a smaller solution
+      True
     """
 
     config: SolverConfig = eqx.field(static=True)
     near_nullspace: Array | None
+    coloring: ColoringInfo | None = eqx.field(static=True)
 
-    def __init__(self, config: Any = None, near_nullspace: ArrayLike | None = None):
+    def __init__(self, config: Any = None, near_nullspace: ArrayLike | None = None, *,
+                 coloring: ColoringInfo | None = None):
         self.config = parse_amgx_config(config)
         self.near_nullspace = None if near_nullspace is None else jnp.asarray(near_nullspace)
+        self.coloring = _checked_coloring(coloring, "AMGSolver")
 
     def init(self, operator: lx.AbstractLinearOperator, options: dict[str, Any]
              ) -> CsrLinearOperator:
-        """The state is the operator as a `CsrLinearOperator`; the setup runs in `compute`."""
+        """The state is the operator as a `CsrLinearOperator` (a matrix-free one's matrix
+        recovered here); the setup runs in `compute`."""
         del options
-        operator = _csr_operator(operator, "AMGSolver")
+        operator = _csr_operator(operator, "AMGSolver", self.coloring)
         if operator.matrix.shape[0] != operator.matrix.shape[1]:
             raise ValueError("AMGSolver: the operator must be square, got shape"
                              f" {operator.matrix.shape}; for least squares use"
@@ -341,8 +379,17 @@ class AMGSolver(lx.AbstractLinearSolver[CsrLinearOperator]):
         return True  # AMG and its Krylov methods need a nonsingular matrix
 
 
-def _csr_operator(operator: lx.AbstractLinearOperator, caller: str) -> CsrLinearOperator:
-    """``operator`` as a `CsrLinearOperator`: itself, or a concrete matrix's nonzeros."""
+def _checked_coloring(coloring: Any, caller: str) -> ColoringInfo | None:
+    if coloring is not None and not isinstance(coloring, ColoringInfo):
+        raise TypeError(f"{caller}: coloring must be a ColoringInfo from"
+                        f" jaxsolve.sparse.cache_coloring, got {type(coloring).__name__}.")
+    return coloring
+
+
+def _csr_operator(operator: lx.AbstractLinearOperator, caller: str,
+                  coloring: ColoringInfo | None) -> CsrLinearOperator:
+    """``operator`` as a `CsrLinearOperator`: itself, a concrete matrix's nonzeros, or a
+    matrix-free operator's matrix (on ``coloring``'s pattern, or its own traced one)."""
     if isinstance(operator, CsrLinearOperator):
         return operator
     if isinstance(operator, lx.MatrixLinearOperator):
@@ -359,11 +406,31 @@ def _csr_operator(operator: lx.AbstractLinearOperator, caller: str) -> CsrLinear
                 " solver, state=solver.init(operator, {}))."
             ) from None
         return CsrLinearOperator(operator.matrix, operator.tags)
-    raise TypeError(
-        f"{caller}: the operator must be a jaxsolve.sparse.lineax.CsrLinearOperator or a"
-        f" lineax.MatrixLinearOperator, got {type(operator).__name__}; AMG needs the"
-        " matrix's entries (wrap a sparse matrix as CsrLinearOperator(A))."
-    )
+    if not isinstance(operator, lx.AbstractLinearOperator):
+        raise TypeError(f"{caller}: expected a Lineax operator, got {type(operator).__name__}.")
+    return CsrLinearOperator(_matrix_free_matrix(operator, caller, coloring),
+                             [tag for holds, tag in _DEFINITENESS_TAGS if holds(operator)])
+
+
+def _matrix_free_matrix(operator: lx.AbstractLinearOperator, caller: str,
+                        coloring: ColoringInfo | None) -> CsrMatrix:
+    """The matrix of a matrix-free Lineax operator, recovered from its ``mv``."""
+    n, m = operator.in_size(), operator.out_size()
+    structure = operator.in_structure()
+    if n != m or not isinstance(structure, jax.ShapeDtypeStruct) or structure.ndim != 1:
+        raise ValueError(f"{caller}: a matrix-free operator must map vectors to vectors of"
+                         f" the same size, got {structure} -> {operator.out_structure()}.")
+    traced = any(isinstance(leaf, jax.core.Tracer) for leaf in jax.tree.leaves(operator))
+    if coloring is None and traced:
+        raise ValueError(
+            f"{caller}: the matrix-free operator is traced (lineax.linear_solve traces its"
+            " arguments, as jit, vmap and grad do), so its sparsity cannot be traced here."
+            f" Compute its structure outside with info = jaxsolve.sparse.cache_coloring(fn,"
+            f" {n}) on an operator of the same structure, and pass {caller}(...,"
+            " coloring=info).")
+    mv = operator.mv if coloring is None else _matrix_free.with_cache(operator.mv,
+                                                                      coloring=coloring)
+    return _matrix_free.operator_matrix(caller, mv, n, structure.dtype)
 
 
 _DEFINITENESS_TAGS = ((lx.is_symmetric, lx.symmetric_tag),
@@ -377,6 +444,7 @@ def make_lineax_preconditioner(
     *,
     tags: object | Iterable[object] | None = None,
     near_nullspace: ArrayLike | None = None,
+    coloring: ColoringInfo | None = None,
 ) -> lx.FunctionLinearOperator:
     """An AMG preconditioner ``M⁻¹ ≈ A⁻¹`` as a Lineax operator: one V-cycle by default.
 
@@ -399,24 +467,31 @@ def make_lineax_preconditioner(
     ``jax.linear_transpose``, which the native CSR product of the cycle does not support:
     to differentiate a nonsymmetric solve in reverse mode, use `AMGSolver`.)
 
+    A matrix-free ``A`` (any other Lineax operator, or a function ``x ↦ A x``) is
+    materialized from its ``mv`` (see the module documentation); the tags of a Lineax one
+    carry over as above, a function's only through ``tags=``.
+
     Args:
       A: the ``(n, n)`` matrix: a `CsrLinearOperator`, a ``lineax.MatrixLinearOperator``
-        with a concrete matrix, or any matrix :func:`~jaxsolve.sparse.make_preconditioner`
-        takes.
+        with a concrete matrix, a matrix-free Lineax operator, or any matrix or function
+        :func:`~jaxsolve.sparse.make_preconditioner` takes.
       config: the preconditioner's AmgX configuration (e.g. ``{"solver": "AMG",
         "cycle": "W"}``), or a solver configuration whose preconditioner is taken; None
         for one V-cycle of classical AMG.
       tags: the tags of ``M``, instead of the inherited ones.
       near_nullspace: ``(n, k)`` near-null space for smoothed aggregation.
+      coloring: for a matrix-free ``A``, its structure from
+        :func:`~jaxsolve.sparse.cache_coloring` (needed when ``A`` is traced).
 
     Returns:
       A ``lineax.FunctionLinearOperator`` ``r ↦ M⁻¹ r`` on vectors of shape ``(n,)`` and
       the matrix's dtype.
 
     Raises:
-      TypeError: for a Lineax operator of another kind, or a traced
-        ``lineax.MatrixLinearOperator``.
-      ValueError: as :func:`~jaxsolve.sparse.make_preconditioner` raises.
+      TypeError: for a traced ``lineax.MatrixLinearOperator``, or a ``coloring`` that is
+        not a ``ColoringInfo``.
+      ValueError: as :func:`~jaxsolve.sparse.make_preconditioner` raises, and for a traced
+        matrix-free operator without ``coloring``.
 
     Examples:
       >>> import jax.numpy as jnp, lineax as lx
@@ -432,13 +507,16 @@ def make_lineax_preconditioner(
       >>> restarts({"preconditioner": M}) < restarts({})  # restart cycles of 10 steps
       True
     """
+    coloring = _checked_coloring(coloring, "make_lineax_preconditioner")
     if isinstance(A, lx.AbstractLinearOperator):
-        operator = _csr_operator(A, "make_lineax_preconditioner")
+        operator = _csr_operator(A, "make_lineax_preconditioner", coloring)
         preconditioner = make_preconditioner(operator.matrix, config,
                                              near_nullspace=near_nullspace)
         if tags is None and preconditioner.is_symmetric:
             tags = [tag for holds, tag in _DEFINITENESS_TAGS if holds(A)]
     else:
+        if coloring is not None and _matrix_free.is_operator(A):
+            A = _matrix_free.with_cache(A, coloring=coloring)
         preconditioner = make_preconditioner(A, config, near_nullspace=near_nullspace)
     structure = jax.ShapeDtypeStruct((preconditioner.matrix.n_rows,),
                                      preconditioner.matrix.values.dtype)
