@@ -12,7 +12,7 @@ import scipy.sparse.linalg
 from pyamg.classical.interpolate import classical_interpolation
 
 from jaxsolve import sparse
-from jaxsolve.sparse import _classical, _hierarchy, matrices, parse_amgx_config
+from jaxsolve.sparse import _classical, _hierarchy, _native, matrices, parse_amgx_config
 from jaxsolve.sparse._csr_arrays import CsrStructure
 
 
@@ -218,6 +218,176 @@ class TestNumericSetup:
         jax.test_util.check_grads(coarse_sum, (v,), order=1, modes=["fwd", "rev"], eps=1e-4)
         batched = jax.vmap(coarse_sum)(jnp.stack([v, 2 * v]))
         np.testing.assert_allclose(batched, [coarse_sum(v), coarse_sum(2 * v)], rtol=1e-12)
+
+
+class TestHostSetup:
+    """The native host setup reproduces the NumPy one it replaced."""
+
+    # Rows and nonzeros of every level's operator, and P's nonzeros, recorded from the
+    # NumPy host setup (strength, weights and truncation in NumPy, the next level's values
+    # by a compiled JAX product) before native code took its place.
+    RECORDED = [
+        ("poisson3d", {}, np.float64, [512, 192, 42, 10], [3200, 3714, 1202, 100],
+         [1466, 606, 102]),
+        ("poisson2d", {"interpolator": "D1", "selector": "HMIS"}, np.float64,
+         [400, 200, 51, 14], [1920, 1642, 399, 90], [960, 414, 88]),
+        ("anisotropic", {}, np.float32, [400, 176, 56, 21, 8], [3364, 1552, 850, 239, 48],
+         [595, 449, 108, 35]),
+        ("airfoil", {"interp_max_elements": 3, "interp_truncation_factor": 0.2}, np.float64,
+         [260, 78, 24, 9], [1682, 892, 302, 77], [565, 157, 40]),
+    ]
+
+    @pytest.mark.parametrize("problem, changes, dtype, rows, nnz, p_nnz", RECORDED)
+    def test_hierarchy_is_the_numpy_setups(self, problem, changes, dtype, rows, nnz, p_nnz):
+        pattern, values = host(PROBLEMS[problem]())
+        structure = _hierarchy.build_structure(pattern, values.astype(dtype), 1,
+                                               amg_config(**changes))
+        patterns = [level.a for level in structure.levels] + [structure.coarsest]
+        assert [a.n_rows for a in patterns] == rows
+        assert [a.nnz for a in patterns] == nnz
+        assert [level.p.nnz for level in structure.levels] == p_nnz
+
+    @pytest.mark.parametrize("dtype", [np.float32, np.float64])
+    @pytest.mark.parametrize("interpolator", ["D1", "D2"])
+    @pytest.mark.parametrize("problem", ["anisotropic", "airfoil"])
+    def test_native_weights_are_the_numpy_formulas_bit_for_bit(self, problem, interpolator,
+                                                               dtype):
+        pattern, values = host(PROBLEMS[problem]())
+        config = amg_config(interpolator=interpolator, max_levels=3)
+        structure = _hierarchy.build_structure(pattern, values.astype(dtype), 1, config)
+        values = values.astype(dtype)
+        for level in structure.levels:  # the first level's values, then Galerkin products
+            interpolation = level.interpolation
+            native = _classical.host_values(interpolation, level.a, values)
+            numpy = _classical.interpolation_values(
+                np, _classical.host_arrays(interpolation), interpolation.full.nnz, values,
+                level.a.row_ids, values[level.diagonal])
+            assert native.dtype == dtype
+            np.testing.assert_array_equal(native, numpy)
+            values = _hierarchy._host_galerkin(level, values, native)
+
+    def test_host_galerkin_is_the_cpu_numeric_setups_bit_for_bit(self, x64):
+        pattern, values = host(PROBLEMS["airfoil"]())
+        structure = _hierarchy.build_structure(pattern, values, 1, amg_config())
+        numbers = jax.jit(_hierarchy.numeric_setup, static_argnums=0)(
+            structure, structure.arrays, jnp.asarray(values), None)
+        operators = [level.a for level in numbers.levels] + [numbers.coarsest.a]
+        for level, fine, coarse in zip(structure.levels, operators, operators[1:]):
+            np.testing.assert_array_equal(
+                _hierarchy._host_galerkin(level, np.asarray(fine.values),
+                                          _classical.host_values(level.interpolation, level.a,
+                                                                 np.asarray(fine.values))),
+                coarse.values)
+
+    def test_truncation_leaves_rows_without_weights_empty(self):
+        # Rows of P without weights (F points without strong couplings), the last one among
+        # them, broke the NumPy truncation.
+        A = scipy.sparse.block_diag([PROBLEMS["anisotropic"](), scipy.sparse.eye(2)])
+        pattern, values = host(A)
+        config = amg_config(interp_max_elements=3, interp_truncation_factor=0.2)
+        structure = _classical.level_structure(pattern, values, config)
+        assert np.all(np.diff(structure.full.indptr)[-2:] == 0)
+        counts = np.diff(structure.p.indptr)
+        assert counts.max() <= 3 and np.all(counts[np.diff(structure.full.indptr) == 0] == 0)
+
+
+class TestAggressive:
+    """Aggressive (A2) coarsening with multipass interpolation on the first levels."""
+
+    def test_c_points_are_distance_two_independent_and_cover_the_first_pass(self):
+        pattern, values = host(PROBLEMS["poisson3d"]())
+        config = amg_config()
+        standard = _classical.level_structure(pattern, values, config)
+        aggressive = _classical.level_structure(pattern, values, config, aggressive=True)
+        first, coarse = standard.coarse, aggressive.coarse
+        assert np.all(first[coarse]) and 0 < coarse.sum() < 0.3 * first.sum()
+        s = scipy_of(pattern, aggressive.strong.astype(float))
+        s.eliminate_zeros()
+        # S2 on the first pass's C points: paths of length one, or two through an F point.
+        s2 = (s[first][:, first] + s[first][:, ~first] @ s[~first][:, first]).tocsr()
+        s2.setdiag(0)
+        s2.eliminate_zeros()
+        on = coarse[first]
+        both = (s2 + s2.T).tocsr()
+        assert both[on][:, on].nnz == 0  # no two C points coupled in S2
+        dropped = ~on & (np.diff(both.indptr) > 0)
+        assert np.all(np.asarray(both[dropped][:, on].sum(axis=1)).ravel() > 0)
+
+    @pytest.mark.parametrize("problem", ["poisson3d", "anisotropic", "airfoil"])
+    def test_multipass_weights_keep_constants_and_match_under_jit(self, problem, x64):
+        pattern, values = host(PROBLEMS[problem]())
+        structure = _classical.level_structure(pattern, values,
+                                               amg_config(interp_max_elements=-1),
+                                               aggressive=True)
+        assert isinstance(structure.plan, _native.MultipassPattern)
+        assert len(structure.plan.pass_counts) >= 2
+        p = scipy_of(structure.p, structure.values)
+        np.testing.assert_array_equal(p.toarray()[structure.coarse],
+                                      np.eye(structure.n_coarse))
+        # A point that strongly depends on an interpolated point is interpolated.
+        interpolated = np.diff(structure.p.indptr) > 0
+        strength = scipy_of(pattern, structure.strong.astype(float))
+        assert np.all(interpolated | (strength @ interpolated.astype(float) == 0))
+        assert interpolated.sum() > 2 * structure.n_coarse
+        # Constants are kept where every row has zero sum: the graph Laplacian's (a pass's
+        # rows sum to the row sums of the earlier passes' rows they combine).
+        laplacian = _classical.surrogate_values(pattern)
+        zero_sum = _classical.level_structure(pattern, laplacian, amg_config(), aggressive=True)
+        interpolated = np.diff(zero_sum.p.indptr) > 0
+        row_sums = np.asarray(scipy_of(zero_sum.p, zero_sum.values).sum(axis=1))
+        assert interpolated.sum() > zero_sum.n_coarse
+        np.testing.assert_allclose(row_sums[interpolated], 1, rtol=1e-12)
+        arrays = _classical.device_arrays(structure)
+        jitted = jax.jit(lambda v: _classical.interpolation_values(
+            jnp, arrays, structure.full.nnz, v, jnp.asarray(pattern.row_ids),
+            v[pattern.diagonal_positions()]))(jnp.asarray(values))
+        np.testing.assert_allclose(jitted, structure.values, rtol=1e-12, atol=1e-15)
+
+    def test_first_coarse_level_is_much_smaller(self):
+        A = matrices.poisson3d_matrix(12)
+        config = classical(aggressive_levels=1)
+        standard, aggressive = (sparse.describe(A, c) for c in (classical(), config))
+        assert aggressive.rows[1] < 0.3 * standard.rows[1]
+        assert aggressive.operator_complexity < 0.7 * standard.operator_complexity
+
+    @pytest.mark.parametrize("problem", ["poisson3d", "anisotropic"])
+    def test_pcg_converges(self, problem, x64):
+        A = (scipy_matrix(matrices.poisson3d_matrix(12, dtype=np.float64))
+             if problem == "poisson3d" else PROBLEMS[problem]())
+        b = matrices.rhs_random(A.shape[0], seed=1, dtype=np.float64)
+        iterations = {}
+        for levels in (0, 1):
+            x, info = sparse.solve(A, b, config={**classical(aggressive_levels=levels),
+                                                 "tolerance": 1e-8})
+            assert status(info) == "SUCCESS"
+            assert relative_residual(A, x, b) <= 1e-7
+            iterations[levels] = int(info.iterations)
+        assert iterations[1] <= 4 * iterations[0], iterations
+
+    def test_numeric_resetup_inside_jit(self, x64):
+        sparse.clear_cache()
+        A = sparse.as_csr(matrices.poisson3d_matrix(10, dtype=np.float64))
+        b = matrices.rhs_ones(1000, dtype=np.float64)
+        config = {**classical(aggressive_levels=2), "tolerance": 1e-10}
+        x, eager = sparse.solve(A, b, config=config)
+        solve = jax.jit(lambda v, b: sparse.solve(A.with_values(v), b, config=config))
+        x1, info1 = solve(A.values, b)
+        assert int(info1.iterations) == int(eager.iterations)
+        np.testing.assert_allclose(x1, x, rtol=1e-10)
+        x2, _ = solve(2 * A.values, b)  # new values, same structure: re-set up inside
+        np.testing.assert_allclose(x2, x / 2, rtol=1e-8)
+        assert sparse.cache_info().misses == 1
+
+    def test_config(self):
+        assert amg_config(aggressive_levels=2).aggressive_levels == 2
+        assert amg_config().aggressive_levels == 0
+        aggregation = parse_amgx_config({"preconditioner": {
+            "algorithm": "AGGREGATION", "aggressive_levels": 1}}).preconditioner.amg
+        assert aggregation.aggressive_levels is None
+        with pytest.raises(ValueError, match="aggressive_levels"):
+            amg_config(aggressive_levels=-1)
+        with pytest.raises(ValueError, match="aggressive_interpolator"):
+            amg_config(aggressive_levels=1, aggressive_interpolator="D2")
 
 
 def status(info) -> str:

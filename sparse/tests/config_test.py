@@ -143,7 +143,7 @@ def amg(**changes):
                   smoother=block_jacobi(), presweeps=1, postsweeps=1, cycle="V", max_levels=100,
                   min_coarse_rows=256, coarse_solver="DENSE_LU_SOLVER", coarsest_sweeps=None,
                   interpolator="D2", strength="AHAT", strength_threshold=0.5, max_row_sum=1.1,
-                  interp_max_elements=4, interp_truncation_factor=1.1)
+                  interp_max_elements=4, interp_truncation_factor=1.1, aggressive_levels=0)
     return AMGConfig(**{**fields, **changes})
 
 
@@ -151,7 +151,7 @@ def aggregation(**changes):
     """Aggregation AMG with jaxsolve's defaults and ``changes``."""
     classical_only = dict.fromkeys(("interpolator", "strength", "strength_threshold",
                                     "max_row_sum", "interp_max_elements",
-                                    "interp_truncation_factor"))
+                                    "interp_truncation_factor", "aggressive_levels"))
     return amg(**{"algorithm": "AGGREGATION", "selector": "SIZE_4", **classical_only,
                   **changes})
 
@@ -247,7 +247,7 @@ class TestParseAmgxConfig:
     def test_parse_amgx_config_ignores_what_cannot_change_the_solution(self):
         config = parse_amgx_config({
             "solver": "AMG", "algorithm": "AGGREGATION", "obtain_timings": 1, "print_config": 1,
-            "interpolator": "D1", "strength_threshold": 0.3, "aggressive_selector": "PMIS",
+            "interpolator": "D1", "strength_threshold": 0.3, "aggressive_levels": 2,
             "communicator": "MPI", "error_scaling": 0,
             "smoother": {"solver": "BLOCK_JACOBI", "max_iters": 4, "tolerance": 0.1,
                          "monitor_residual": 1, "print_solve_stats": 1}})
@@ -268,7 +268,8 @@ class TestParseAmgxConfig:
         {"solver": "PCG", "preconditioner": {
             "algorithm": "CLASSICAL", "selector": "HMIS", "interpolator": "D1",
             "strength": "ALL", "strength_threshold": 0.6, "max_row_sum": 0.9,
-            "interp_max_elements": 4, "interp_truncation_factor": 0.1}},
+            "interp_max_elements": 4, "interp_truncation_factor": 0.1,
+            "aggressive_levels": 1}},
     ], ids=["default", "cg", "fgmres-sa-cheby", "pbicgstab-jacobi-l1", "jacobi", "pcg-none",
             "pcg-classical"])
     def test_parse_amgx_config_round_trip(self, config):
@@ -326,10 +327,14 @@ class TestParseAmgxConfig:
          " 'AGGREGATION', not of 'CLASSICAL'; supported: PMIS, HMIS."),
         ({"preconditioner": {"algorithm": "CLASSICAL", "selector": "AGGRESSIVE_PMIS"}},
          ValueError, "in scope 'solver.preconditioner', selector 'AGGRESSIVE_PMIS' (aggressive"
-         " coarsening) is not implemented yet; supported: PMIS, HMIS."),
-        ({"preconditioner": {"algorithm": "CLASSICAL", "aggressive_levels": 2}}, ValueError,
-         "in scope 'solver.preconditioner', AmgX parameter 'aggressive_levels' is not"
-         " implemented yet; only AmgX's default 0 is accepted, got 2."),
+         " coarsening on every level) is not implemented; set aggressive_levels for aggressive"
+         " coarsening on the first levels; supported: PMIS, HMIS."),
+        ({"preconditioner": {"algorithm": "CLASSICAL", "aggressive_interpolator": "D2"}},
+         ValueError, "in scope 'solver.preconditioner', AmgX parameter"
+         " 'aggressive_interpolator' is not implemented yet; only AmgX's default 'MULTIPASS'"
+         " is accepted, got 'D2'."),
+        ({"preconditioner": {"algorithm": "CLASSICAL", "aggressive_levels": -1}}, ValueError,
+         "in scope 'solver.preconditioner', aggressive_levels must be >= 0, got -1."),
         ({"preconditioner": {"algorithm": "CLASSICAL", "strength_threshold": 1.5}}, ValueError,
          "in scope 'solver.preconditioner', strength_threshold must be in [0, 1], got 1.5."),
         ({"preconditioner": {"algorithm": "CLASSICAL", "interpolator": "MULTIPASS"}}, ValueError,

@@ -68,10 +68,15 @@ def test_docstring_examples_run():
                                "JaxsolveSparseAggregatePairs", "JaxsolveSparseColorDsatur",
                                "JaxsolveSparseCouplingGraph", "JaxsolveSparseContractGraph",
                                "JaxsolveSparseSpgemm",
+                               "JaxsolveSparseClassicalStrength",
                                "JaxsolveSparseClassicalSplitting",
                                "JaxsolveSparseInterpolationPlan",
                                "JaxsolveSparseInterpolationSizes",
-                               "JaxsolveSparseInterpolationCopy"}),
+                               "JaxsolveSparseInterpolationCopy",
+                               "JaxsolveSparseInterpolationValues",
+                               "JaxsolveSparseTruncation", "JaxsolveSparseMultipassPlan",
+                               "JaxsolveSparseMultipassSizes", "JaxsolveSparseMultipassCopy",
+                               "JaxsolveSparseCsrProductHost"}),
     ("libjaxsolve_sparse_cuda13.so", {"JaxsolveSparseCsrMatvec", "JaxsolveSparseCsrProduct"}),
 ])
 def test_libraries_export_our_functions_and_need_only_the_c_runtime(name, exports):

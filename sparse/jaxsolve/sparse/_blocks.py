@@ -190,8 +190,7 @@ def classical_splitting(pattern: CsrStructure, values: np.ndarray, config: AMGCo
     norms = node_magnitudes(graph, values).weights
     node_values = np.where(nodes.indices == nodes.row_ids, norms, -norms)
     node_strong = _classical.strong_couplings(nodes, node_values, config)
-    strength = _classical.strength_pattern(nodes, node_strong)
-    node_coarse = _native.classical_splitting(strength.indptr, strength.indices,
+    node_coarse = _native.classical_splitting(nodes.indptr, nodes.indices, node_strong,
                                               config.selector)
     same_component = pattern.row_ids % k == pattern.indices % k
     # Of the sign opposite to the diagonal's (its phase, for complex values), as classical

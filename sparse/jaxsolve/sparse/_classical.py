@@ -9,7 +9,11 @@ unknowns and interpolates the others, the F points, from them:
    nothing; ``ALL`` makes every stored off-diagonal coupling strong.  Complex entries
    compare by ``Re(a_ij conj(a_ii)) / |a_ii|``.
 2. *splitting* (``selector``): PMIS or HMIS on the strength graph (native code,
-   :func:`._native.classical_splitting`).
+   :func:`._native.classical_splitting`).  On the first ``aggressive_levels`` levels,
+   aggressive (A2) coarsening: the same selector again on the distance-two graph of the C
+   points it chose, which keeps about a fifth of them on 3D Poisson (Stüben, "Algebraic
+   multigrid (AMG): an introduction with applications", GMD report 70, 1999, A.2.3; hypre's
+   ``agg_num_levels``, AmgX's ``aggressive_levels``).
 3. *interpolation* (``interpolator``): D1, Ruge–Stüben's modified classical interpolation
    (as PyAMG's ``classical_interpolation``), or D2, extended+i distance-two interpolation
    (as AmgX's ``D2``), with the weights
@@ -17,6 +21,10 @@ unknowns and interpolates the others, the F points, from them:
        w_ij = -(a_ij + Σ_{k∈F_i} a_ik ā_kj / s_ik) / d_i,   s_ik = Σ_{l∈C_i (∪{i}: D2)} ā_kl
 
    (:class:`._native.InterpolationPattern` says which sets), then optionally truncated.
+   Aggressive levels interpolate by multipass interpolation (Stüben 1999, A.4.3; the
+   default of AmgX's ``aggressive_interpolator`` and hypre's ``agg_interp_type``), whose F
+   points of pass ``m`` interpolate through their strong neighbours of earlier passes
+   (:class:`._native.MultipassPattern`), truncated alike.
 
 The work splits like the aggregation path's.  :func:`level_structure` (host, once per
 pattern and configuration) decides strength, splitting, the pattern of ``P`` and the index
@@ -24,9 +32,11 @@ plan of its weights from concrete values — or, without them, from the graph La
 the pattern (every stored coupling ``-1``).  Truncation keeps a fixed subset of each row's
 weights, chosen from those values.  :func:`interpolation_values` (jit-able, differentiable,
 ``vmap``-able) computes the weights from any values on the pattern: gathers and segment sums
-over the plan, which run on every platform.  The same function runs on the host with NumPy
-when the structure is built, to choose the truncation and to form the next level's values
-(``Pᵀ A P``), from which its strength follows.
+over the plan, which run on every platform.  The host computes the same weights for the
+values it sees, to choose the truncation and to form the next level's values (``Pᵀ A P``),
+from which its strength follows: native code (:func:`._native.interpolation_values`, split
+over the cores) that evaluates :func:`interpolation_values`'s formula in its operation
+order, so that its weights are NumPy's bit for bit; multipass weights with NumPy.
 """
 
 from __future__ import annotations
@@ -63,26 +73,9 @@ def strong_couplings(pattern: CsrStructure, values: np.ndarray, config: AMGConfi
 
     Every row must store its diagonal (checked by the hierarchy before).
     """
-    rows = pattern.row_ids
-    off_diagonal = pattern.indices != rows
-    diagonal = values[pattern.diagonal_positions()]
-    if config.strength == "ALL":
-        return off_diagonal & (values != 0)
-    magnitude = np.abs(diagonal)
-    phase = np.where(magnitude > 0, np.conj(diagonal) / np.where(magnitude > 0, magnitude, 1), 1)
-    coupling = np.where(off_diagonal, -np.real(values * phase[rows]), -np.inf)
-    largest = np.maximum.reduceat(coupling, pattern.indptr[:-1])  # every row is non-empty
-    threshold = config.strength_threshold * largest[rows]
-    row_sums = np.add.reduceat(values, pattern.indptr[:-1])
-    dependent = (largest > 0) & (np.abs(row_sums) <= config.max_row_sum * magnitude)
-    return off_diagonal & (coupling > 0) & (coupling >= threshold) & dependent[rows]
-
-
-def strength_pattern(pattern: CsrStructure, strong: np.ndarray) -> CsrStructure:
-    """The strength graph: row ``i`` holds the ``j`` that ``i`` strongly depends on."""
-    indptr = np.concatenate([[0], np.cumsum(np.bincount(pattern.row_ids[strong],
-                                                        minlength=pattern.n_rows))])
-    return CsrStructure(indptr.astype(np.int32), pattern.indices[strong], pattern.n_cols)
+    return _native.classical_strength(pattern.indptr, pattern.indices, values,
+                                      config.strength_threshold, config.max_row_sum,
+                                      every=config.strength == "ALL")
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -93,20 +86,22 @@ class InterpolationStructure:
       strong: ``(nnz(A),)`` the strong couplings.
       coarse: ``(n,)`` the C points.
       full: the pattern of the untruncated ``P`` (``n × n_coarse``).
-      plan: where ``A``'s values enter the untruncated weights, destinations in
-        ``[0, nnz(full) + n]`` (``nnz(full) + i``: row ``i``'s ``d_i``; ``nnz(full) + n``:
-        nowhere).
+      plan: where ``A``'s values enter the untruncated weights: a D1/D2
+        :class:`._native.InterpolationPattern` or, on an aggressive level, a
+        :class:`._native.MultipassPattern`.
       keep: the positions in ``full`` of the weights truncation keeps, or None (no
         truncation).
       p: the pattern of ``P`` (``full``, or its kept entries).
+      values: ``P``'s values for the values the structure was built from.
     """
 
     strong: np.ndarray
     coarse: np.ndarray
     full: CsrStructure
-    plan: _native.InterpolationPattern
+    plan: _native.InterpolationPattern | _native.MultipassPattern
     keep: np.ndarray | None
     p: CsrStructure
+    values: np.ndarray
 
     @property
     def n_coarse(self) -> int:
@@ -114,7 +109,7 @@ class InterpolationStructure:
 
 
 class InterpolationArrays(NamedTuple):
-    """The index arrays :func:`interpolation_values` reads (a pytree, on the device)."""
+    """The index arrays of D1/D2 weights that :func:`interpolation_values` reads (a pytree)."""
 
     coarse: jax.Array
     full_indptr: jax.Array
@@ -126,110 +121,138 @@ class InterpolationArrays(NamedTuple):
     keep: jax.Array | None
 
 
+class MultipassArrays(NamedTuple):
+    """The index arrays of multipass weights that :func:`interpolation_values` reads.
+
+    ``unit_positions`` holds the C points' entries of ``P``; ``passes`` the triples ``(a
+    entries, P sources, P destinations)`` of each pass (see :class:`._native.MultipassPattern`).
+    """
+
+    full_indptr: jax.Array
+    interpolatory: jax.Array
+    unit_positions: jax.Array
+    passes: tuple[tuple[jax.Array, jax.Array, jax.Array], ...]
+    keep: jax.Array | None
+
+
 def level_structure(pattern: CsrStructure, values: np.ndarray, config: AMGConfig, *,
+                    aggressive: bool = False,
                     splitting: tuple[np.ndarray, np.ndarray] | None = None
                     ) -> InterpolationStructure:
     """Strength, splitting and interpolation plan of one level, from concrete values.
 
+    ``aggressive``: A2 coarsening and multipass interpolation (an aggressive level).
     ``splitting``: the strong couplings and C points when decided elsewhere (a block
     system's, on its nodes: :func:`._blocks.classical_splitting`).
     """
     if splitting is None:
         strong = strong_couplings(pattern, values, config)
-        graph = strength_pattern(pattern, strong)
-        coarse = _native.classical_splitting(graph.indptr, graph.indices, config.selector)
+        coarse = _native.classical_splitting(pattern.indptr, pattern.indices, strong,
+                                             config.selector, aggressive=aggressive)
     else:
         strong, coarse = splitting
-    plan = _native.interpolation_pattern(pattern.indptr, pattern.indices, strong, coarse,
-                                         distance_two=config.interpolator == "D2")
+    if aggressive:
+        plan = _native.multipass_pattern(pattern.indptr, pattern.indices, strong, coarse)
+    else:
+        plan = _native.interpolation_pattern(pattern.indptr, pattern.indices, strong, coarse,
+                                             distance_two=config.interpolator == "D2")
     full = CsrStructure(plan.p_indptr, plan.p_indices, int(coarse.sum()))
-    nnz, n = full.nnz, pattern.n_rows
-
-    def combined(destination: np.ndarray) -> np.ndarray:
-        # -1 (nowhere) → nnz + n; -2 - i (row i's d_i) → nnz + i.
-        return np.where(destination >= 0, destination,
-                        np.where(destination == -1, nnz + n, nnz - 2 - destination)
-                        ).astype(np.int32)
-
-    plan = plan._replace(a_destination=combined(plan.a_destination),
-                         triple_destinations=combined(plan.triple_destinations))
     structure = InterpolationStructure(strong=strong, coarse=coarse, full=full, plan=plan,
-                                       keep=None, p=full)
-    keep = _truncation(structure, pattern, values, config)
-    if keep is None:
-        return structure
-    rows = full.row_ids[keep]
-    indptr = np.concatenate([[0], np.cumsum(np.bincount(rows, minlength=n))]).astype(np.int32)
-    return dataclasses.replace(structure, keep=keep,
-                               p=CsrStructure(indptr, full.indices[keep], full.n_cols))
-
-
-def _truncation(structure: InterpolationStructure, pattern: CsrStructure, values: np.ndarray,
-                config: AMGConfig) -> np.ndarray | None:
-    """The positions in ``full`` of the weights that truncation keeps (None: all of them).
-
-    Drops the weights below ``interp_truncation_factor`` times the row's largest (by
-    magnitude, for a factor in ``(0, 1)``), then keeps the ``interp_max_elements`` largest
-    (ties: the earlier column).
-    """
+                                       keep=None, p=full, values=np.empty(0, values.dtype))
+    weights = host_values(structure, pattern, values)
     factor, most = config.interp_truncation_factor, config.interp_max_elements
-    by_factor, by_count = 0 < factor < 1, most > 0
-    full = structure.full
-    if not (by_factor or by_count) or full.nnz == 0:
-        return None
-    weights = np.abs(host_values(structure, pattern, values, truncated=False))
-    rows = full.row_ids
-    kept = np.ones(full.nnz, bool)
-    if by_factor:
-        kept &= weights >= factor * np.maximum.reduceat(weights, full.indptr[:-1])[rows]
-    if by_count:
-        # Within each row, the kept weights first, largest first; rank = place in the row.
-        order = np.lexsort((-np.where(kept, weights, -1.0), rows))
-        rank = np.empty(full.nnz, np.int64)
-        rank[order] = np.arange(full.nnz) - full.indptr[rows[order]]
-        kept &= rank < most
-    return np.flatnonzero(kept).astype(np.int32)
+    if not (0 < factor < 1 or most > 0) or full.nnz == 0:
+        return dataclasses.replace(structure, values=weights)
+    kept = _native.truncation(full.indptr, weights, factor, most)
+    keep = np.flatnonzero(kept).astype(np.int32)
+    indptr = np.concatenate([[0], np.cumsum(kept)]).astype(np.int32)[full.indptr]
+    return dataclasses.replace(structure, keep=keep,
+                               p=CsrStructure(indptr, full.indices[keep], full.n_cols),
+                               values=_truncated(np, weights, full.indptr, keep))
 
 
-def host_arrays(structure: InterpolationStructure, truncated: bool = True) -> InterpolationArrays:
+def host_arrays(structure: InterpolationStructure,
+                truncated: bool = True) -> InterpolationArrays | MultipassArrays:
     """The structure's index arrays as NumPy arrays (for :func:`interpolation_values`)."""
-    plan = structure.plan
+    plan, keep = structure.plan, structure.keep if truncated else None
+    if isinstance(plan, _native.MultipassPattern):
+        bounds = np.concatenate([[0], np.cumsum(plan.pass_counts)])
+        return MultipassArrays(
+            full_indptr=structure.full.indptr, interpolatory=plan.interpolatory,
+            unit_positions=structure.full.indptr[:-1][structure.coarse],
+            passes=tuple((plan.triple_entries[begin:end], plan.triple_sources[begin:end],
+                          plan.triple_destinations[begin:end])
+                         for begin, end in zip(bounds[:-1], bounds[1:], strict=True)),
+            keep=keep)
     return InterpolationArrays(
         coarse=structure.coarse, full_indptr=structure.full.indptr,
         a_destination=plan.a_destination, pair_positions=plan.pair_positions,
         pair_counts=plan.pair_counts, triple_entries=plan.triple_entries,
-        triple_destinations=plan.triple_destinations,
-        keep=structure.keep if truncated else None)
+        triple_destinations=plan.triple_destinations, keep=keep)
 
 
-def device_arrays(structure: InterpolationStructure) -> InterpolationArrays:
+def device_arrays(structure: InterpolationStructure) -> InterpolationArrays | MultipassArrays:
     """The structure's index arrays on the device."""
     return jax.tree.map(jax.device_put, host_arrays(structure))
 
 
 def host_values(structure: InterpolationStructure, pattern: CsrStructure, values: np.ndarray,
                 truncated: bool = True) -> np.ndarray:
-    """``P``'s values for ``A``'s concrete ``values`` on ``pattern``, computed with NumPy."""
-    return interpolation_values(np, host_arrays(structure, truncated), structure.full.nnz,
-                                values, pattern.row_ids, values[pattern.diagonal_positions()])
+    """``P``'s values for ``A``'s concrete ``values`` on ``pattern``, computed on the host.
+
+    :func:`interpolation_values`'s formula with NumPy, whose D1/D2 weights come from native
+    code that reproduces them (bit for bit for real values) in a fraction of the time.
+    """
+    arrays = host_arrays(structure, truncated)
+    if isinstance(arrays, MultipassArrays):
+        return interpolation_values(np, arrays, structure.full.nnz, values, pattern.row_ids,
+                                    values[pattern.diagonal_positions()])
+    weights = _native.interpolation_values(pattern.indptr, pattern.indices, values,
+                                           structure.plan, structure.coarse)
+    return _truncated(np, weights, arrays.full_indptr, arrays.keep)
 
 
-def interpolation_values(xp: Any, arrays: InterpolationArrays, full_nnz: int, a_values: Any,
-                         a_rows: Any, diagonal: Any) -> Any:
+def interpolation_values(xp: Any, arrays: InterpolationArrays | MultipassArrays, full_nnz: int,
+                         a_values: Any, a_rows: Any, diagonal: Any) -> Any:
     """The values of ``P`` on its pattern for ``A``'s values.
 
-    One formula for both sides of the setup: with ``xp = numpy`` on the host, where the
-    structure is built; with ``xp = jax.numpy`` under jit (gathers and segment sums,
-    differentiable in the values).
+    One formula for both sides of the setup: with ``xp = jax.numpy`` under jit (gathers
+    and segment sums, differentiable in the values); with ``xp = numpy`` on the host, the
+    reference that the native host weights reproduce.
 
     Args:
       xp: the array namespace, ``numpy`` or ``jax.numpy``.
-      arrays: the level's :class:`InterpolationArrays`.
+      arrays: the level's :class:`InterpolationArrays` or :class:`MultipassArrays`.
       full_nnz: the number of untruncated weights.
       a_values: ``(nnz(A),)`` ``A``'s values; ``a_rows`` the row of each.
       diagonal: ``(n,)`` ``A``'s diagonal.
     """
+    if isinstance(arrays, MultipassArrays):
+        weights = _multipass_weights(xp, arrays, full_nnz, a_values, a_rows, diagonal)
+    else:
+        weights = _weights(xp, arrays, full_nnz, a_values, a_rows, diagonal)
+    return _truncated(xp, weights, arrays.full_indptr, arrays.keep)
+
+
+def _truncated(xp: Any, weights: Any, full_indptr: Any, keep: Any | None) -> Any:
+    """The kept weights (all without ``keep``), each row rescaled to its former sum."""
+    if keep is None:
+        return weights
+    n = full_indptr.shape[0] - 1
+    full_rows = _repeat(xp, xp.diff(full_indptr), weights.shape[0])
+    kept, kept_rows = weights[keep], full_rows[keep]
+    full_sums = _segment_sum(xp, weights, full_rows, n)
+    kept_sums = _segment_sum(xp, kept, kept_rows, n)
+    nonzero = kept_sums != 0
+    scale = xp.where(nonzero, full_sums / xp.where(nonzero, kept_sums, 1), 1)
+    return kept * scale[kept_rows]
+
+
+def _weights(xp: Any, arrays: InterpolationArrays, full_nnz: int, a_values: Any, a_rows: Any,
+             diagonal: Any) -> Any:
+    """The untruncated D1/D2 weights."""
     n = diagonal.shape[0]
+    full_rows = _repeat(xp, xp.diff(arrays.full_indptr), full_nnz)
     # ā_kl: a_kl where its sign is opposite to a_kk's (its phase, for complex values).
     opposite = xp.real(a_values * xp.conj(diagonal)[a_rows]) < 0
     a_bar = xp.where(opposite, a_values, 0)
@@ -246,19 +269,45 @@ def interpolation_values(xp: Any, arrays: InterpolationArrays, full_nnz: int, a_
                                    full_nnz + a_rows[arrays.pair_positions]])
     sums = _segment_sum(xp, data, destinations, full_nnz + n + 1)
     numerator, denominator = sums[:full_nnz], sums[full_nnz:full_nnz + n]
-    full_rows = _repeat(xp, xp.diff(arrays.full_indptr), full_nnz)
     d = denominator[full_rows]
-    weights = xp.where(arrays.coarse[full_rows], xp.ones_like(d),
-                       xp.where(d != 0, -numerator / xp.where(d != 0, d, 1), 0))
-    if arrays.keep is None:
-        return weights
-    # Truncated: the kept weights, each row rescaled to its former sum.
-    kept, kept_rows = weights[arrays.keep], full_rows[arrays.keep]
-    full_sums = _segment_sum(xp, weights, full_rows, n)
-    kept_sums = _segment_sum(xp, kept, kept_rows, n)
-    nonzero = kept_sums != 0
-    scale = xp.where(nonzero, full_sums / xp.where(nonzero, kept_sums, 1), 1)
-    return kept * scale[kept_rows]
+    return xp.where(arrays.coarse[full_rows], xp.ones_like(d),
+                    xp.where(d != 0, -numerator / xp.where(d != 0, d, 1), 0))
+
+
+def _multipass_weights(xp: Any, arrays: MultipassArrays, full_nnz: int, a_values: Any,
+                       a_rows: Any, diagonal: Any) -> Any:
+    """The untruncated multipass weights: ``P_i = Σ_{k∈P_i} c_ik P_k``, pass by pass.
+
+    ``c_ik = -α_i a_ik / ã_ii`` with Stüben's direct-interpolation scaling, couplings of
+    sign opposite to ``a_ii``'s (``-``) and of its sign (``+``) apart: ``α_i = Σ_{j≠i}
+    a_ij^∓ / Σ_{k∈P_i} a_ik^∓`` for each sign, and ``ã_ii = a_ii + Σ_{j≠i} a_ij^+`` when
+    ``P_i`` has no ``+`` coupling (they are lumped into the diagonal).  Constants are kept
+    on rows of zero sum.
+    """
+    n = diagonal.shape[0]
+    opposite = xp.real(a_values * xp.conj(diagonal)[a_rows]) < 0
+    interpolatory = xp.where(arrays.interpolatory, a_values, 0)
+    # Per row and sign: the sum over j ≠ i, and over P_i (the diagonal has its own sign).
+    negative_all = _segment_sum(xp, xp.where(opposite, a_values, 0), a_rows, n)
+    positive_all = _segment_sum(xp, xp.where(opposite, 0, a_values), a_rows, n) - diagonal
+    negative = _segment_sum(xp, xp.where(opposite, interpolatory, 0), a_rows, n)
+    positive = _segment_sum(xp, xp.where(opposite, 0, interpolatory), a_rows, n)
+    lumped = diagonal + xp.where(positive == 0, positive_all, 0)
+
+    def ratio(numerator, denominator):
+        valid = (denominator != 0) & (lumped != 0)
+        return xp.where(valid, -numerator / xp.where(denominator != 0, denominator, 1)
+                        / xp.where(lumped != 0, lumped, 1), 0)
+
+    scale = xp.where(opposite, ratio(negative_all, negative)[a_rows],
+                     ratio(positive_all, positive)[a_rows])
+    coefficients = interpolatory * scale
+    ones = xp.ones(arrays.unit_positions.shape[0], a_values.dtype)
+    weights = _segment_sum(xp, ones, arrays.unit_positions, full_nnz)
+    for entries, sources, destinations in arrays.passes:  # each pass reads earlier ones
+        weights = weights + _segment_sum(xp, coefficients[entries] * weights[sources],
+                                         destinations, full_nnz)
+    return weights
 
 
 def _repeat(xp: Any, counts: Any, total: int) -> Any:
@@ -273,5 +322,7 @@ def _segment_sum(xp: Any, data: Any, ids: Any, count: int) -> Any:
     if xp is not np:
         return jax.ops.segment_sum(data, ids, num_segments=count)
     if np.iscomplexobj(data):
-        return np.bincount(ids, data.real, count) + 1j * np.bincount(ids, data.imag, count)
-    return np.bincount(ids, data, count).astype(data.dtype)
+        sums = np.bincount(ids, data.real, count) + 1j * np.bincount(ids, data.imag, count)
+    else:
+        sums = np.bincount(ids, data, count)
+    return sums.astype(data.dtype)

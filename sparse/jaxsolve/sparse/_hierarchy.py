@@ -42,8 +42,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import _aggregation, _blocks, _classical
-from ._classical import InterpolationArrays, InterpolationStructure
+from . import _aggregation, _blocks, _classical, _native
+from ._classical import InterpolationArrays, InterpolationStructure, MultipassArrays
 from ._config import AMGConfig
 from ._csr_arrays import CsrArrays, CsrStructure
 from ._multicolor import (MULTICOLOR_SMOOTHERS, MulticolorArrays, MulticolorOrdering,
@@ -173,7 +173,7 @@ class LevelArrays(NamedTuple):
     a: CsrArrays  # values: an empty placeholder; the numbers arrive with each setup
     diagonal: jax.Array
     aggregates: jax.Array | None
-    interpolation: InterpolationArrays | None
+    interpolation: InterpolationArrays | MultipassArrays | None
     tentative_in_p: jax.Array | None
     p: CsrArrays
     r: CsrArrays
@@ -301,8 +301,9 @@ def _classical_levels(pattern: CsrStructure, values: np.ndarray | None, config: 
     while len(levels) + 1 < config.max_levels and pattern.n_rows > config.min_coarse_rows:
         splitting = (None if config.block_dim == 1
                      else _blocks.classical_splitting(pattern, values, config))
-        interpolation = _classical.level_structure(pattern, values, config,
-                                                   splitting=splitting)
+        interpolation = _classical.level_structure(
+            pattern, values, config, aggressive=len(levels) < config.aggressive_levels,
+            splitting=splitting)
         phase("splitting")
         if not 0 < interpolation.n_coarse < pattern.n_rows:  # no coarsening: stop here
             break
@@ -317,8 +318,7 @@ def _classical_levels(pattern: CsrStructure, values: np.ndarray | None, config: 
             block_dim=config.block_dim)
         levels.append(level)
         phase("sparse products")
-        values = _host_galerkin(level, values, _classical.host_values(interpolation, pattern,
-                                                                       values))
+        values = _host_galerkin(level, values, interpolation.values)
         phase("coarse values")
         pattern = level.galerkin.c
     return pattern
@@ -326,24 +326,14 @@ def _classical_levels(pattern: CsrStructure, values: np.ndarray | None, config: 
 
 def _host_galerkin(level: LevelStructure, a_values: np.ndarray,
                    p_values: np.ndarray) -> np.ndarray:
-    """The next level's values ``Pᴴ A P`` for concrete values, on the CPU.
+    """The next level's values ``Pᴴ A P`` for concrete values, on the host.
 
-    Compiled and called, so that it computes now even inside a caller's trace (a ``vmap``
-    over values whose structure is built from the pattern).
+    By the native kernel of the CPU's numeric products, so they are bit for bit those a
+    numeric setup on the CPU computes.
     """
-    cpu = jax.devices("cpu")[0]
-    operands = jax.device_put(
-        (level.a.on_device(a_values), level.p.on_device(p_values),
-         level.r.on_device(np.conj(p_values[level.r_from_p])),
-         level.a_p.c.on_device(jnp.zeros(0, jnp.int32)),
-         level.galerkin.c.on_device(jnp.zeros(0, jnp.int32))), cpu)
-    return np.asarray(_galerkin_values.lower(level, *operands).compile()(*operands))
-
-
-@functools.partial(jax.jit, static_argnums=0)
-def _galerkin_values(level, a, p, r, a_p, coarse):
-    a_p = a_p._replace(values=level.a_p.multiply(a, p, a_p.indices, a_p.indptr))
-    return level.galerkin.multiply(r, a_p, coarse.indices, coarse.indptr)
+    a_p = _native.csr_product_host(a_values, level.a, p_values, level.p, level.a_p.c)
+    return _native.csr_product_host(np.conj(p_values[level.r_from_p]), level.r, a_p,
+                                    level.a_p.c, level.galerkin.c)
 
 
 def _aggregation_levels(pattern: CsrStructure, values: np.ndarray | None, columns: int,

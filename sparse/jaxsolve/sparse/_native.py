@@ -14,8 +14,11 @@ JAX's CUDA major the first time a product runs on a GPU):
   of an AMG setup, on NumPy arrays.
 * :func:`coupling_graph` and :func:`contract_graph`: the weighted graphs aggregation matches
   on, on NumPy arrays; :func:`dsatur_coloring`, the greedy coloring of a product graph.
-* :func:`classical_splitting` and :func:`interpolation_plan`: the C/F splitting of a strength
-  graph and the index plan of classical AMG's interpolation on it.
+* :func:`classical_strength`, :func:`classical_splitting`, :func:`interpolation_pattern`,
+  :func:`multipass_pattern`, :func:`interpolation_values` and :func:`truncation`: classical
+  AMG's strong couplings, C/F splitting, the index plans of its interpolations and their
+  weights for concrete values; :func:`csr_product_host`, the values of a sparse product on
+  the host (the classical setup's next level).
 * :func:`spgemm_symbolic`: the pattern of a sparse product ``C = A B``, on which the numeric
   product (``A P``, ``Pᵀ A P`` in an AMG setup) runs.
 
@@ -67,16 +70,38 @@ _cpu.JaxsolveSparseColorDsatur.argtypes = [ctypes.c_int32, _I64, _I32, _I64, _I3
 _cpu.JaxsolveSparseColorDsatur.restype = ctypes.c_int32
 _cpu.JaxsolveSparseSpgemm.argtypes = [ctypes.c_int32] * 2 + [_I32] * 4 + [_I64, _I32]
 _cpu.JaxsolveSparseSpgemm.restype = ctypes.c_int32
-_cpu.JaxsolveSparseClassicalSplitting.argtypes = [ctypes.c_int32, _I32, _I32, ctypes.c_int32,
-                                                 _I32]
+_U8 = _array(np.uint8)
+_cpu.JaxsolveSparseClassicalStrength.argtypes = [ctypes.c_int32, _I32, _I32, ctypes.c_void_p,
+                                                ctypes.c_int32, ctypes.c_double,
+                                                ctypes.c_double, ctypes.c_int32, _U8]
+_cpu.JaxsolveSparseClassicalStrength.restype = ctypes.c_int32
+_cpu.JaxsolveSparseClassicalSplitting.argtypes = [ctypes.c_int32, _I32, _I32, _U8,
+                                                 ctypes.c_int32, ctypes.c_int32, _I32]
 _cpu.JaxsolveSparseClassicalSplitting.restype = ctypes.c_int32
-_cpu.JaxsolveSparseInterpolationPlan.argtypes = [ctypes.c_int32, _I32, _I32,
-                                                _array(np.uint8), _I32, ctypes.c_int32]
+_cpu.JaxsolveSparseInterpolationPlan.argtypes = [ctypes.c_int32, _I32, _I32, _U8, _I32,
+                                                ctypes.c_int32]
 _cpu.JaxsolveSparseInterpolationPlan.restype = ctypes.c_void_p
 _cpu.JaxsolveSparseInterpolationSizes.argtypes = [ctypes.c_void_p, _I64]
 _cpu.JaxsolveSparseInterpolationSizes.restype = None
 _cpu.JaxsolveSparseInterpolationCopy.argtypes = [ctypes.c_void_p] + [_I32] * 7
 _cpu.JaxsolveSparseInterpolationCopy.restype = None
+_cpu.JaxsolveSparseInterpolationValues.argtypes = [
+    ctypes.c_int32, _I32, _I32, ctypes.c_void_p, ctypes.c_int32, _U8, _I32, _I32,
+    ctypes.c_int64, _I32, _I32, _I32, _I32, ctypes.c_void_p]
+_cpu.JaxsolveSparseInterpolationValues.restype = ctypes.c_int32
+_cpu.JaxsolveSparseTruncation.argtypes = [ctypes.c_int32, _I32, ctypes.c_void_p, ctypes.c_int32,
+                                         ctypes.c_double, ctypes.c_int32, _U8]
+_cpu.JaxsolveSparseTruncation.restype = ctypes.c_int32
+_cpu.JaxsolveSparseMultipassPlan.argtypes = [ctypes.c_int32, _I32, _I32, _U8, _I32]
+_cpu.JaxsolveSparseMultipassPlan.restype = ctypes.c_void_p
+_cpu.JaxsolveSparseMultipassSizes.argtypes = [ctypes.c_void_p, _I64]
+_cpu.JaxsolveSparseMultipassSizes.restype = None
+_cpu.JaxsolveSparseMultipassCopy.argtypes = [ctypes.c_void_p] + [_I32] * 6 + [_U8]
+_cpu.JaxsolveSparseMultipassCopy.restype = None
+_cpu.JaxsolveSparseCsrProductHost.argtypes = [
+    ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p, _I32, _I32, ctypes.c_void_p, _I32, _I32,
+    _I32, _I32, ctypes.c_int32, ctypes.c_void_p]
+_cpu.JaxsolveSparseCsrProductHost.restype = ctypes.c_int32
 
 _DTYPES = tuple(np.dtype(t) for t in (np.float32, np.float64, np.complex64, np.complex128))
 
@@ -614,31 +639,79 @@ def spgemm_symbolic(
 SPLITTINGS = {"PMIS": 0, "HMIS": 1}
 
 
-def classical_splitting(indptr: Any, indices: Any, method: str) -> np.ndarray:
-    """The C/F splitting of a strength graph: ``(n,)`` bool, True for C points.
+def _values_dtype(fn: str, name: str, values: Any, shape: tuple[int, ...]) -> np.ndarray:
+    """``values`` as a contiguous array of one of the native dtypes, of ``shape``."""
+    values = np.ascontiguousarray(values)
+    if values.dtype not in _DTYPES:
+        raise TypeError(f"{fn}: {name} must be float32, float64, complex64 or complex128, got"
+                        f" {values.dtype}")
+    if values.shape != shape:
+        raise ValueError(f"{fn}: {name} must have shape {shape}, got {values.shape}")
+    return values
 
-    Row ``i`` of the ``n × n`` CSR graph lists the ``j ≠ i`` that ``i`` strongly depends
-    on. ``"PMIS"``: the maximal independent set of the symmetrized graph that De Sterck,
-    Yang and Heys' PMIS reaches with the weights ``|Sᵀ_i| + u_i`` (``u_i ∈ [0, 1)`` a fixed
-    hash of ``i``, so the splitting is deterministic). ``"HMIS"``: Ruge–Stüben's first pass
-    (HMIS on one process, which has no processor boundaries for its PMIS part). Points
-    without strong couplings are F. See ``csrc/classical.cc``.
+
+def classical_strength(indptr: Any, indices: Any, values: Any, threshold: float,
+                       max_row_sum: float, every: bool) -> np.ndarray:
+    """``(nnz,)`` bool: the entries ``(i, j)``, ``j ≠ i``, by which ``i`` strongly depends on ``j``.
+
+    ``i`` strongly depends on ``j`` when ``c_ij ≥ threshold · max_{k≠i} c_ik > 0`` for the
+    couplings ``c_ij = -Re(a_ij conj(a_ii)) / |a_ii|``, unless ``|Σ_j a_ij| > max_row_sum ·
+    |a_ii|`` (then on nothing); with ``every``, on every ``j ≠ i`` with ``a_ij ≠ 0``.
+    Computed in the values' precision. See ``csrc/classical.cc``.
 
     Examples:
-      A path 0 - 1 - 2 - 3 - 4 of strong couplings both ways: every other point is C.
+      >>> classical_strength([0, 2, 5, 7], [0, 1, 0, 1, 2, 1, 2],
+      ...                    np.array([2.0, -1, -1, 2, -0.4, -1, 2]), 0.5, 1.1, False).tolist()
+      [False, True, True, False, False, True, False]
+    """
+    fn = "classical_strength"
+    n = np.shape(indptr)[0] - 1 if np.ndim(indptr) == 1 else 0
+    indptr, indices = _check_pattern(fn, ("indptr", "indices"), indptr, indices, n)
+    values = _values_dtype(fn, "values", values, indices.shape)
+    strong = np.empty(indices.shape[0], np.uint8)
+    if _cpu.JaxsolveSparseClassicalStrength(n, indptr, indices, values.ctypes.data,
+                                            _DTYPES.index(values.dtype), threshold,
+                                            max_row_sum, int(every), strong):
+        raise MemoryError(f"{fn}: out of memory for a matrix of {n} rows")
+    return strong.view(bool)
+
+
+def classical_splitting(indptr: Any, indices: Any, strong: Any, method: str,
+                        aggressive: bool = False) -> np.ndarray:
+    """The C/F splitting of a strength graph: ``(n,)`` bool, True for C points.
+
+    The graph: the ``strong`` entries (``(nnz,)`` bool) of the ``n × n`` CSR pattern, row
+    ``i`` listing the ``j ≠ i`` that ``i`` strongly depends on. ``"PMIS"``: the maximal
+    independent set of the symmetrized graph that De Sterck, Yang and Heys' PMIS reaches
+    with the weights ``|Sᵀ_i| + u_i`` (``u_i ∈ [0, 1)`` a fixed hash of ``i``, so the
+    splitting is deterministic). ``"HMIS"``: Ruge–Stüben's first pass (HMIS on one process,
+    which has no processor boundaries for its PMIS part). Points without strong couplings
+    are F. ``aggressive``: Stüben's A2 coarsening, the same method again on the graph of
+    the C points in which ``i`` depends on ``j`` along a path of the strength graph of
+    length one, or two through an F point (hypre's aggressive coarsening with ``num_paths =
+    1``). See ``csrc/classical.cc``.
+
+    Examples:
+      A path 0 - 1 - 2 - 3 - 4 of strong couplings both ways: every other point is C, and
+      aggressively every fourth.
 
       >>> import numpy as np
-      >>> indptr, indices = [0, 1, 3, 5, 7, 8], [1, 0, 2, 1, 3, 2, 4, 3]
-      >>> classical_splitting(indptr, indices, "PMIS").astype(int).tolist()
+      >>> indptr, indices = [0, 2, 5, 8, 11, 13], [0, 1, 0, 1, 2, 1, 2, 3, 2, 3, 4, 3, 4]
+      >>> strong = np.array(indices) != np.repeat(np.arange(5), np.diff(indptr))
+      >>> classical_splitting(indptr, indices, strong, "PMIS").astype(int).tolist()
       [1, 0, 1, 0, 1]
+      >>> classical_splitting(indptr, indices, strong, "PMIS", aggressive=True).astype(int)
+      array([0, 0, 1, 0, 0])
     """
     fn = "classical_splitting"
     n = np.shape(indptr)[0] - 1 if np.ndim(indptr) == 1 else 0
     indptr, indices = _check_pattern(fn, ("indptr", "indices"), indptr, indices, n)
+    strong, _ = _splitting_operands(fn, strong, np.zeros(n, bool), indices.shape, n)
     if method not in SPLITTINGS:
         raise ValueError(f"{fn}: method must be one of {sorted(SPLITTINGS)}, got {method!r}")
     coarse = np.empty(n, np.int32)
-    if _cpu.JaxsolveSparseClassicalSplitting(n, indptr, indices, SPLITTINGS[method], coarse) < 0:
+    if _cpu.JaxsolveSparseClassicalSplitting(n, indptr, indices, strong, SPLITTINGS[method],
+                                             int(aggressive), coarse) < 0:
         raise MemoryError(f"{fn}: out of memory for a graph of {n} nodes")
     return coarse.astype(bool)
 
@@ -653,8 +726,8 @@ class InterpolationPattern(NamedTuple):
 
     where ``ā_kl`` is ``a_kl`` if its sign is opposite to ``a_kk``'s, else 0, and ``d_i``
     sums the other entries of row ``i`` and, for D2, ``Σ_k a_ik ā_ki / s_ik``. A
-    destination ``d`` is a position of ``P`` (``d >= 0``), row ``i``'s ``d_i``
-    (``d = -2 - i``) or nowhere (``-1``).
+    destination ``d`` is a position of ``P`` (``d < nnz(P)``), row ``i``'s ``d_i``
+    (``d = nnz(P) + i``) or nowhere (``d = nnz(P) + n``).
     """
 
     p_indptr: np.ndarray
@@ -664,7 +737,7 @@ class InterpolationPattern(NamedTuple):
     a_destination: np.ndarray
     """``(nnz(A),)`` where each entry of ``A`` adds."""
     pair_positions: np.ndarray
-    """The entry ``a_ik`` of each distributed coupling."""
+    """The entry ``a_ik`` of each distributed coupling (increasing)."""
     pair_counts: np.ndarray
     """The number of triples of each distributed coupling."""
     triple_entries: np.ndarray
@@ -699,12 +772,7 @@ def interpolation_pattern(indptr: Any, indices: Any, strong: Any, coarse: Any,
     fn = "interpolation_pattern"
     n = np.shape(indptr)[0] - 1 if np.ndim(indptr) == 1 else 0
     indptr, indices = _check_pattern(fn, ("indptr", "indices"), indptr, indices, n)
-    strong = np.ascontiguousarray(strong, np.uint8)
-    coarse = np.asarray(coarse, bool)
-    if strong.shape != indices.shape or coarse.shape != (n,):
-        raise ValueError(f"{fn}: strong must have shape {indices.shape} and coarse ({n},), got"
-                         f" {strong.shape} and {coarse.shape}")
-    coarse_index = np.where(coarse, np.cumsum(coarse) - 1, -1).astype(np.int32)
+    strong, coarse_index = _splitting_operands(fn, strong, coarse, indices.shape, n)
     handle = _cpu.JaxsolveSparseInterpolationPlan(n, indptr, indices, strong, coarse_index,
                                                   int(distance_two))
     if not handle:
@@ -714,3 +782,184 @@ def interpolation_pattern(indptr: Any, indices: Any, strong: Any, coarse: Any,
     arrays = [np.empty(size, np.int32) for size in sizes]
     _cpu.JaxsolveSparseInterpolationCopy(handle, *arrays)
     return InterpolationPattern(*arrays)
+
+
+def _splitting_operands(fn: str, strong: Any, coarse: Any, nnz_shape: tuple[int, ...],
+                        n: int) -> tuple[np.ndarray, np.ndarray]:
+    """The strong entries as bytes, and each C point's coarse unknown (-1 for F points)."""
+    strong = np.ascontiguousarray(strong, np.uint8)
+    coarse = np.asarray(coarse, bool)
+    if strong.shape != nnz_shape or coarse.shape != (n,):
+        raise ValueError(f"{fn}: strong must have shape {nnz_shape} and coarse ({n},), got"
+                         f" {strong.shape} and {coarse.shape}")
+    return strong, np.where(coarse, np.cumsum(coarse) - 1, -1).astype(np.int32)
+
+
+def interpolation_values(indptr: Any, indices: Any, values: Any, plan: InterpolationPattern,
+                         coarse: Any) -> np.ndarray:
+    """``P``'s untruncated values on ``plan`` for ``A``'s concrete ``values`` (``A``'s dtype).
+
+    The weights of :class:`InterpolationPattern`'s formula (C points: 1; an F point whose
+    ``d_i`` is 0: zeros), computed in the values' precision with sums accumulated in
+    double and in the order of ``jaxsolve.sparse._classical``'s formula, whose NumPy
+    evaluation they match bit for bit (real values; complex ones within rounding, NumPy's
+    complex products being vectorized differently).
+
+    Examples:
+      The 1D Laplacian of :func:`interpolation_pattern`'s example:
+
+      >>> indptr, indices = [0, 2, 5, 8, 11, 13], [0, 1, 0, 1, 2, 1, 2, 3, 2, 3, 4, 3, 4]
+      >>> values = np.array([2.0, -1, -1, 2, -1, -1, 2, -1, -1, 2, -1, -1, 2])
+      >>> strong, coarse = indices != np.repeat(np.arange(5), np.diff(indptr)), [1, 0, 1, 0, 1]
+      >>> plan = interpolation_pattern(indptr, indices, strong, coarse, distance_two=True)
+      >>> interpolation_values(indptr, indices, values, plan, coarse).tolist()
+      [1.0, 0.5, 0.5, 1.0, 0.5, 0.5, 1.0]
+    """
+    fn = "interpolation_values"
+    n = np.shape(indptr)[0] - 1 if np.ndim(indptr) == 1 else 0
+    indptr, indices = _check_pattern(fn, ("indptr", "indices"), indptr, indices, n)
+    values = _values_dtype(fn, "values", values, indices.shape)
+    coarse = np.ascontiguousarray(coarse, np.uint8)
+    for name, entries in (("pair_positions", plan.pair_positions),
+                          ("triple_entries", plan.triple_entries)):
+        if entries.size and (entries.min() < 0 or entries.max() >= indices.shape[0]):
+            raise ValueError(f"{fn}: the plan's {name} must be entries of A")
+    if (plan.pair_counts.sum(dtype=np.int64) != plan.triple_entries.shape[0]
+            or plan.a_destination.shape != indices.shape or coarse.shape != (n,)
+            or plan.p_indptr.shape != (n + 1,)):
+        raise ValueError(f"{fn}: the plan does not fit A's pattern")
+    weights = np.empty(int(plan.p_indptr[-1]), values.dtype)
+    status = _cpu.JaxsolveSparseInterpolationValues(
+        n, indptr, indices, values.ctypes.data, _DTYPES.index(values.dtype), coarse,
+        plan.p_indptr, plan.a_destination,
+        plan.pair_positions.shape[0], plan.pair_positions, plan.pair_counts,
+        plan.triple_entries, plan.triple_destinations, weights.ctypes.data)
+    if status == -1:
+        raise MemoryError(f"{fn}: out of memory for a matrix of {n} rows")
+    if status:
+        raise ValueError(f"{fn}: the plan sends a value outside its row of P")
+    return weights
+
+
+def truncation(indptr: Any, weights: Any, factor: float, most: int) -> np.ndarray:
+    """``(nnz,)`` bool: the weights of each row that truncation keeps.
+
+    Those of at least ``factor`` times the row's largest magnitude (for ``0 < factor <
+    1``), and of those the ``most`` largest (for ``most > 0``; ties: the earlier).
+
+    Examples:
+      >>> truncation([0, 4], np.array([0.1, 0.4, -0.4, 0.3]), 0.5, 2).tolist()
+      [False, True, True, False]
+    """
+    fn = "truncation"
+    indptr = np.ascontiguousarray(indptr, np.int32)
+    n = indptr.shape[0] - 1
+    weights = _values_dtype(fn, "weights", weights, (int(indptr[-1]),))
+    kept = np.empty(weights.shape[0], np.uint8)
+    if _cpu.JaxsolveSparseTruncation(n, indptr, weights.ctypes.data,
+                                     _DTYPES.index(weights.dtype), factor, most, kept):
+        raise MemoryError(f"{fn}: out of memory for {n} rows")
+    return kept.view(bool)
+
+
+class MultipassPattern(NamedTuple):
+    """Multipass interpolation's pattern and how its weights follow from ``A``'s values.
+
+    Pass 0 are the C points (``P``'s row: their coarse unknown's unit row); an F point is
+    in pass ``m`` when a point of pass ``m - 1`` is among those it strongly depends on, and
+    its row of ``P`` is ``Σ_{k∈P_i} c_ik P_k`` over its strong neighbours ``P_i`` of earlier
+    passes, with direct interpolation's coefficients ``c_ik`` (``-α_i a_ik / a_ii``, ``α_i``
+    scaling ``P_i``'s couplings to all of row ``i``'s; see
+    ``jaxsolve.sparse._classical``). The triples ``(e, s, t)`` of pass ``m`` add ``c_ik``
+    (entry ``e = (i, k)`` of ``A``) times ``P``'s entry ``s`` (of row ``k``) into ``P``'s
+    entry ``t`` (of row ``i``).
+    """
+
+    p_indptr: np.ndarray
+    """``(n + 1,)`` row pointers of ``P`` (an F point no pass reaches: an empty row)."""
+    p_indices: np.ndarray
+    """Coarse columns of ``P``, sorted within each row."""
+    pass_counts: np.ndarray
+    """The number of triples of each pass ``1, 2, …``."""
+    triple_entries: np.ndarray
+    """Per triple, the entry ``e`` of ``A``."""
+    triple_sources: np.ndarray
+    """Per triple, the entry ``s`` of ``P``."""
+    triple_destinations: np.ndarray
+    """Per triple, the entry ``t`` of ``P``."""
+    interpolatory: np.ndarray
+    """``(nnz(A),)`` bool: the entries ``a_ik`` with ``k ∈ P_i``."""
+
+
+def multipass_pattern(indptr: Any, indices: Any, strong: Any, coarse: Any) -> MultipassPattern:
+    """The :class:`MultipassPattern` of multipass interpolation (Stüben 1999, A.4.3).
+
+    Args:
+      indptr, indices: the ``n × n`` matrix's pattern (columns sorted within rows).
+      strong: ``(nnz,)`` bool, the strong entries.
+      coarse: ``(n,)`` bool, the C points.
+
+    Examples:
+      1D Laplacian, C points 0 and 4: points 1 and 3 in pass 1, point 2 in pass 2.
+
+      >>> indptr, indices = [0, 2, 5, 8, 11, 13], [0, 1, 0, 1, 2, 1, 2, 3, 2, 3, 4, 3, 4]
+      >>> strong = indices != np.repeat(np.arange(5), np.diff(indptr))
+      >>> plan = multipass_pattern(indptr, indices, strong, [1, 0, 0, 0, 1])
+      >>> plan.p_indptr.tolist(), plan.p_indices.tolist(), plan.pass_counts.tolist()
+      ([0, 1, 2, 4, 5, 6], [0, 0, 0, 1, 1, 1], [2, 2])
+    """
+    fn = "multipass_pattern"
+    n = np.shape(indptr)[0] - 1 if np.ndim(indptr) == 1 else 0
+    indptr, indices = _check_pattern(fn, ("indptr", "indices"), indptr, indices, n)
+    strong, coarse_index = _splitting_operands(fn, strong, coarse, indices.shape, n)
+    handle = _cpu.JaxsolveSparseMultipassPlan(n, indptr, indices, strong, coarse_index)
+    if not handle:
+        raise MemoryError(f"{fn}: out of memory for the plan of {n} rows")
+    sizes = np.empty(4, np.int64)
+    _cpu.JaxsolveSparseMultipassSizes(handle, sizes)
+    arrays = [np.empty(size, np.int32) for size in (*sizes[:3], *[sizes[3]] * 3)]
+    interpolatory = np.empty(indices.shape[0], np.uint8)
+    _cpu.JaxsolveSparseMultipassCopy(handle, *arrays, interpolatory)
+    return MultipassPattern(*arrays, interpolatory.view(bool))
+
+
+def csr_product_host(a_values: Any, a: Any, b_values: Any, b: Any, c: Any) -> np.ndarray:
+    """The values of ``C = A B`` on the host, for concrete NumPy values on fixed patterns.
+
+    ``a``, ``b``, ``c``: the patterns (``indptr``, ``indices``, ``n_cols``, as
+    ``CsrStructure``), ``c`` holding every column a product reaches
+    (:func:`spgemm_symbolic`'s). Bit for bit :func:`csr_product_values` on the CPU, whose
+    core it runs.
+
+    Examples:
+      The product of :func:`spgemm_symbolic`'s example, ``[[1, 1], [0, 1]]`` times ``[[1,
+      0, 2], [0, 3, 0]]``:
+
+      >>> from jaxsolve.sparse._csr_arrays import CsrStructure
+      >>> a = CsrStructure(np.array([0, 2, 3]), np.array([0, 1, 1]), 2)
+      >>> b = CsrStructure(np.array([0, 2, 3]), np.array([0, 2, 1]), 3)
+      >>> c = spgemm_symbolic(a.indptr, a.indices, b.indptr, b.indices, p=3)
+      >>> csr_product_host(np.ones(3), a, np.array([1.0, 2.0, 3.0]), b,
+      ...                  CsrStructure(c.indptr, c.indices, 3)).tolist()
+      [1.0, 3.0, 2.0, 3.0]
+    """
+    fn = "csr_product_host"
+    b_indptr, b_indices = _check_pattern(fn, ("b.indptr", "b.indices"), b.indptr, b.indices,
+                                         b.n_cols)
+    a_indptr, a_indices = _check_pattern(fn, ("a.indptr", "a.indices"), a.indptr, a.indices,
+                                         b_indptr.shape[0] - 1)
+    m = a_indptr.shape[0] - 1
+    c_indptr, c_indices = _check_pattern(fn, ("c.indptr", "c.indices"), c.indptr, c.indices,
+                                         b.n_cols)
+    a_values = _values_dtype(fn, "a_values", a_values, a_indices.shape)
+    b_values = _values_dtype(fn, "b_values", b_values, b_indices.shape)
+    if b_values.dtype != a_values.dtype or c_indptr.shape != (m + 1,):
+        raise ValueError(f"{fn}: A and B must have one dtype and C {m} rows")
+    c_values = np.empty(c_indices.shape[0], a_values.dtype)
+    status = _cpu.JaxsolveSparseCsrProductHost(
+        m, b.n_cols, a_values.ctypes.data, a_indices, a_indptr, b_values.ctypes.data,
+        b_indices, b_indptr, c_indices, c_indptr, _DTYPES.index(a_values.dtype),
+        c_values.ctypes.data)
+    if status:
+        raise ValueError(f"{fn}: C's pattern lacks a product's column, or memory ran out")
+    return c_values

@@ -1,47 +1,215 @@
-// The host structure of classical (Ruge-Stuben) AMG: C/F splittings of the
-// strength graph, and the index plan of an interpolation on it. C functions
-// of libjaxsolve_sparse.so, called through ctypes on NumPy arrays by
-// jaxsolve/sparse/_native.py, which checks them.
+// The host setup of classical (Ruge-Stuben) AMG: strength, C/F splittings,
+// the index plans of the interpolations and their weights for concrete
+// values. C functions of libjaxsolve_sparse.so, called through ctypes on NumPy
+// arrays by jaxsolve/sparse/_native.py, which checks them.
 //
-// S is the n x n strength graph in CSR: row i lists the j that i strongly
-// depends on (j != i). Its transpose S^T lists, for each i, the points that
-// depend on i; G = S + S^T is the undirected graph of strong couplings.
+// A is n x n CSR (int32 row pointers and columns, each row's columns sorted and
+// its diagonal stored); its values are float32, float64, complex64 or
+// complex128 (dtype 0 to 3), and every formula below is evaluated in the
+// values' precision with NumPy's operation order (sums accumulated in double),
+// so the host setup agrees bit for bit with the NumPy expressions it replaced.
+// S is the strength graph: row i lists the j that i strongly depends on
+// (j != i); S^T lists, for each i, the points that depend on i.
 //
+//   JaxsolveSparseClassicalStrength: the strong entries of A (see
+//     StrengthRows below).
 //   JaxsolveSparseClassicalSplitting, method 0 (PMIS): the maximal independent
-//     set of G that a greedy pass in decreasing weight w_i = |S^T_i| + u_i
-//     takes (u_i in [0, 1), a fixed hash of i): the set that the rounds of
+//     set of S + S^T that a greedy pass in decreasing weight w_i = |S^T_i| +
+//     u_i takes (u_i in [0, 1), a fixed hash of i): the set that the rounds of
 //     De Sterck, Yang and Heys' parallel PMIS reach with these weights. Its
 //     points are C, every other point F; a point without strong couplings is
 //     F (no interpolation: its row is smoothed only).
-//   Method 1 (HMIS on one process, where no processor boundaries are left
+//     Method 1 (HMIS on one process, where no processor boundaries are left
 //     for its PMIS part): Ruge-Stuben's first pass. The undecided point of
 //     largest lambda_i = |S^T_i ∩ U| + 2 |S^T_i ∩ F| becomes C, the undecided
 //     points that depend on it F, and the lambdas are updated; ties go to the
 //     smallest index. Every F point with a strong dependency depends on a C
 //     point.
+//     With `aggressive`, the same method runs twice (Stuben's A2 aggressive
+//     coarsening, hypre's agg_num_levels with num_paths = 1): once on S, then
+//     on S2, the graph of the first pass's C points in which i depends on j
+//     when a path of S of length one, or two through an F point, leads from i
+//     to j. The second pass's C points are C; a first-pass C point without S2
+//     couplings stays C.
 //   JaxsolveSparseInterpolationPlan: for a splitting, the pattern of the
 //     interpolation P and where each value of A enters its weights (see
 //     InterpolationPlan below); D1 (Ruge-Stuben's modified classical
 //     interpolation) or D2 (extended+i, De Sterck, Falgout, Nolting and Yang
-//     2008).
+//     2008). JaxsolveSparseInterpolationValues evaluates its weights for
+//     concrete values; JaxsolveSparseTruncation chooses the weights that
+//     truncation keeps.
+//   JaxsolveSparseMultipassPlan: the plan of multipass interpolation (see
+//     MultipassPlan below), aggressive coarsening's.
 //
-// O(n log n + nnz(S)) for the splittings; the plan is O(sum over F points of
-// the entries of their strong F neighbours' rows).
+// Strength, plans, values and truncation are split over the machine's cores
+// by blocks of rows (row_blocks.h); the splittings are sequential:
+// O(n log n + nnz(S)). The plans cost O(sum over F points of the entries of
+// their strong F neighbours' rows).
 #include <algorithm>
+#include <atomic>
+#include <cmath>
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <new>
 #include <queue>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
 #include "export.h"
+#include "row_blocks.h"
+#include "spmv.h"
 
 namespace {
+
+using ::jaxsolve::sparse::BlocksFor;
+using ::jaxsolve::sparse::Complex;
+using ::jaxsolve::sparse::ForNumberedBlocks;
+using ::jaxsolve::sparse::ForRowBlocks;
 
 constexpr int32_t kUndecided = -1;
 constexpr int32_t kFine = 0;
 constexpr int32_t kCoarse = 1;
+
+// Rows fewer than this are not worth a thread of their own.
+constexpr int64_t kMinRowsPerThread = 8192;
+
+// ---------------------------------------------------------------------------
+// Arithmetic as NumPy's: real or complex values T, their real type, and sums
+// accumulated in double (np.bincount's) before rounding back to T.
+
+template <typename T>
+struct Scalar {
+  using Real = T;
+  using Sum = double;
+};
+template <typename R>
+struct Scalar<Complex<R>> {
+  using Real = R;
+  using Sum = Complex<double>;
+};
+
+template <typename R>
+R RealPart(R x) { return x; }
+template <typename R>
+R RealPart(Complex<R> x) { return x.re; }
+template <typename R>
+R Magnitude(R x) { return std::abs(x); }
+template <typename R>
+R Magnitude(Complex<R> x) { return std::hypot(x.re, x.im); }
+template <typename R>
+R Conj(R x) { return x; }
+template <typename R>
+Complex<R> Conj(Complex<R> x) { return {x.re, -x.im}; }
+template <typename R>
+bool IsZero(R x) { return x == 0; }
+template <typename R>
+bool IsZero(Complex<R> x) { return x.re == 0 && x.im == 0; }
+template <typename R>
+R Negated(R x) { return -x; }
+template <typename R>
+Complex<R> Negated(Complex<R> x) { return {-x.re, -x.im}; }
+template <typename T>
+T FromReal(typename Scalar<T>::Real x) {
+  if constexpr (std::is_same_v<T, typename Scalar<T>::Real>) {
+    return x;
+  } else {
+    return T{x, 0};
+  }
+}
+template <typename R>
+double ToSum(R x) { return x; }
+template <typename R>
+Complex<double> ToSum(Complex<R> x) { return {x.re, x.im}; }
+template <typename T>
+T FromSum(double x) { return static_cast<T>(x); }
+template <typename T>
+T FromSum(Complex<double> x) {
+  using R = typename Scalar<T>::Real;
+  return {static_cast<R>(x.re), static_cast<R>(x.im)};
+}
+template <typename R>
+R Divided(R a, R b) { return a / b; }
+// NumPy's complex division (Smith's algorithm).
+template <typename R>
+Complex<R> Divided(Complex<R> a, Complex<R> b) {
+  const R b_re = std::abs(b.re), b_im = std::abs(b.im);
+  if (b_re >= b_im) {
+    if (b_re == 0 && b_im == 0) return {a.re / b_re, a.im / b_re};
+    const R ratio = b.im / b.re, scale = R{1} / (b.re + b.im * ratio);
+    return {(a.re + a.im * ratio) * scale, (a.im - a.re * ratio) * scale};
+  }
+  const R ratio = b.re / b.im, scale = R{1} / (b.im + b.re * ratio);
+  return {(a.re * ratio + a.im) * scale, (a.im * ratio - a.re) * scale};
+}
+
+// Calls fn(T{}) for the values' dtype code (0: float32, 1: float64, 2:
+// complex64, 3: complex128); -2 for another code.
+template <typename Fn>
+int32_t WithValueType(int32_t dtype, Fn fn) {
+  switch (dtype) {
+    case 0: return fn(float{});
+    case 1: return fn(double{});
+    case 2: return fn(Complex<float>{});
+    case 3: return fn(Complex<double>{});
+    default: return -2;
+  }
+}
+
+// The diagonal entry of row i (a zero if none is stored).
+template <typename T>
+T Diagonal(int32_t i, const int32_t* indptr, const int32_t* indices,
+           const T* values) {
+  T d{};
+  for (int32_t e = indptr[i]; e < indptr[i + 1]; ++e) {
+    if (indices[e] == i) d = values[e];
+  }
+  return d;
+}
+
+// ---------------------------------------------------------------------------
+// Strength: i strongly depends on j != i when c_ij = -Re(a_ij conj(a_ii)) /
+// |a_ii| >= theta max_{k != i} c_ik > 0, unless |sum_j a_ij| > max_row_sum
+// |a_ii| (then on nothing); with `all`, on every j with a_ij != 0.
+template <typename T>
+void StrengthRows(int64_t begin, int64_t end, const int32_t* indptr,
+                  const int32_t* indices, const T* values, double theta,
+                  double max_row_sum, bool all, uint8_t* strong) {
+  using R = typename Scalar<T>::Real;
+  for (int32_t i = static_cast<int32_t>(begin); i < end; ++i) {
+    const int32_t first = indptr[i], last = indptr[i + 1];
+    if (all) {
+      for (int32_t e = first; e < last; ++e) {
+        strong[e] = indices[e] != i && !IsZero(values[e]);
+      }
+      continue;
+    }
+    const T d = Diagonal(i, indptr, indices, values);
+    const R magnitude = Magnitude(d);
+    const T phase = magnitude > 0 ? Divided(Conj(d), FromReal<T>(magnitude))
+                                  : FromReal<T>(1);
+    R largest = -std::numeric_limits<R>::infinity();
+    T row_sum{};
+    for (int32_t e = first; e < last; ++e) {
+      row_sum = row_sum + values[e];
+      if (indices[e] != i) {
+        largest = std::max(largest, -RealPart(values[e] * phase));
+      }
+    }
+    const R threshold = static_cast<R>(theta) * largest;
+    const bool dependent = largest > 0 && Magnitude(row_sum) <=
+                                              static_cast<R>(max_row_sum) * magnitude;
+    for (int32_t e = first; e < last; ++e) {
+      const R coupling = -RealPart(values[e] * phase);
+      strong[e] = dependent && indices[e] != i && coupling > 0 &&
+                  coupling >= threshold;
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Splittings
 
 // A fixed pseudo-random number in [0, 1) for node i (splitmix64).
 double Unit(uint64_t i) {
@@ -52,54 +220,57 @@ double Unit(uint64_t i) {
   return static_cast<double>(z >> 11) * (1.0 / 9007199254740992.0);
 }
 
-// The transpose of the n x n pattern (indptr, indices).
-void Transpose(int32_t n, const int32_t* indptr, const int32_t* indices,
-               std::vector<int64_t>& t_indptr, std::vector<int32_t>& t_indices) {
-  t_indptr.assign(static_cast<size_t>(n) + 1, 0);
-  for (int64_t e = 0; e < indptr[n]; ++e) ++t_indptr[indices[e] + 1];
-  for (int32_t i = 0; i < n; ++i) t_indptr[i + 1] += t_indptr[i];
-  t_indices.resize(indptr[n]);
-  std::vector<int64_t> next(t_indptr.begin(), t_indptr.end() - 1);
-  for (int32_t i = 0; i < n; ++i) {
-    for (int32_t e = indptr[i]; e < indptr[i + 1]; ++e) {
-      t_indices[next[indices[e]]++] = i;
+// A directed graph in CSR, with its transpose.
+struct Graph {
+  int32_t n;
+  std::vector<int64_t> indptr, t_indptr;
+  std::vector<int32_t> indices, t_indices;
+
+  Graph(int32_t n_, std::vector<int64_t> indptr_, std::vector<int32_t> indices_)
+      : n(n_), indptr(std::move(indptr_)), indices(std::move(indices_)) {
+    t_indptr.assign(static_cast<size_t>(n) + 1, 0);
+    for (int32_t j : indices) ++t_indptr[j + 1];
+    for (int32_t i = 0; i < n; ++i) t_indptr[i + 1] += t_indptr[i];
+    t_indices.resize(indices.size());
+    std::vector<int64_t> next(t_indptr.begin(), t_indptr.end() - 1);
+    for (int32_t i = 0; i < n; ++i) {
+      for (int64_t e = indptr[i]; e < indptr[i + 1]; ++e) {
+        t_indices[next[indices[e]]++] = i;
+      }
     }
   }
-}
-
-void Pmis(int32_t n, const int32_t* indptr, const int32_t* indices,
-          const std::vector<int64_t>& t_indptr,
-          const std::vector<int32_t>& t_indices, int32_t* state) {
-  std::vector<double> weight(n);
-  std::vector<int32_t> order(n);
-  for (int32_t i = 0; i < n; ++i) {
-    weight[i] = static_cast<double>(t_indptr[i + 1] - t_indptr[i]) + Unit(i);
-    order[i] = i;
+  bool Coupled(int32_t i) const {
+    return indptr[i + 1] > indptr[i] || t_indptr[i + 1] > t_indptr[i];
   }
-  std::sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
-    return weight[a] > weight[b] || (weight[a] == weight[b] && a < b);
-  });
-  for (int32_t i : order) {
+};
+
+void Pmis(const Graph& g, int32_t* state) {
+  // Decreasing weight, then increasing index: increasing (-weight, index).
+  std::vector<std::pair<double, int32_t>> order;
+  for (int32_t i = 0; i < g.n; ++i) {
+    if (state[i] != kUndecided) continue;
+    order.emplace_back(-(static_cast<double>(g.t_indptr[i + 1] - g.t_indptr[i]) + Unit(i)), i);
+  }
+  std::sort(order.begin(), order.end());
+  for (const auto& [negative_weight, i] : order) {
     if (state[i] != kUndecided) continue;
     state[i] = kCoarse;
-    for (int32_t e = indptr[i]; e < indptr[i + 1]; ++e) {
-      if (state[indices[e]] == kUndecided) state[indices[e]] = kFine;
+    for (int64_t e = g.indptr[i]; e < g.indptr[i + 1]; ++e) {
+      if (state[g.indices[e]] == kUndecided) state[g.indices[e]] = kFine;
     }
-    for (int64_t e = t_indptr[i]; e < t_indptr[i + 1]; ++e) {
-      if (state[t_indices[e]] == kUndecided) state[t_indices[e]] = kFine;
+    for (int64_t e = g.t_indptr[i]; e < g.t_indptr[i + 1]; ++e) {
+      if (state[g.t_indices[e]] == kUndecided) state[g.t_indices[e]] = kFine;
     }
   }
 }
 
-void RugeStubenFirstPass(int32_t n, const int32_t* indptr, const int32_t* indices,
-                         const std::vector<int64_t>& t_indptr,
-                         const std::vector<int32_t>& t_indices, int32_t* state) {
-  std::vector<int64_t> lambda(n);
+void RugeStubenFirstPass(const Graph& g, int32_t* state) {
+  std::vector<int64_t> lambda(g.n);
   // Largest lambda first, then smallest index; stale entries are skipped.
   std::priority_queue<std::pair<int64_t, int32_t>> queue;
-  for (int32_t i = 0; i < n; ++i) {
+  for (int32_t i = 0; i < g.n; ++i) {
     if (state[i] != kUndecided) continue;
-    lambda[i] = t_indptr[i + 1] - t_indptr[i];
+    lambda[i] = g.t_indptr[i + 1] - g.t_indptr[i];
     queue.emplace(lambda[i], -i);
   }
   const auto change = [&](int32_t k, int64_t by) {
@@ -113,16 +284,59 @@ void RugeStubenFirstPass(int32_t n, const int32_t* indptr, const int32_t* indice
     const int32_t i = -negative;
     if (state[i] != kUndecided || priority != lambda[i]) continue;
     state[i] = kCoarse;
-    for (int64_t e = t_indptr[i]; e < t_indptr[i + 1]; ++e) {
-      const int32_t j = t_indices[e];  // j depends on i
+    for (int64_t e = g.t_indptr[i]; e < g.t_indptr[i + 1]; ++e) {
+      const int32_t j = g.t_indices[e];  // j depends on i
       if (state[j] != kUndecided) continue;
       state[j] = kFine;
-      for (int32_t f = indptr[j]; f < indptr[j + 1]; ++f) change(indices[f], 1);
+      for (int64_t f = g.indptr[j]; f < g.indptr[j + 1]; ++f) {
+        change(g.indices[f], 1);
+      }
     }
-    for (int32_t e = indptr[i]; e < indptr[i + 1]; ++e) change(indices[e], -1);
+    for (int64_t e = g.indptr[i]; e < g.indptr[i + 1]; ++e) {
+      change(g.indices[e], -1);
+    }
   }
 }
 
+// Splits the points whose state is kUndecided.
+void Split(const Graph& g, int32_t method, int32_t* state) {
+  if (method == 0) {
+    Pmis(g, state);
+  } else {
+    RugeStubenFirstPass(g, state);
+  }
+}
+
+// S2 of the C points of `state`: i depends on j (both C, j != i) when j is in
+// S_i, or in S_k for an F point k in S_i.
+Graph DistanceTwo(const Graph& s, const int32_t* state) {
+  std::vector<int64_t> indptr(static_cast<size_t>(s.n) + 1, 0);
+  std::vector<int32_t> indices, seen(s.n, -1);
+  const auto add = [&](int32_t i, int32_t j) {
+    if (j != i && state[j] == kCoarse && seen[j] != i) {
+      seen[j] = i;
+      indices.push_back(j);
+    }
+  };
+  for (int32_t i = 0; i < s.n; ++i) {
+    if (state[i] == kCoarse) {
+      for (int64_t e = s.indptr[i]; e < s.indptr[i + 1]; ++e) {
+        const int32_t k = s.indices[e];
+        add(i, k);
+        if (state[k] != kFine) continue;
+        for (int64_t f = s.indptr[k]; f < s.indptr[k + 1]; ++f) {
+          add(i, s.indices[f]);
+        }
+      }
+    }
+    indptr[i + 1] = static_cast<int64_t>(indices.size());
+  }
+  return Graph(s.n, std::move(indptr), std::move(indices));
+}
+
+// ---------------------------------------------------------------------------
+// The D1/D2 interpolation plan.
+//
 // Where the values of A enter the interpolation weights of P (n x n_coarse).
 // For an F point i, with C_i (its interpolatory C points: P's columns in row
 // i) and F_i (its strong F neighbours whose couplings are distributed):
@@ -133,32 +347,44 @@ void RugeStubenFirstPass(int32_t n, const int32_t* indptr, const int32_t* indice
 //          in C_i, and for D1 strong F couplings without a common C point)
 //          + (D2) sum_{k in F_i} a_ik abar_ki / s_ik
 //
-// with abar_kl = a_kl where its sign is opposite to a_kk's, else 0. Encoded:
+// with abar_kl = a_kl where its sign is opposite to a_kk's, else 0; a
+// coupling with s_ik = 0 joins d_i. Encoded:
 //   a_destination[e]: where entry e of A adds: P position (>= 0), -2 - i for
 //     row i's d_i, -1 for nowhere (C rows, distributed couplings);
 //   pair_positions[q]: the entry a_ik of the q-th distributed coupling;
 //     pair_counts[q]: its number of triples;
 //   triple_entries[t], triple_destinations[t]: the entry a_kl of row k and
 //     where abar_kl · a_ik / s_ik adds (encoded as a_destination).
+// Rows come in order, and within a row the pairs and triples in the order of
+// A's entries, so the pairs' positions increase.
 struct InterpolationPlan {
   std::vector<int32_t> p_indptr, p_indices, a_destination, pair_positions,
       pair_counts, triple_entries, triple_destinations;
 };
 
-void BuildPlan(int32_t n, const int32_t* indptr, const int32_t* indices,
-               const uint8_t* strong, const int32_t* coarse_index,
-               bool distance_two, InterpolationPlan& plan) {
-  plan.p_indptr.assign(static_cast<size_t>(n) + 1, 0);
-  plan.a_destination.assign(indptr[n], -1);
+// Rows [begin, end) of the plan; p_indptr and P positions count from the
+// block's first row (p_indptr has end - begin + 1 entries); a_destination
+// covers the block's entries of A.
+void BuildPlanRows(int32_t begin, int32_t end, int32_t n, const int32_t* indptr,
+                   const int32_t* indices, const uint8_t* strong,
+                   const int32_t* coarse_index, bool distance_two,
+                   InterpolationPlan& plan) {
+  const int32_t entries = indptr[end] - indptr[begin];
+  plan.p_indptr.assign(static_cast<size_t>(end - begin) + 1, 0);
+  plan.a_destination.assign(entries, -1);
+  // About right for stencils (P: a few weights a row; triples: about nnz(A)).
+  plan.p_indices.reserve(entries);
+  plan.triple_entries.reserve(entries);
+  plan.triple_destinations.reserve(entries);
+  int32_t* a_destination = plan.a_destination.data() - indptr[begin];
   // position[j]: j's position in the row of P being built (-1: not in it);
   // common[j]: the row i for which j is a strong C point of i.
-  std::vector<int32_t> position(n, -1), common(n, -1), columns;
-  std::vector<int32_t> pairs;
-  for (int32_t i = 0; i < n; ++i) {
-    const int32_t begin = static_cast<int32_t>(plan.p_indices.size());
+  std::vector<int32_t> position(n, -1), common(n, -1), columns, pairs;
+  for (int32_t i = begin; i < end; ++i) {
+    const int32_t row_begin = static_cast<int32_t>(plan.p_indices.size());
     if (coarse_index[i] >= 0) {
       plan.p_indices.push_back(coarse_index[i]);
-      plan.p_indptr[i + 1] = begin + 1;
+      plan.p_indptr[i - begin + 1] = row_begin + 1;
       continue;
     }
     columns.clear();
@@ -188,16 +414,16 @@ void BuildPlan(int32_t n, const int32_t* indptr, const int32_t* indices,
     std::sort(columns.begin(), columns.end());
     columns.erase(std::unique(columns.begin(), columns.end()), columns.end());
     for (size_t c = 0; c < columns.size(); ++c) {
-      position[columns[c]] = begin + static_cast<int32_t>(c);
+      position[columns[c]] = row_begin + static_cast<int32_t>(c);
       plan.p_indices.push_back(coarse_index[columns[c]]);
     }
-    plan.p_indptr[i + 1] = static_cast<int32_t>(plan.p_indices.size());
+    plan.p_indptr[i - begin + 1] = static_cast<int32_t>(plan.p_indices.size());
     for (int32_t e = indptr[i]; e < indptr[i + 1]; ++e) {
       const int32_t j = indices[e];
-      plan.a_destination[e] = j != i && position[j] >= 0 ? position[j] : -2 - i;
+      a_destination[e] = j != i && position[j] >= 0 ? position[j] : -2 - i;
     }
     for (int32_t e : pairs) {
-      plan.a_destination[e] = -1;
+      a_destination[e] = -1;
       const int32_t k = indices[e];
       int32_t count = 0;
       for (int32_t f = indptr[k]; f < indptr[k + 1]; ++f) {
@@ -216,25 +442,285 @@ void BuildPlan(int32_t n, const int32_t* indptr, const int32_t* indices,
   }
 }
 
+// A plan built by blocks of rows, joined when copied out.
+struct BlockedPlan {
+  int32_t n;
+  std::vector<int32_t> block_begin;  // each block's first row, then n
+  std::vector<InterpolationPlan> blocks;
+};
+
+// ---------------------------------------------------------------------------
+// Interpolation weights for concrete values, as
+// jaxsolve/sparse/_classical.py's formula computes them (whose sums run in the
+// order of A's entries, then the triples', then the undistributed pairs').
+
+template <typename T>
+struct WeightInputs {
+  int32_t n;
+  const int32_t* indptr;
+  const int32_t* indices;
+  const T* values;
+  const T* diagonal;
+  const uint8_t* coarse;
+  const int32_t* full_indptr;
+  int64_t full_nnz;
+  const int32_t* a_destination;  // P position, full_nnz + i (d_i), beyond: nowhere
+  const int32_t* pair_positions;
+  const int32_t* pair_counts;
+  const int64_t* pair_triples;   // each pair's first triple
+  const int32_t* triple_entries;
+  const int32_t* triple_destinations;
+};
+
+// Row i's untruncated weights into `weights` (its full row, in order); false
+// if the plan sends a value outside row i.
+template <typename T>
+bool RowWeights(int32_t i, int64_t first_pair, int64_t last_pair,
+                const WeightInputs<T>& in, std::vector<typename Scalar<T>::Sum>& sums,
+                std::vector<T>& pair_sums, T* weights) {
+  using Sum = typename Scalar<T>::Sum;
+  const int64_t begin = in.full_indptr[i], length = in.full_indptr[i + 1] - begin;
+  if (in.coarse[i]) {
+    std::fill(weights, weights + length, FromReal<T>(1));
+    return true;
+  }
+  sums.assign(static_cast<size_t>(length), Sum{});
+  Sum d{};
+  const auto add = [&](int64_t destination, T value) {
+    if (destination >= begin && destination < begin + length) {
+      sums[destination - begin] = sums[destination - begin] + ToSum(value);
+    } else if (destination == in.full_nnz + i) {
+      d = d + ToSum(value);
+    } else if (destination != in.full_nnz + in.n) {
+      return false;
+    }
+    return true;
+  };
+  const auto bar = [&](int32_t k, int32_t f) {
+    const T a = in.values[f];
+    return RealPart(a * Conj(in.diagonal[k])) < 0 ? a : T{};
+  };
+  for (int32_t e = in.indptr[i]; e < in.indptr[i + 1]; ++e) {
+    if (!add(in.a_destination[e], in.values[e])) return false;
+  }
+  pair_sums.clear();
+  for (int64_t q = first_pair; q < last_pair; ++q) {
+    const int32_t k = in.indices[in.pair_positions[q]];
+    const int64_t t0 = in.pair_triples[q], t1 = in.pair_triples[q + 1];
+    Sum s{};
+    for (int64_t t = t0; t < t1; ++t) s = s + ToSum(bar(k, in.triple_entries[t]));
+    pair_sums.push_back(FromSum<T>(s));
+    const T s_ik = pair_sums.back();
+    const T share = IsZero(s_ik) ? T{} : Divided(in.values[in.pair_positions[q]], s_ik);
+    for (int64_t t = t0; t < t1; ++t) {
+      if (!add(in.triple_destinations[t], share * bar(k, in.triple_entries[t]))) {
+        return false;
+      }
+    }
+  }
+  for (int64_t q = first_pair; q < last_pair; ++q) {  // undistributed: into d_i
+    const bool none = IsZero(pair_sums[q - first_pair]);
+    d = d + ToSum(none ? in.values[in.pair_positions[q]] : T{});
+  }
+  const T denominator = FromSum<T>(d);
+  for (int64_t c = 0; c < length; ++c) {
+    weights[c] = IsZero(denominator)
+                     ? T{}
+                     : Divided(Negated(FromSum<T>(sums[c])), denominator);
+  }
+  return true;
+}
+
+// Rows [begin, end) of P's untruncated weights.
+template <typename T>
+bool WeightRows(int32_t begin, int32_t end, const WeightInputs<T>& in,
+                const int64_t* row_pairs, T* weights) {
+  std::vector<typename Scalar<T>::Sum> sums;
+  std::vector<T> pair_sums;
+  for (int32_t i = begin; i < end; ++i) {
+    if (!RowWeights(i, row_pairs[i], row_pairs[i + 1], in, sums, pair_sums,
+                    weights + in.full_indptr[i])) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// Rows [begin, end) of truncation's choice: in each row, the weights of at
+// least `factor` times the row's largest magnitude (for factor in (0, 1)),
+// of those the `most` largest (for most > 0; ties: the earlier).
+template <typename T>
+void TruncationRows(int32_t begin, int32_t end, const int32_t* indptr, const T* weights,
+                    double factor, int32_t most, uint8_t* kept) {
+  using R = typename Scalar<T>::Real;
+  std::vector<R> magnitude;
+  std::vector<int32_t> order;
+  for (int32_t i = begin; i < end; ++i) {
+    const int32_t first = indptr[i], length = indptr[i + 1] - first;
+    magnitude.resize(length);
+    R largest = -std::numeric_limits<R>::infinity();
+    for (int32_t c = 0; c < length; ++c) {
+      magnitude[c] = Magnitude(weights[first + c]);
+      largest = std::max(largest, magnitude[c]);
+    }
+    const bool by_factor = 0 < factor && factor < 1;
+    order.clear();
+    for (int32_t c = 0; c < length; ++c) {
+      kept[first + c] = !by_factor || magnitude[c] >= static_cast<R>(factor) * largest;
+      if (kept[first + c]) order.push_back(c);
+    }
+    if (most <= 0 || static_cast<int32_t>(order.size()) <= most) continue;
+    std::stable_sort(order.begin(), order.end(),
+                     [&](int32_t a, int32_t b) { return magnitude[a] > magnitude[b]; });
+    for (size_t r = most; r < order.size(); ++r) kept[first + order[r]] = 0;
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Multipass interpolation (Stuben, "Algebraic multigrid (AMG): an
+// introduction with applications", GMD report 70, 1999, A.4.3; hypre's
+// agg_interp_type 4, AmgX's MULTIPASS). Pass 0 are the C points (P's row: the
+// unit row of their coarse unknown). An F point is in pass m when it is not in
+// an earlier one and a point of pass m - 1 is in S_i; its interpolatory set
+// P_i holds the points of S_i of passes below m, and
+//
+//   P_i = sum_{k in P_i} c_ik P_k,  c_ik = -alpha_i a_ik / a_ii,
+//   alpha_i = (sum_{j != i} a_ij) / (sum_{k in P_i} a_ik)
+//
+// (for each sign of a_ik apart; jaxsolve/sparse/_classical.py computes the
+// c_ik). F points that no pass reaches get no interpolation. Encoded, per pass m = 1, 2, ... in turn: triples (e, s,
+// t): entry e = a_ik of A times P's entry s (of row k) adds into P's entry t
+// (of row i); `interpolatory` marks the entries a_ik, k in P_i.
+struct MultipassPlan {
+  std::vector<int32_t> p_indptr, p_indices, pass_counts, triple_entries,
+      triple_sources, triple_destinations;
+  std::vector<uint8_t> interpolatory;
+};
+
+void BuildMultipass(int32_t n, const int32_t* indptr, const int32_t* indices,
+                    const uint8_t* strong, const int32_t* coarse_index,
+                    MultipassPlan& plan) {
+  std::vector<int32_t> pass(n, -1), current, next;
+  for (int32_t i = 0; i < n; ++i) {
+    if (coarse_index[i] >= 0) {
+      pass[i] = 0;
+      current.push_back(i);
+    }
+  }
+  // Rows' columns, appended pass by pass (row_start/row_length per row).
+  std::vector<int64_t> row_start(n, 0);
+  std::vector<int32_t> row_length(n, 0), columns, row;
+  std::vector<std::vector<int32_t>> passes;
+  for (int32_t i : current) {
+    row_start[i] = static_cast<int64_t>(columns.size());
+    row_length[i] = 1;
+    columns.push_back(coarse_index[i]);
+  }
+  plan.interpolatory.assign(indptr[n], 0);
+  for (int32_t m = 1;; ++m) {
+    next.clear();
+    for (int32_t i = 0; i < n; ++i) {
+      if (pass[i] >= 0) continue;
+      for (int32_t e = indptr[i]; e < indptr[i + 1]; ++e) {
+        if (strong[e] && indices[e] != i && pass[indices[e]] == m - 1) {
+          next.push_back(i);
+          break;
+        }
+      }
+    }
+    if (next.empty()) break;
+    for (int32_t i : next) pass[i] = m;
+    for (int32_t i : next) {
+      row.clear();
+      for (int32_t e = indptr[i]; e < indptr[i + 1]; ++e) {
+        const int32_t k = indices[e];
+        if (!strong[e] || k == i || pass[k] < 0 || pass[k] >= m) continue;
+        plan.interpolatory[e] = 1;
+        row.insert(row.end(), columns.begin() + row_start[k],
+                   columns.begin() + row_start[k] + row_length[k]);
+      }
+      std::sort(row.begin(), row.end());
+      row.erase(std::unique(row.begin(), row.end()), row.end());
+      row_start[i] = static_cast<int64_t>(columns.size());
+      row_length[i] = static_cast<int32_t>(row.size());
+      columns.insert(columns.end(), row.begin(), row.end());
+    }
+    passes.push_back(next);
+  }
+  plan.p_indptr.assign(static_cast<size_t>(n) + 1, 0);
+  for (int32_t i = 0; i < n; ++i) plan.p_indptr[i + 1] = plan.p_indptr[i] + row_length[i];
+  plan.p_indices.resize(plan.p_indptr[n]);
+  for (int32_t i = 0; i < n; ++i) {
+    std::copy(columns.begin() + row_start[i],
+              columns.begin() + row_start[i] + row_length[i],
+              plan.p_indices.begin() + plan.p_indptr[i]);
+  }
+  for (const std::vector<int32_t>& rows : passes) {
+    const size_t before = plan.triple_entries.size();
+    for (int32_t i : rows) {
+      const int32_t* first = plan.p_indices.data() + plan.p_indptr[i];
+      const int32_t* last = plan.p_indices.data() + plan.p_indptr[i + 1];
+      for (int32_t e = indptr[i]; e < indptr[i + 1]; ++e) {
+        if (!plan.interpolatory[e]) continue;
+        const int32_t k = indices[e];
+        for (int32_t s = plan.p_indptr[k]; s < plan.p_indptr[k + 1]; ++s) {
+          plan.triple_entries.push_back(e);
+          plan.triple_sources.push_back(s);
+          plan.triple_destinations.push_back(
+              plan.p_indptr[i] +
+              static_cast<int32_t>(std::lower_bound(first, last, plan.p_indices[s]) - first));
+        }
+      }
+    }
+    plan.pass_counts.push_back(static_cast<int32_t>(plan.triple_entries.size() - before));
+  }
+}
+
 }  // namespace
 
-// Writes kCoarse (1) or kFine (0) to coarse[0..n) and returns the number of C
-// points; -1 if memory ran out.
+// Marks the strong entries of the n x n matrix (indptr, indices, values of
+// `dtype`) in strong[0..nnz); returns 0, -1 if out of memory, -2 for an
+// unknown dtype.
+JAXSOLVE_SPARSE_EXPORT int32_t JaxsolveSparseClassicalStrength(
+    int32_t n, const int32_t* indptr, const int32_t* indices, const void* values,
+    int32_t dtype, double theta, double max_row_sum, int32_t all, uint8_t* strong) {
+  return WithValueType(dtype, [&](auto type) {
+    using T = decltype(type);
+    const bool done = ForRowBlocks(
+        n, BlocksFor(n, kMinRowsPerThread), [&](int64_t begin, int64_t end) {
+          StrengthRows(begin, end, indptr, indices, static_cast<const T*>(values),
+                       theta, max_row_sum, all != 0, strong);
+        });
+    return done ? 0 : -1;
+  });
+}
+
+// Writes kCoarse (1) or kFine (0) to coarse[0..n) for the strength graph of
+// the strong entries (strong[e] != 0, off the diagonal) of the n x n pattern
+// (indptr, indices), aggressively (two passes) when `aggressive`; returns the
+// number of C points, or -1 if memory ran out.
 JAXSOLVE_SPARSE_EXPORT int32_t JaxsolveSparseClassicalSplitting(
-    int32_t n, const int32_t* indptr, const int32_t* indices, int32_t method,
-    int32_t* coarse) {
+    int32_t n, const int32_t* indptr, const int32_t* indices, const uint8_t* strong,
+    int32_t method, int32_t aggressive, int32_t* coarse) {
   try {
-    std::vector<int64_t> t_indptr;
-    std::vector<int32_t> t_indices;
-    Transpose(n, indptr, indices, t_indptr, t_indices);
+    std::vector<int64_t> s_indptr(static_cast<size_t>(n) + 1, 0);
+    std::vector<int32_t> s_indices;
+    s_indices.reserve(indptr[n]);
     for (int32_t i = 0; i < n; ++i) {
-      const bool coupled = indptr[i + 1] > indptr[i] || t_indptr[i + 1] > t_indptr[i];
-      coarse[i] = coupled ? kUndecided : kFine;
+      for (int32_t e = indptr[i]; e < indptr[i + 1]; ++e) {
+        if (strong[e] && indices[e] != i) s_indices.push_back(indices[e]);
+      }
+      s_indptr[i + 1] = static_cast<int64_t>(s_indices.size());
     }
-    if (method == 0) {
-      Pmis(n, indptr, indices, t_indptr, t_indices, coarse);
-    } else {
-      RugeStubenFirstPass(n, indptr, indices, t_indptr, t_indices, coarse);
+    const Graph s(n, std::move(s_indptr), std::move(s_indices));
+    for (int32_t i = 0; i < n; ++i) coarse[i] = s.Coupled(i) ? kUndecided : kFine;
+    Split(s, method, coarse);
+    if (aggressive) {
+      const Graph s2 = DistanceTwo(s, coarse);
+      for (int32_t i = 0; i < n; ++i) {
+        if (coarse[i] == kCoarse && s2.Coupled(i)) coarse[i] = kUndecided;
+      }
+      Split(s2, method, coarse);
     }
     return static_cast<int32_t>(std::count(coarse, coarse + n, kCoarse));
   } catch (const std::bad_alloc&) {
@@ -250,9 +736,18 @@ JAXSOLVE_SPARSE_EXPORT void* JaxsolveSparseInterpolationPlan(
     int32_t n, const int32_t* indptr, const int32_t* indices, const uint8_t* strong,
     const int32_t* coarse_index, int32_t distance_two) {
   try {
-    auto plan = std::make_unique<InterpolationPlan>();
-    BuildPlan(n, indptr, indices, strong, coarse_index, distance_two != 0, *plan);
-    return plan.release();
+    auto plan = std::make_unique<BlockedPlan>();
+    const int64_t blocks = BlocksFor(n, kMinRowsPerThread);
+    plan->n = n;
+    plan->blocks.resize(blocks);
+    for (int64_t b = 0; b <= blocks; ++b) {
+      plan->block_begin.push_back(static_cast<int32_t>(n * b / blocks));
+    }
+    const bool built = ForNumberedBlocks(n, blocks, [&](int64_t b, int64_t begin, int64_t end) {
+      BuildPlanRows(static_cast<int32_t>(begin), static_cast<int32_t>(end), n, indptr,
+                    indices, strong, coarse_index, distance_two != 0, plan->blocks[b]);
+    });
+    return built ? plan.release() : nullptr;
   } catch (const std::bad_alloc&) {
     return nullptr;
   }
@@ -261,24 +756,168 @@ JAXSOLVE_SPARSE_EXPORT void* JaxsolveSparseInterpolationPlan(
 // The lengths of the plan's seven arrays, in the order of InterpolationPlan.
 JAXSOLVE_SPARSE_EXPORT void JaxsolveSparseInterpolationSizes(const void* handle,
                                                             int64_t* sizes) {
-  const auto& plan = *static_cast<const InterpolationPlan*>(handle);
-  const std::vector<int32_t>* arrays[] = {
-      &plan.p_indptr, &plan.p_indices, &plan.a_destination, &plan.pair_positions,
-      &plan.pair_counts, &plan.triple_entries, &plan.triple_destinations};
-  for (int a = 0; a < 7; ++a) sizes[a] = static_cast<int64_t>(arrays[a]->size());
+  const auto& plan = *static_cast<const BlockedPlan*>(handle);
+  std::fill(sizes, sizes + 7, 0);
+  sizes[0] = static_cast<int64_t>(plan.n) + 1;
+  for (const InterpolationPlan& block : plan.blocks) {
+    const std::vector<int32_t>* arrays[] = {
+        &block.p_indices, &block.a_destination, &block.pair_positions,
+        &block.pair_counts, &block.triple_entries, &block.triple_destinations};
+    for (int a = 0; a < 6; ++a) sizes[a + 1] += static_cast<int64_t>(arrays[a]->size());
+  }
 }
 
 // Copies the plan's arrays into the caller's, sized as ...Sizes says, and
-// frees the plan.
+// frees the plan. Destinations are combined: P position (>= 0), nnz(P) + i
+// for row i's d_i, nnz(P) + n for nowhere.
 JAXSOLVE_SPARSE_EXPORT void JaxsolveSparseInterpolationCopy(
     void* handle, int32_t* p_indptr, int32_t* p_indices, int32_t* a_destination,
     int32_t* pair_positions, int32_t* pair_counts, int32_t* triple_entries,
     int32_t* triple_destinations) {
-  std::unique_ptr<InterpolationPlan> plan(static_cast<InterpolationPlan*>(handle));
+  std::unique_ptr<BlockedPlan> plan(static_cast<BlockedPlan*>(handle));
+  const int64_t blocks = static_cast<int64_t>(plan->blocks.size());
+  // Each block's first P entry, pair and triple.
+  std::vector<int64_t> p_first(blocks + 1, 0), pair_first(blocks + 1, 0),
+      triple_first(blocks + 1, 0), a_first(blocks + 1, 0);
+  for (int64_t b = 0; b < blocks; ++b) {
+    const InterpolationPlan& block = plan->blocks[b];
+    p_first[b + 1] = p_first[b] + static_cast<int64_t>(block.p_indices.size());
+    pair_first[b + 1] = pair_first[b] + static_cast<int64_t>(block.pair_positions.size());
+    triple_first[b + 1] = triple_first[b] + static_cast<int64_t>(block.triple_entries.size());
+    a_first[b + 1] = a_first[b] + static_cast<int64_t>(block.a_destination.size());
+  }
+  p_indptr[0] = 0;
+  ForNumberedBlocks(plan->n, blocks, [&](int64_t b, int64_t, int64_t) {
+    const InterpolationPlan& block = plan->blocks[b];
+    const int32_t shift = static_cast<int32_t>(p_first[b]);
+    const int32_t nnz = static_cast<int32_t>(p_first[blocks]);
+    const auto shifted = [&](int32_t destination) {
+      return destination >= 0    ? destination + shift
+             : destination == -1 ? nnz + plan->n
+                                 : nnz - 2 - destination;
+    };
+    for (size_t r = 1; r < block.p_indptr.size(); ++r) {
+      p_indptr[plan->block_begin[b] + r] = block.p_indptr[r] + shift;
+    }
+    std::copy(block.p_indices.begin(), block.p_indices.end(), p_indices + p_first[b]);
+    std::transform(block.a_destination.begin(), block.a_destination.end(),
+                   a_destination + a_first[b], shifted);
+    std::copy(block.pair_positions.begin(), block.pair_positions.end(),
+              pair_positions + pair_first[b]);
+    std::copy(block.pair_counts.begin(), block.pair_counts.end(), pair_counts + pair_first[b]);
+    std::copy(block.triple_entries.begin(), block.triple_entries.end(),
+              triple_entries + triple_first[b]);
+    std::transform(block.triple_destinations.begin(), block.triple_destinations.end(),
+                   triple_destinations + triple_first[b], shifted);
+  });
+}
+
+// P's untruncated weights (full_indptr[n] of them) for A's values of `dtype`
+// on the plan (destinations combined: P positions, full_nnz + i for d_i,
+// full_nnz + n for nowhere; n_pairs pairs). Returns 0, -1 if out of memory,
+// -2 for an unknown dtype, -3 for a plan that sends a value outside its row.
+JAXSOLVE_SPARSE_EXPORT int32_t JaxsolveSparseInterpolationValues(
+    int32_t n, const int32_t* indptr, const int32_t* indices, const void* values,
+    int32_t dtype, const uint8_t* coarse, const int32_t* full_indptr,
+    const int32_t* a_destination, int64_t n_pairs, const int32_t* pair_positions,
+    const int32_t* pair_counts, const int32_t* triple_entries,
+    const int32_t* triple_destinations, void* weights) {
+  try {
+    // Each row's first pair (pairs come by row), each pair's first triple.
+    std::vector<int64_t> row_pairs(static_cast<size_t>(n) + 1, 0), pair_triples(n_pairs + 1, 0);
+    for (int64_t q = 0; q < n_pairs; ++q) {
+      pair_triples[q + 1] = pair_triples[q] + pair_counts[q];
+      int32_t row = static_cast<int32_t>(
+          std::upper_bound(indptr, indptr + n + 1, pair_positions[q]) - indptr - 1);
+      ++row_pairs[row + 1];
+    }
+    for (int32_t i = 0; i < n; ++i) row_pairs[i + 1] += row_pairs[i];
+    return WithValueType(dtype, [&](auto type) {
+      using T = decltype(type);
+      const int64_t blocks = BlocksFor(n, kMinRowsPerThread);
+      std::vector<T> diagonal(n);
+      ForRowBlocks(n, blocks, [&](int64_t begin, int64_t end) {
+        for (int64_t i = begin; i < end; ++i) {
+          diagonal[i] = Diagonal(static_cast<int32_t>(i), indptr, indices,
+                                 static_cast<const T*>(values));
+        }
+      });
+      const WeightInputs<T> in{n, indptr, indices, static_cast<const T*>(values),
+                               diagonal.data(), coarse, full_indptr,
+                               full_indptr[n], a_destination, pair_positions, pair_counts,
+                               pair_triples.data(), triple_entries, triple_destinations};
+      std::atomic<bool> valid{true};
+      const bool done = ForRowBlocks(
+          n, blocks, [&](int64_t begin, int64_t end) {
+            if (!WeightRows(static_cast<int32_t>(begin), static_cast<int32_t>(end), in,
+                            row_pairs.data(), static_cast<T*>(weights))) {
+              valid = false;
+            }
+          });
+      return !done ? -1 : valid ? 0 : -3;
+    });
+  } catch (const std::bad_alloc&) {
+    return -1;
+  }
+}
+
+// Marks in kept[0..nnz) the weights (of `dtype`, on the n-row pattern
+// indptr) that truncation keeps; returns 0, -1 if out of memory, -2 for an
+// unknown dtype.
+JAXSOLVE_SPARSE_EXPORT int32_t JaxsolveSparseTruncation(
+    int32_t n, const int32_t* indptr, const void* weights, int32_t dtype, double factor,
+    int32_t most, uint8_t* kept) {
+  return WithValueType(dtype, [&](auto type) {
+    using T = decltype(type);
+    const bool done = ForRowBlocks(
+        n, BlocksFor(n, kMinRowsPerThread), [&](int64_t begin, int64_t end) {
+          TruncationRows(static_cast<int32_t>(begin), static_cast<int32_t>(end), indptr,
+                         static_cast<const T*>(weights), factor, most, kept);
+        });
+    return done ? 0 : -1;
+  });
+}
+
+// Builds the multipass plan (arguments as ...InterpolationPlan's); returns it
+// (to be read with ...MultipassSizes and ...MultipassCopy, then freed), or
+// null if memory ran out.
+JAXSOLVE_SPARSE_EXPORT void* JaxsolveSparseMultipassPlan(
+    int32_t n, const int32_t* indptr, const int32_t* indices, const uint8_t* strong,
+    const int32_t* coarse_index) {
+  try {
+    auto plan = std::make_unique<MultipassPlan>();
+    BuildMultipass(n, indptr, indices, strong, coarse_index, *plan);
+    return plan.release();
+  } catch (const std::bad_alloc&) {
+    return nullptr;
+  }
+}
+
+// The lengths of the multipass plan's arrays: p_indptr, p_indices,
+// pass_counts, then the triples'.
+JAXSOLVE_SPARSE_EXPORT void JaxsolveSparseMultipassSizes(const void* handle,
+                                                        int64_t* sizes) {
+  const auto& plan = *static_cast<const MultipassPlan*>(handle);
+  sizes[0] = static_cast<int64_t>(plan.p_indptr.size());
+  sizes[1] = static_cast<int64_t>(plan.p_indices.size());
+  sizes[2] = static_cast<int64_t>(plan.pass_counts.size());
+  sizes[3] = static_cast<int64_t>(plan.triple_entries.size());
+}
+
+// Copies the multipass plan's arrays (interpolatory: nnz(A) bytes) into the
+// caller's and frees the plan.
+JAXSOLVE_SPARSE_EXPORT void JaxsolveSparseMultipassCopy(
+    void* handle, int32_t* p_indptr, int32_t* p_indices, int32_t* pass_counts,
+    int32_t* triple_entries, int32_t* triple_sources, int32_t* triple_destinations,
+    uint8_t* interpolatory) {
+  std::unique_ptr<MultipassPlan> plan(static_cast<MultipassPlan*>(handle));
   const std::pair<const std::vector<int32_t>*, int32_t*> copies[] = {
-      {&plan->p_indptr, p_indptr},          {&plan->p_indices, p_indices},
-      {&plan->a_destination, a_destination}, {&plan->pair_positions, pair_positions},
-      {&plan->pair_counts, pair_counts},    {&plan->triple_entries, triple_entries},
+      {&plan->p_indptr, p_indptr},
+      {&plan->p_indices, p_indices},
+      {&plan->pass_counts, pass_counts},
+      {&plan->triple_entries, triple_entries},
+      {&plan->triple_sources, triple_sources},
       {&plan->triple_destinations, triple_destinations}};
   for (const auto& [from, to] : copies) std::copy(from->begin(), from->end(), to);
+  std::copy(plan->interpolatory.begin(), plan->interpolatory.end(), interpolatory);
 }
