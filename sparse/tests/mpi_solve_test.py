@@ -6,10 +6,11 @@ package's mpi_test.py does: JAX-AMG's paper example (2D Poisson 32 × 32, PBICGS
 partitioned, gathered on rank 0) against the single-process solve, and the distributed
 gradient and tangent (``jax.jvp``) through a nonsymmetric solve against the single-process
 ones. Skipped, saying
-why, only where no ``mpiexec`` exists at all. `TestSolveMpiErrors` checks, in this process,
+why, only where no ``mpiexec``, mpi4py or mpi4jax exists at all (CI has all three). `TestSolveMpiErrors` checks, in this process,
 the errors raised before any communication.
 """
 
+import importlib.util
 import os
 import pathlib
 import shutil
@@ -37,6 +38,9 @@ def _run(nranks, *checks):
     if MPIEXEC is None:
         pytest.skip(f"no mpiexec beside {sys.executable} or on PATH; install the lock "
                     "file's mpich and mpi4py (tools/dev does)")
+    for module in ("mpi4py", "mpi4jax"):  # e.g. a GPU host with an MPI of its own
+        if importlib.util.find_spec(module) is None:
+            pytest.skip(f"{module} is not installed for {sys.executable} (tools/dev installs it)")
     environment = {name: value for name, value in os.environ.items()
                    if not name.startswith(_LAUNCHER_PREFIXES)
                    and name not in ("XLA_FLAGS", "JAX_COORDINATOR_ADDRESS")}

@@ -165,11 +165,13 @@ class TestTraceSparsity:
 
     def test_primitive_vocabulary_matches_installed_jax(self):
         """The version test: the primitive names and parameters this module reads exist."""
-        seen = set()
+        seen, scans = set(), []
 
         def collect(jaxpr):
             for eqn in jaxpr.eqns:
                 seen.add(eqn.primitive.name)
+                if eqn.primitive.name == "scan":
+                    scans.append(eqn)
                 for value in eqn.params.values():
                     for sub in value if isinstance(value, tuple) else (value,):
                         inner = getattr(sub, "jaxpr", sub)
@@ -190,6 +192,12 @@ class TestTraceSparsity:
         for name in ("scatter-add", "gather", "dynamic_slice", "conv_general_dilated", "scan",
                      "while", "dot_general", "pad", "concatenate"):
             assert name in seen, name
+        for eqn in scans:  # the carry read from the parameters is the one the body returns
+            consts, carry = _sparsity_tracing.scan_operand_counts(eqn.params)
+            body = getattr(eqn.params["jaxpr"], "jaxpr", eqn.params["jaxpr"])
+            assert [v.aval for v in eqn.invars[consts:consts + carry]] == [
+                v.aval for v in body.outvars[:carry]]
+            assert len(body.invars) == len(eqn.invars)
 
 
 # -----------------------------------------------------------------------------

@@ -569,7 +569,6 @@ def solve_mpi(
         if value is not None:
             raise ValueError(f"solve: {name}= is not supported with comm= (a distributed "
                              "solve across MPI processes).")
-    _mpi4jax()
     if comm is None or nglobal is None or partition_info is None:
         missing = [name for name, value in (("comm", comm), ("nglobal", nglobal),
                                             ("partition_info", partition_info)) if value is None]
@@ -577,6 +576,7 @@ def solve_mpi(
             f"solve: a distributed solve needs comm=, nglobal= and partition_info= together; "
             f"missing {', '.join(missing)} (comm: an mpi4py communicator, nglobal: the global "
             "number of rows, partition_info: (row_start, row_end), this rank's rows).")
+    _mpi4jax()  # after the check of the keywords, which needs no MPI
     if not hasattr(comm, "Get_size") or not hasattr(comm, "Clone"):
         raise TypeError(f"solve: comm must be an mpi4py communicator (e.g. MPI.COMM_WORLD), "
                         f"got {type(comm).__name__}.")

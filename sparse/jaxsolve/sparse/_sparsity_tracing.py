@@ -73,7 +73,7 @@ _MOVEMENT = {  # primitive -> positions of its data operands (None: all)
     "reshape": (0,), "squeeze": (0,), "expand_dims": (0,), "transpose": (0,), "rev": (0,),
     "slice": (0,), "broadcast_in_dim": (0,), "concatenate": None, "pad": (0, 1),
     "dynamic_slice": (0,), "dynamic_update_slice": (0, 1), "gather": (0,),
-    "scatter": (0, 2), "split": (0,),
+    "scatter": (0, 2), "split": (0,), "unstack": (0,),
 }
 _REDUCTIONS = frozenset({"reduce_sum", "reduce_max", "reduce_min", "reduce_prod",
                          "reduce_and", "reduce_or", "reduce_xor", "argmax", "argmin"})
@@ -481,8 +481,8 @@ class _Interpreter:
     # --- control flow
 
     def scan(self, params: dict, args: list[Any]) -> list[Any]:
-        body, length = params["jaxpr"], params["length"]
-        nc, nk = params["num_consts"], params["num_carry"]
+        body, length = _closed_jaxpr(params["jaxpr"]), params["length"]
+        nc, nk = scan_operand_counts(params)
         consts, carry, xs = args[:nc], list(args[nc:nc + nk]), args[nc + nk:]
         if length <= _MAX_UNROLL:
             steps = range(length - 1, -1, -1) if params["reverse"] else range(length)
@@ -580,6 +580,26 @@ def _call_jaxpr(params: dict, n_in: int, n_out: int) -> Any:
                 len(inner.invars) == n_in and len(inner.outvars) == n_out):
             return sub
     return None
+
+
+def scan_operand_counts(params: dict) -> tuple[int, int]:
+    """How many of a ``scan`` equation's operands are constants and how many its carry.
+
+    The rest are the scanned ``xs``. JAX 0.10 records the counts as ``num_consts`` and
+    ``num_carry``; JAX 0.11 as ``ft_in``, the (constants, carry, xs) parts of the operand
+    list with one entry per operand.
+    """
+    if "num_consts" in params:
+        return params["num_consts"], params["num_carry"]
+    consts, carry, _ = params["ft_in"]
+    return len(consts), len(carry)
+
+
+def _closed_jaxpr(jaxpr: Any) -> Any:
+    """``jaxpr`` as a ``ClosedJaxpr`` (a control-flow primitive may hold either)."""
+    if isinstance(jaxpr, jex.core.ClosedJaxpr):
+        return jaxpr
+    return jex.core.ClosedJaxpr(jaxpr, ())
 
 
 def _live_equations(jaxpr: Any) -> list[Any]:
