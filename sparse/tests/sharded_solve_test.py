@@ -190,27 +190,6 @@ class TestSolveShardedUneven:
                                              r"\(444, k\) in the padded layout"):
             sparse.solve(A_sharded, b[:440], config=config)
 
-    def test_solve_uneven_rows_grad_matches_single_device(self, systems):
-        A, b, config, _, _ = systems("convection_diffusion_441")
-        A_csr = sparse.as_csr(A)
-        A_sharded = sharding.shard_rows(A, _mesh(4))
-        weights = jnp.cos(jnp.arange(A.shape[0], dtype=jnp.float32))
-
-        def single(values, b):
-            return jnp.sum(weights * sparse.solve(A_csr.with_values(values), b, config=config)[0])
-
-        def sharded(values, b):
-            return jnp.sum(weights * sparse.solve(A_sharded.with_values(values), b,
-                                                  config=config)[0])
-
-        values_bar, b_bar = jax.grad(single, argnums=(0, 1))(A_csr.values, b)
-        # Traced values: the padded blocks' hierarchies are set up inside the solve.
-        stacked_bar, sharded_b_bar = jax.grad(sharded, argnums=(0, 1))(A_sharded.values, b)
-        np.testing.assert_allclose(sharded_b_bar, b_bar, rtol=1e-3,
-                                   atol=1e-4 * float(jnp.abs(b_bar).max()))
-        np.testing.assert_allclose(A_sharded.global_values(stacked_bar), values_bar, rtol=1e-3,
-                                   atol=1e-4 * float(jnp.abs(values_bar).max()))
-
 
 class TestSolveShardedSetup:
 
@@ -250,7 +229,9 @@ class TestSolveShardedSetup:
 
 class TestSolveShardedGrad:
 
-    @pytest.mark.parametrize("name,parts", [("convection_diffusion", 4), ("poisson2d", 8)])
+    # convection_diffusion_441: 441 rows do not divide over 4 devices (padded blocks).
+    @pytest.mark.parametrize("name,parts", [("convection_diffusion", 4), ("poisson2d", 8),
+                                            ("convection_diffusion_441", 4)])
     def test_solve_grad_matches_single_device(self, systems, name, parts):
         A, b, config, _, _ = systems(name)
         A_csr = sparse.as_csr(A)
