@@ -10,6 +10,7 @@ import scipy.sparse
 from jax.experimental import sparse as jsparse
 
 from jaxsolve.sparse._csr import CsrMatrix, as_csr
+from jaxsolve.sparse._csr_arrays import CsrStructure
 
 
 def random_scipy(shape, dtype=np.float32, density=0.3, seed=0):
@@ -301,3 +302,21 @@ class TestAsCsr:
             as_csr(np.array([[1.0, np.inf], [0.0, 1.0]]))
         with pytest.raises(TypeError, match=re.escape("the indices of a BCOO is traced")):
             jax.jit(lambda M: as_csr(M).todense())(jsparse.BCOO.fromdense(jnp.eye(2)))
+
+
+def test_transposed_pattern_keeps_rows_ascending_within_each_column():
+    """Unsorted rows, duplicates, empty rows and columns: the transpose is the stable sort."""
+    rng = np.random.default_rng(1)
+    for _ in range(20):
+        n_rows, n_cols = (int(k) for k in rng.integers(1, 40, 2))
+        indptr = np.concatenate([[0], np.cumsum(rng.integers(0, 6, n_rows))]).astype(np.int32)
+        indices = rng.integers(0, n_cols, indptr[-1]).astype(np.int32)
+        pattern = CsrStructure(indptr, indices, n_cols)
+        transposed, permutation = pattern.transposed()
+        stable = np.argsort(indices, kind="stable")
+        np.testing.assert_array_equal(permutation, stable)
+        np.testing.assert_array_equal(transposed.indices, pattern.row_ids[stable])
+        counts = np.bincount(indices, minlength=n_cols)
+        np.testing.assert_array_equal(transposed.indptr, np.concatenate([[0], np.cumsum(counts)]))
+        assert transposed.n_cols == n_rows
+

@@ -15,6 +15,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
+import scipy.sparse
 
 from . import _native
 
@@ -42,11 +43,14 @@ class CsrStructure:
 
     def transposed(self) -> tuple[CsrStructure, np.ndarray]:
         """The pattern of the transpose and the permutation taking values to it."""
-        # A stable sort by column keeps rows ascending within each column.
-        permutation = np.argsort(self.indices, kind="stable").astype(np.int32)
-        counts = np.bincount(self.indices, minlength=self.n_cols)
-        indptr = np.concatenate([[0], np.cumsum(counts)]).astype(np.int32)
-        return CsrStructure(indptr, self.row_ids[permutation], self.n_rows), permutation
+        # SciPy's CSR -> CSC conversion of the entry numbers is a counting sort by column
+        # that keeps rows ascending within each column (about twice as fast as a stable
+        # argsort at 96^3); its data are the permutation.
+        entries = scipy.sparse.csr_array(
+            (np.arange(self.indices.size, dtype=np.int32), self.indices, self.indptr),
+            shape=(self.n_rows, self.n_cols)).tocsc()
+        return (CsrStructure(entries.indptr.astype(np.int32), entries.indices.astype(np.int32),
+                             self.n_rows), entries.data)
 
     def diagonal_positions(self) -> np.ndarray:
         """For each row, the position of its diagonal entry, or -1 where none is stored."""
