@@ -61,7 +61,10 @@ Platform = Literal["cpu", "gpu"]
 """The devices the launched processes use: ``"gpu"``, CUDA GPUs; ``"cpu"``, virtual CPU devices."""
 
 _GRACE_PERIOD_S = 5.0  # from SIGTERM (or a forwarded signal) to SIGKILL
-_DRAIN_S = 1.0  # how long output may still arrive after the processes exited
+# How long output may still arrive after the processes exited. A reader ends as soon as it has
+# read its pipe to the end, so this bound only matters when a process left a child of its own
+# holding the pipe; at 1 s a loaded machine lost a process's last lines.
+_DRAIN_S = 30.0
 _TAIL_LINES = 20  # the last lines of a failed process shown again at the end
 _TIMEOUT_EXIT_CODE = 124  # as timeout(1)
 _FORWARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM)
