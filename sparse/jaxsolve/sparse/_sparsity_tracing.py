@@ -252,9 +252,7 @@ class _Interpreter:
             return self.cond(params, args)
         sub = _call_jaxpr(params, len(args), len(eqn.outvars))
         if sub is not None:
-            if isinstance(sub, jex.core.ClosedJaxpr):
-                return self.closed(sub, args)
-            return self.jaxpr(sub, [], args)
+            return self.closed(_closed_jaxpr(sub), args)
         if all(isinstance(a, _Const) for a in args):
             return self.fold(eqn, args, out_shapes)
         if name in _ELEMENTWISE:
@@ -596,7 +594,7 @@ def scan_operand_counts(params: dict) -> tuple[int, int]:
 
 
 def _closed_jaxpr(jaxpr: Any) -> Any:
-    """``jaxpr`` as a ``ClosedJaxpr`` (a control-flow primitive may hold either)."""
+    """``jaxpr`` as a ``ClosedJaxpr`` (call and control-flow primitives may hold either)."""
     if isinstance(jaxpr, jex.core.ClosedJaxpr):
         return jaxpr
     return jex.core.ClosedJaxpr(jaxpr, ())
