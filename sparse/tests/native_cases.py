@@ -219,6 +219,41 @@ def check_csr_product(csr_product_values, spgemm_symbolic, device, a, b):
     return c
 
 
+def check_csr_product_vmap(csr_product_values, spgemm_symbolic, device, a, b):
+    """Under vmap over ``A``'s values, ``B``'s or both, one kernel call per batch.
+
+    Each system's values equal the unbatched call's bit for bit (the sums run in one
+    order), whether the batch's systems share ``A`` or ``B`` or not, and under nested vmap.
+    """
+    use_dtype(a.dtype)
+    c = spgemm_symbolic(a.indptr, a.indices, b.indptr, b.indices, b.shape[1])
+    a_arrays, b_arrays, c_indices, c_indptr = product_operands(device, a, b, c.indptr,
+                                                               c.indices)
+    scales = jax.device_put(np.array([1.0, -2.0, 0.5], a.dtype), device)
+
+    def product(a_values, b_values):
+        return csr_product_values(a_arrays._replace(values=a_values),
+                                  b_arrays._replace(values=b_values), c_indices, c_indptr,
+                                  n_cols=b.shape[1])
+
+    def one(s, t):
+        return product(s * a_arrays.values, t * b_arrays.values)
+
+    expected = np.stack([np.asarray(one(s, t)) for s in scales for t in scales])
+    cases = {
+        "A": (jax.vmap(one, (0, None)), (scales, scales[0]), expected[0::3]),
+        "B": (jax.vmap(one, (None, 0)), (scales[0], scales), expected[:3]),
+        "both": (jax.vmap(one), (scales, scales), expected[0::4]),
+        "nested": (jax.vmap(jax.vmap(one, (None, 0)), (0, None)), (scales, scales),
+                   expected.reshape(3, 3, -1)),
+    }
+    for name, (batched, args, want) in cases.items():
+        np.testing.assert_array_equal(np.asarray(batched(*args)), want, err_msg=name)
+        hlo = jax.jit(batched).lower(*args).as_text()
+        # One call for the whole batch: no loop of calls (vmap's sequential fallback).
+        assert hlo.count("jaxsolve_sparse_csr_product") == 1 and "while" not in hlo, name
+
+
 def product_missing_a_column(spgemm_symbolic, a, b):
     """C's pattern with its first row's last column left out, and that row."""
     c = spgemm_symbolic(a.indptr, a.indices, b.indptr, b.indices, b.shape[1])

@@ -102,17 +102,26 @@ def test_csr_matvec_grad(dtype, columns):
     cases.check_derivatives(csr_matvec, GPU, matrix, cases.random_array((30, *columns), dtype))
 
 
-# The sparse product's values (csr_product_values): a thread per row of C.
+# The sparse product's values (csr_product_values): a group of threads per row of C, as
+# many as B's mean row length up to a warp (1 thread at 1 entry a row, 32 past 16).
 
 
 @pytest.mark.parametrize("dtype", cases.DTYPES, ids=cases.DTYPE_IDS)
 @pytest.mark.parametrize(("a_shape", "b_shape", "density"),
-                         [((40, 30), (30, 25), 0.2), ((5000, 300), (300, 400), 0.01)],
-                         ids=["small", "many-blocks"])
+                         [((40, 30), (30, 25), 0.2), ((5000, 300), (300, 400), 0.01),
+                          ((300, 50), (50, 200), 0.5), ((64, 2000), (2000, 3000), 0.0004)],
+                         ids=["small", "many-blocks", "long-rows-of-B", "short-rows-of-B"])
 def test_csr_product_values_against_scipy(dtype, a_shape, b_shape, density):
     a = cases.random_csr(a_shape, dtype, density, empty_rows=(0, a_shape[0] - 1))
     b = cases.random_csr(b_shape, dtype, density, seed=3, empty_rows=(4,))
     cases.check_csr_product(csr_product_values, spgemm_symbolic, GPU, a, b)
+
+
+@pytest.mark.parametrize("dtype", cases.DTYPES, ids=cases.DTYPE_IDS)
+def test_csr_product_values_under_vmap_is_one_call(dtype):
+    cases.check_csr_product_vmap(csr_product_values, spgemm_symbolic, GPU,
+                                 cases.random_csr((40, 30), dtype, 0.2, empty_rows=(3,)),
+                                 cases.random_csr((30, 200), dtype, 0.3, seed=3))
 
 
 def test_csr_product_values_galerkin_product_poisson_3d(x64):

@@ -20,6 +20,7 @@ from native_cases import (
     DTYPES,
     check_against_scipy,
     check_csr_product,
+    check_csr_product_vmap,
     check_derivatives,
     check_jit,
     check_nested_vmap,
@@ -558,6 +559,12 @@ class TestSpgemmSymbolic:
         a = random_csr((3000, 200), dtype, 0.03, empty_rows=(0, 2999))
         check_csr_product(csr_product_values, spgemm_symbolic, CPU, a,
                           random_csr((200, 300), dtype, 0.01, seed=4, empty_rows=(5,)))
+
+    @pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
+    def test_csr_product_values_under_vmap_is_one_call(self, dtype):
+        check_csr_product_vmap(csr_product_values, spgemm_symbolic, CPU,
+                               random_csr((40, 30), dtype, 0.2, empty_rows=(3,)),
+                               random_csr((30, 25), dtype, 0.2, seed=3))
 
     def test_csr_product_values_one_long_row(self, x64):
         # A = [1, 1] times B with two rows making one row of 70000 columns in C.

@@ -31,6 +31,7 @@ from __future__ import annotations
 import ctypes
 import functools
 import pathlib
+from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 import jax
@@ -209,26 +210,47 @@ def _native_product_vmap(
     """
     values_batched, indices_batched, indptr_batched, x_batched = in_batched
     if indices_batched or indptr_batched:
-        def one_system(i):
-            return _native_product(
-                *(a[i] if b else a for a, b in zip((values, indices, indptr, x), in_batched))
-            )
-
-        return jax.lax.map(one_system, jnp.arange(axis_size)), True
-
-    batch = max(values.shape[1] if values_batched else values.shape[0],
-                x.shape[1] if x_batched else x.shape[0])
-
-    def fold(a, batched):
-        inner, rest = (a.shape[1], a.shape[2:]) if batched else (a.shape[0], a.shape[1:])
-        if not batched and inner == 1:  # shared by every system
-            return a
-        if not (batched and inner == batch):
-            a = jnp.broadcast_to(a if batched else a[None], (axis_size, batch, *rest))
-        return a.reshape(axis_size * batch, *rest)
-
-    y = _native_product(fold(values, values_batched), indices, indptr, fold(x, x_batched))
+        operands = (values, indices, indptr, x)
+        return _loop_over_systems(_native_product, axis_size, in_batched, operands), True
+    batch = _systems(values, values_batched, x, x_batched)
+    y = _native_product(_fold_systems(values, values_batched, axis_size, batch), indices,
+                        indptr, _fold_systems(x, x_batched, axis_size, batch))
     return y.reshape(axis_size, batch, *y.shape[1:]), True
+
+
+def _loop_over_systems(call: Callable[..., jax.Array], axis_size: int,
+                       in_batched: Sequence[bool], operands: Sequence[Any]) -> jax.Array:
+    """``call`` on each of vmap's ``axis_size`` systems in turn: one call has one pattern."""
+
+    def one_system(i):
+        return call(*(a[i] if batched else a for a, batched in zip(operands, in_batched)))
+
+    return jax.lax.map(one_system, jnp.arange(axis_size))
+
+
+def _systems(*operands_and_batched: Any) -> int:
+    """The size of the canonical axis of systems of ``(operand, batched)`` pairs under vmap.
+
+    The operands of the native kernels carry a leading axis of systems (1 when shared by
+    every system); vmap adds another before it where ``batched``.
+    """
+    pairs = zip(operands_and_batched[::2], operands_and_batched[1::2], strict=True)
+    return max(a.shape[1] if batched else a.shape[0] for a, batched in pairs)
+
+
+def _fold_systems(a: jax.Array, batched: bool, axis_size: int, batch: int) -> jax.Array:
+    """Folds vmap's axis (of ``axis_size``) into ``a``'s axis of ``batch`` systems.
+
+    The kernels take one axis of systems, each operand's of size 1 (shared by every system)
+    or the common one: an operand shared by every system stays so; one that varies along
+    only one of the two axes is broadcast to both.
+    """
+    inner, rest = (a.shape[1], a.shape[2:]) if batched else (a.shape[0], a.shape[1:])
+    if not batched and inner == 1:  # shared by every system
+        return a
+    if not (batched and inner == batch):
+        a = jnp.broadcast_to(a if batched else a[None], (axis_size, batch, *rest))
+    return a.reshape(axis_size * batch, *rest)
 
 
 @jax.custom_jvp
@@ -372,10 +394,11 @@ def csr_product_values(a: Any, b: Any, c_indices: jax.Array, c_indptr: jax.Array
     B[j, l]`` (in the order of ``A``'s row ``i``, then of ``B``'s row ``j``) is added to
     ``C[i, l]``: the sum runs in one fixed order, on any number of threads. A kernel on the
     CPU (which finds ``l``'s place in a table of ``n_cols`` entries a thread, checks the
-    patterns and rejects a product outside ``C``'s) and on CUDA GPUs (a thread per row, which
-    searches the row and trusts the patterns: a row with a product outside the pattern
-    becomes NaN). Unchecked here, not
-    differentiable (:mod:`._products` wraps it); under ``vmap``, a loop of kernel calls.
+    patterns and rejects a product outside ``C``'s) and on CUDA GPUs (a group of a warp's
+    threads per row, which searches the row and trusts the patterns: a row with a product
+    outside the pattern becomes NaN; ``B``'s rows must not repeat a column). Unchecked here,
+    not differentiable (:mod:`._products` wraps it); under ``vmap`` over values, still one
+    kernel call for the batch of systems (over patterns, a loop of calls).
 
     Raises:
       RuntimeError: on a GPU, when the CUDA library is unavailable.
@@ -383,9 +406,40 @@ def csr_product_values(a: Any, b: Any, c_indices: jax.Array, c_indptr: jax.Array
     operands = (a.values, a.indices, a.indptr, b.values, b.indices, b.indptr, c_indices,
                 c_indptr)
     _LIBRARY.require_platform("csr_product_values", *operands)
-    c_type = jax.ShapeDtypeStruct(c_indices.shape, a.values.dtype)
-    return jax.ffi.ffi_call(CSR_PRODUCT, c_type, vmap_method="sequential")(
-        *operands, n_cols=np.int64(n_cols))
+    return _product_values_kernel(int(n_cols))(
+        a.values[None], a.indices, a.indptr, b.values[None], b.indices, b.indptr, c_indices,
+        c_indptr)[0]
+
+
+@functools.cache
+def _product_values_kernel(n_cols: int) -> Callable[..., jax.Array]:
+    """The raw FFI call for products of ``n_cols`` columns, unchecked.
+
+    Values have a leading axis of systems (1 or the batch's size); batching is its vmap
+    rule's, which folds vmap's axis into that one, never the FFI's.
+    """
+
+    @jax.custom_batching.custom_vmap
+    def call(a_values, a_indices, a_indptr, b_values, b_indices, b_indptr, c_indices,
+             c_indptr):
+        systems = max(a_values.shape[0], b_values.shape[0])
+        c_type = jax.ShapeDtypeStruct((systems, c_indices.shape[0]), a_values.dtype)
+        return jax.ffi.ffi_call(CSR_PRODUCT, c_type, vmap_method="sequential")(
+            a_values, a_indices, a_indptr, b_values, b_indices, b_indptr, c_indices, c_indptr,
+            n_cols=np.int64(n_cols))
+
+    @call.def_vmap
+    def call_vmap(axis_size, in_batched, *operands):
+        a_values, b_values = operands[0], operands[3]
+        a_batched, b_batched = in_batched[0], in_batched[3]
+        if any(in_batched[i] for i in (1, 2, 4, 5, 6, 7)):
+            return _loop_over_systems(call, axis_size, in_batched, operands), True
+        batch = _systems(a_values, a_batched, b_values, b_batched)
+        c_values = call(_fold_systems(a_values, a_batched, axis_size, batch), *operands[1:3],
+                        _fold_systems(b_values, b_batched, axis_size, batch), *operands[4:])
+        return c_values.reshape(axis_size, batch, -1), True
+
+    return call
 
 
 # ----------------------------------------------------------------------------------------

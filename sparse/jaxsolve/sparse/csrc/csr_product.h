@@ -1,6 +1,6 @@
 // The values of a sparse product C = A B on fixed patterns: what it computes,
 // for the CPU entry (handlers_cpu.cc), which splits the rows over the cores,
-// and the CUDA entry (handlers_cuda.cu), a thread per row.
+// and the CUDA entry (handlers_cuda.cu), a group of a warp's threads per row.
 //
 // A is m x n CSR (values, int32 indices and row pointers), B n x p and C m x p
 // likewise, C's columns sorted within each row and holding every column a
@@ -13,7 +13,9 @@
 //   a GPU) or in a table of the columns' places that the row fills first (on
 //   the CPU, whose threads each keep one as long as C is wide).
 //
-// So the sum of each entry of C runs in a fixed order, and nothing but the
+// So the sum of each entry of C runs in a fixed order (a GPU's threads of one
+// row share the products of each entry of A between them: B's rows hold no
+// column twice, so those land in distinct places), and nothing but the
 // three patterns is needed: no map from products to places in C, which at a
 // byte a product would outweigh every operator of an AMG hierarchy. Every
 // product of row i lands in row i of C, so rows are independent. Nothing here
@@ -42,6 +44,26 @@ struct CsrProduct {
   const int32_t* c_indptr;
   T* c_values;
 };
+
+// A batch of products on one set of patterns (vmap over values): system s
+// reads A's values s * a_stride entries on from the first system's, B's
+// s * b_stride on, and writes C's s * c_stride on. A stride of 0 shares that
+// operand's values between every system.
+struct CsrProductBatch {
+  int64_t systems;
+  int64_t a_stride, b_stride, c_stride;
+};
+
+// System s of the batch whose first system is p.
+template <typename T>
+JAXSOLVE_SPARSE_HD CsrProduct<T> SystemOf(CsrProduct<T> p,
+                                          const CsrProductBatch& batch,
+                                          int64_t s) {
+  p.a_values += s * batch.a_stride;
+  p.b_values += s * batch.b_stride;
+  p.c_values += s * batch.c_stride;
+  return p;
+}
 
 // The position of `column` among the sorted columns[begin, end), or -1.
 JAXSOLVE_SPARSE_HD inline int64_t FindColumn(const int32_t* columns,

@@ -63,7 +63,8 @@ bool ValidRowPointers(const int32_t* indptr, int64_t rows, int64_t nnz) {
 
 struct CpuProductBackend {
   template <typename T>
-  ffi::Error Run(const CsrProduct<T>& p, const CsrProductSizes& sizes) {
+  ffi::Error Run(const CsrProduct<T>& p, const CsrProductSizes& sizes,
+                 const CsrProductBatch& batch) {
     if (!ValidRowPointers(p.a_indptr, p.m, sizes.nnz_a) ||
         !ValidRowPointers(p.b_indptr, sizes.n, sizes.nnz_b) ||
         !ValidRowPointers(p.c_indptr, p.m, sizes.nnz_c)) {
@@ -84,13 +85,15 @@ struct CpuProductBackend {
       products += p.b_indptr[j + 1] - p.b_indptr[j];
     }
     std::atomic<bool> missing{false};
-    ForRowBlocks(p.m, BlocksFor(products, kProductsPerThread),
+    ForRowBlocks(p.m, BlocksFor(products * batch.systems, kProductsPerThread),
                  [&](int64_t begin, int64_t end) {
                    std::vector<int32_t> table(sizes.n_cols, -1);
                    for (int64_t i = begin; i < end && !missing; ++i) {
                      const TabledRow row(table.data(), sizes.n_cols, p.c_indices,
                                          p.c_indptr[i], p.c_indptr[i + 1]);
-                     if (!CsrProductRow(p, i, row)) missing = true;
+                     for (int64_t s = 0; s < batch.systems; ++s) {
+                       if (!CsrProductRow(SystemOf(p, batch, s), i, row)) missing = true;
+                     }
                    }
                  });
     return missing ? InvalidProduct("a product's column is not in its row of C")
