@@ -18,6 +18,9 @@ from a fixed seed and ``x0 = 0``, until ``‖b - A x‖ <= tolerance · ‖b‖`
   up again (compiled, on the device) before solving. Both are called from Python, so that the
   cached hierarchy's arrays are arguments of the compiled programs (inside a caller's
   ``jax.jit`` JAX would bake them in as constants);
+* **jaxsolve, f32 AMG**: the same with the preconditioner's hierarchy in f32
+  (``jaxsolve_hierarchy_precision: SINGLE``) inside the f64 PCG loop: mixed precision, which
+  halves the bytes of the hierarchy's values that every cycle reads;
 * **JAX cg, BCOO**: ``jax.scipy.sparse.linalg.cg`` on the matrix as a ``BCOO``;
 * **JAX cg, stencil**: the same CG on a matrix-free 7-point stencil (zero-padded slices);
 * **AMJax PCG** (PyPI ``amjax==0.0.3``): PyAMG's smoothed-aggregation hierarchy (its
@@ -47,7 +50,7 @@ memory jaxsolve keeps against the matrix's own bytes (target ≤ 4 ×), with the
 statistics of ``jaxsolve.sparse.describe`` where that exists.
 
 **Optional rows.** The AMJax and PyAMG rows are skipped, with the reason printed, when their
-package is not installed; ``--skip NAME`` leaves out any row (``jaxsolve``, ``bcoo``,
+package is not installed; ``--skip NAME`` leaves out any row (``jaxsolve``, ``jaxsolve-f32``, ``bcoo``,
 ``stencil``, ``amjax``, ``pyamg``). On a CPU a small ``n`` (``16``) runs in seconds.
 
 **Running it.** On a build machine, with Bazel (the venv has PyAMG and AMJax pinned):
@@ -119,6 +122,8 @@ DEFAULT_CONFIG = {
 # The rows' labels, which the ratios look rows up by.
 OURS = "jaxsolve AMG-PCG"
 OURS_RESETUP = "jaxsolve re-setup + solve"
+SINGLE = "jaxsolve, f32 AMG"
+SINGLE_RESETUP = "jaxsolve, f32 AMG re-setup"
 BCOO_CG = "JAX cg, BCOO"
 STENCIL_CG = "JAX cg, stencil"
 AMJAX_PCG = "AMJax PCG"
@@ -127,6 +132,7 @@ PYAMG_PCG = "PyAMG PCG (host CPU)"
 # (what, numerator row and its time, denominator row and its time, target): issue 4's targets.
 RATIOS = (
     ("solve: jaxsolve / AMJax", OURS, "solve", AMJAX_PCG, "solve", 1 / 3),
+    ("solve: jaxsolve f32 AMG / AMJax", SINGLE, "solve", AMJAX_PCG, "solve", 1 / 3),
     ("solve: jaxsolve / JAX cg BCOO", OURS, "solve", BCOO_CG, "solve", 1 / 10),
     ("re-setup + solve / solve alone", OURS_RESETUP, "solve", OURS, "solve", 2),
     ("first setup: jaxsolve / PyAMG", OURS, "setup", PYAMG_PCG, "setup", 1 / 8),
@@ -285,7 +291,8 @@ def time_jax_cg(
 # The rows
 
 
-def jaxsolve_pcg(problem: Problem, timing: Timing, config: dict[str, Any]) -> list[Row]:
+def jaxsolve_pcg(problem: Problem, timing: Timing, config: dict[str, Any],
+                 labels: tuple[str, str] = (OURS, OURS_RESETUP)) -> list[Row]:
     """jaxsolve's AMG-PCG: first setup, solve alone, and re-setup + solve."""
     A, b = problem.A, problem.b
 
@@ -302,7 +309,7 @@ def jaxsolve_pcg(problem: Problem, timing: Timing, config: dict[str, Any]) -> li
     def resetup_solve(values, b):
         return jsp.solve(A.with_values(values), b, config=config)[0]
 
-    ours, again = Row(OURS), Row(OURS_RESETUP)
+    ours, again = Row(labels[0]), Row(labels[1])
     with device_memory(ours):
         first = timing.once(cold_solve)[0]
         cold, (_, info) = timing.median(cold_solve)
@@ -460,8 +467,17 @@ def print_memory(problem: Problem, rows: list[Row], config: dict[str, Any]) -> N
         print("jaxsolve.sparse.describe: not in this version of jaxsolve.sparse")
 
 
+def single_precision(config: dict[str, Any]) -> dict[str, Any]:
+    """``config`` with its AMG preconditioner's hierarchy in f32 inside the f64 Krylov loop."""
+    if "preconditioner" not in config:  # AMG itself is the solver
+        return {**config, "jaxsolve_hierarchy_precision": "SINGLE"}
+    preconditioner = {**config["preconditioner"], "jaxsolve_hierarchy_precision": "SINGLE"}
+    return {**config, "preconditioner": preconditioner}
+
+
 BENCHMARKS = {
     "jaxsolve": jaxsolve_pcg,
+    "jaxsolve-f32": jaxsolve_pcg,
     "bcoo": bcoo_cg,
     "stencil": stencil_cg,
     "amjax": amjax_pcg,
@@ -499,7 +515,12 @@ def main() -> None:
     print(f"jaxsolve config: {json.dumps(config)}")
     print(f"times: median of {args.repeats} after {args.warmup} warm-up\n")
 
-    benchmarks = {**BENCHMARKS, "jaxsolve": functools.partial(jaxsolve_pcg, config=config)}
+    benchmarks = {
+        **BENCHMARKS,
+        "jaxsolve": functools.partial(jaxsolve_pcg, config=config),
+        "jaxsolve-f32": functools.partial(jaxsolve_pcg, config=single_precision(config),
+                                          labels=(SINGLE, SINGLE_RESETUP)),
+    }
     rows: list[Row] = []
     for name, benchmark in benchmarks.items():
         if name not in args.skip:
