@@ -291,8 +291,11 @@ class CsrMatrix:
         x = _checked_vector(x, self.shape[1], "CsrMatrix.matvec")
         with jax.numpy_dtype_promotion("standard"):
             dtype = jnp.result_type(self._values, x)
-        return _native.csr_matvec(self._values.astype(dtype), self.indices, self.indptr,
-                                  x.astype(dtype), n_rows=self.shape[0])
+            # The kernel sums in single precision at least (half precision in float32).
+            summed = jnp.promote_types(dtype, jnp.float32)
+        y = _native.csr_matvec(self._values.astype(summed), self.indices, self.indptr,
+                               x.astype(summed), n_rows=self.shape[0])
+        return y.astype(dtype)
 
     __matmul__ = matvec
 

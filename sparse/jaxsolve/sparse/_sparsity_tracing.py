@@ -584,12 +584,12 @@ def scan_operand_counts(params: dict) -> tuple[int, int]:
     """How many of a ``scan`` equation's operands are constants and how many its carry.
 
     The rest are the scanned ``xs``. JAX 0.10 records the counts as ``num_consts`` and
-    ``num_carry``; JAX 0.11 as ``ft_in``, the (constants, carry, xs) parts of the operand
-    list with one entry per operand.
+    ``num_carry``; JAX 0.11 as ``ft_in``, a flat tree of the operands whose ``unpack()``
+    gives its (constants, carry, xs) parts, each as long as its operands.
     """
     if "num_consts" in params:
         return params["num_consts"], params["num_carry"]
-    consts, carry, _ = params["ft_in"]
+    consts, carry, _ = params["ft_in"].unpack()
     return len(consts), len(carry)
 
 
