@@ -49,7 +49,7 @@ from ._csr_arrays import CsrArrays, CsrStructure
 from ._multicolor import (MULTICOLOR_SMOOTHERS, MulticolorArrays, MulticolorOrdering,
                           multicolor_ordering)
 from ._products import ProductPlan, plan_product
-from ._relaxation import RelaxationData, relaxation_data
+from ._relaxation import RelaxationData, relaxation_data, stored_diagonal
 
 MAX_DENSE_COARSE_ROWS = 8192
 POWER_ITERATIONS = 15
@@ -547,7 +547,7 @@ def _numeric_level(
 
     ``coarse`` holds the next level's pattern (its values are a placeholder).
     """
-    diagonal = _diagonal(a.values, arrays.diagonal)
+    diagonal = stored_diagonal(a.values, arrays.diagonal)
     if level.interpolation is not None:
         p_values = _classical.interpolation_values(
             jnp, arrays.interpolation, level.interpolation.full.nnz, a.values, a.row_ids,
@@ -585,10 +585,6 @@ def _aggregation_prolongation(
     p_values = (-omega * inverse_diagonal[arrays.p.row_ids] * a_t).at[
         arrays.tentative_in_p].add(t_values)
     return p_values, coarse_basis
-
-
-def _diagonal(values: jax.Array, positions: jax.Array) -> jax.Array:
-    return jnp.where(positions >= 0, values[jnp.maximum(positions, 0)], 0)
 
 
 def _tentative(
@@ -637,7 +633,7 @@ def _coarsest_numbers(
     a: CsrArrays, diagonal_positions: jax.Array, ordering: MulticolorArrays | None,
     config: AMGConfig, block_dim: int
 ) -> CoarsestNumbers:
-    diagonal = _diagonal(a.values, diagonal_positions)
+    diagonal = stored_diagonal(a.values, diagonal_positions)
     if config.coarse_solver == "NOSOLVER":
         return CoarsestNumbers(a=a, inverse=None, smoother=relaxation_data(
             a, diagonal, config.smoother, ordering, block_dim=block_dim))

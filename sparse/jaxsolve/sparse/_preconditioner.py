@@ -23,7 +23,7 @@ from ._csr import CsrMatrix
 from ._csr_arrays import CsrArrays
 from ._cycle import cycle
 from ._hierarchy import Hierarchy
-from ._relaxation import RelaxationData, finest_diagonal, relax
+from ._relaxation import RelaxationData, relax
 from ._setup import System, checked_inputs
 
 _PRECONDITIONERS = ("AMG", "BLOCK_JACOBI", "JACOBI_L1", "CHEBYSHEV_POLY", "MULTICOLOR_GS",

@@ -105,11 +105,12 @@ def relaxation_data(
     return RelaxationData(scale=scale.astype(a.values.dtype), interval=interval)
 
 
-def finest_diagonal(matrix: CsrArrays) -> jax.Array:
-    """The diagonal of a matrix on the device (zero where none is stored)."""
-    on_diagonal = matrix.row_ids == matrix.indices
-    return jax.ops.segment_sum(jnp.where(on_diagonal, matrix.values, 0), matrix.row_ids,
-                               num_segments=matrix.n_rows, indices_are_sorted=True)
+def stored_diagonal(values: jax.Array, positions: jax.Array) -> jax.Array:
+    """A matrix's diagonal from its ``values`` and, per row, the position of its diagonal
+    entry among them (``CsrStructure.diagonal_positions``; -1, read as zero, where none is
+    stored): one gather, where finding the entries from the index arrays on the device
+    would scatter over every entry to number their rows."""
+    return jnp.where(positions >= 0, values[jnp.maximum(positions, 0)], 0)
 
 
 def relax(

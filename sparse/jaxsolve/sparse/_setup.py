@@ -23,7 +23,7 @@ from ._csr_arrays import CsrArrays, CsrStructure
 from ._hierarchy import (Hierarchy, HierarchyStructure, StructureArrays, build_structure,
                          numeric_setup, sharing_arrays)
 from ._multicolor import MULTICOLOR_SMOOTHERS, MulticolorArrays, multicolor_ordering
-from ._relaxation import RelaxationData, finest_diagonal, relaxation_data
+from ._relaxation import RelaxationData, relaxation_data, stored_diagonal
 
 
 def checked_inputs(
@@ -189,12 +189,16 @@ class System:
         structure, numbers = self.setup
         if structure is None:
             matrix = self.pattern.on_device(jnp.zeros(0, jnp.int32))  # values replaced in use
-            return SetupState(matrix=matrix, numbers=None, arrays=None, near_nullspace=None,
+            return SetupState(matrix=matrix,
+                              diagonal=jax.device_put(self.pattern.diagonal_positions()),
+                              numbers=None, arrays=None, near_nullspace=None,
                               ordering=self.ordering)
         arrays = structure.arrays
         return SetupState(
-            matrix=arrays.levels[0].a if arrays.levels else arrays.coarsest, numbers=numbers,
-            arrays=None if numbers is not None else arrays, near_nullspace=self.near_nullspace)
+            matrix=arrays.levels[0].a if arrays.levels else arrays.coarsest,
+            diagonal=arrays.levels[0].diagonal if arrays.levels else arrays.coarsest_diagonal,
+            numbers=numbers, arrays=None if numbers is not None else arrays,
+            near_nullspace=self.near_nullspace)
 
     def operators(self, values: jax.Array, state: SetupState
                   ) -> tuple[CsrArrays, Hierarchy | RelaxationData | None]:
@@ -209,7 +213,8 @@ class System:
         matrix = state.matrix._replace(values=values)
         relaxation = relaxation_config(self.config)
         if relaxation is not None:
-            return matrix, relaxation_data(matrix, finest_diagonal(matrix), relaxation,
+            return matrix, relaxation_data(matrix, stored_diagonal(values, state.diagonal),
+                                           relaxation,
                                            state.ordering, block_dim=relaxation.block_dim)
         if structure is None or state.numbers is not None:
             return matrix, state.numbers
@@ -218,10 +223,12 @@ class System:
 
 class SetupState(NamedTuple):
     """What a solve reads besides the values (see :meth:`System.state`): the matrix's
-    index arrays, and the hierarchy's numbers or, to compute them, its index arrays (or a
-    multicolor relaxation's ordering)."""
+    index arrays and the positions of its diagonal entries among its values, and the
+    hierarchy's numbers or, to compute them, its index arrays (or a multicolor relaxation's
+    ordering)."""
 
     matrix: CsrArrays
+    diagonal: jax.Array
     numbers: Hierarchy | None
     arrays: StructureArrays | None
     near_nullspace: jax.Array | None

@@ -33,8 +33,8 @@ from ._hierarchy import Hierarchy
 from ._krylov import bicgstab, cg, fgmres, gmres, stationary
 from ._mpi import solve_mpi
 from ._nullspace import minimum_norm, null_spaces, pseudo_inverse_services, singular_config
-from ._preconditioner import finest_diagonal, make_precondition
-from ._relaxation import RelaxationData
+from ._preconditioner import make_precondition
+from ._relaxation import RelaxationData, stored_diagonal
 from ._setup import System, checked_inputs, divides_by_diagonal, is_concrete
 from ._statistics import statistics
 from ._status import FailureReason, SolveInfo, Status
@@ -296,13 +296,13 @@ def _reject_sharded(**given: Any) -> None:
 @functools.partial(jax.jit, static_argnums=0)
 def _solve_columns(
     config: SolverConfig, matrix: CsrArrays, numbers: Hierarchy | RelaxationData | None,
-    rhs: jax.Array
+    diagonal: jax.Array, rhs: jax.Array
 ) -> tuple[jax.Array, SolveInfo]:
     """Solves the columns of ``rhs`` as one batched loop; returns ``x`` and per-column info.
 
     ``numbers``: the preconditioner's (or stationary solver's) setup, from
     :meth:`System.operators`."""
-    invalid = _invalid_matrix(config, matrix)
+    invalid = _invalid_matrix(config, matrix, diagonal)
     if config.solver in _KRYLOV:
         method = _KRYLOV[config.solver]
         options = {} if config.gmres_n_restart is None else {"restart": config.gmres_n_restart}
@@ -320,12 +320,15 @@ def _solve_columns(
     return jax.vmap(one, in_axes=1, out_axes=(1, 0))(rhs)
 
 
-def _invalid_matrix(config: SolverConfig, matrix: CsrArrays) -> jax.Array:
-    """The :class:`FailureReason` code of traced values no solve should run on, or NONE."""
+def _invalid_matrix(config: SolverConfig, matrix: CsrArrays, diagonal: jax.Array
+                    ) -> jax.Array:
+    """The :class:`FailureReason` code of traced values no solve should run on, or NONE.
+
+    ``diagonal``: the positions of the diagonal entries among the values (-1: none)."""
     nonfinite = ~jnp.all(jnp.isfinite(matrix.values))
     zero_diagonal = jnp.zeros((), bool)
     if divides_by_diagonal(config):
-        zero_diagonal = jnp.any(finest_diagonal(matrix) == 0)
+        zero_diagonal = jnp.any(stored_diagonal(matrix.values, diagonal) == 0)
     return jnp.where(nonfinite, jnp.int32(FailureReason.NONFINITE_MATRIX),
                      jnp.where(zero_diagonal, jnp.int32(FailureReason.ZERO_DIAGONAL),
                                jnp.int32(FailureReason.NONE)))
@@ -350,10 +353,13 @@ def _service(system: System, *, transposed: bool = False
 
     def service(operator: tuple, rhs: jax.Array) -> tuple[jax.Array, SolveInfo]:
         if not transposed:
-            return _solve_columns(system.config, *system.operators(*operator), rhs)
+            state = operator[1]
+            return _solve_columns(system.config, *system.operators(*operator), state.diagonal,
+                                  rhs)
         transpose = system.transposed
         values = operator[0][transpose.values_from]
-        return _solve_columns(transpose.config, *transpose.operators(values, transpose.state()),
-                              rhs)
+        state = transpose.state()
+        return _solve_columns(transpose.config, *transpose.operators(values, state),
+                              state.diagonal, rhs)
 
     return service
