@@ -42,7 +42,11 @@ on the host once per layout (from the values when they are concrete, else from t
 and the numbers are computed inside the compiled program from the values, so traced values
 work. Blocks whose structures differ run different code: the device picks its branch with
 ``lax.switch`` on its axis index (identical blocks share one). All blocks get the same
-number of levels (the smallest), their level arrays are padded to common shapes. For
+number of levels (the smallest), their level arrays are padded to common shapes, and so
+is the data of the multicolor smoothers: each block's coloring is padded to the most
+colors, and per color the most rows and entries of ``L`` and ``U``, of all blocks' (a
+color a block lacks is empty; padding rows and entries hold zeros, so they never change
+the sweeps). For
 concrete values the numbers (every block's hierarchy, the coarse inverse) are set up by a
 program of their own and kept with the values, per orientation, as the single-device
 solve keeps its setup: another solve with equal values reuses them, new values set up
