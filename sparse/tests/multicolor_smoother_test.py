@@ -158,6 +158,46 @@ class TestMulticolorRelaxation:
         assert sum(sizes) == 2 * int(np.count_nonzero(matrix)) - 30
 
 
+class TestMulticolorPadding:
+    @pytest.mark.parametrize("solver", ["MULTICOLOR_GS", "MULTICOLOR_DILU"])
+    def test_padded_data_sweeps_as_unpadded(self, x64, solver):
+        """Padded to the common shape of another block with more rows and colors (as the
+        sharded solve pads its devices' blocks), the data has that block's shapes and
+        sweeps a level with padding rows as the unpadded data sweeps the block; the
+        padding rows stay zero."""
+        dilu = solver == "MULTICOLOR_DILU"
+        matrix, other = _random_matrix(30, 0.15, 1), _random_matrix(36, 0.3, 2)
+        (a, ordering), (other_a, other_ordering) = _ordering(matrix, dilu), _ordering(other, dilu)
+        assert other_ordering.n_colors > ordering.n_colors
+        shape = _multicolor.common_color_shape([ordering, other_ordering])
+        config = RelaxationConfig(solver=solver, relaxation_factor=0.9,
+                                  chebyshev_polynomial_order=None, symmetric_gs=not dilu)
+
+        def padded(a, matrix, ordering):
+            data = _relaxation.relaxation_data(a, jnp.asarray(np.diag(matrix)), config,
+                                               ordering.on_device())
+            padding = _multicolor.multicolor_padding(ordering, shape, 36)
+            multicolor = _multicolor.padded_data(data.multicolor,
+                                                 jax.tree.map(jnp.asarray, padding))
+            return data, data._replace(scale=multicolor.scale, multicolor=multicolor)
+
+        data, padded_data = padded(a, matrix, ordering)
+        _, other_data = padded(other_a, other, other_ordering)
+        assert (jax.tree.map(jnp.shape, padded_data)
+                == jax.tree.map(jnp.shape, other_data))  # one shape for both blocks
+        assert len(padded_data.multicolor.lower) == other_ordering.n_colors
+        padded_a = _arrays(np.pad(matrix, ((0, 6), (0, 6))))  # 6 empty padding rows
+        b = np.cos(np.arange(36.0))  # the padding rows of b are never read
+        x0 = np.concatenate([np.linspace(-1, 1, 30), np.zeros(6)])
+        for x in (None, x0):
+            want = _relaxation.relax(a.matvec, data, config, jnp.asarray(b[:30]),
+                                     None if x is None else jnp.asarray(x[:30]), 2)
+            got = _relaxation.relax(padded_a.matvec, padded_data, config, jnp.asarray(b),
+                                    None if x is None else jnp.asarray(x), 2)
+            np.testing.assert_allclose(np.asarray(got[:30]), np.asarray(want), rtol=1e-12)
+            np.testing.assert_array_equal(np.asarray(got[30:]), 0)
+
+
 class TestMulticolorSolve:
     def test_amg_pcg_with_dilu_smoother_needs_fewer_iterations_than_jacobi(self, x64):
         A = sparse.matrices.poisson_matrix(20)

@@ -16,10 +16,11 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 import scipy.sparse  # noqa: E402
+import scipy.sparse.linalg  # noqa: E402
 from jax.sharding import NamedSharding, PartitionSpec  # noqa: E402
 
 from jaxsolve import sharding, sparse  # noqa: E402
-from jaxsolve.sparse import matrices  # noqa: E402
+from jaxsolve.sparse import _distributed, matrices  # noqa: E402
 
 pytestmark = pytest.mark.skipif(
     len(jax.devices("cpu")) < 8,
@@ -136,20 +137,40 @@ class TestSolveSharded:
         with pytest.raises(ValueError, match="Krylov method"):
             sparse.solve(A_sharded, b, config={"solver": "AMG"})
 
-    def test_solve_multicolor_smoother_on_equal_blocks_only(self, systems):
-        """Equal blocks share one structure, whose color blocks need no padding; unequal
-        ones are refused with a way out."""
-        config = {"solver": "PCG", "tolerance": 1e-6, "max_iters": 100, "preconditioner": {
-            "solver": "AMG", "smoother": {"solver": "MULTICOLOR_GS", "symmetric_GS": 1}}}
-        block = scipy.sparse.csr_array(np.asarray(matrices.poisson_matrix(8).todense()))
-        A = sparse.as_csr(scipy.sparse.block_diag([block] * 4, format="csr"))
-        b = matrices.rhs_random(256, seed=2)
-        x, info = sparse.solve(sharding.shard_rows(A, _mesh(4)), b, config=config)
-        assert int(info.status) == 0
-        assert float(jnp.linalg.norm(A @ x - b)) <= 1e-5 * float(jnp.linalg.norm(b))
-        unequal, b, _, _, _ = systems("poisson2d_900")  # 225 rows each: unequal strips
-        with pytest.raises(ValueError, match="MULTICOLOR_GS smoother of a sharded A needs"):
-            sparse.solve(sharding.shard_rows(unequal, _mesh(4)), b, config=config)
+    @pytest.mark.parametrize("make,solver,smoother,coarse_solver", [
+        (lambda: matrices.poisson_matrix(18), "PCG",
+         {"solver": "MULTICOLOR_GS", "symmetric_GS": 1}, "NOSOLVER"),
+        (lambda: matrices.convection_diffusion_matrix_2d(15, 2.0), "PBICGSTAB",
+         {"solver": "MULTICOLOR_DILU"}, "DENSE_LU_SOLVER"),
+    ], ids=["poisson_symmetric_gs", "convection_diffusion_dilu"])
+    def test_solve_multicolor_smoother_on_unequal_blocks(self, make, solver, smoother,
+                                                          coarse_solver):
+        """Blocks of 4.5 or 3.75 grid lines differ, and so do their colorings (color counts
+        too, on the coarse levels): each device's multicolor data is padded to one shape."""
+        A = make()
+        b = matrices.rhs_random(A.shape[0], seed=2)
+        config = {"solver": solver, "tolerance": 1e-7, "max_iters": 100, "preconditioner": {
+            "solver": "AMG", "smoother": smoother, "min_coarse_rows": 16,
+            "coarse_solver": coarse_solver}}
+        A_sharded = sharding.shard_rows(A, _mesh(4))
+        x, info = sparse.solve(A_sharded, b, config=config)
+        assert sparse.Status(int(info.status)) == sparse.Status.SUCCESS
+        setup = _distributed._block_setup(
+            A_sharded.layout, np.asarray(A_sharded.values),
+            sparse.parse_amgx_config(config).preconditioner.amg)
+        colors = {tuple(level.ordering.n_colors for level in structure.levels)
+                  + (structure.coarsest_ordering and structure.coarsest_ordering.n_colors,)
+                  for structure in setup.structures}
+        assert len(setup.structures) > 1 and len(colors) > 1
+        scipy_A = scipy.sparse.csr_array((np.asarray(A.data, np.float64), A.indices, A.indptr),
+                                         shape=A.shape)
+        reference = scipy.sparse.linalg.spsolve(scipy_A, np.asarray(b, np.float64))
+        np.testing.assert_allclose(x, reference, rtol=1e-4,
+                                   atol=1e-4 * float(np.abs(reference).max()))
+        _, single = sparse.solve(A, b, config=config)
+        print(f"{smoother['solver']}: {int(info.iterations)} iterations, single device "
+              f"{int(single.iterations)}")
+        assert int(info.iterations) <= 2 * int(single.iterations)
 
 
 class TestSolveShardedUneven:

@@ -42,7 +42,11 @@ on the host once per layout (from the values when they are concrete, else from t
 and the numbers are computed inside the compiled program from the values, so traced values
 work. Blocks whose structures differ run different code: the device picks its branch with
 ``lax.switch`` on its axis index (identical blocks share one). All blocks get the same
-number of levels (the smallest), their level arrays are padded to common shapes. For
+number of levels (the smallest), their level arrays are padded to common shapes, and so
+is the data of the multicolor smoothers: each block's coloring is padded to the most
+colors, and per color the most rows and entries of ``L`` and ``U``, of all blocks' (a
+color a block lacks is empty; padding rows and entries hold zeros, so they never change
+the sweeps). For
 concrete values the numbers (every block's hierarchy, the coarse inverse) are set up by a
 program of their own and kept with the values, per orientation, as the single-device
 solve keeps its setup: another solve with equal values reuses them, new values set up
@@ -80,9 +84,10 @@ from ._cycle import cycle
 from ._hierarchy import (CoarsestNumbers, Hierarchy, HierarchyStructure, LevelNumbers,
                          build_structure, numeric_setup)
 from ._krylov import bicgstab, cg, fgmres, gmres
-from ._multicolor import MULTICOLOR_SMOOTHERS
+from ._multicolor import (MULTICOLOR_SMOOTHERS, MulticolorPadding, common_color_shape,
+                          multicolor_padding, padded_data, safe_inverse)
 from ._native import csr_matvec
-from ._relaxation import RelaxationData
+from ._relaxation import RelaxationData, finest_diagonal
 from ._status import SolveInfo
 
 COARSE_PER_PART = 32
@@ -170,6 +175,9 @@ class _SetupArrays(NamedTuple):
       coarse_of_row: ``(P, m)`` each row's coarse unknown within its device (``< C``).
       coarse_rows, coarse_cols: ``(P, Z)`` each stored entry's global coarse row and
         column (``P C`` for the padding: dropped).
+      multicolor: for the multicolor smoothers, per level and then for the coarsest (None
+        where it is not smoothed), how each device's block pads its multicolor data to the
+        common shape of all blocks'; else None.
     """
 
     block_positions: jax.Array
@@ -177,6 +185,7 @@ class _SetupArrays(NamedTuple):
     coarse_of_row: jax.Array
     coarse_rows: jax.Array
     coarse_cols: jax.Array
+    multicolor: tuple[MulticolorPadding | None, ...] | None = None
 
 
 class _LevelShape(NamedTuple):
@@ -233,12 +242,6 @@ def _build_block_setup(layout, values: np.ndarray | None, amg: AMGConfig) -> _Bl
             blocks.append((pattern, block_values))
         branch[rank] = keys[key]
         positions.append(inside)
-    if amg.smoother.solver in MULTICOLOR_SMOOTHERS and len(blocks) > 1:
-        raise ValueError(
-            f"solve: the {amg.smoother.solver} smoother of a sharded A needs every device's"
-            f" block to have the same pattern and values (here {len(blocks)} differ): each"
-            " block's coloring has its own color blocks, which are not padded to a common"
-            " shape yet. Use the JACOBI_L1 or CHEBYSHEV_POLY smoother.")
     structures = [build_structure(p, v, 1, amg) for p, v in blocks]
     depth = min(len(s.levels) for s in structures)
     if any(len(s.levels) != depth for s in structures):
@@ -278,11 +281,34 @@ def _build_block_setup(layout, values: np.ndarray | None, amg: AMGConfig) -> _Bl
     for rank, p in enumerate(positions):
         block_positions[rank, :len(p)] = p
     sharding = layout.sharding()
+    multicolor = None
+    if amg.smoother.solver in MULTICOLOR_SMOOTHERS:
+        multicolor = jax.device_put(_multicolor_paddings(structures, branch, levels, coarsest),
+                                    sharding)
     arrays = _SetupArrays(*(jax.device_put(np.asarray(a, np.int32), sharding) for a in (
-        block_positions, branch, coarse_of_row, coarse_rows, coarse_cols)))
+        block_positions, branch, coarse_of_row, coarse_rows, coarse_cols)),
+        multicolor=multicolor)
     return _BlockSetup(structures=tuple(structures),
                        block_nnz=tuple(int(p.nnz) for p, _ in blocks), levels=levels,
                        coarsest=coarsest, config=amg, n_coarse=n_coarse, arrays=arrays)
+
+
+def _multicolor_paddings(structures: list[HierarchyStructure], branch: np.ndarray,
+                         levels: tuple[_LevelShape, ...], coarsest: tuple[int, int]
+                         ) -> tuple[MulticolorPadding | None, ...]:
+    """Per level, then for the coarsest: each device's `MulticolorPadding` of its block's
+    ordering to the common shape of every block's, stacked over the devices (host)."""
+    paddings = []
+    for i, rows in enumerate([shape.rows for shape in levels] + [coarsest[0]]):
+        orderings = [s.levels[i].ordering if i < len(levels) else s.coarsest_ordering
+                     for s in structures]
+        if orderings[0] is None:  # the coarsest level, solved directly
+            paddings.append(None)
+            continue
+        shape = common_color_shape(orderings)
+        own = [multicolor_padding(ordering, shape, rows) for ordering in orderings]
+        paddings.append(jax.tree.map(lambda *a: np.stack(a), *[own[u] for u in branch]))
+    return tuple(paddings)
 
 
 def _coarse_aggregates(structure: HierarchyStructure, target: int) -> tuple[np.ndarray, int]:
@@ -334,23 +360,31 @@ def _pad_csr(c: CsrArrays, rows: int, nnz: int) -> CsrArrays:
     )
 
 
-def _pad_relaxation(data: RelaxationData | None, rows: int) -> RelaxationData | None:
-    """``data`` for ``rows`` rows, the extra ones unscaled (so they stay zero)."""
+def _pad_relaxation(data: RelaxationData | None, rows: int,
+                    multicolor: MulticolorPadding | None) -> RelaxationData | None:
+    """``data`` for ``rows`` rows, the extra ones unscaled (so they stay zero); the
+    multicolor smoothers' data padded by ``multicolor`` to the blocks' common shape."""
     if data is None:
         return None
-    if data.multicolor is not None:  # one block structure (see _block_setup): nothing to pad
-        return data
+    if data.multicolor is not None:
+        padded = padded_data(data.multicolor, multicolor)
+        return data._replace(scale=padded.scale, multicolor=padded)
     return data._replace(scale=jnp.pad(data.scale, (0, rows - data.scale.shape[0])))
 
 
-def _padded(setup: _BlockSetup, hierarchy: Hierarchy) -> Hierarchy:
+def _padded(setup: _BlockSetup, hierarchy: Hierarchy,
+            multicolor: tuple[MulticolorPadding | None, ...] | None) -> Hierarchy:
+    """``hierarchy``, one device's, padded to the common shapes of every device's."""
+    if multicolor is None:
+        multicolor = (None,) * (len(setup.levels) + 1)
     levels = []
-    for shape, level in zip(setup.levels, hierarchy.levels, strict=True):
+    for shape, level, padding in zip(setup.levels, hierarchy.levels, multicolor[:-1],
+                                     strict=True):
         levels.append(LevelNumbers(
             a=_pad_csr(level.a, shape.rows, shape.a_nnz),
             p=_pad_csr(level.p, shape.rows, shape.p_nnz),
             r=_pad_csr(level.r, shape.coarse_rows, shape.r_nnz),
-            smoother=_pad_relaxation(level.smoother, shape.rows)))
+            smoother=_pad_relaxation(level.smoother, shape.rows, padding)))
     rows, nnz = setup.coarsest
     coarsest = hierarchy.coarsest
     inverse = coarsest.inverse
@@ -358,7 +392,8 @@ def _padded(setup: _BlockSetup, hierarchy: Hierarchy) -> Hierarchy:
         extra = rows - inverse.shape[0]
         inverse = jnp.pad(inverse, ((0, extra), (0, extra)))
     coarsest = CoarsestNumbers(a=_pad_csr(coarsest.a, rows, nnz), inverse=inverse,
-                               smoother=_pad_relaxation(coarsest.smoother, rows))
+                               smoother=_pad_relaxation(coarsest.smoother, rows,
+                                                        multicolor[-1]))
     return Hierarchy(levels=tuple(levels), coarsest=coarsest, config=setup.config)
 
 
@@ -368,18 +403,18 @@ def _local_setup(setup: _BlockSetup, layout, values: jax.Array,
     block_values = values[arrays.block_positions]
 
     def branch(u: int):
-        def numbers(block_values):
+        def numbers(block_values, multicolor):
             structure = setup.structures[u]
             hierarchy = numeric_setup(structure, structure.arrays,
                                       block_values[:setup.block_nnz[u]], None)
-            return _padded(setup, hierarchy)
+            return _padded(setup, hierarchy, multicolor)
         return numbers
 
     if len(setup.structures) == 1:
-        hierarchy = branch(0)(block_values)
+        hierarchy = branch(0)(block_values, arrays.multicolor)
     else:
         hierarchy = lax.switch(arrays.branch, [branch(u) for u in range(len(setup.structures))],
-                               block_values)
+                               block_values, arrays.multicolor)
     collectives = _AxisCollectives(layout, None, None)
     return _Preconditioner(hierarchy, coarse_inverse_rows(
         collectives, values, arrays.coarse_rows, arrays.coarse_cols, setup.n_coarse))
@@ -400,14 +435,13 @@ def coarse_inverse_rows(collectives: Collectives, values: jax.Array, coarse_rows
 
 
 def _fine_scale(hierarchy: Hierarchy) -> jax.Array:
-    """The finest level's damped-Jacobi scaling ``ω / diag(A)`` (``diag(A_rr) = diag(A)``)."""
-    if hierarchy.levels:
+    """The Jacobi scaling of the finest level (``diag(A_rr) = diag(A)``): its Jacobi
+    smoother's ``ω / diag(A)``, else ``1 / diag(A)`` (the multicolor smoothers' scales are
+    in their color order, DILU's not even ``1 / diag(A)``)."""
+    if hierarchy.levels and hierarchy.levels[0].smoother.multicolor is None:
         return hierarchy.levels[0].smoother.scale
-    coarsest = hierarchy.coarsest
-    diagonal = jax.ops.segment_sum(jnp.where(coarsest.a.row_ids == coarsest.a.indices,
-                                             coarsest.a.values, 0),
-                                   coarsest.a.row_ids, num_segments=coarsest.a.n_rows)
-    return jnp.where(diagonal != 0, 1 / jnp.where(diagonal != 0, diagonal, 1), 0)
+    return safe_inverse(finest_diagonal(
+        hierarchy.levels[0].a if hierarchy.levels else hierarchy.coarsest.a))
 
 
 def precondition(collectives: Collectives, n_coarse: int, preconditioner: _Preconditioner,

@@ -34,6 +34,7 @@ structure cached yet, the first trace builds one on the host.  :func:`multicolor
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from typing import NamedTuple
 
 import jax
@@ -242,6 +243,113 @@ def _ranges(blocks: tuple[CsrArrays, ...]) -> list[tuple[int, int]]:
 
 
 # -----------------------------------------------------------------------------
+# Padding to a common shape (the diagonal blocks of a sharded solve)
+
+
+class ColorShape(NamedTuple):
+    """The static shape of a padded ordering: per color, its rows and the entries of its
+    blocks of ``L`` and ``U``."""
+
+    rows: tuple[int, ...]
+    lower_nnz: tuple[int, ...]
+    upper_nnz: tuple[int, ...]
+
+
+def common_color_shape(orderings: Sequence[MulticolorOrdering]) -> ColorShape:
+    """The smallest :class:`ColorShape` that each of ``orderings`` pads to: the most colors,
+    and per color the most rows and the most entries (a color an ordering lacks is empty)."""
+    n_colors = max(ordering.n_colors for ordering in orderings)
+
+    def most(size, blocks_of):
+        return tuple(max((size(blocks_of(o)[c]) for o in orderings if c < o.n_colors),
+                         default=0) for c in range(n_colors))
+
+    return ColorShape(rows=most(lambda p: p.n_rows, lambda o: o.lower),
+                      lower_nnz=most(lambda p: p.nnz, lambda o: o.lower),
+                      upper_nnz=most(lambda p: p.nnz, lambda o: o.upper))
+
+
+class MulticolorPadding(NamedTuple):
+    """How one ordering's :class:`MulticolorData` pads to a :class:`ColorShape` (a pytree of
+    host or device index arrays; :func:`multicolor_padding` builds it).
+
+    Color ``c`` keeps its rows at the start of its padded range; the rest of the range are
+    padding positions, which hold zeros (no diagonal, no scale, no entries), so a sweep
+    never changes them.
+
+    Attributes:
+      source: ``(N',)`` for each padded position, its position in the ordering (``n``, past
+        the end, for a padding position: it reads 0).
+      order: ``(N',)`` the row at each padded position (``rows``, past the end, for a
+        padding position).
+      inverse: ``(rows,)`` each row's padded position (``N'``, past the end, for the rows
+        past the ordering's ``n``: the padding rows of the level, which read 0).
+      lower, upper: per color, the padded pattern of its block (columns renumbered to the
+        padded positions; extra rows empty, extra entries column 0 with value 0), values
+        empty placeholders.
+    """
+
+    source: np.ndarray | jax.Array
+    order: np.ndarray | jax.Array
+    inverse: np.ndarray | jax.Array
+    lower: tuple[CsrArrays, ...]
+    upper: tuple[CsrArrays, ...]
+
+
+def multicolor_padding(ordering: MulticolorOrdering, shape: ColorShape,
+                       rows: int) -> MulticolorPadding:
+    """The host arrays padding ``ordering``'s data to ``shape`` for a level of ``rows``
+    rows (``rows`` at least the ordering's; the extra ones are the level's padding rows)."""
+    counts = [block.n_rows for block in ordering.lower]
+    begins = np.concatenate([[0], np.cumsum(shape.rows)]).astype(np.int32)
+    size, n = int(begins[-1]), ordering.order.size
+    position = np.concatenate(  # each position of the ordering -> its padded position
+        [begins[c] + np.arange(count, dtype=np.int32) for c, count in enumerate(counts)]
+        + [np.zeros(0, np.int32)])
+    source = np.full(size, n, np.int32)
+    source[position] = np.arange(n, dtype=np.int32)
+    order = np.full(size, rows, np.int32)
+    order[position] = ordering.order
+    inverse = np.full(rows, size, np.int32)
+    inverse[:n] = position[_inverse(ordering.order)]
+
+    def patterns(blocks, nnz):
+        padded = []
+        for c, (n_rows, width) in enumerate(zip(shape.rows, nnz, strict=True)):
+            block = blocks[c] if c < len(blocks) else CsrStructure(np.zeros(1, np.int32),
+                                                                   np.zeros(0, np.int32), n)
+            indptr = np.concatenate([block.indptr, np.full(n_rows - block.n_rows,
+                                                           block.indptr[-1])])
+            indices = np.zeros(width, np.int32)
+            indices[:block.nnz] = position[block.indices]
+            padded.append(CsrArrays(values=np.zeros(0, np.int32),
+                                    indices=indices, indptr=indptr.astype(np.int32)))
+        return tuple(padded)
+
+    return MulticolorPadding(source=source, order=order, inverse=inverse,
+                             lower=patterns(ordering.lower, shape.lower_nnz),
+                             upper=patterns(ordering.upper, shape.upper_nnz))
+
+
+def padded_data(data: MulticolorData, padding: MulticolorPadding) -> MulticolorData:
+    """``data`` padded as ``padding`` says (jit-able): every ordering padded to one
+    :class:`ColorShape` gives data of one shape, whose sweeps leave the padding at zero."""
+    def blocks(own, patterns):
+        padded = []
+        for c, pattern in enumerate(patterns):
+            values = own[c].values if c < len(own) else jnp.zeros(0, data.diagonal.dtype)
+            padded.append(pattern._replace(values=jnp.pad(
+                values, (0, pattern.indices.shape[0] - values.shape[0]))))
+        return tuple(padded)
+
+    return MulticolorData(order=padding.order, inverse=padding.inverse,
+                          diagonal=_take(data.diagonal, padding.source),
+                          scale=_take(data.scale, padding.source),
+                          lower=blocks(data.lower, padding.lower),
+                          upper=blocks(data.upper, padding.upper))
+
+
+# -----------------------------------------------------------------------------
 # Sweeps
 
 
@@ -253,18 +361,24 @@ def multicolor_relax(matvec, data: MulticolorData, solver: str, omega: float,
     if solver == "MULTICOLOR_DILU":
         for _ in range(sweeps):
             residual = b if x is None else b - matvec(x)
-            step = omega * _dilu_solve(data, residual[data.order])[data.inverse]
+            step = omega * _take(_dilu_solve(data, _take(residual, data.order)), data.inverse)
             x = step if x is None else x + step
         return x
     if sweeps == 0:
         return x
-    b = b[data.order]  # Gauss-Seidel stays in the color order for all its sweeps
-    x = None if x is None else x[data.order]
+    b = _take(b, data.order)  # Gauss-Seidel stays in the color order for all its sweeps
+    x = None if x is None else _take(x, data.order)
     for _ in range(sweeps):
         x = _gauss_seidel(data, omega, b, x, reverse=False)
         if symmetric:
             x = _gauss_seidel(data, omega, b, x, reverse=True)
-    return x[data.inverse]
+    return _take(x, data.inverse)
+
+
+def _take(v: jax.Array, index: jax.Array) -> jax.Array:
+    """``v[index]``, and 0 where ``index`` is past the end: a padded ordering's padding
+    (see :func:`padded_data`) reads zeros."""
+    return v.at[index].get(mode="fill", fill_value=0)
 
 
 def _gauss_seidel(data: MulticolorData, omega: jax.Array, b: jax.Array,

@@ -105,6 +105,15 @@ def relaxation_data(
     return RelaxationData(scale=scale.astype(a.values.dtype), interval=interval)
 
 
+def finest_diagonal(matrix: CsrArrays) -> jax.Array:
+    """The diagonal of a matrix on the device (zero where none is stored), found from its
+    index arrays alone: a scatter over every entry to number its row. Where the positions
+    of the diagonal entries are at hand, :func:`stored_diagonal` is one gather."""
+    on_diagonal = matrix.row_ids == matrix.indices
+    return jax.ops.segment_sum(jnp.where(on_diagonal, matrix.values, 0), matrix.row_ids,
+                               num_segments=matrix.n_rows, indices_are_sorted=True)
+
+
 def stored_diagonal(values: jax.Array, positions: jax.Array) -> jax.Array:
     """A matrix's diagonal from its ``values`` and, per row, the position of its diagonal
     entry among them (``CsrStructure.diagonal_positions``; -1, read as zero, where none is
