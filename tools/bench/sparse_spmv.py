@@ -13,9 +13,13 @@ way of computing ``A x``, jitted, with the matrix's arrays as arguments (not con
 * **CuPy**: ``cupyx.scipy.sparse.csr_matrix @ x`` (cuSPARSE), when CuPy imports and the device
   is a GPU.
 
-Times are medians of ``--repeats`` calls (at least 50) after ``--warmup`` more, each timed with
-``time.perf_counter`` around the call and its ``block_until_ready`` (CuPy: a device
-synchronize). Effective bandwidth counts what a CSR SpMV must move at least once:
+Two times per product, medians after ``--warmup`` calls. **call**: ``--repeats`` calls (at
+least 50), each timed with ``time.perf_counter`` around the call and its
+``block_until_ready`` (CuPy: a device synchronize), so it includes what the host spends
+launching one product (JAX's dispatch, CuPy's cuSPARSE descriptors). **in flight**: 5 times a
+batch of ``--repeats`` calls issued back to back and synchronized once, over the batch's size:
+the host launches the next products while the device computes, so this is the device's time
+per product, which is what a product costs inside a compiled solver loop. Effective bandwidth counts what a CSR SpMV must move at least once:
 ``nnz · (value + 4) + 4 · (n_rows + 1) + 2 · value · n_rows`` bytes (values, int32 column
 indices and row pointers, x read and y written). ``speed-up`` is the reference's time over the
 row's (above 1: faster than the reference), the reference being CuPy where it ran, else BCOO.
@@ -59,14 +63,17 @@ def poisson_3d(n: int) -> scipy.sparse.csr_matrix:
 
 
 def median_seconds(run: Callable[[], object], sync: Callable[[object], object], warmup: int,
-                   repeats: int) -> float:
+                   repeats: int, batch: int = 1) -> float:
+    """The median time of ``repeats`` batches of ``batch`` calls synchronized once, per call."""
     for _ in range(warmup):
         sync(run())
     times = []
     for _ in range(repeats):
         start = time.perf_counter()
+        for _ in range(batch - 1):
+            run()
         sync(run())
-        times.append(time.perf_counter() - start)
+        times.append((time.perf_counter() - start) / batch)
     return statistics.median(times)
 
 
@@ -144,7 +151,8 @@ def main() -> None:
           f"({device.platform}); medians of {repeats} calls after {args.warmup}")
     x_host = np.random.default_rng(0).standard_normal(n_rows)
 
-    results: dict[str, dict[str, float]] = {}  # method -> dtype -> seconds
+    # method -> (dtype, "call" or "in flight") -> seconds
+    results: dict[str, dict[tuple[str, str], float]] = {}
     skipped = None
     for dtype in (np.float64, np.float32):
         matrix = matrix64.astype(dtype)
@@ -162,24 +170,27 @@ def main() -> None:
             np.testing.assert_allclose(product.to_host(product.call(x_on)), expected,
                                        rtol=tolerance, atol=tolerance * 10,
                                        err_msg=f"{name} {np.dtype(dtype).name}")
-            seconds = median_seconds(lambda: product.call(x_on), product.sync, args.warmup,
-                                     repeats)
-            results.setdefault(name, {})[np.dtype(dtype).name] = seconds
+            times = results.setdefault(name, {})
+            times[np.dtype(dtype).name, "call"] = median_seconds(
+                lambda: product.call(x_on), product.sync, args.warmup, repeats)
+            times[np.dtype(dtype).name, "in flight"] = median_seconds(
+                lambda: product.call(x_on), product.sync, args.warmup, 5, batch=repeats)
 
     reference = "CuPy" if "CuPy" in results else "BCOO"
+    columns = [(dtype, way) for dtype in ("float64", "float32") for way in ("call", "in flight")]
     header = f"{'method':<12}"
-    for dtype in ("float64", "float32"):
-        header += f" | {dtype + ' µs':>11} {'GB/s':>7} {'speed-up':>8}"
+    for dtype, way in columns:
+        header += f" | {'f' + dtype[-2:] + ' ' + way + ' µs':>16} {'GB/s':>6} {'speed-up':>8}"
     print(header)
     print("-" * len(header))
     for name, times in results.items():
         line = f"{name:<12}"
-        for dtype in ("float64", "float32"):
+        for dtype, way in columns:
             value = np.dtype(dtype).itemsize
             moved = nnz * (value + 4) + 4 * (n_rows + 1) + 2 * value * n_rows
-            seconds = times[dtype]
-            line += (f" | {seconds * 1e6:>11.1f} {moved / seconds / 1e9:>7.1f} "
-                     f"{results[reference][dtype] / seconds:>7.2f}x")
+            seconds = times[dtype, way]
+            line += (f" | {seconds * 1e6:>16.1f} {moved / seconds / 1e9:>6.0f} "
+                     f"{results[reference][dtype, way] / seconds:>7.2f}x")
         print(line)
     print(f"speed-up: {reference}'s time over the row's"
           + (f"; CuPy did not run: {skipped}" if skipped else ""))
