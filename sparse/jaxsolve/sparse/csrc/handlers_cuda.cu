@@ -29,6 +29,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 
 #include "csr_product.h"
 #include "csr_product_ffi.h"
@@ -200,6 +201,20 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+// Calls launch(std::integral_constant<int, lanes>{}): a kernel's threads per row
+// (a power of two <= 32) as the compile-time constant its template takes.
+template <typename Launch>
+void WithLanes(int lanes, Launch launch) {
+  switch (lanes) {
+    case 1: return launch(std::integral_constant<int, 1>{});
+    case 2: return launch(std::integral_constant<int, 2>{});
+    case 4: return launch(std::integral_constant<int, 4>{});
+    case 8: return launch(std::integral_constant<int, 8>{});
+    case 16: return launch(std::integral_constant<int, 16>{});
+    default: return launch(std::integral_constant<int, 32>{});
+  }
+}
+
 // Launches the kernel for `lanes` (a power of two <= 32), over as many
 // launches as keep each one's tasks below 2^31.
 template <typename T, int kColumns>
@@ -212,20 +227,9 @@ void LaunchCsrMatvec(const Spmv<T>& a, Schedule d, cudaStream_t stream) {
     d.passes = static_cast<uint32_t>(std::min(passes - first, passes_per_launch));
     d.tasks = static_cast<uint32_t>(per_pass * d.passes);
     const unsigned grid = (d.tasks + kWarps - 1) / kWarps;
-    switch (d.lanes) {
-#define JAXSOLVE_LAUNCH(L)                                          \
-  case L:                                                           \
-    CsrMatvecKernel<T, kColumns, L><<<grid, kThreads, 0, stream>>>( \
-        a, d, first);                                               \
-    break;
-      JAXSOLVE_LAUNCH(1)
-      JAXSOLVE_LAUNCH(2)
-      JAXSOLVE_LAUNCH(4)
-      JAXSOLVE_LAUNCH(8)
-      JAXSOLVE_LAUNCH(16)
-      JAXSOLVE_LAUNCH(32)
-#undef JAXSOLVE_LAUNCH
-    }
+    WithLanes(d.lanes, [&](auto lanes) {
+      CsrMatvecKernel<T, kColumns, lanes()><<<grid, kThreads, 0, stream>>>(a, d, first);
+    });
   }
 }
 
@@ -369,19 +373,9 @@ struct CudaProductBackend {
     for (int64_t first = 0; p.m > 0 && first < batch.systems; first += kMaxSystems) {
       const dim3 grid(static_cast<unsigned>(blocks),
                       static_cast<unsigned>(std::min(batch.systems - first, kMaxSystems)));
-      switch (lanes) {
-#define JAXSOLVE_LAUNCH(L)                                                       \
-  case L:                                                                        \
-    CsrProductKernel<T, L><<<grid, kThreads, 0, stream>>>(p, batch, first);      \
-    break;
-        JAXSOLVE_LAUNCH(1)
-        JAXSOLVE_LAUNCH(2)
-        JAXSOLVE_LAUNCH(4)
-        JAXSOLVE_LAUNCH(8)
-        JAXSOLVE_LAUNCH(16)
-        JAXSOLVE_LAUNCH(32)
-#undef JAXSOLVE_LAUNCH
-      }
+      WithLanes(lanes, [&](auto lanes) {
+        CsrProductKernel<T, lanes()><<<grid, kThreads, 0, stream>>>(p, batch, first);
+      });
     }
     return LastCudaError();
   }
