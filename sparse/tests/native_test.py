@@ -68,7 +68,7 @@ def test_docstring_examples_run():
     ("libjaxsolve_sparse.so", {"JaxsolveSparseCsrMatvec", "JaxsolveSparseCsrProduct",
                                "JaxsolveSparseAggregatePairs", "JaxsolveSparseColorDsatur",
                                "JaxsolveSparseCouplingGraph", "JaxsolveSparseContractGraph",
-                               "JaxsolveSparseSpgemm",
+                               "JaxsolveSparseSpgemm", "JaxsolveSparseSpgemmProducts",
                                "JaxsolveSparseClassicalStrength",
                                "JaxsolveSparseClassicalSplitting",
                                "JaxsolveSparseInterpolationPlan",

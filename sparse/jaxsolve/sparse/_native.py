@@ -69,7 +69,9 @@ _cpu.JaxsolveSparseContractGraph.argtypes = [ctypes.c_int32, _I32, _I32, _F64, _
 _cpu.JaxsolveSparseContractGraph.restype = ctypes.c_int64
 _cpu.JaxsolveSparseColorDsatur.argtypes = [ctypes.c_int32, _I64, _I32, _I64, _I32, _I32]
 _cpu.JaxsolveSparseColorDsatur.restype = ctypes.c_int32
-_cpu.JaxsolveSparseSpgemm.argtypes = [ctypes.c_int32] * 2 + [_I32] * 4 + [_I64, _I32]
+_cpu.JaxsolveSparseSpgemmProducts.argtypes = [ctypes.c_int32] + [_I32] * 3
+_cpu.JaxsolveSparseSpgemmProducts.restype = ctypes.c_int64
+_cpu.JaxsolveSparseSpgemm.argtypes = [ctypes.c_int32] * 2 + [_I32] * 6
 _cpu.JaxsolveSparseSpgemm.restype = ctypes.c_int32
 _U8 = _array(np.uint8)
 _cpu.JaxsolveSparseClassicalStrength.argtypes = [ctypes.c_int32, _I32, _I32, ctypes.c_void_p,
@@ -136,8 +138,9 @@ def _check_pattern(
             f"{fn}: {indptr_name} must run from 0 to len({indices_name}) = {nnz}, got "
             f"{indptr_name}[0]={indptr[:1]} and {indptr_name}[-1]={indptr[-1:]}"
         )
-    if (np.diff(indptr) < 0).any():
-        row = int(np.flatnonzero(np.diff(indptr) < 0)[0])
+    decreasing = np.diff(indptr) < 0
+    if decreasing.any():
+        row = int(np.flatnonzero(decreasing)[0])
         raise ValueError(
             f"{fn}: {indptr_name} must not decrease, but {indptr_name}[{row + 1}] < "
             f"{indptr_name}[{row}]"
@@ -628,7 +631,8 @@ class SpgemmPattern(NamedTuple):
 
 
 def spgemm_symbolic(
-    a_indptr: Any, a_indices: Any, b_indptr: Any, b_indices: Any, p: int
+    a_indptr: Any, a_indices: Any, b_indptr: Any, b_indices: Any, p: int, *,
+    check: bool = True,
 ) -> SpgemmPattern:
     """The pattern of the sparse product ``C = A B``, its columns sorted within each row.
 
@@ -639,14 +643,17 @@ def spgemm_symbolic(
 
     One native pass of Gustavson's, with a marker array of ``p`` entries, forms and sorts
     each row of ``C`` in an array as long as the products (an upper bound of ``nnz(C)``),
-    then packs them. The work is ``O(p + products)``, plus sorting each row of ``C``, split
-    over the cores by rows.
+    then packs them and gives the rest of the array back. The work is ``O(p + products)``,
+    plus sorting each row of ``C``, split over the cores by rows.
 
     Args:
       a_indptr, a_indices: ``A``'s pattern, ``(m + 1,)`` and ``(nnz(A),)`` integers; columns in
         ``[0, n)`` with ``n = len(b_indptr) - 1``. Rows need not be sorted.
       b_indptr, b_indices: ``B``'s pattern; columns in ``[0, p)``.
       p: columns of ``B``.
+      check: whether to check that the patterns are CSR and fit together. Only the AMG
+        setup passes False, for patterns its own kernels made (a
+        :class:`~._csr_arrays.CsrStructure`'s): the native code trusts them.
 
     Returns:
       A :class:`SpgemmPattern` ``(indptr, indices, n_products)``.
@@ -666,24 +673,30 @@ def spgemm_symbolic(
       (array([0, 3, 4], dtype=int32), array([0, 1, 2, 1], dtype=int32), 4)
     """
     fn = "spgemm_symbolic"
-    p = _check_size(fn, "p", p)
-    n = np.shape(b_indptr)[0] - 1 if np.ndim(b_indptr) == 1 else 0
-    b_indptr, b_indices = _check_pattern(fn, ("b_indptr", "b_indices"), b_indptr, b_indices, p)
-    a_indptr, a_indices = _check_pattern(fn, ("a_indptr", "a_indices"), a_indptr, a_indices, n)
+    if check:
+        p = _check_size(fn, "p", p)
+        n = np.shape(b_indptr)[0] - 1 if np.ndim(b_indptr) == 1 else 0
+        b_indptr, b_indices = _check_pattern(fn, ("b_indptr", "b_indices"), b_indptr,
+                                             b_indices, p)
+        a_indptr, a_indices = _check_pattern(fn, ("a_indptr", "a_indices"), a_indptr,
+                                             a_indices, n)
+    else:
+        a_indptr, a_indices, b_indptr, b_indices = (
+            np.ascontiguousarray(x, np.int32) for x in (a_indptr, a_indices, b_indptr, b_indices))
     m = a_indptr.shape[0] - 1
-    n_products = int(np.diff(b_indptr).astype(np.int64)[a_indices].sum())
+    n_products = _cpu.JaxsolveSparseSpgemmProducts(m, a_indptr, a_indices, b_indptr)
     if n_products > _INT32_MAX:
         raise ValueError(
             f"{fn}: A B has {n_products} scalar products, more than 2**31 - 1, which the int32 "
             "indices of the product's derivative cannot address; split A into blocks of rows"
         )
-    c_indptr = np.empty(m + 1, np.int64)
-    c_indices = np.empty(n_products, np.int32)
-    if _cpu.JaxsolveSparseSpgemm(m, p, a_indptr, a_indices, b_indptr, b_indices, c_indptr,
-                                 c_indices):
+    c_indptr = np.empty(m + 1, np.int32)
+    c_indices = np.empty(max(n_products, 0), np.int32)
+    if n_products < 0 or _cpu.JaxsolveSparseSpgemm(m, p, a_indptr, a_indices, b_indptr,
+                                                   b_indices, c_indptr, c_indices):
         raise MemoryError(f"{fn}: out of memory for the marker arrays of {p=} columns")
-    return SpgemmPattern(c_indptr.astype(np.int32), c_indices[:c_indptr[-1]].copy(),
-                         n_products)
+    c_indices.resize(c_indptr[-1], refcheck=False)  # shrinks in place: no copy
+    return SpgemmPattern(c_indptr, c_indices, int(n_products))
 
 
 # ----------------------------------------------------------------------------------------

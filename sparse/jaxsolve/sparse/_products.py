@@ -133,6 +133,7 @@ def plan_product(a: CsrStructure, b: CsrStructure) -> ProductPlan:
     if a.n_cols != b.n_rows:
         raise ValueError(f"cannot multiply patterns of {a.n_rows}×{a.n_cols} and"
                          f" {b.n_rows}×{b.n_cols} matrices.")
-    product = _native.spgemm_symbolic(a.indptr, a.indices, b.indptr, b.indices, b.n_cols)
+    product = _native.spgemm_symbolic(a.indptr, a.indices, b.indptr, b.indices, b.n_cols,
+                                      check=False)  # patterns the setup made
     return ProductPlan(a=a, b=b, c=CsrStructure(product.indptr, product.indices, b.n_cols),
                        n_products=product.n_products)
