@@ -143,6 +143,34 @@ def test_coarsest_inverse_is_the_inverse(x64):
                                atol=1e-10)
 
 
+def test_fingerprint_follows_the_finest_pattern_and_the_aggregates(x64):
+    # The fingerprint digests the finest pattern (or the key given for it) and each level's
+    # aggregates, of which every other pattern is a function.
+    A = poisson(12)
+    config = dataclasses_replace_amg(smoothed_aggregation=True, min_coarse_rows=10)
+
+    def fingerprint(matrix, values, key=""):
+        return _hierarchy.build_structure(structure_of(matrix), values, 1, config,
+                                          key).fingerprint
+
+    assert fingerprint(A, A.data) == fingerprint(A, A.data)
+    assert fingerprint(A, A.data, "key") == fingerprint(A, A.data, "key") != fingerprint(
+        A, A.data)
+    # Couplings ten times stronger along x: other aggregates, another fingerprint.
+    rows = np.repeat(np.arange(A.shape[0]), np.diff(A.indptr))
+    along_x = A.data * np.where(np.abs(A.indices - rows) == 1, 10.0, 1.0)
+    assert fingerprint(A, along_x) != fingerprint(A, A.data)
+    # One more stored (zero) entry: another pattern, with the same aggregates.
+    B = scipy.sparse.csr_array(A, copy=True).tolil()
+    B[0, 143] = B[143, 0] = 1e-300
+    B = scipy.sparse.csr_array(B)
+    b_structure = _hierarchy.build_structure(structure_of(B), B.data, 1, config)
+    a_structure = _hierarchy.build_structure(structure_of(A), A.data, 1, config)
+    np.testing.assert_array_equal(b_structure.levels[0].aggregates,
+                                  a_structure.levels[0].aggregates)
+    assert b_structure.fingerprint != a_structure.fingerprint
+
+
 def test_statistics_count_levels_and_memory():
     stats = sparse.describe(matrices.poisson3d_matrix(12),
                             {"preconditioner": {"algorithm": "AGGREGATION", "selector": "SIZE_8", "min_coarse_rows": 20}})

@@ -123,6 +123,8 @@ class HierarchyStructure:
         smoothers' orderings) and ``"to the device"``.
       coarsest_ordering: the multicolor smoothers' ordering of the coarsest level, when it
         is smoothed (``coarse_solver`` ``NOSOLVER``), else None.
+      pattern_key: a key of the finest pattern (:attr:`CsrMatrix.pattern_key`), which the
+        :attr:`fingerprint` digests instead of the pattern; empty: none was given.
     """
 
     levels: tuple[LevelStructure, ...]
@@ -133,25 +135,34 @@ class HierarchyStructure:
     setup_seconds: dict[str, float] = dataclasses.field(default_factory=dict)
     coarsest_block_dim: int = 1
     coarsest_ordering: MulticolorOrdering | None = None
+    pattern_key: str = ""
 
     @functools.cached_property
     def fingerprint(self) -> str:
         """A digest of everything static about the structure: patterns, aggregates, splittings.
 
         Equal fingerprints mean interchangeable structures, so a structure rebuilt after
-        ``clear_cache()`` reuses the compiled numeric setup of the one it replaces.
+        ``clear_cache()`` reuses the compiled numeric setup of the one it replaces.  It
+        digests what the rest follows from: the finest pattern (its ``pattern_key`` when
+        the structure has one), each aggregation level's aggregates, each classical level's
+        ``P``; every other pattern (``P = pattern(A T)``, ``R``, ``A P``, the coarse
+        operators, their colorings) is a function of these and the configuration.  At 128³
+        digesting every pattern took a quarter of a second of the first setup.
         """
         digest = hashlib.blake2b(repr(self.config).encode(), digest_size=16)
-        patterns = [level.a for level in self.levels] + [self.coarsest]
-        for array in [*(p.indptr for p in patterns), *(p.indices for p in patterns),
-                      *(level.p.indptr for level in self.levels),
-                      *(level.p.indices for level in self.levels),
-                      *(level.aggregates for level in self.levels
-                        if level.aggregates is not None)]:
+        finest = self.levels[0].a if self.levels else self.coarsest
+        arrays = ([] if self.pattern_key else [finest.indptr, finest.indices])
+        for level in self.levels:
+            arrays += ([level.aggregates] if level.aggregates is not None
+                       else [level.p.indptr, level.p.indices])
+        for array in arrays:
             digest.update(np.ascontiguousarray(array).tobytes())
             digest.update(b"|")
-        digest.update(repr([(level.columns, level.smoothing is None, level.block_dim)
-                            for level in self.levels] + [self.coarsest_block_dim]).encode())
+        digest.update(repr([self.pattern_key, finest.n_cols, self.coarsest.n_rows,
+                            self.coarsest.nnz, self.coarsest_block_dim]
+                           + [(level.a.n_rows, level.a.nnz, level.n_aggregates, level.columns,
+                               level.smoothing is None, level.block_dim)
+                              for level in self.levels]).encode())
         return digest.hexdigest()
 
     def __hash__(self) -> int:
@@ -215,7 +226,8 @@ def _level_arrays(level: LevelStructure) -> LevelArrays:
 
 
 def build_structure(
-    pattern: CsrStructure, values: np.ndarray | None, columns: int, config: AMGConfig
+    pattern: CsrStructure, values: np.ndarray | None, columns: int, config: AMGConfig,
+    pattern_key: str = "",
 ) -> HierarchyStructure:
     """Builds the hierarchy's structure for ``pattern`` (host work, no JAX).
 
@@ -231,6 +243,9 @@ def build_structure(
         systems of ``k`` unknowns per aggregate, coupled by aggregated block norms.
       config: the AMG configuration; its ``block_dim`` makes the finest level a block
         system, coarsened node by node (:mod:`._blocks`).
+      pattern_key: a key that identifies ``pattern`` (:attr:`CsrMatrix.pattern_key`), if
+        there is one: the structure's :attr:`~HierarchyStructure.fingerprint` then need
+        not digest the pattern.
 
     Raises:
       ValueError: if a row has no stored diagonal entry, or the coarsest level would be
@@ -286,7 +301,7 @@ def build_structure(
         levels=tuple(levels), coarsest=pattern, coarsest_diagonal=coarsest_diagonal,
         arrays=arrays, config=config, setup_seconds=dict(seconds),
         coarsest_block_dim=coarsest_block_dim,
-        coarsest_ordering=coarsest_ordering,
+        coarsest_ordering=coarsest_ordering, pattern_key=pattern_key,
     )
 
 

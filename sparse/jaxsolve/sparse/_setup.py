@@ -149,8 +149,8 @@ class System:
 
         def build() -> _cache.CacheEntry:
             values = None if self.concrete_values is None else np.asarray(self.concrete_values)
-            return _cache.CacheEntry(build_structure(self.pattern, values, k, amg),
-                                     numbers=None)
+            return _cache.CacheEntry(
+                build_structure(self.pattern, values, k, amg, self.pattern_key), numbers=None)
 
         with jax.ensure_compile_time_eval():  # the index arrays go to the device now
             entry = _cache.setup_for((self.pattern_key, amg, k), build)
