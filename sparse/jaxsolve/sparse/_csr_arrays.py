@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import NamedTuple
 
 import jax
@@ -53,11 +54,19 @@ class CsrStructure:
                              self.n_rows), entries.data)
 
     def diagonal_positions(self) -> np.ndarray:
-        """For each row, the position of its diagonal entry, or -1 where none is stored."""
+        """For each row, the position of its diagonal entry, or -1 where none is stored.
+
+        Computed once per pattern (the setup asks for the finest pattern's twice); read-only.
+        """
+        return self._diagonal_positions
+
+    @functools.cached_property
+    def _diagonal_positions(self) -> np.ndarray:
         rows = self.row_ids
         positions = np.full(min(self.n_rows, self.n_cols), -1, np.int32)
         on_diagonal = np.flatnonzero(rows == self.indices)
         positions[rows[on_diagonal]] = on_diagonal
+        positions.flags.writeable = False
         return positions
 
     def on_device(self, values: jax.Array) -> CsrArrays:
