@@ -42,6 +42,7 @@ from jaxsolve.sparse._native import (
     coupling_graph,
     csr_matvec,
     csr_product_values,
+    find_in_rows,
     spgemm_symbolic,
 )
 
@@ -69,6 +70,7 @@ def test_docstring_examples_run():
                                "JaxsolveSparseAggregatePairs", "JaxsolveSparseColorDsatur",
                                "JaxsolveSparseCouplingGraph", "JaxsolveSparseContractGraph",
                                "JaxsolveSparseSpgemm", "JaxsolveSparseSpgemmProducts",
+                               "JaxsolveSparseFindInRows",
                                "JaxsolveSparseClassicalStrength",
                                "JaxsolveSparseClassicalSplitting",
                                "JaxsolveSparseInterpolationPlan",
@@ -362,6 +364,40 @@ class TestAggregatePairs:
         raises(ValueError, "indices must be columns in [0, 6)", p, i + 6, w)
         raises(ValueError, "indptr must run from 0 to len(indices)", p + 1, i, w)
         raises(TypeError, "indices must be a 1-D integer array", p, i.astype(np.float32), w)
+
+
+# ----------------------------------------------------------------------------------------
+# find_in_rows
+
+
+class TestFindInRows:
+    @pytest.mark.parametrize(("shape", "density"),
+                             [((40, 30), 0.2), ((30, 40), 0.2), ((1, 1), 1.0), ((5, 5), 0.0),
+                              ((40000, 40000), 1e-4)])  # rows in several blocks of threads
+    def test_find_in_rows_against_numpy(self, shape, density):
+        # Unsorted rows, half with a diagonal, one row with its diagonal stored twice (the
+        # last one counts, as NumPy's scatter of the positions has it).
+        matrix = random_csr(shape, np.float64, density, seed=3)
+        m = min(shape)
+        matrix = (matrix + scipy.sparse.diags((np.arange(m) % 2 == 0) * 1.0, shape=shape)).tocsr()
+        matrix.eliminate_zeros()
+        matrix = shuffled_rows(matrix, 4)
+        indptr = matrix.indptr.astype(np.int32)
+        indices = np.insert(matrix.indices, indptr[1], 0).astype(np.int32)
+        indptr[1:] += 1  # row 0 gets a second diagonal entry, last in the row
+        rows = np.repeat(np.arange(shape[0]), np.diff(indptr))
+        expected = np.full(m, -1, np.int32)
+        on_diagonal = np.flatnonzero(rows == indices)
+        expected[rows[on_diagonal]] = on_diagonal
+        np.testing.assert_array_equal(find_in_rows(indptr, indices, None, m), expected)
+        # Any column per row: the last entry of row i in column columns[i].
+        columns = np.random.default_rng(5).integers(0, shape[1], shape[0]).astype(np.int32)
+        columns[::3] = indices[np.minimum(indptr[:-1], indices.size - 1)][::3]  # often stored
+        expected = np.full(shape[0], -1, np.int32)
+        hits = np.flatnonzero(indices == columns[rows])
+        expected[rows[hits]] = hits
+        np.testing.assert_array_equal(find_in_rows(indptr, indices, columns, shape[0]),
+                                      expected)
 
 
 # ----------------------------------------------------------------------------------------

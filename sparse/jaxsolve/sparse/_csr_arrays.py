@@ -62,10 +62,8 @@ class CsrStructure:
 
     @functools.cached_property
     def _diagonal_positions(self) -> np.ndarray:
-        rows = self.row_ids
-        positions = np.full(min(self.n_rows, self.n_cols), -1, np.int32)
-        on_diagonal = np.flatnonzero(rows == self.indices)
-        positions[rows[on_diagonal]] = on_diagonal
+        positions = _native.find_in_rows(self.indptr, self.indices, None,
+                                         min(self.n_rows, self.n_cols))
         positions.flags.writeable = False
         return positions
 

@@ -404,11 +404,9 @@ def _level_structure(
         smoothing = plan_product(a, tentative)
         p = smoothing.c
         # P's row i holds T's row i, the k columns from k · aggregates[i] on (A's diagonal
-        # entry times it), after the columns of P's row i that are smaller.
-        row_ids = p.row_ids
-        smaller = np.bincount(row_ids[p.indices < (k * aggregates)[row_ids]], minlength=n)
-        tentative_in_p = ((p.indptr[:-1] + smaller)[:, None]
-                          + np.arange(k)).ravel().astype(np.int32)
+        # entry times it), one after the other (P's rows are sorted).
+        first = _native.find_in_rows(p.indptr, p.indices, k * aggregates, n)
+        tentative_in_p = (first[:, None] + np.arange(k, dtype=np.int32)).ravel()
     else:
         smoothing, tentative_in_p, p = None, None, tentative
     r, r_from_p = p.transposed()

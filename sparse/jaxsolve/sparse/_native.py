@@ -69,6 +69,8 @@ _cpu.JaxsolveSparseContractGraph.argtypes = [ctypes.c_int32, _I32, _I32, _F64, _
 _cpu.JaxsolveSparseContractGraph.restype = ctypes.c_int64
 _cpu.JaxsolveSparseColorDsatur.argtypes = [ctypes.c_int32, _I64, _I32, _I64, _I32, _I32]
 _cpu.JaxsolveSparseColorDsatur.restype = ctypes.c_int32
+_cpu.JaxsolveSparseFindInRows.argtypes = [ctypes.c_int32, _I32, _I32, ctypes.c_void_p, _I32]
+_cpu.JaxsolveSparseFindInRows.restype = ctypes.c_int32
 _cpu.JaxsolveSparseSpgemmProducts.argtypes = [ctypes.c_int32] + [_I32] * 3
 _cpu.JaxsolveSparseSpgemmProducts.restype = ctypes.c_int64
 _cpu.JaxsolveSparseSpgemm.argtypes = [ctypes.c_int32] * 2 + [_I32] * 6
@@ -616,6 +618,30 @@ def dsatur_coloring(first_indptr: Any, first_indices: Any, second_indptr: Any,
     if count < 0:
         raise MemoryError("color_columns: not enough memory for the coloring.")
     return colors
+
+
+def find_in_rows(indptr: np.ndarray, indices: np.ndarray, columns: np.ndarray | None,
+                 n_rows: int) -> np.ndarray:
+    """For each row ``i < n_rows``, the position of its (last) entry in column
+    ``columns[i]`` — without ``columns``, ``i``: the diagonal — or -1 where it has none.
+
+    One native scan of each row, over the cores. Unchecked: for the int32 patterns the AMG
+    setup made or checked (a :class:`~._csr_arrays.CsrStructure`'s); see
+    ``csrc/row_search.cc``.
+
+    Returns:
+      ``(n_rows,)`` int32 positions into ``indices``.
+    """
+    positions = np.empty(n_rows, np.int32)
+    if columns is not None:
+        columns = np.ascontiguousarray(columns, np.int32)
+        assert columns.shape == (n_rows,), (columns.shape, n_rows)
+    if _cpu.JaxsolveSparseFindInRows(n_rows, np.ascontiguousarray(indptr, np.int32),
+                                     np.ascontiguousarray(indices, np.int32),
+                                     None if columns is None else columns.ctypes.data,
+                                     positions):
+        raise MemoryError("find_in_rows: no thread could be started")
+    return positions
 
 
 class SpgemmPattern(NamedTuple):
