@@ -116,13 +116,18 @@ _DTYPES = tuple(np.dtype(t) for t in (np.float32, np.float64, np.complex64, np.c
 
 
 def _check_pattern(
-    fn: str, names: tuple[str, str], indptr: Any, indices: Any, n_cols: int
+    fn: str, names: tuple[str, str], indptr: Any, indices: Any, n_cols: int,
+    check: bool = True,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Checks a concrete CSR pattern with ``n_cols`` columns; returns it as int32 arrays.
 
     ``indptr`` must run from 0 to ``len(indices)`` without decreasing, and every index must be
-    a column, ``0 <= indices[e] < n_cols``. Any integer dtype is accepted.
+    a column, ``0 <= indices[e] < n_cols``. Any integer dtype is accepted.  With ``check``
+    False it is only converted: for the patterns the AMG setup made itself (several passes
+    over every entry saved per call).
     """
+    if not check:
+        return np.ascontiguousarray(indptr, np.int32), np.ascontiguousarray(indices, np.int32)
     indptr_name, indices_name = names
     checked = []
     for name, a in ((indptr_name, indptr), (indices_name, indices)):
@@ -451,7 +456,8 @@ def _product_values_kernel(n_cols: int) -> Callable[..., jax.Array]:
 # Setup kernels on the host
 
 
-def aggregate_pairs(indptr: Any, indices: Any, weights: Any) -> tuple[np.ndarray, int]:
+def aggregate_pairs(indptr: Any, indices: Any, weights: Any, *,
+                    check: bool = True) -> tuple[np.ndarray, int]:
     """Greedy pairwise matching of a weighted graph into aggregates of (mostly) two nodes.
 
     The aggregation step of AmgX-style unsmoothed-aggregation AMG (its ``SIZE_2`` selector):
@@ -475,6 +481,7 @@ def aggregate_pairs(indptr: Any, indices: Any, weights: Any) -> tuple[np.ndarray
       indptr: ``(n + 1,)`` integer row pointers, from 0 to ``nnz``, non-decreasing.
       indices: ``(nnz,)`` integer neighbours, in ``[0, n)``; within a row in any order.
       weights: ``(nnz,)`` real weights (compared as float64).
+      check: whether to check the pattern (False: the AMG setup's own graphs).
 
     Returns:
       ``(aggregate, n_aggregates)``: the ``(n,)`` int32 aggregate of every node, numbered
@@ -495,7 +502,7 @@ def aggregate_pairs(indptr: Any, indices: Any, weights: Any) -> tuple[np.ndarray
     """
     fn = "aggregate_pairs"
     n = np.shape(indptr)[0] - 1 if np.ndim(indptr) == 1 else 0
-    indptr, indices = _check_pattern(fn, ("indptr", "indices"), indptr, indices, n)
+    indptr, indices = _check_pattern(fn, ("indptr", "indices"), indptr, indices, n, check)
     weights = _checked_weights(fn, "weights", weights, indices.shape)
     aggregate = np.empty(n, np.int32)
     count = _cpu.JaxsolveSparseAggregatePairs(n, indptr, indices, weights, aggregate)
@@ -513,7 +520,8 @@ class WeightedGraph(NamedTuple):
     """``(nnz,)`` float64 edge weights."""
 
 
-def coupling_graph(indptr: Any, indices: Any, magnitudes: Any | None) -> WeightedGraph:
+def coupling_graph(indptr: Any, indices: Any, magnitudes: Any | None, *,
+                   check: bool = True) -> WeightedGraph:
     """The symmetric coupling graph of an ``n × n`` matrix, without its diagonal.
 
     The weight of the edge between ``i`` and ``j`` is ``(|a_ij| + |a_ji|) / (2 √(|a_ii|
@@ -524,6 +532,7 @@ def coupling_graph(indptr: Any, indices: Any, magnitudes: Any | None) -> Weighte
       indptr, indices: the matrix's CSR pattern (any integer dtype; a row's columns in any
         order, each once).
       magnitudes: ``(nnz,)`` its values (their absolute values count), or None.
+      check: whether to check the pattern (False: one the AMG setup made or checked).
 
     Examples:
       >>> import numpy as np
@@ -533,7 +542,7 @@ def coupling_graph(indptr: Any, indices: Any, magnitudes: Any | None) -> Weighte
     """
     fn = "coupling_graph"
     n = np.shape(indptr)[0] - 1 if np.ndim(indptr) == 1 else 0
-    indptr, indices = _check_pattern(fn, ("indptr", "indices"), indptr, indices, n)
+    indptr, indices = _check_pattern(fn, ("indptr", "indices"), indptr, indices, n, check)
     if magnitudes is not None:
         magnitudes = _checked_weights(fn, "magnitudes", magnitudes, indices.shape)
     out_indptr = np.empty(n + 1, np.int32)
@@ -546,7 +555,7 @@ def coupling_graph(indptr: Any, indices: Any, magnitudes: Any | None) -> Weighte
 
 
 def contract_graph(graph: WeightedGraph, groups: Any, n_groups: int, *,
-                   keep_diagonal: bool) -> WeightedGraph:
+                   keep_diagonal: bool, check: bool = True) -> WeightedGraph:
     """The graph of groups of nodes: ``Gᵀ W G`` for the membership matrix ``G``.
 
     The weight between two groups is the sum of the weights between their members; a
@@ -558,6 +567,7 @@ def contract_graph(graph: WeightedGraph, groups: Any, n_groups: int, *,
       groups: ``(n,)`` each node's group, in ``[0, n_groups)``.
       n_groups: the number of groups.
       keep_diagonal: whether to keep each group's internal weight.
+      check: whether to check the graph and the groups (False: the AMG setup's own).
 
     Examples:
       >>> import numpy as np
@@ -567,14 +577,15 @@ def contract_graph(graph: WeightedGraph, groups: Any, n_groups: int, *,
     """
     fn = "contract_graph"
     n = np.shape(graph.indptr)[0] - 1 if np.ndim(graph.indptr) == 1 else 0
-    indptr, indices = _check_pattern(fn, ("indptr", "indices"), graph.indptr, graph.indices, n)
+    indptr, indices = _check_pattern(fn, ("indptr", "indices"), graph.indptr, graph.indices, n,
+                                     check)
     weights = _checked_weights(fn, "weights", graph.weights, indices.shape)
     n_groups = _check_size(fn, "n_groups", n_groups)
     groups = np.asarray(groups)
     if groups.shape != (n,) or not np.issubdtype(groups.dtype, np.integer):
         raise TypeError(f"{fn}: groups must be ({n},) integers, got groups.shape="
                         f"{groups.shape} and groups.dtype={groups.dtype}")
-    if n and (groups.min() < 0 or groups.max() >= n_groups):
+    if check and n and (groups.min() < 0 or groups.max() >= n_groups):
         raise ValueError(f"{fn}: groups must lie in [0, {n_groups}), got values from "
                          f"{groups.min()} to {groups.max()}")
     out_indptr = np.empty(n_groups + 1, np.int32)
@@ -699,16 +710,12 @@ def spgemm_symbolic(
       (array([0, 3, 4], dtype=int32), array([0, 1, 2, 1], dtype=int32), 4)
     """
     fn = "spgemm_symbolic"
-    if check:
-        p = _check_size(fn, "p", p)
-        n = np.shape(b_indptr)[0] - 1 if np.ndim(b_indptr) == 1 else 0
-        b_indptr, b_indices = _check_pattern(fn, ("b_indptr", "b_indices"), b_indptr,
-                                             b_indices, p)
-        a_indptr, a_indices = _check_pattern(fn, ("a_indptr", "a_indices"), a_indptr,
-                                             a_indices, n)
-    else:
-        a_indptr, a_indices, b_indptr, b_indices = (
-            np.ascontiguousarray(x, np.int32) for x in (a_indptr, a_indices, b_indptr, b_indices))
+    p = _check_size(fn, "p", p)
+    n = np.shape(b_indptr)[0] - 1 if np.ndim(b_indptr) == 1 else 0
+    b_indptr, b_indices = _check_pattern(fn, ("b_indptr", "b_indices"), b_indptr, b_indices,
+                                         p, check)
+    a_indptr, a_indices = _check_pattern(fn, ("a_indptr", "a_indices"), a_indptr, a_indices,
+                                         n, check)
     m = a_indptr.shape[0] - 1
     n_products = _cpu.JaxsolveSparseSpgemmProducts(m, a_indptr, a_indices, b_indptr)
     if n_products > _INT32_MAX:
