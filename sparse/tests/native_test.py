@@ -5,9 +5,11 @@ run on the host only and are checked here against references written from their 
 """
 
 import doctest
+import os
 import pathlib
 import re
 import subprocess
+import sys
 
 import jax
 import jax.numpy as jnp
@@ -70,7 +72,7 @@ def test_docstring_examples_run():
                                "JaxsolveSparseAggregatePairs", "JaxsolveSparseColorDsatur",
                                "JaxsolveSparseCouplingGraph", "JaxsolveSparseContractGraph",
                                "JaxsolveSparseSpgemm", "JaxsolveSparseSpgemmProducts",
-                               "JaxsolveSparseFindInRows",
+                               "JaxsolveSparseFindInRows", "JaxsolveSparseHostThreads",
                                "JaxsolveSparseClassicalStrength",
                                "JaxsolveSparseClassicalSplitting",
                                "JaxsolveSparseInterpolationPlan",
@@ -364,6 +366,24 @@ class TestAggregatePairs:
         raises(ValueError, "indices must be columns in [0, 6)", p, i + 6, w)
         raises(ValueError, "indptr must run from 0 to len(indices)", p + 1, i, w)
         raises(TypeError, "indices must be a 1-D integer array", p, i.astype(np.float32), w)
+
+
+def test_host_threads_follow_the_affinity_mask():
+    # Started on one CPU, the host kernels use one thread, however many the machine has.
+    def cpu_quota() -> float:
+        try:
+            quota, period = open("/sys/fs/cgroup/cpu.max").read().split()
+        except (OSError, ValueError):
+            return float("inf")
+        return float("inf") if quota == "max" else -(-int(quota) // int(period))
+
+    assert _native.host_threads() == min(len(os.sched_getaffinity(0)), cpu_quota())
+    one_cpu = subprocess.run(
+        [sys.executable, "-c", "import os; os.sched_setaffinity(0, {min(os.sched_getaffinity(0))});"
+         " from jaxsolve.sparse import _native; print(_native.host_threads())"],
+        capture_output=True, text=True, check=True,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    assert one_cpu.stdout.split() == ["1"]
 
 
 # ----------------------------------------------------------------------------------------

@@ -75,6 +75,7 @@ import dataclasses
 import functools
 import importlib
 import json
+import os
 import statistics
 import sys
 import time
@@ -88,7 +89,7 @@ import scipy.sparse
 from jax.experimental import sparse as jsparse
 
 import jaxsolve.sparse as jsp
-from jaxsolve.sparse import matrices
+from jaxsolve.sparse import _native, matrices
 
 
 def _optional(module: str) -> Any:
@@ -511,6 +512,8 @@ def main() -> None:
 
     device = jax.devices()[0]
     print(f"device: {device.device_kind} ({device.platform}), jax {jax.__version__}")
+    if hasattr(_native, "host_threads"):  # the cores the host setup kernels split over
+        print(f"host: {os.cpu_count()} CPUs, setup threads {_native.host_threads()}")
     print(f"3D Poisson {n}^3: {n**3} unknowns, {problem.A.nnz} nonzeros, f64, b random "
           f"(seed {args.seed}), x0 = 0, tolerance {settings.tolerance:g} relative to ||b||")
     print(f"jaxsolve config: {json.dumps(config)}")

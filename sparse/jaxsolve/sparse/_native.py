@@ -69,6 +69,8 @@ _cpu.JaxsolveSparseContractGraph.argtypes = [ctypes.c_int32, _I32, _I32, _F64, _
 _cpu.JaxsolveSparseContractGraph.restype = ctypes.c_int64
 _cpu.JaxsolveSparseColorDsatur.argtypes = [ctypes.c_int32, _I64, _I32, _I64, _I32, _I32]
 _cpu.JaxsolveSparseColorDsatur.restype = ctypes.c_int32
+_cpu.JaxsolveSparseHostThreads.argtypes = []
+_cpu.JaxsolveSparseHostThreads.restype = ctypes.c_int32
 _cpu.JaxsolveSparseFindInRows.argtypes = [ctypes.c_int32, _I32, _I32, ctypes.c_void_p, _I32]
 _cpu.JaxsolveSparseFindInRows.restype = ctypes.c_int32
 _cpu.JaxsolveSparseSpgemmProducts.argtypes = [ctypes.c_int32] + [_I32] * 3
@@ -629,6 +631,15 @@ def dsatur_coloring(first_indptr: Any, first_indices: Any, second_indptr: Any,
     if count < 0:
         raise MemoryError("color_columns: not enough memory for the coloring.")
     return colors
+
+
+def host_threads() -> int:
+    """The most threads a host setup kernel splits its work over: the CPUs this process may
+    run on (its affinity mask), at most its cgroup's CPU quota.
+
+    Found once per process.  In a container the host's CPU count can be many times this.
+    """
+    return int(_cpu.JaxsolveSparseHostThreads())
 
 
 def find_in_rows(indptr: np.ndarray, indices: np.ndarray, columns: np.ndarray | None,

@@ -4,20 +4,47 @@
 #ifndef JAXSOLVE_SPARSE_CSRC_ROW_BLOCKS_H_
 #define JAXSOLVE_SPARSE_CSRC_ROW_BLOCKS_H_
 
+#include <sched.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <fstream>
+#include <string>
 #include <thread>
 #include <vector>
 
 namespace jaxsolve::sparse {
 
+// The cores this process may use, found once: the CPUs of its affinity mask
+// (a container's cpuset), at most its cgroup's CPU quota rounded up (cgroup
+// v2 cpu.max, as `docker --cpus` sets it). std::thread::hardware_concurrency
+// counts every CPU of the host instead, which in a container of 16 cores on a
+// host of hundreds started hundreds of threads per call, each with its own
+// marker tables, to share 16 cores.
+inline int64_t Cores() {
+  static const int64_t cores = [] {
+    int64_t count = std::thread::hardware_concurrency();
+    cpu_set_t mask;
+    if (sched_getaffinity(0, sizeof(mask), &mask) == 0) count = CPU_COUNT(&mask);
+    std::ifstream cpu_max("/sys/fs/cgroup/cpu.max");
+    std::string quota;
+    int64_t period = 0;
+    if (cpu_max >> quota >> period && quota != "max" && period > 0) {
+      try {
+        count = std::min<int64_t>(count, (std::stoll(quota) + period - 1) / period);
+      } catch (...) {  // not a number: no quota we understand
+      }
+    }
+    return std::max<int64_t>(count, 1);
+  }();
+  return cores;
+}
+
 // How many blocks `work` units make, at least `min_work` each and at most one
 // per core.
 inline int64_t BlocksFor(int64_t work, int64_t min_work) {
-  const int64_t cores =
-      std::max<int64_t>(1, std::thread::hardware_concurrency());
-  return std::clamp<int64_t>(work / std::max<int64_t>(min_work, 1), 1, cores);
+  return std::clamp<int64_t>(work / std::max<int64_t>(min_work, 1), 1, Cores());
 }
 
 // Calls body(b, begin, end) for the `blocks` contiguous blocks b of [0, n),
