@@ -436,9 +436,11 @@ def assert_sorted_distinct_rows(graph: WeightedGraph):
 
 
 class TestWeightedGraphs:
-    @pytest.mark.parametrize("seed", [0, 1, 2])
-    def test_coupling_graph_is_the_scaled_symmetric_part(self, seed):
-        matrix = random_graph(40, 0.15, seed)  # unsymmetric, shuffled rows, with a diagonal
+    @pytest.mark.parametrize(("seed", "n", "density"),
+                             [(0, 40, 0.15), (1, 40, 0.15), (2, 40, 0.15),
+                              (3, 200, 0.3)])  # rows of more than 32 entries
+    def test_coupling_graph_is_the_scaled_symmetric_part(self, seed, n, density):
+        matrix = random_graph(n, density, seed)  # unsymmetric, shuffled rows, with a diagonal
         graph = coupling_graph(matrix.indptr, matrix.indices, matrix.data)
         root = np.sqrt(np.abs(matrix.diagonal()))
         magnitudes = abs(matrix).toarray()
@@ -504,14 +506,16 @@ class TestWeightedGraphs:
         assert graph.indices.tolist() == [1, 0] and graph.weights.tolist() == [0.0, 0.0]
 
     @pytest.mark.parametrize("keep_diagonal", [False, True])
-    def test_contract_graph_is_membership_product(self, keep_diagonal):
-        matrix = random_graph(50, 0.2, 3)
-        groups = np.random.default_rng(3).integers(0, 12, 50)
-        groups[:12] = np.arange(12)  # every group has a member
+    @pytest.mark.parametrize(("n", "density", "n_groups"), [(50, 0.2, 12), (400, 0.3, 100)],
+                             ids=["short-rows", "long-rows"])  # rows of more than 32 groups
+    def test_contract_graph_is_membership_product(self, keep_diagonal, n, density, n_groups):
+        matrix = random_graph(n, density, 3)
+        groups = np.random.default_rng(3).integers(0, n_groups, n)
+        groups[:n_groups] = np.arange(n_groups)  # every group has a member
         graph = contract_graph(WeightedGraph(matrix.indptr, matrix.indices, matrix.data),
-                               groups, 12, keep_diagonal=keep_diagonal)
+                               groups, n_groups, keep_diagonal=keep_diagonal)
         membership = scipy.sparse.csr_array(
-            (np.ones(50), (np.arange(50), groups)), shape=(50, 12))
+            (np.ones(n), (np.arange(n), groups)), shape=(n, n_groups))
         expected = (membership.T @ matrix @ membership).toarray()
         if not keep_diagonal:
             np.fill_diagonal(expected, 0)

@@ -596,6 +596,8 @@ def contract_graph(graph: WeightedGraph, groups: Any, n_groups: int, *,
     nnz = _cpu.JaxsolveSparseContractGraph(
         n, indptr, indices, weights, np.ascontiguousarray(groups, np.int32), n_groups,
         int(keep_diagonal), out_indptr, out_indices, out_weights)
+    if nnz < 0:
+        raise MemoryError(f"{fn}: out of memory for the groups' rows")
     return WeightedGraph(out_indptr, out_indices[:nnz], out_weights[:nnz])
 
 
