@@ -44,6 +44,7 @@ from jaxsolve.sparse._native import (
     coupling_graph,
     csr_matvec,
     csr_product_values,
+    csr_transpose,
     find_in_rows,
     spgemm_symbolic,
 )
@@ -73,6 +74,7 @@ def test_docstring_examples_run():
                                "JaxsolveSparseCouplingGraph", "JaxsolveSparseContractGraph",
                                "JaxsolveSparseSpgemm", "JaxsolveSparseSpgemmProducts",
                                "JaxsolveSparseFindInRows", "JaxsolveSparseHostThreads",
+                               "JaxsolveSparseCsrTranspose",
                                "JaxsolveSparseClassicalStrength",
                                "JaxsolveSparseClassicalSplitting",
                                "JaxsolveSparseInterpolationPlan",
@@ -384,6 +386,36 @@ def test_host_threads_follow_the_affinity_mask():
         capture_output=True, text=True, check=True,
         env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
     assert one_cpu.stdout.split() == ["1"]
+
+
+# ----------------------------------------------------------------------------------------
+# csr_transpose
+
+
+@pytest.mark.parametrize(("shape", "density"), [((40, 30), 0.2), ((30, 40), 0.0), ((1, 1), 1.0),
+                                                ((7, 300), 0.05)])
+def test_csr_transpose_is_scipys_csc(shape, density):
+    matrix = shuffled_rows(random_csr(shape, np.float64, density, seed=6, empty_rows=(0,)), 7)
+    check_transpose(matrix.indptr, matrix.indices, shape)
+
+
+def test_csr_transpose_over_many_threads():
+    # 300000 rows of two entries in 50 columns, unsorted, repeated columns: several blocks
+    # of rows, each counting its own entries per column.
+    indptr = np.arange(0, 600001, 2, dtype=np.int32)
+    indices = np.random.default_rng(8).integers(0, 50, 600000).astype(np.int32)
+    check_transpose(indptr, indices, (300000, 50))
+
+
+def check_transpose(indptr, indices, shape):
+    """csr_transpose equals SciPy's CSR -> CSC of the entry numbers, entry for entry."""
+    expected = scipy.sparse.csr_array(
+        (np.arange(indices.size, dtype=np.int32), indices, indptr), shape=shape).tocsc()
+    t_indptr, t_indices, source = csr_transpose(indptr, indices, shape[1])
+    np.testing.assert_array_equal(t_indptr, expected.indptr)
+    np.testing.assert_array_equal(t_indices, expected.indices)
+    np.testing.assert_array_equal(source, expected.data)
+    assert t_indptr.dtype == t_indices.dtype == source.dtype == np.int32
 
 
 # ----------------------------------------------------------------------------------------

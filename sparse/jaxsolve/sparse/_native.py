@@ -71,6 +71,8 @@ _cpu.JaxsolveSparseColorDsatur.argtypes = [ctypes.c_int32, _I64, _I32, _I64, _I3
 _cpu.JaxsolveSparseColorDsatur.restype = ctypes.c_int32
 _cpu.JaxsolveSparseHostThreads.argtypes = []
 _cpu.JaxsolveSparseHostThreads.restype = ctypes.c_int32
+_cpu.JaxsolveSparseCsrTranspose.argtypes = [ctypes.c_int32] * 2 + [_I32] * 5
+_cpu.JaxsolveSparseCsrTranspose.restype = ctypes.c_int32
 _cpu.JaxsolveSparseFindInRows.argtypes = [ctypes.c_int32, _I32, _I32, ctypes.c_void_p, _I32]
 _cpu.JaxsolveSparseFindInRows.restype = ctypes.c_int32
 _cpu.JaxsolveSparseSpgemmProducts.argtypes = [ctypes.c_int32] + [_I32] * 3
@@ -642,6 +644,28 @@ def host_threads() -> int:
     Found once per process.  In a container the host's CPU count can be many times this.
     """
     return int(_cpu.JaxsolveSparseHostThreads())
+
+
+def csr_transpose(indptr: np.ndarray, indices: np.ndarray,
+                  n_cols: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The pattern of the transpose of an ``n × n_cols`` CSR pattern, and where each of its
+    entries comes from: ``(indptr, indices, from)`` with ``from[k]`` the position in
+    ``indices`` of the transpose's entry ``k``.
+
+    Rows stay ascending within each column: entry for entry SciPy's CSR → CSC conversion,
+    a counting sort by column, here native and over the cores.  Unchecked: for the int32
+    patterns the AMG setup made or checked (a :class:`~._csr_arrays.CsrStructure`'s); see
+    ``csrc/csr_transpose.cc``.
+    """
+    indptr = np.ascontiguousarray(indptr, np.int32)
+    indices = np.ascontiguousarray(indices, np.int32)
+    t_indptr = np.empty(n_cols + 1, np.int32)
+    t_indices = np.empty(indices.shape[0], np.int32)
+    source = np.empty(indices.shape[0], np.int32)
+    if _cpu.JaxsolveSparseCsrTranspose(indptr.shape[0] - 1, n_cols, indptr, indices,
+                                       t_indptr, t_indices, source):
+        raise MemoryError("csr_transpose: out of memory for the column counts")
+    return t_indptr, t_indices, source
 
 
 def find_in_rows(indptr: np.ndarray, indices: np.ndarray, columns: np.ndarray | None,
