@@ -21,9 +21,12 @@ JAX's CUDA major the first time a product runs on a GPU):
   the host (the classical setup's next level).
 * :func:`spgemm_symbolic`: the pattern of a sparse product ``C = A B``, on which the numeric
   product (``A P``, ``Pᵀ A P`` in an AMG setup) runs.
+* :func:`csr_transpose` and :func:`find_in_rows`: a pattern's transpose (``R = Pᵀ``), and
+  where given columns (the diagonal) sit in its rows.
 
 The setup kernels run on the host, through ``ctypes``, in time linear in their input: a few
-hundred milliseconds for two million rows.
+hundred milliseconds for two million rows, split over the cores this process may use
+(:func:`host_threads`).
 """
 
 from __future__ import annotations
