@@ -118,6 +118,17 @@ class TestNativeLibrary:
         library = jaxsolve.layout.NativeLibrary("jaxsolve.demo", tmp_path, "demo", {}, cpu=False)
         assert library.ships_cuda_library() is ships
 
+    @pytest.mark.parametrize("major", [12, 13])
+    def test_loads_the_cuda_library_of_the_plugins_major(self, monkeypatch, major):
+        # Loading needs no GPU (the static CUDA runtime finds the driver at its first call).
+        monkeypatch.setattr(jaxsolve.layout._native_library, "_cuda_major", lambda: major)
+        target = f"jaxsolve_layout_test_cuda{major}_row_to_column_major"
+        library = jaxsolve.layout.NativeLibrary(
+            "jaxsolve.layout", _PACKAGE, "jaxsolve_layout",
+            {target: "JaxsolveLayoutLocalRowToColumnMajor"}, cpu=False)
+        assert library.cuda_unavailable_reason is None
+        assert library.cuda._name == str(_PACKAGE / f"libjaxsolve_layout_cuda{major}.so")
+
     def test_native_library_without_cpu_library(self, tmp_path):
         # GPU-only handlers (jaxsolve.dense's cuSOLVER ones): nothing to load at construction.
         library = jaxsolve.layout.NativeLibrary("jaxsolve.demo", tmp_path, "demo", {}, cpu=False)
