@@ -8,8 +8,9 @@ pinned by hash. The local ones can be redirected with `--repo_env`:
 - `JAXSOLVE_PYTHON`: the interpreter (default: `<workspace>/.venv/bin/python`). It is used
   by its own path, never resolved through symlinks: a venv's `bin/python` is a symlink to
   the base interpreter, and resolving it would lose the venv's site-packages.
-- `JAXSOLVE_CUDA<major>_PATH`: a local CUDA toolkit (with `bin/nvcc`, `include/`,
-  `lib64/` or `lib/`) to use instead of the `nvidia/cu<major>` pip wheels in the venv.
+- `JAXSOLVE_CUDA<major>_PATH`: for a `cuda_toolkit` repository (CUDA 13's), a local CUDA
+  toolkit (with `bin/nvcc`, `include/`, `lib64/` or `lib/`) to use instead of the
+  `nvidia/cu<major>` pip wheels in the venv.
 """
 
 def _interpreter(rctx):
