@@ -107,10 +107,14 @@ def _write_cuda_toolkit(rctx, major, nvcc, comment, tools = []):
     the compiler, run through a wrapper (not a symlink: nvcc finds nvcc.profile, cicc and
     ptxas from its own path). `tools` names more files of the repository to export.
     """
-    rctx.file("nvcc", "#!/bin/sh\nexec '%s' \"$@\"\n" % nvcc, executable = True)
     version = rctx.execute([nvcc, "--version"]).stdout.strip().split("\n")[-1]
     if not version.startswith("Build cuda_%d." % major):
         fail("%s is not a CUDA %d compiler: %s" % (nvcc, major, version))
+
+    # The wrapper is the compile actions' only input from the toolkit, so it names what the
+    # toolkit is made of: another compiler or other headers then recompile.
+    rctx.file("nvcc", "#!/bin/sh\n# %s\n# %s\nexec '%s' \"$@\"\n" % (comment, version, nvcc),
+              executable = True)
     rctx.file("BUILD.bazel", """\
 package(default_visibility = ["//visibility:public"])
 
