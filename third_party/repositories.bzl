@@ -1,14 +1,16 @@
-"""Repository rules that find jaxsolve's build toolchains on the machine.
+"""Repository rules for jaxsolve's build toolchains.
 
-None of them downloads anything: `tools/dev` installs the pinned Python packages (JAX, and
-the pip wheels of the CUDA compiler) into the project's venv, and these rules point Bazel at
-them. Each can be redirected with `--repo_env`:
+Most find them on the machine: `tools/dev` installs the pinned Python packages (JAX, and
+the pip wheels of the CUDA 13 compiler) into the project's venv, and these rules point Bazel
+at them. Those named `downloaded_...` or `..._headers` download what has no such wheel,
+pinned by hash. The local ones can be redirected with `--repo_env`:
 
 - `JAXSOLVE_PYTHON`: the interpreter (default: `<workspace>/.venv/bin/python`). It is used
   by its own path, never resolved through symlinks: a venv's `bin/python` is a symlink to
   the base interpreter, and resolving it would lose the venv's site-packages.
-- `JAXSOLVE_CUDA<major>_PATH`: a local CUDA toolkit (with `bin/nvcc`, `include/`,
-  `lib64/` or `lib/`) to use instead of the `nvidia/cu<major>` pip wheels in the venv.
+- `JAXSOLVE_CUDA<major>_PATH`: for a `cuda_toolkit` repository (CUDA 13's), a local CUDA
+  toolkit (with `bin/nvcc`, `include/`, `lib64/` or `lib/`) to use instead of the
+  `nvidia/cu<major>` pip wheels in the venv.
 """
 
 def _interpreter(rctx):
@@ -98,27 +100,27 @@ xla_ffi_headers = repository_rule(
     doc = "XLA's header-only FFI API, taken from the installed jaxlib (`jax.ffi.include_dir()`).",
 )
 
-def _cuda_toolkit_impl(rctx):
-    major = rctx.attr.major
-    root = rctx.os.environ.get("JAXSOLVE_CUDA%d_PATH" % major, "")
-    if not root:
-        root = _nvidia_wheel_dir(rctx, "cu%d" % major, "bin/nvcc")
-    if not root or not rctx.path(root + "/bin/nvcc").exists:
-        fail(("No CUDA %d compiler found (looked for the nvidia-cuda-nvcc pip wheel in the venv). " +
-              "Run `tools/dev test`, which installs the pinned wheels, or point " +
-              "--repo_env=JAXSOLVE_CUDA%d_PATH at a local toolkit.") % (major, major))
-    libdir = root + "/lib64" if rctx.path(root + "/lib64/libcudart_static.a").exists else root + "/lib"
-    rctx.symlink(root + "/include", "include")
-    rctx.symlink(libdir + "/libcudart_static.a", "lib/libcudart_static.a")
+def _write_cuda_toolkit(rctx, major, nvcc, comment, tools = []):
+    """The BUILD file of a CUDA toolkit repository: `nvcc`, `headers`, `cudart_static`.
 
-    # A wrapper, not a symlink: nvcc finds nvcc.profile, cicc and ptxas from its own path.
-    rctx.file("nvcc", "#!/bin/sh\nexec '%s/bin/nvcc' \"$@\"\n" % root, executable = True)
-    version = rctx.execute([root + "/bin/nvcc", "--version"]).stdout.strip().split("\n")[-1]
+    Expects `include/` and `lib/libcudart_static.a` in the repository; `nvcc` is the path of
+    the compiler, run through a wrapper (not a symlink: nvcc finds nvcc.profile, cicc and
+    ptxas from its own path). `tools` names more files of the repository to export.
+    """
+    version = rctx.execute([nvcc, "--version"]).stdout.strip().split("\n")[-1]
+    if not version.startswith("Build cuda_%d." % major):
+        fail("%s is not a CUDA %d compiler: %s" % (nvcc, major, version))
+
+    # The wrapper is the compile actions' only input from the toolkit, so it names what the
+    # toolkit is made of: another compiler or other headers then recompile.
+    rctx.file("nvcc", "#!/bin/sh\n# %s\n# %s\nexec '%s' \"$@\"\n" % (comment, version, nvcc),
+              executable = True)
     rctx.file("BUILD.bazel", """\
 package(default_visibility = ["//visibility:public"])
 
+# {comment}
 # {version}
-exports_files(["nvcc"])
+exports_files({tools})
 
 cc_library(
     name = "headers",
@@ -135,7 +137,21 @@ cc_library(
     srcs = ["lib/libcudart_static.a"],
     linkopts = ["-ldl", "-lpthread", "-lrt"],
 )
-""".format(major = major, version = version))
+""".format(comment = comment, major = major, version = version, tools = repr(["nvcc"] + tools)))
+
+def _cuda_toolkit_impl(rctx):
+    major = rctx.attr.major
+    root = rctx.os.environ.get("JAXSOLVE_CUDA%d_PATH" % major, "")
+    if not root:
+        root = _nvidia_wheel_dir(rctx, "cu%d" % major, "bin/nvcc")
+    if not root or not rctx.path(root + "/bin/nvcc").exists:
+        fail(("No CUDA %d compiler found (looked for the nvidia-cuda-nvcc pip wheel in the venv). " +
+              "Run `tools/dev test`, which installs the pinned wheels, or point " +
+              "--repo_env=JAXSOLVE_CUDA%d_PATH at a local toolkit.") % (major, major))
+    libdir = root + "/lib64" if rctx.path(root + "/lib64/libcudart_static.a").exists else root + "/lib"
+    rctx.symlink(root + "/include", "include")
+    rctx.symlink(libdir + "/libcudart_static.a", "lib/libcudart_static.a")
+    _write_cuda_toolkit(rctx, major, root + "/bin/nvcc", "The CUDA toolkit at " + root)
 
 cuda_toolkit = repository_rule(
     implementation = _cuda_toolkit_impl,
@@ -143,6 +159,79 @@ cuda_toolkit = repository_rule(
     environ = ["JAXSOLVE_PYTHON", "JAXSOLVE_CUDA12_PATH", "JAXSOLVE_CUDA13_PATH"],
     local = True,
     doc = "A CUDA toolkit of one major version: nvcc, headers, the static runtime.",
+)
+
+def _downloaded_cuda_toolkit_impl(rctx):
+    # The compiler: Debian's package keeps nvcc and cicc in usr/lib/nvidia-cuda-toolkit/bin,
+    # ptxas, fatbinary, nvlink and cudafe++ in usr/bin, libdevice beside them.
+    rctx.download_and_extract(url = rctx.attr.compiler_deb, sha256 = rctx.attr.compiler_deb_sha256,
+                              type = "deb", output = "deb")
+    data = [p for p in rctx.path("deb").readdir() if p.basename.startswith("data.tar")]
+    if len(data) != 1:
+        fail("%s holds no single data.tar.*" % rctx.attr.compiler_deb)
+    rctx.extract(data[0], output = "compiler")
+    for p in rctx.path("deb").readdir():
+        rctx.delete(p)
+    toolkit = rctx.path("compiler/usr/lib/nvidia-cuda-toolkit")
+    rctx.delete(toolkit.get_child("bin").get_child("nvcc.profile"))  # a link to /etc/nvcc.profile
+    # Debian's gcc/g++ wrappers pick the newest g++-<N> installed; nvcc uses the host's `gcc`
+    # instead, as the CUDA 13 build does.
+    rctx.delete(toolkit.get_child("bin").get_child("gcc"))
+    rctx.delete(toolkit.get_child("bin").get_child("g++"))
+    rctx.file(toolkit.get_child("bin").get_child("nvcc.profile"), """\
+NVVMIR_LIBRARY_DIR = {toolkit}/libdevice
+PATH += {toolkit}/bin:{usr}/bin:
+INCLUDES += "-I{include}" $(_SPACE_)
+""".format(toolkit = toolkit, usr = rctx.path("compiler/usr"), include = rctx.path("include")))
+
+    # The headers: every nvidia/*/include folder of the header wheels, merged into include/.
+    for i, (url, sha256) in enumerate(rctx.attr.header_wheels.items()):
+        rctx.download_and_extract(url = url, sha256 = sha256, type = "zip", output = "w%d" % i)
+        for part in rctx.path("w%d/nvidia" % i).readdir():
+            if not part.get_child("include").exists:
+                continue
+            for entry in part.get_child("include").readdir():
+                if entry.basename == "__init__.py":
+                    continue
+                if rctx.path("include/" + entry.basename).exists:
+                    fail("include/%s comes from two header wheels" % entry.basename)
+                rctx.symlink(entry, "include/" + entry.basename)
+
+    rctx.download_and_extract(url = rctx.attr.runtime_wheel, sha256 = rctx.attr.runtime_wheel_sha256,
+                              type = "zip", output = "runtime")
+    rctx.symlink("runtime/nvidia/cuda_runtime/lib/libcudart_static.a", "lib/libcudart_static.a")
+    # The tests list the architectures of our fat binaries with it (it reads CUDA 13's too).
+    rctx.symlink("compiler/usr/bin/cuobjdump", "cuobjdump")
+    _write_cuda_toolkit(
+        rctx,
+        rctx.attr.major,
+        str(toolkit.get_child("bin").get_child("nvcc")),
+        "nvcc of %s, the headers of %s, the static runtime of %s." % (
+            rctx.attr.compiler_deb, ", ".join(rctx.attr.header_wheels), rctx.attr.runtime_wheel),
+        tools = ["cuobjdump"],
+    )
+
+downloaded_cuda_toolkit = repository_rule(
+    implementation = _downloaded_cuda_toolkit_impl,
+    attrs = {
+        "major": attr.int(mandatory = True, values = [12, 13]),
+        "compiler_deb": attr.string(mandatory = True, doc = "Debian's nvidia-cuda-toolkit .deb"),
+        "compiler_deb_sha256": attr.string(mandatory = True),
+        "header_wheels": attr.string_dict(
+            mandatory = True,
+            doc = "url -> sha256 of the pip wheels whose nvidia/*/include folders make the " +
+                  "headers: the runtime's and nvcc's crt/ of the compiler's version, CCCL's nv/"),
+        "runtime_wheel": attr.string(
+            mandatory = True, doc = "the nvidia-cuda-runtime-cu<major> wheel of libcudart_static.a"),
+        "runtime_wheel_sha256": attr.string(mandatory = True),
+    },
+    doc = """A CUDA toolkit (the targets of cuda_toolkit) downloaded, pinned by hash.
+
+    For a CUDA major whose compiler has no pip wheel (CUDA 12's nvidia-cuda-nvcc-cu12 holds
+    only ptxas, libnvvm and the crt/ headers): nvcc, cicc, ptxas, fatbinary and nvlink come
+    from Debian's nvidia-cuda-toolkit package (whose binaries need only glibc 2.14), the
+    headers and the static runtime from NVIDIA's pip wheels. Downloaded (about 110 MB) only
+    when a target uses it.""",
 )
 
 def _nvidia_wheel_headers_impl(rctx):
@@ -160,54 +249,6 @@ cc_library(
     deps = {deps},
 )
 """.format(url = rctx.attr.url, deps = repr([str(d) for d in rctx.attr.deps])))
-
-def _cuda_runtime_wheel_impl(rctx):
-    rctx.download_and_extract(url = rctx.attr.url, sha256 = rctx.attr.sha256, type = "zip",
-                              output = "runtime")
-    rctx.symlink("runtime/nvidia/cuda_runtime/lib/libcudart_static.a", "lib/libcudart_static.a")
-    includes = ["runtime/nvidia/cuda_runtime/include"]
-    for i, (url, sha256) in enumerate(rctx.attr.header_wheels.items()):
-        rctx.download_and_extract(url = url, sha256 = sha256, type = "zip", output = "w%d" % i)
-        includes += ["w%d/nvidia/%s/include" % (i, p.basename)
-                     for p in rctx.path("w%d/nvidia" % i).readdir()
-                     if p.get_child("include").exists]
-    rctx.file("BUILD.bazel", """\
-package(default_visibility = ["//visibility:public"])
-
-# The CUDA runtime of the pip wheel {url}, with the headers it includes from
-# {header_wheels}. No compiler: for C++ that calls the runtime API only (the same
-# targets as a cuda_toolkit repository's).
-cc_library(
-    name = "headers",
-    hdrs = glob(["%s/**" % folder for folder in {includes}]),
-    includes = {includes},
-)
-
-# Linked statically, as cuda_toolkit's: no libcudart.so at run time.
-cc_library(
-    name = "cudart_static",
-    srcs = ["lib/libcudart_static.a"],
-    linkopts = ["-ldl", "-lpthread", "-lrt"],
-)
-""".format(url = rctx.attr.url, header_wheels = ", ".join(rctx.attr.header_wheels),
-           includes = repr(includes)))
-
-cuda_runtime_wheel = repository_rule(
-    implementation = _cuda_runtime_wheel_impl,
-    attrs = {
-        "url": attr.string(mandatory = True, doc = "an nvidia-cuda-runtime-cu<major> wheel"),
-        "sha256": attr.string(mandatory = True),
-        "header_wheels": attr.string_dict(
-            doc = "url -> sha256 of wheels whose nvidia/*/include folders the runtime's " +
-                  "headers include (nvcc's crt/, CCCL's nv/)"),
-    },
-    doc = """The CUDA runtime's headers and static library from pip wheels, pinned by hash.
-
-    For a CUDA major whose compiler has no pip wheel (CUDA 12's nvidia-cuda-nvcc-cu12 holds
-    only ptxas, libnvvm and the crt/ headers): it builds the libraries whose C++ calls the
-    runtime API without CUDA kernels (our cuSOLVERMp handlers and NCCL communicators).
-    Downloaded only when a target uses it.""",
-)
 
 nvidia_wheel_headers = repository_rule(
     implementation = _nvidia_wheel_headers_impl,

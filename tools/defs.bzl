@@ -35,12 +35,25 @@ def jaxsolve_py_tests(srcs, deps = [], data = [], size = "medium", **kwargs):
             **kwargs
         )
 
-def cuda_library(name, srcs, hdrs = [], deps = [], cuda = "@cuda13", copts = []):
-    """Compiles `.cu` sources with nvcc into a static, position-independent library.
+# The GPUs cuda_library compiles for, per CUDA major: SASS for sm_80 and sm_90, and PTX of the
+# newest architecture the compiler knows, which the driver compiles for later GPUs. CUDA 12's
+# nvcc (12.4) knows up to sm_90; CUDA 13's, sm_100.
+_CUDA_GENCODES = {
+    12: ["arch=compute_80,code=sm_80", "arch=compute_90,code=sm_90",
+         "arch=compute_90,code=compute_90"],
+    13: ["arch=compute_80,code=sm_80", "arch=compute_90,code=sm_90",
+         "arch=compute_100,code=compute_100"],
+}
 
-    Builds SASS for sm_80 and sm_90 and PTX for sm_100 (forward compatible). The result is
-    an ordinary `cc_library`, linked into a `cc_binary(linkshared = True)` as usual.
+def cuda_library(name, srcs, major, hdrs = [], deps = [], copts = []):
+    """Compiles `.cu` sources with the nvcc of CUDA `major` into a static, PIC library.
+
+    Uses the toolkit repository `@cuda<major>`, for the architectures of `_CUDA_GENCODES`.
+    The sources see `JAXSOLVE_CUDA_MAJOR` defined to `major` (layout's cuda_error.h checks it
+    against the headers'). The result is an ordinary `cc_library`, linked into a
+    `cc_binary(linkshared = True)` as usual, with that major's static runtime.
     """
+    cuda = "@cuda%d" % major
     ffi_h = "@xla_ffi//:include/xla/ffi/api/ffi.h"
     objects = []
     for src in srcs:
@@ -57,9 +70,8 @@ def cuda_library(name, srcs, hdrs = [], deps = [], cuda = "@cuda13", copts = [])
                 "tmp=$$(mktemp -d) && trap 'rm -rf \"$$tmp\"' EXIT && TMPDIR=$$tmp",
                 "$(execpath %s//:nvcc)" % cuda,
                 "-c -O3 -std=c++17 -Xcompiler -fPIC,-fvisibility=hidden",
-                "-gencode arch=compute_80,code=sm_80",
-                "-gencode arch=compute_90,code=sm_90",
-                "-gencode arch=compute_100,code=compute_100",
+                "-DJAXSOLVE_CUDA_MAJOR=%d" % major,
+                " ".join(["-gencode " + gencode for gencode in _CUDA_GENCODES[major]]),
                 "-I. -I$$(dirname $(execpath %s))/../../.." % ffi_h,
                 " ".join(copts),
                 "-o $@ $(execpath %s)" % src,

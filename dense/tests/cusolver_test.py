@@ -36,7 +36,7 @@ class TestSelection:
 
     @pytest.mark.parametrize("family", _backend.FAMILIES)
     def test_one_gpu_of_a_cuda12_plugin_takes_xla(self, monkeypatch, family):
-        # No CUDA 12 cuSOLVER library is built (no CUDA 12 compiler wheel): XLA computes.
+        # No CUDA 12 cuSOLVER library is built (no CUDA 12 cuSOLVER headers): XLA computes.
         monkeypatch.setattr(jaxsolve.layout._native_library, "_cuda_major", lambda: 12)
         on_gpu = _layout.Layout(device_platform="gpu")
         assert _backend.backend_name(family, on_gpu, np.float64) == "xla"

@@ -80,12 +80,12 @@ class TestStorage:
             np.asarray(storage), np.asarray(general).transpose(0, 2, 1, 3).reshape(storage.shape))
         np.testing.assert_array_equal(_cusolvermp.matrix_from_storage(g, storage, plan), a)
 
-    def test_a_cuda12_plugin_moves_the_matrix_by_copy(self, rows, cols, monkeypatch):
-        # jaxsolve.layout's in-place transpose has no CUDA 12 library.
+    @pytest.mark.parametrize("major", [12, 13])
+    def test_either_cuda_plugin_takes_the_in_place_transpose(self, rows, cols, major,
+                                                             monkeypatch):
+        # jaxsolve.layout ships its in-place transpose for CUDA 12 and 13.
         g = grid(grid_mesh(rows, cols))
-        monkeypatch.setattr(jl._native_library, "_cuda_major", lambda: 12)
-        assert not _cusolvermp._in_place(g, g.plan(16, 8))
-        monkeypatch.setattr(jl._native_library, "_cuda_major", lambda: 13)
+        monkeypatch.setattr(jl._native_library, "_cuda_major", lambda: major)
         assert _cusolvermp._in_place(g, g.plan(16, 8)) == (rows == cols == 1)
 
     def test_diagonal(self, rows, cols, x64):

@@ -1,12 +1,15 @@
 """Checks how the native libraries of jaxsolve.layout are linked and loaded, without a GPU too.
 
-Only the CUDA 13 library's kernels run on the GPU host; here CI checks that it is built,
-links against nothing but the C/C++ runtime (the CUDA runtime is linked statically, so no
-libcudart.so.13 is needed beside JAX's), and exports only our functions: the FFI handlers (and, on the CPU, the scratch size).
+The CUDA libraries, one per CUDA major (12: nvcc 12.4, 13: nvcc 13), run their kernels on a GPU
+host only (the CUDA 13 one on ours: there is no CUDA 12 GPU host); here CI checks that each is
+built, links against nothing but the C/C++ runtime (the CUDA runtime is linked statically, so
+no libcudart.so.<major> is needed beside JAX's), holds machine code for sm_80 and sm_90, and
+exports only our functions: the FFI handlers (and, on the CPU, the scratch size).
 `NativeLibrary`, which loads them (and the sibling packages' libraries), registers targets for
 the CPU at once, fails clearly on a missing library or handler, and refuses GPU ops only.
 """
 
+import os
 import pathlib
 import re
 import subprocess
@@ -21,6 +24,7 @@ _PACKAGE = pathlib.Path(jaxsolve.layout.__file__).parent
 _HANDLERS = {"JaxsolveLayoutLocalColumnToRowMajor", "JaxsolveLayoutLocalRowToColumnMajor"}
 _EXPORTS = {
     "libjaxsolve_layout.so": _HANDLERS | {"JaxsolveLayoutLocalScratchElements"},
+    "libjaxsolve_layout_cuda12.so": _HANDLERS,
     "libjaxsolve_layout_cuda13.so": _HANDLERS,
 }
 _SYSTEM = {"libc.so.6", "libm.so.6", "libstdc++.so.6", "libgcc_s.so.1", "ld-linux-x86-64.so.2",
@@ -38,7 +42,7 @@ def _exported_functions(library: pathlib.Path) -> set[str]:
     return {line.split()[-1] for line in dump.stdout.splitlines() if line.split()[-2] == "T"}
 
 
-@pytest.mark.parametrize("name", ["libjaxsolve_layout.so", "libjaxsolve_layout_cuda13.so"])
+@pytest.mark.parametrize("name", sorted(_EXPORTS))
 def test_library_links_only_the_system_runtime(name):
     library = _PACKAGE / name
     assert library.is_file(), f"{name} is not beside {jaxsolve.layout.__file__}"
@@ -50,10 +54,19 @@ def test_library_exports_only_our_functions(name):
     assert _exported_functions(_PACKAGE / name) == _EXPORTS[name]
 
 
-def test_cuda_library_holds_sm80_and_sm90_machine_code():
-    # Each cubin in the fat binary records the ptxas options it was built with.
-    data = (_PACKAGE / "libjaxsolve_layout_cuda13.so").read_bytes()
-    assert set(re.findall(rb"-arch (sm_\d+)", data)) == {b"sm_80", b"sm_90"}
+# The newest architecture each major's nvcc knows, whose PTX the library carries for later GPUs.
+_PTX = {12: "sm_90", 13: "sm_100"}
+
+
+@pytest.mark.parametrize("major", sorted(_PTX))
+def test_cuda_library_holds_sm80_and_sm90_machine_code_and_ptx(major):
+    # cuobjdump of CUDA 12 (Bazel passes it in JAXSOLVE_CUOBJDUMP) reads CUDA 13's fat binaries too.
+    listing = subprocess.run(
+        [os.environ.get("JAXSOLVE_CUOBJDUMP", "cuobjdump"), "--list-elf", "--list-ptx",
+         str(_PACKAGE / f"libjaxsolve_layout_cuda{major}.so")],
+        check=True, capture_output=True, text=True).stdout
+    assert set(re.findall(r"ELF file .*\.(sm_\d+)\.cubin", listing)) == {"sm_80", "sm_90"}
+    assert set(re.findall(r"PTX file .*\.(sm_\d+)\.ptx", listing)) == {_PTX[major]}
 
 
 class TestNativeLibrary:
@@ -104,6 +117,17 @@ class TestNativeLibrary:
         monkeypatch.setattr(jaxsolve.layout._native_library, "_cuda_major", lambda: major)
         library = jaxsolve.layout.NativeLibrary("jaxsolve.demo", tmp_path, "demo", {}, cpu=False)
         assert library.ships_cuda_library() is ships
+
+    @pytest.mark.parametrize("major", [12, 13])
+    def test_loads_the_cuda_library_of_the_plugins_major(self, monkeypatch, major):
+        # Loading needs no GPU (the static CUDA runtime finds the driver at its first call).
+        monkeypatch.setattr(jaxsolve.layout._native_library, "_cuda_major", lambda: major)
+        target = f"jaxsolve_layout_test_cuda{major}_row_to_column_major"
+        library = jaxsolve.layout.NativeLibrary(
+            "jaxsolve.layout", _PACKAGE, "jaxsolve_layout",
+            {target: "JaxsolveLayoutLocalRowToColumnMajor"}, cpu=False)
+        assert library.cuda_unavailable_reason is None
+        assert library.cuda._name == str(_PACKAGE / f"libjaxsolve_layout_cuda{major}.so")
 
     def test_native_library_without_cpu_library(self, tmp_path):
         # GPU-only handlers (jaxsolve.dense's cuSOLVER ones): nothing to load at construction.

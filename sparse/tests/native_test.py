@@ -84,6 +84,7 @@ def test_docstring_examples_run():
                                "JaxsolveSparseTruncation", "JaxsolveSparseMultipassPlan",
                                "JaxsolveSparseMultipassSizes", "JaxsolveSparseMultipassCopy",
                                "JaxsolveSparseCsrProductHost"}),
+    ("libjaxsolve_sparse_cuda12.so", {"JaxsolveSparseCsrMatvec", "JaxsolveSparseCsrProduct"}),
     ("libjaxsolve_sparse_cuda13.so", {"JaxsolveSparseCsrMatvec", "JaxsolveSparseCsrProduct"}),
 ])
 def test_libraries_export_our_functions_and_need_only_the_c_runtime(name, exports):

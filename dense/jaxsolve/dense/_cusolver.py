@@ -306,9 +306,10 @@ def gesvd(a: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
 
 def on_one_gpu(layout: Layout, dtype: np.dtype) -> bool:
     """Whether cuSOLVER computes a call: the matrix is on one GPU (a 1 × 1 grid), and our
-    cuSOLVER library is built for the CUDA major of JAX's plugin (CUDA 13 only: there is no
-    CUDA 12 compiler among NVIDIA's pip wheels for its kernels; under ``jax-cuda12-plugin``
-    one GPU computes with the XLA backend, or cuSOLVERMp when asked)."""
+    cuSOLVER library is built for the CUDA major of JAX's plugin (CUDA 13 only: its CUDA 12
+    build would need CUDA 12's cuSOLVER and cuBLAS headers, which the build does not fetch;
+    under ``jax-cuda12-plugin`` one GPU computes with the XLA backend, or cuSOLVERMp when
+    asked)."""
     return layout.grid == (1, 1) and layout.platform == "gpu" and LIBRARY.ships_cuda_library()
 
 

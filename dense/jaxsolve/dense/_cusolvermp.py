@@ -286,8 +286,8 @@ def matrix_from_storage(grid: Grid, storage: jax.Array, plan: jl.BlockCyclicPlan
 
 def _in_place(grid: Grid, plan: jl.BlockCyclicPlan) -> bool:
     """Whether the device's block is its local matrix (no data moves between devices), and
-    jaxsolve.layout's in-place transpose has a library for JAX's CUDA plugin (CUDA 13 only:
-    under a CUDA 12 plugin the matrix moves by `jaxsolve.layout.to_block_cyclic`, a copy)."""
+    jaxsolve.layout's in-place transpose has a library for JAX's CUDA plugin (CUDA 12 and 13;
+    without one the matrix moves by `jaxsolve.layout.to_block_cyclic`, a copy)."""
     return (grid.shape == (1, 1) and plan.padded_shape == (plan.m, plan.n)
             and jl_ffi.LIBRARY.ships_cuda_library())
 

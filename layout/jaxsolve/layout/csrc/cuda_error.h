@@ -10,6 +10,11 @@
 
 #include "xla/ffi/api/ffi.h"
 
+// The CUDA major the including library is built for (its file name's, which
+// cuda_library defines), checked against the runtime headers it compiles with.
+static_assert(CUDART_VERSION / 1000 == JAXSOLVE_CUDA_MAJOR,
+              "built against the runtime headers of another CUDA major");
+
 namespace jaxsolve {
 
 // Success, or the last CUDA error of this thread (a failed launch, say) as an

@@ -28,7 +28,9 @@ int GridSize(int64_t work_items) {
   return static_cast<int>(std::min(work_items, kMaxGrid));
 }
 
-// A kB x kB block in shared memory, padded against bank conflicts.
+// A kB x kB block in shared memory, padded against bank conflicts. The kernels
+// declare theirs spelled out: CUDA 12.4's cudafe++ aborts on a __shared__
+// variable of this alias's type in a template kernel.
 template <typename T, int kB>
 using SharedBlock = T[kB][kB + 1];
 
@@ -70,7 +72,7 @@ __device__ void StoreTransposed(const SharedBlock<T, kB>& s, T* dst,
 template <typename T>
 __global__ void SquareTransposeKernel(T* data, int64_t n, int64_t pairs) {
   constexpr int kB = TransposeBlock<T>();
-  __shared__ SharedBlock<T, kB> upper, lower;
+  __shared__ T upper[kB][kB + 1], lower[kB][kB + 1];
   for (int64_t k = blockIdx.x; k < pairs; k += gridDim.x) {
     const BlockPair p = NthBlockPair(k);
     const int64_t r0 = p.bi * kB, c0 = p.bj * kB;
@@ -95,7 +97,7 @@ template <typename Map>
 __global__ void TransposeBlocksKernel(Map map, int64_t count, int64_t size) {
   using T = typename Map::Element;
   constexpr int kB = TransposeBlock<T>();
-  __shared__ SharedBlock<T, kB> block;
+  __shared__ T block[kB][kB + 1];
   const int64_t side = (size + kB - 1) / kB;
   const int64_t per_block = side * side;
   for (int64_t k = blockIdx.x; k < count * per_block; k += gridDim.x) {
