@@ -58,6 +58,7 @@
 #include <vector>
 
 #include "export.h"
+#include "host_dtypes.h"
 #include "row_blocks.h"
 #include "spmv.h"
 
@@ -67,6 +68,7 @@ using ::jaxsolve::sparse::BlocksFor;
 using ::jaxsolve::sparse::Complex;
 using ::jaxsolve::sparse::ForNumberedBlocks;
 using ::jaxsolve::sparse::ForRowBlocks;
+using ::jaxsolve::sparse::WithValueType;
 
 constexpr int32_t kUndecided = -1;
 constexpr int32_t kFine = 0;
@@ -142,19 +144,6 @@ Complex<R> Divided(Complex<R> a, Complex<R> b) {
   }
   const R ratio = b.re / b.im, scale = R{1} / (b.im + b.re * ratio);
   return {(a.re * ratio + a.im) * scale, (a.im * ratio - a.re) * scale};
-}
-
-// Calls fn(T{}) for the values' dtype code (0: float32, 1: float64, 2:
-// complex64, 3: complex128); -2 for another code.
-template <typename Fn>
-int32_t WithValueType(int32_t dtype, Fn fn) {
-  switch (dtype) {
-    case 0: return fn(float{});
-    case 1: return fn(double{});
-    case 2: return fn(Complex<float>{});
-    case 3: return fn(Complex<double>{});
-    default: return -2;
-  }
 }
 
 // The diagonal entry of row i (a zero if none is stored).

@@ -11,17 +11,18 @@
 
 #include "csr_product.h"
 #include "export.h"
+#include "host_dtypes.h"
 #include "row_blocks.h"
 #include "spmv.h"
 
 namespace {
 
 using ::jaxsolve::sparse::BlocksFor;
-using ::jaxsolve::sparse::Complex;
 using ::jaxsolve::sparse::CsrProduct;
 using ::jaxsolve::sparse::CsrProductRow;
 using ::jaxsolve::sparse::ForRowBlocks;
 using ::jaxsolve::sparse::TabledRow;
+using ::jaxsolve::sparse::WithValueType;
 
 // Rows a thread must have to be worth starting.
 constexpr int64_t kMinRowsPerThread = 8192;
@@ -52,18 +53,11 @@ JAXSOLVE_SPARSE_EXPORT int32_t JaxsolveSparseCsrProductHost(
     const int32_t* a_indptr, const void* b_values, const int32_t* b_indices,
     const int32_t* b_indptr, const int32_t* c_indices, const int32_t* c_indptr,
     int32_t dtype, void* c_values) {
-  const auto run = [&](auto value) {
+  return WithValueType(dtype, [&](auto value) {
     using T = decltype(value);
     return Multiply(CsrProduct<T>{m, static_cast<const T*>(a_values), a_indices, a_indptr,
                                   static_cast<const T*>(b_values), b_indices, b_indptr,
                                   c_indices, c_indptr, static_cast<T*>(c_values)},
                     n_cols);
-  };
-  switch (dtype) {
-    case 0: return run(float{});
-    case 1: return run(double{});
-    case 2: return run(Complex<float>{});
-    case 3: return run(Complex<double>{});
-    default: return -2;
-  }
+  });
 }
