@@ -96,6 +96,13 @@ class _CsrPattern:
         return pattern, _frozen_int32(permutation)
 
     @functools.cached_property
+    def native_operands(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(indices, indptr)`` as operands of the native CSR product, checked entry by
+        entry once per pattern (also one built with ``check=False``), not at every product."""
+        return _native.csr_pattern_operands("csr_matvec", self.indices, self.indptr,
+                                            *self.shape, self.nnz)
+
+    @functools.cached_property
     def diagonal_positions(self) -> np.ndarray:
         """Positions ``k`` of the stored diagonal entries."""
         return _frozen_int32(np.flatnonzero(self.row_ids == self.indices))
@@ -293,8 +300,9 @@ class CsrMatrix:
             dtype = jnp.result_type(self._values, x)
             # The kernel sums in single precision at least (half precision in float32).
             summed = jnp.promote_types(dtype, jnp.float32)
-        y = _native.csr_matvec(self._values.astype(summed), self.indices, self.indptr,
-                               x.astype(summed), n_rows=self.shape[0])
+        indices, indptr = self._pattern.native_operands
+        y = _native.csr_matvec_unchecked(self._values.astype(summed), indices, indptr,
+                                         x.astype(summed))
         return y.astype(dtype)
 
     __matmul__ = matvec

@@ -289,7 +289,7 @@ def _product_jvp(primals, tangents):
     return y, d_y
 
 
-def _pattern_operands(fn: str, indices: Any, indptr: Any, n_rows: int, n_cols: int,
+def csr_pattern_operands(fn: str, indices: Any, indptr: Any, n_rows: int, n_cols: int,
                       nnz: int) -> tuple[Any, Any]:
     """Checks ``indices`` and ``indptr`` for :func:`csr_matvec`; returns them as operands.
 
@@ -389,8 +389,17 @@ def csr_matvec(
             f"values.shape={values.shape} and x.shape={x.shape}"
         )
     n_rows = _check_size(fn, "n_rows", n_rows)
-    indices, indptr = _pattern_operands(fn, indices, indptr, n_rows, x.shape[0], values.shape[0])
-    _LIBRARY.require_platform(fn, values, x, indices, indptr)
+    indices, indptr = csr_pattern_operands(fn, indices, indptr, n_rows, x.shape[0],
+                                           values.shape[0])
+    return csr_matvec_unchecked(values, indices, indptr, x)
+
+
+def csr_matvec_unchecked(values: jax.Array, indices: Any, indptr: Any, x: jax.Array
+                         ) -> jax.Array:
+    """:func:`csr_matvec` on operands already checked (dtypes, shapes, and the pattern by
+    :func:`csr_pattern_operands`, which a ``CsrMatrix`` does once per pattern rather than
+    at every product); only the platform is checked here."""
+    _LIBRARY.require_platform("csr_matvec", values, x, indices, indptr)
     columns = x if x.ndim == 2 else x[:, None]
     y = _product(values[None], indices, indptr, columns[None])[0]
     return y if x.ndim == 2 else y[:, 0]
