@@ -10,7 +10,7 @@ NATIVE_WHEEL_PLATFORM = "manylinux_2_36_x86_64"
 # host, CPython 3.12); packages allow the range around them.
 JAX_REQUIREMENT = "jax>=0.10.2,<0.12"
 
-def jaxsolve_py_tests(srcs, deps = [], data = [], size = "medium", **kwargs):
+def jaxsolve_py_tests(srcs, deps = [], data = [], size = "medium", shard_counts = {}, **kwargs):
     """One pytest-driven `py_test` per `*_test.py` file, named after it.
 
     The other Python files beside the tests (`conftest.py`, shared helpers) travel as data.
@@ -18,6 +18,10 @@ def jaxsolve_py_tests(srcs, deps = [], data = [], size = "medium", **kwargs):
     GPUs, so they get no target here and run on a GPU host through `tools/dev gpu-test`.
     No `__init__.py` is generated (`legacy_create_init = False`): one would break the
     PEP 420 `jaxsolve` namespace.
+
+    `shard_counts` maps a file to the number of Bazel shards its tests are dealt over
+    (`tools/pytest_main.py` does the dealing): each shard is its own test action, with its own
+    timeout, and two cores run two at once.
     """
     conftests = native.glob(["*.py"], exclude = ["*_test.py"])
     for src in srcs:
@@ -32,6 +36,7 @@ def jaxsolve_py_tests(srcs, deps = [], data = [], size = "medium", **kwargs):
             deps = deps,
             legacy_create_init = False,
             size = size,
+            shard_count = shard_counts.get(src),
             **kwargs
         )
 

@@ -11,14 +11,29 @@ import sys
 import xml.etree.ElementTree as ElementTree
 
 
+def _latest_reports(target_logs: pathlib.Path) -> list[pathlib.Path]:
+    """The JUnit reports of a target's latest run: none if it did not run (bazel said why).
+
+    A target sharded into n shards leaves one report per shard in `shard_<i>_of_<n>/`, an
+    unsharded one `test.xml`; reports of an earlier shard count stay beside them, so only the
+    layout written last counts.
+    """
+    layouts: dict[str, list[pathlib.Path]] = {}
+    for report in target_logs.glob("**/test.xml"):
+        shard_count = "" if report.parent == target_logs else report.parent.name.partition("_of_")[2]
+        layouts.setdefault(shard_count, []).append(report)
+    if not layouts:
+        return []
+    return max(layouts.values(), key=lambda reports: max(r.stat().st_mtime for r in reports))
+
+
 def main(testlogs: str, *targets: str) -> None:
     passed = failed = skipped = 0
     for target in targets:
         package, name = target.removeprefix("//").split(":")
-        report = pathlib.Path(testlogs, package, name, "test.xml")
-        if not report.exists():  # not run: bazel has reported why
-            continue
-        for case in ElementTree.parse(report).iter("testcase"):
+        cases = (case for report in _latest_reports(pathlib.Path(testlogs, package, name))
+                 for case in ElementTree.parse(report).iter("testcase"))
+        for case in cases:
             outcome = {child.tag for child in case}
             if outcome & {"failure", "error"}:
                 failed += 1
