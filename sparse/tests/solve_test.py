@@ -13,7 +13,7 @@ import scipy.sparse.linalg
 from jax.experimental import sparse as jsparse
 
 from jaxsolve import sparse
-from jaxsolve.sparse import matrices
+from jaxsolve.sparse import _setup, matrices
 
 # Smoothed aggregation with ℓ1-Jacobi, which (unlike damped Jacobi with ω = 0.9) smooths
 # every SPD matrix, elasticity included.
@@ -409,8 +409,8 @@ class TestCache:
     def test_clear_cache_frees_the_setups_device_arrays(self):
         A = sparse.as_csr(matrices.poisson3d_matrix(12))
         b = matrices.rhs_ones(12**3)
-        # Without AMG nothing is cached, but the input check leaves A's diagonal positions
-        # on the device (kept with A's pattern, for every later solve).
+        # The input check leaves A's diagonal positions on the device (kept with A's
+        # pattern, for every later solve).
         sparse.solve(A, b, config={"solver": "PCG", "preconditioner": "BLOCK_JACOBI"})
         sparse.clear_cache()
         gc.collect()
@@ -421,6 +421,22 @@ class TestCache:
         sparse.clear_cache()  # ... also those JAX's compilation caches could keep
         gc.collect()
         assert {id(array) for array in jax.live_arrays()} <= before
+
+    def test_a_solve_without_amg_sends_its_pattern_once(self):
+        sparse.clear_cache()
+        A = sparse.as_csr(matrices.poisson3d_matrix(6))
+        b = matrices.rhs_ones(216)
+        config = {"solver": "PCG", "preconditioner": "BLOCK_JACOBI"}
+        states = [
+            _setup.System.for_matrix(A, sparse.parse_amgx_config(config), None, False,
+                                     check=False).state()
+            for _ in range(2)]
+        assert states[0].matrix.indices is states[1].matrix.indices
+        assert states[0].diagonal is states[1].diagonal
+        np.testing.assert_array_equal(states[0].diagonal, np.flatnonzero(A.row_ids == A.indices))
+        _, info = sparse.solve(A, b, config=config)
+        assert status(info) == "SUCCESS"
+        assert sparse.cache_info() == sparse.CacheInfo(hits=2, misses=1, maxsize=8, currsize=1)
 
     def test_a_gradient_keeps_a_and_its_transpose(self, x64):
         sparse.clear_cache()

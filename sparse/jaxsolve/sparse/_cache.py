@@ -4,9 +4,10 @@ Building an AMG hierarchy's structure (aggregation, symbolic products) is host w
 depends only on the sparsity pattern and the AMG configuration, so :func:`setup_for`
 keeps the last ``maxsize`` of them, keyed by a hash of the pattern (its full content, so
 two patterns never share an entry by accident), the configuration and the number of
-near-null-space vectors.  (A multicolor relaxation used without AMG keeps its coloring
-here too, keyed by the pattern and the relaxation.)  An entry also keeps the numbers of the most recent setup done
-with concrete values, which ``solve(..., reuse_setup=True)`` reuses.
+near-null-space vectors.  (A solve without AMG keeps its pattern's device arrays here,
+and a multicolor relaxation its coloring, keyed by the pattern and the relaxation.)  An
+entry also keeps the numbers of the most recent setup done with concrete values, which
+``solve(..., reuse_setup=True)`` reuses.
 
 The default size is 8 (environment variable ``JAXSOLVE_CACHE_SIZE``), so that a matrix
 and its transpose (a gradient of a nonsymmetric solve needs both) never evict each other.
@@ -21,6 +22,9 @@ import threading
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
+import jax
+
+from ._csr_arrays import CsrArrays
 from ._hierarchy import Hierarchy, HierarchyStructure
 from ._multicolor import MulticolorArrays
 
@@ -47,7 +51,7 @@ class CacheInfo(NamedTuple):
 class CacheEntry:
     """A cached structure and the numbers of its latest concrete setup (or None)."""
 
-    structure: HierarchyStructure | MulticolorArrays
+    structure: HierarchyStructure | MulticolorArrays | tuple[CsrArrays, jax.Array]
     numbers: Hierarchy | None
 
 

@@ -179,6 +179,24 @@ class System:
         with jax.ensure_compile_time_eval():  # the index arrays go to the device now
             return _cache.setup_for((self.pattern_key, relaxation.solver), build).structure
 
+    @functools.cached_property
+    def pattern_arrays(self) -> tuple[CsrArrays, jax.Array]:
+        """The pattern on the device and its diagonal entries' positions, for a solve
+        without AMG (a hierarchy's structure holds its own).
+
+        Kept in the setup cache, so that they are found and sent once per pattern, not at
+        every solve (at two million rows: 60 MiB, and a search of every row).
+        """
+
+        def build() -> _cache.CacheEntry:
+            # The values are a placeholder, replaced in use.
+            return _cache.CacheEntry((self.pattern.on_device(jnp.zeros(0, jnp.int32)),
+                                      jax.device_put(self.pattern.diagonal_positions())),
+                                     numbers=None)
+
+        with jax.ensure_compile_time_eval():  # the index arrays go to the device now
+            return _cache.setup_for((self.pattern_key, "pattern"), build).structure
+
     def state(self) -> SetupState:
         """The arrays a solve reads besides the values, to be passed in as arguments.
 
@@ -188,11 +206,9 @@ class System:
         """
         structure, numbers = self.setup
         if structure is None:
-            matrix = self.pattern.on_device(jnp.zeros(0, jnp.int32))  # values replaced in use
-            return SetupState(matrix=matrix,
-                              diagonal=jax.device_put(self.pattern.diagonal_positions()),
-                              numbers=None, arrays=None, near_nullspace=None,
-                              ordering=self.ordering)
+            matrix, diagonal = self.pattern_arrays
+            return SetupState(matrix=matrix, diagonal=diagonal, numbers=None, arrays=None,
+                              near_nullspace=None, ordering=self.ordering)
         arrays = structure.arrays
         return SetupState(
             matrix=arrays.levels[0].a if arrays.levels else arrays.coarsest,
