@@ -339,10 +339,11 @@ class AMGConfig:
       earlier pass), truncated as above.  Fewer, smaller levels, at the price
       of more iterations.
 
-    **Aggregation AMG** (``algorithm="AGGREGATION"``) matches strongly coupled unknowns into aggregates of about 2, 4 or 8 strongly coupled unknowns into aggregates of about 2, 4 or 8
-    (``SIZE_2``, ``SIZE_4``, ``SIZE_8``: one, two or three rounds of pairwise
-    matching), level after level, until a level has at most
-    ``min_coarse_rows`` rows or there are ``max_levels`` levels.
+    **Aggregation AMG** (``algorithm="AGGREGATION"``) matches strongly coupled
+    unknowns into aggregates of about 2, 4 or 8 (``SIZE_2``, ``SIZE_4``,
+    ``SIZE_8``: one, two or three rounds of pairwise matching), level after
+    level, until a level has at most ``min_coarse_rows`` rows or there are
+    ``max_levels`` levels.
     The prolongation ``P`` is piecewise constant on the aggregates (AmgX's
     unsmoothed aggregation) or, with ``smoothed_aggregation``, smoothed by one
     damped-Jacobi step, ``(I - ω D⁻¹A) P`` with ``ω = 4 / (3 ρ(D⁻¹A))`` as in
