@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import argparse
 import time
-from collections.abc import Callable
 from typing import Any
 
 import jax
@@ -42,19 +41,9 @@ import pyamg
 import scipy.sparse
 
 import jaxsolve.sparse as jsp
+from timing import smallest_time
 
 TOLERANCE = 1e-8
-
-
-def timed(fn: Callable[[], Any], repeats: int = 2) -> tuple[float, Any]:
-    """The smallest time of ``repeats`` calls of ``fn`` (after one warm-up), and its result."""
-    result = jax.block_until_ready(fn())
-    best = float("inf")
-    for _ in range(repeats):
-        start = time.perf_counter()
-        result = jax.block_until_ready(fn())
-        best = min(best, time.perf_counter() - start)
-    return best, result
 
 
 def jaxsolve_row(A: scipy.sparse.csr_array, b: np.ndarray, amg: dict[str, Any],
@@ -67,8 +56,8 @@ def jaxsolve_row(A: scipy.sparse.csr_array, b: np.ndarray, amg: dict[str, Any],
         jsp.clear_cache()
         return jsp.solve(A, b, config=config)
 
-    cold_time, _ = timed(cold)
-    solve_time, (x, info) = timed(lambda: jsp.solve(A, b, config=config, reuse_setup=True))
+    cold_time, _ = smallest_time(cold)
+    solve_time, (x, info) = smallest_time(lambda: jsp.solve(A, b, config=config, reuse_setup=True))
     stats = jsp.describe(A, config)
     residual = np.linalg.norm(b - A @ np.asarray(x)) / np.linalg.norm(b)
     return {"its": int(info.iterations), "levels": len(stats.rows),
@@ -87,7 +76,7 @@ def pyamg_row(A: scipy.sparse.csr_array, b: np.ndarray, selector: str, threshold
             interpolation="classical", presmoother=jacobi, postsmoother=jacobi,
             max_coarse=min_coarse, max_levels=100)
 
-    setup_time, ml = timed(setup, repeats=1)
+    setup_time, ml = smallest_time(setup, repeats=1)
     residuals: list[float] = []
     start = time.perf_counter()
     x = ml.solve(b, x0=np.zeros_like(b), tol=TOLERANCE, accel="cg", maxiter=500,

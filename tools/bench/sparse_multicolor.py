@@ -20,7 +20,6 @@ distance-1 colors of each level (finest first) from the structure's orderings.
 from __future__ import annotations
 
 import argparse
-import time
 from typing import Any
 
 import jax
@@ -28,6 +27,7 @@ import jax.numpy as jnp
 
 import jaxsolve.sparse as jsp
 from jaxsolve.sparse import _setup
+from timing import smallest_time
 
 GS = {"solver": "MULTICOLOR_GS", "symmetric_GS": 1, "relaxation_factor": 1.0}
 DILU = {"solver": "MULTICOLOR_DILU", "relaxation_factor": 1.0}
@@ -40,16 +40,6 @@ PRECONDITIONERS = {
     "MC-DILU alone": DILU,
     "Jacobi alone": JACOBI,
 }
-
-
-def smallest_time(fn, repeats: int) -> tuple[float, Any]:
-    result = jax.block_until_ready(fn())
-    best = float("inf")
-    for _ in range(repeats):
-        start = time.perf_counter()
-        result = jax.block_until_ready(fn())
-        best = min(best, time.perf_counter() - start)
-    return best, result
 
 
 def colors_per_level(A: jsp.CsrMatrix, config: dict[str, Any]) -> str:
