@@ -18,6 +18,10 @@ iteration counts.
 * ``jvp``, ``jvp-pcg``: forward mode on the same systems: the tangent of ``x`` along
   tangents of ``b`` and of the values (the tangent solve distributed too) must equal the
   single-process tangent's rows.
+* ``reuse``: the preconditioner's numbers are set up once for concrete values: a second
+  right-hand side and equal values reuse them, new values set up anew, and
+  ``reuse_setup=True`` keeps the latest numbers whatever the values; the solutions stay
+  right throughout.
 * ``errors``: the distributed keywords' errors, raised alike on every rank.
 """
 
@@ -86,6 +90,43 @@ def check_poisson():
     else:
         assert x is None
     report(f"OK poisson on {size} ranks")
+
+
+def check_reuse():
+    n = 16
+    A_global = sp.csr_array(matrices.convection_diffusion_matrix_2d(n, 2.0, dtype=jnp.float64)
+                            .todense())
+    A_block, (row_start, row_end) = sharding.partition_csr_matrix(A_global, rank, size)
+    b = np.asarray(matrices.rhs_random(n * n, seed=7, dtype=jnp.float64))
+    b_local = jnp.asarray(b[row_start:row_end])
+    x_single = np.linalg.solve(A_global.todense(), b)[row_start:row_end]
+    close = {"rtol": 1e-6, "atol": 1e-8 * float(np.abs(x_single).max())}
+    setups = []
+    real = sparse._mpi._setup_numbers
+    sparse._mpi._setup_numbers = lambda *args: setups.append(args) or real(*args)
+
+    def solve(scale, rhs, **keywords):
+        A = bcsr(jnp.asarray(scale * A_block.data), A_block.indices, A_block.indptr,
+                 A_block.shape)
+        x, info = sparse.solve(A, rhs, comm=comm, nglobal=n * n,
+                               partition_info=(row_start, row_end), config=PBICGSTAB,
+                               **keywords)
+        assert sparse.Status(same_everywhere(info)[2]) == sparse.Status.SUCCESS, info
+        return np.asarray(x)
+
+    try:
+        np.testing.assert_allclose(solve(1.0, b_local), x_single, **close)
+        assert len(setups) == 1
+        np.testing.assert_allclose(solve(1.0, 2 * b_local), 2 * x_single, **close)
+        assert len(setups) == 1  # equal values (another array): the numbers are reused
+        np.testing.assert_allclose(solve(2.0, b_local), x_single / 2, **close)
+        assert len(setups) == 2  # new values: set up anew
+        # The numbers of 2A precondition A's solve: still converged, no new setup.
+        np.testing.assert_allclose(solve(1.0, b_local, reuse_setup=True), x_single, **close)
+        assert len(setups) == 2
+    finally:
+        sparse._mpi._setup_numbers = real
+    report(f"OK reuse on {size} ranks")
 
 
 def check_grad(A_global, config, name):
@@ -193,6 +234,7 @@ def check_errors():
 CHECKS = {
     "errors": check_errors,
     "poisson": check_poisson,
+    "reuse": check_reuse,
     "grad": lambda: check_grad(
         matrices.convection_diffusion_matrix_2d(16, 2.0, dtype=jnp.float64).todense(),
         PBICGSTAB, "convection-diffusion PBICGSTAB"),

@@ -5,7 +5,7 @@ mpi4py from PyPI, pinned in the lock files; mpi4jax built by ``tools/dev``), as 
 package's mpi_test.py does: JAX-AMG's paper example (2D Poisson 32 × 32, PBICGSTAB,
 partitioned, gathered on rank 0) against the single-process solve, and the distributed
 gradient and tangent (``jax.jvp``) through a nonsymmetric solve against the single-process
-ones. Skipped, saying
+ones; the numbers of the preconditioner kept and reused across solves. Skipped, saying
 why, only where no ``mpiexec``, mpi4py or mpi4jax exists at all (CI has all three). `TestSolveMpiErrors` checks, in this process,
 the errors raised before any communication.
 """
@@ -61,7 +61,7 @@ class TestSolveMpi:
 
     def test_solve_mpi_2_ranks(self):
         # The paper example, the nonsymmetric and PCG's gradients and tangents, the errors.
-        out = _run(2, "errors", "poisson", "grad", "grad-pcg", "jvp", "jvp-pcg")
+        out = _run(2, "errors", "poisson", "reuse", "grad", "grad-pcg", "jvp", "jvp-pcg")
         assert "OK grad convection-diffusion PBICGSTAB on 2 ranks" in out
         assert "OK jvp convection-diffusion PBICGSTAB on 2 ranks" in out
 
@@ -80,8 +80,6 @@ class TestSolveMpiErrors:
             sparse.solve(A_local, b_local, nglobal=16)
         with pytest.raises(ValueError, match="missing comm"):
             sparse.solve(A_local, b_local, nglobal=16, partition_info=(row_start, row_end))
-        with pytest.raises(ValueError, match="reuse_setup= is not supported with comm="):
-            sparse.solve(A_local, b_local, nglobal=16, partition_info=(0, 8), reuse_setup=True)
         monkeypatch.setitem(sys.modules, "mpi4jax", None)  # as if it were not installed
         with pytest.raises(ImportError, match="needs the package mpi4jax.*pip install mpi4jax"):
             sparse.solve(A_local, b_local, comm=object(), nglobal=16,

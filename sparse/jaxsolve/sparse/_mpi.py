@@ -36,7 +36,11 @@ make every rank raise first (one ``allgather``).
 halo plan (``alltoall``), the widths of the messages, the coarse numbering of halo columns,
 and, for ``Aᵀ``, the routing of each stored ``a_ij`` to the owner of row ``j`` (of ``Aᵀ``'s
 rows: ``alltoall`` of the patterns, never of ``A``). Each rank then holds its own program;
-only the order of collectives is shared.
+only the order of collectives is shared. The numbers (each rank's block hierarchy and its
+rows of the coarse inverse) are computed from the values: for concrete values by a program
+of their own, kept with the values per orientation (a solve with equal values reuses them;
+``reuse_setup=True`` takes the latest whatever the values), for traced values inside the
+compiled solve. The ranks agree on each choice (one ``allreduce``).
 
 **Derivatives** go through :func:`jaxsolve.autodiff.linear_solve` with the distributed
 product as ``matvec``: cotangents of ``b_local`` and of the local values stay on each rank's
@@ -65,7 +69,7 @@ from jaxsolve.sharding import halo_plan
 
 from ._config import AMGConfig, SolverConfig, parse_amgx_config
 from ._csr_arrays import CsrStructure
-from ._distributed import (COARSE_PER_PART, _coarse_aggregates, _Preconditioner,
+from ._distributed import (COARSE_PER_PART, _coarse_aggregates, _equal, _Preconditioner,
                            coarse_inverse_rows, krylov_columns, local_matvec, precondition,
                            solve_from)
 from ._hierarchy import HierarchyStructure, build_structure, numeric_setup
@@ -254,6 +258,8 @@ class _RankSystem:
     coarse_of_row: np.ndarray | None = None
     coarse_rows: np.ndarray | None = None
     coarse_cols: np.ndarray | None = None
+    # The numbers of the latest setup with concrete values, per dtype: (values, numbers).
+    numbers: dict = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -395,9 +401,28 @@ def _new_layout(comm: Any, row_ranges, indptr: np.ndarray, indices: np.ndarray,
 # The solve
 
 
+def _own_values(layout: _Layout, transposed: bool, values: jax.Array) -> jax.Array:
+    """The values of an orientation from ``A``'s: themselves, or ``Aᵀ``'s routed from them."""
+    if not transposed:
+        return values
+    return layout.routing.apply(layout.comm, values,
+                                jnp.zeros(layout.transposed_nnz, values.dtype))
+
+
+def _local_setup(collectives: _MpiCollectives, system: _RankSystem,
+                 values: jax.Array) -> _Preconditioner:
+    """This rank's preconditioner numbers: its block's hierarchy and the coarse inverse."""
+    hierarchy = numeric_setup(system.structure, system.structure.arrays,
+                              values[system.block_positions], None)
+    return _Preconditioner(hierarchy, coarse_inverse_rows(
+        collectives, values, system.coarse_rows, system.coarse_cols, system.n_coarse))
+
+
 def _local_solve(config: SolverConfig, layout: _Layout, system: _RankSystem,
-                 values: jax.Array, rhs: jax.Array) -> tuple[jax.Array, SolveInfo]:
-    """This rank's rows of the solve of ``system`` (values in its own slots)."""
+                 values: jax.Array, numbers: _Preconditioner | None,
+                 rhs: jax.Array) -> tuple[jax.Array, SolveInfo]:
+    """This rank's rows of the solve of ``system`` (values in its own slots), with the
+    preconditioner's numbers given or, when None, set up here."""
     collectives = _MpiCollectives(layout.comm, system)
 
     def matvec(x):
@@ -405,10 +430,8 @@ def _local_solve(config: SolverConfig, layout: _Layout, system: _RankSystem,
 
     apply = None
     if system.structure is not None:
-        hierarchy = numeric_setup(system.structure, system.structure.arrays,
-                                  values[system.block_positions], None)
-        numbers = _Preconditioner(hierarchy, coarse_inverse_rows(
-            collectives, values, system.coarse_rows, system.coarse_cols, system.n_coarse))
+        if numbers is None:
+            numbers = _local_setup(collectives, system, values)
         apply = precondition(collectives, system.n_coarse, numbers, system.coarse_of_row,
                              matvec)
     return krylov_columns(config, collectives, matvec, apply, rhs)
@@ -417,16 +440,77 @@ def _local_solve(config: SolverConfig, layout: _Layout, system: _RankSystem,
 @functools.lru_cache(maxsize=64)
 def _compiled_solve(config: SolverConfig, layout: _Layout, transposed: bool):
     """The jitted solve service of ``A`` (or ``Aᵀ``, its values routed from ``A``'s)."""
+    system = layout.transposed if transposed else layout.forward
 
-    def run(values, rhs):
-        system = layout.forward
-        if transposed:
-            system = layout.transposed
-            values = layout.routing.apply(layout.comm, values,
-                                          jnp.zeros(layout.transposed_nnz, values.dtype))
-        return _local_solve(config, layout, system, values, rhs)
+    def run(values, numbers, rhs):
+        return _local_solve(config, layout, system, _own_values(layout, transposed, values),
+                            numbers, rhs)
 
     return jax.jit(run)
+
+
+@functools.lru_cache(maxsize=64)
+def _compiled_setup(layout: _Layout, transposed: bool):
+    """The jitted numeric setup of ``A``'s (or ``Aᵀ``'s) preconditioner from ``A``'s values."""
+    system = layout.transposed if transposed else layout.forward
+
+    def run(values):
+        return _local_setup(_MpiCollectives(layout.comm, system), system,
+                            _own_values(layout, transposed, values))
+
+    return jax.jit(run)
+
+
+def _setup_numbers(layout: _Layout, transposed: bool, values: jax.Array) -> _Preconditioner:
+    """The numbers for concrete ``values``, computed now, even while a caller's jit traces
+    (run as a compiled executable, as `numeric_setup_now` does). A collective."""
+    return _compiled_setup(layout, transposed).lower(values).compile()(values)
+
+
+def _preconditioner_numbers(layout: _Layout, transposed: bool, values: jax.Array,
+                            reuse_setup: bool) -> _Preconditioner | None:
+    """The numbers a solve with ``A``'s ``values`` uses, or None to set up inside the solve.
+
+    As for the one-host sharded solve: concrete values are set up once per orientation and
+    the numbers kept with them, so a solve with the same values (equal, checked on the
+    device) reuses them and other values set up anew; traced values are set up inside the
+    compiled solve. ``reuse_setup`` takes the latest numbers whatever the values. The ranks
+    agree on the choice (one ``allreduce``): a new setup exchanges messages.
+    """
+    system = layout.transposed if transposed else layout.forward
+    if system.structure is None:
+        return None
+    kept = system.numbers.get(values.dtype)
+    concrete = _is_concrete(values)
+    reuse = False
+    if kept is not None and (reuse_setup or concrete):
+        with jax.ensure_compile_time_eval():  # concrete, also while a caller's jit traces
+            reuse = reuse_setup or kept[0] is values or bool(_equal(kept[0], values))
+    if layout.comm.allreduce(reuse, op=_mpi().LAND):
+        return kept[1]
+    if not concrete:
+        return None
+    numbers = _setup_numbers(layout, transposed, values)
+    system.numbers[values.dtype] = (values, numbers)
+    return numbers
+
+
+def _service(config: SolverConfig, layout: _Layout, transposed: bool, own_numbers=None):
+    """The solve service of an orientation for :func:`jaxsolve.autodiff.linear_solve`.
+
+    Its operator is ``(A's values, A's preconditioner numbers or None)``. ``own_numbers``: a
+    callable giving the numbers of the transpose (called when the service is, so that
+    ``Aᵀ`` is set up only for a reverse mode), or None to take the operator's.
+    """
+    run = _compiled_solve(config, layout, transposed)
+
+    def service(operator, rhs):
+        values, numbers = operator
+        if own_numbers is not None:
+            numbers = own_numbers()
+        return run(values, numbers, rhs)
+
+    return service
 
 
 def _local_csr(A: Any) -> tuple[np.ndarray, np.ndarray, Any, tuple[int, int]]:
@@ -555,6 +639,7 @@ def solve_mpi(
     comm: Any,
     nglobal: Any,
     partition_info: Any,
+    reuse_setup: bool = False,
     derivative: Literal["implicit", "adjoint"] = "implicit",
     unsupported: dict[str, Any] | None = None,
 ) -> tuple[jax.Array, SolveInfo]:
@@ -603,9 +688,13 @@ def solve_mpi(
     layout = _layout(comm, row_ranges, indptr, indices, host_values, amg, hermitian)
     collectives = _MpiCollectives(comm, layout.forward)
 
-    def matvec(values, x):
-        return local_matvec(collectives, values, layout.forward.indices,
+    def matvec(operator, x):
+        return local_matvec(collectives, operator[0], layout.forward.indices,
                             layout.forward.indptr, x, native=False)
+
+    # The preconditioner's numbers travel with the values as the operator (arguments of the
+    # compiled solve, not constants); only the values are differentiated.
+    operator = (values, _preconditioner_numbers(layout, False, values, reuse_setup))
 
     symmetrize = None
     if hermitian:
@@ -613,11 +702,12 @@ def solve_mpi(
             raise ValueError("solve: CG with comm= needs a structurally symmetric pattern "
                              "(its derivatives average a_ij and a_ji); store both.")
 
-        def symmetrize(values):  # (a_ij + a_ji) / 2, a_ji routed from the owner of row j
-            return (values + layout.routing.apply(
-                comm, values, jnp.zeros(layout.transposed_nnz, values.dtype))) / 2
+        def symmetrize(operator):  # (a_ij + a_ji) / 2, a_ji routed from the owner of row j
+            values, numbers = operator
+            return (values + _own_values(layout, True, values)) / 2, numbers
 
-    return solve_from(values, b, x0, matvec=matvec,
-                      solve=_compiled_solve(config, layout, False),
-                      transpose_solve=None if hermitian else _compiled_solve(config, layout, True),
-                      hermitian=hermitian, symmetrize=symmetrize, derivative=derivative)
+    transpose_solve = None if hermitian else _service(config, layout, True, functools.partial(
+        _preconditioner_numbers, layout, True, values, reuse_setup))
+    return solve_from(operator, b, x0, matvec=matvec, solve=_service(config, layout, False),
+                      transpose_solve=transpose_solve, hermitian=hermitian,
+                      symmetrize=symmetrize, derivative=derivative)

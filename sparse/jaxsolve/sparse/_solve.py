@@ -143,8 +143,8 @@ def solve(
         rows, ``partition_info`` ``(row_start, row_end)``; ``A`` and ``b`` are then this
         rank's rows (global column indices) and ``x`` comes back the same way, ``info``
         identical on every rank.  Every rank calls together; needs mpi4jax.  Krylov
-        methods with block-Jacobi AMG and a coarse space, forward and reverse-mode
-        derivatives (see ``_mpi.py``).
+        methods with block-Jacobi AMG and a coarse space, ``x0``, ``reuse_setup``,
+        forward and reverse-mode derivatives (see ``_mpi.py``).
       nullspace: ``(n,)`` or ``(n, k)``, a basis of ``A``'s null space (JAX-AMG's
         meaning: exact null vectors of a singular ``A``, not ``near_nullspace``), e.g.
         :func:`matrices.constant_nullspace`; not differentiated.
@@ -199,9 +199,9 @@ def solve(
         return solve_sharded(A, b, x0, config, reuse_setup=reuse_setup, derivative=derivative)
     if comm is not None or nglobal is not None or partition_info is not None:
         return solve_mpi(A, b, x0, config, comm=comm, nglobal=nglobal,
-                         partition_info=partition_info, derivative=derivative,
-                         unsupported={"reuse_setup": reuse_setup or None,
-                                      "near_nullspace": near_nullspace,
+                         partition_info=partition_info, reuse_setup=reuse_setup,
+                         derivative=derivative,
+                         unsupported={"near_nullspace": near_nullspace,
                                       "block_dim": None if block_dim in (None, 1)
                                       else block_dim,
                                       "nullspace": nullspace,
