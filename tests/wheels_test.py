@@ -84,11 +84,6 @@ def test_platform_tag_matches_native_content(name):
         assert platform == "any"
 
 
-# CUDA libraries built for CUDA 13 only: the cuSOLVER handlers need CUDA 12's cuSOLVER and
-# cuBLAS headers, which the build does not fetch yet.
-_CUDA13_ONLY = {"jaxsolve/dense/libjaxsolve_dense_cusolver"}
-
-
 def test_wheels_ship_cuda_libraries_for_both_majors():
     stems = {12: set(), 13: set()}
     for wheel in WHEELS.values():
@@ -98,8 +93,9 @@ def test_wheels_ship_cuda_libraries_for_both_majors():
                     stems[int(match.group(2))].add(match.group(1))
     assert {"jaxsolve/layout/libjaxsolve_layout", "jaxsolve/sparse/libjaxsolve_sparse",
             "jaxsolve/dense/libjaxsolve_dense_cusolvermp",
+            "jaxsolve/dense/libjaxsolve_dense_cusolver",
             "jaxsolve/sharding/libjaxsolve_nccl"} <= stems[12]
-    assert stems[12] == stems[13] - _CUDA13_ONLY
+    assert stems[12] == stems[13]
 
 
 @pytest.mark.parametrize("name", [n for n, pkg in _DISTRIBUTIONS.items() if pkg])

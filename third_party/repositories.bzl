@@ -234,7 +234,7 @@ downloaded_cuda_toolkit = repository_rule(
     when a target uses it.""",
 )
 
-def _nvidia_wheel_headers_impl(rctx):
+def _nvidia_wheel_impl(rctx):
     rctx.download_and_extract(url = rctx.attr.url, sha256 = rctx.attr.sha256, type = "zip",
                               output = "wheel")
     rctx.symlink("wheel/" + rctx.attr.include, "include")
@@ -248,21 +248,30 @@ cc_library(
     includes = ["include"],
     deps = {deps},
 )
-""".format(url = rctx.attr.url, deps = repr([str(d) for d in rctx.attr.deps])))
 
-nvidia_wheel_headers = repository_rule(
-    implementation = _nvidia_wheel_headers_impl,
+# Its shared libraries named by the rule, as data (for tests that load what we link against).
+filegroup(
+    name = "libraries",
+    srcs = {libraries},
+)
+""".format(url = rctx.attr.url, deps = repr([str(d) for d in rctx.attr.deps]),
+           libraries = repr(["wheel/" + path for path in rctx.attr.libraries])))
+
+nvidia_wheel = repository_rule(
+    implementation = _nvidia_wheel_impl,
     attrs = {
         "url": attr.string(mandatory = True, doc = "the wheel on files.pythonhosted.org"),
         "sha256": attr.string(mandatory = True),
         "include": attr.string(mandatory = True, doc = "the wheel's folder of headers"),
         "deps": attr.string_list(doc = "labels of the headers these include"),
+        "libraries": attr.string_list(doc = "paths of shared libraries in the wheel to expose"),
     },
-    doc = """The headers of an NVIDIA pip wheel, downloaded (pinned by hash) from PyPI.
+    doc = """The headers (and, as data, named libraries) of an NVIDIA pip wheel, downloaded
+    (pinned by hash) from PyPI.
 
-    Only the headers are used: our libraries do not link the wheel's library, whose symbols
-    bind at load time to the copy Python preloads from the installed wheel. Fetched only when
-    a target uses it.""",
+    Our libraries do not link the wheel's library, whose symbols bind at load time to the copy
+    Python preloads from the installed wheel; a test may load the exposed libraries to check
+    that they do. Fetched only when a target uses it.""",
 )
 
 def _nvidia_wheel_library_impl(rctx):

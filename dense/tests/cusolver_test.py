@@ -26,6 +26,7 @@ from jaxsolve.dense import (
     _layout,
     _lu,
 )
+from jaxsolve.sharding import _nccl
 
 
 class TestSelection:
@@ -34,12 +35,14 @@ class TestSelection:
         on_gpu = _layout.Layout(device_platform="gpu")
         assert _backend.backend_name(family, on_gpu, np.complex64) == "cusolver"
 
+    @pytest.mark.parametrize("major, backend", [(12, "cusolver"), (13, "cusolver"), (14, "xla")])
     @pytest.mark.parametrize("family", _backend.FAMILIES)
-    def test_one_gpu_of_a_cuda12_plugin_takes_xla(self, monkeypatch, family):
-        # No CUDA 12 cuSOLVER library is built (no CUDA 12 cuSOLVER headers): XLA computes.
-        monkeypatch.setattr(jaxsolve.layout._native_library, "_cuda_major", lambda: 12)
+    def test_one_gpu_takes_cusolver_where_it_is_built_for_the_plugin(self, monkeypatch, family,
+                                                                     major, backend):
+        # Built for CUDA 12 and 13; under a plugin of another major, XLA computes.
+        monkeypatch.setattr(jaxsolve.layout._native_library, "_cuda_major", lambda: major)
         on_gpu = _layout.Layout(device_platform="gpu")
-        assert _backend.backend_name(family, on_gpu, np.float64) == "xla"
+        assert _backend.backend_name(family, on_gpu, np.float64) == backend
 
     @pytest.mark.parametrize("family", _backend.FAMILIES)
     def test_cpu_and_grids_take_xla(self, family):
@@ -77,22 +80,26 @@ class TestSelection:
 
 
 class TestLoading:
-    def test_missing_wheel_is_named(self, monkeypatch, tmp_path):
-        (tmp_path / "cu13" / "lib").mkdir(parents=True)
-        monkeypatch.setattr(_cusolver, "_nvidia_library_folders", lambda: [tmp_path / "cu13/lib"])
+    @pytest.mark.parametrize("major, wheels", [
+        (13, r"nvidia-nvjitlink \(libnvJitLink\.so\.13\), nvidia-cublas \(libcublasLt\.so\.13\)"
+             r".*nvidia-cusolver \(libcusolver\.so\.12\)"),
+        (12, r"nvidia-nvjitlink-cu12 \(libnvJitLink\.so\.12\), nvidia-cublas-cu12 "
+             r"\(libcublasLt\.so\.12\).*nvidia-cusolver-cu12 \(libcusolver\.so\.11\)"),
+    ])
+    def test_missing_wheel_is_named(self, monkeypatch, major, wheels):
+        monkeypatch.setattr(_nccl, "cuda_major", lambda: major)
+        monkeypatch.setattr(_nccl, "nvidia_library", lambda relative: None)
         _cusolver._missing_wheels.cache_clear()
         try:
-            with pytest.raises(RuntimeError, match=r"NVIDIA's pip wheels nvidia-nvjitlink "
-                               r"\(libnvJitLink\.so\.13\), nvidia-cublas \(libcublasLt\.so\.13\)"
-                               r".*nvidia-cusolver \(libcusolver\.so\.12\) are not installed.*"
-                               r"pip install 'jaxsolve-dense\[cuda13\]'"):
+            with pytest.raises(RuntimeError, match=f"NVIDIA's pip wheels {wheels} are not "
+                               f"installed.*pip install 'jaxsolve-dense\\[cuda{major}\\]'"):
                 _cusolver.require()
         finally:
             _cusolver._missing_wheels.cache_clear()
 
     def test_library_loads_and_exports_every_handler(self):
         """The CUDA library links against the wheel's cuSOLVER and loads without a GPU."""
-        assert _cusolver._missing_wheels() == ()  # the build's wheels (tools/lock) are here
+        assert _cusolver._missing_wheels(13) == ()  # the build's wheels (tools/lock) are here
         library = ctypes.CDLL(str(_cusolver.LIBRARY.folder / "libjaxsolve_dense_cusolver_cuda13.so"))
         for symbol in [*_cusolver.LIBRARY.targets.values(), "JaxsolveDenseCusolverClear",
                        "JaxsolveDenseCusolverWorkspaceBytes"]:

@@ -45,11 +45,13 @@ routines report as the XLA reference backend does (a NaN check; ``sygvd``'s and
 (`jaxsolve.autodiff`); over a stack of matrices each handler runs once per matrix, in a loop
 (``vmap_method="sequential"``).
 
-**Libraries.** cuSOLVER and cuBLAS come from NVIDIA's pip wheels (``nvidia-cusolver``,
-``nvidia-cublas``, and those they need), which ``jaxsolve-dense[cuda13]`` installs (JAX's own
-``jax[cuda13]`` brings them too). They are loaded, with ``RTLD_GLOBAL``, the first time a routine
-runs on a GPU, before our handlers' library (``libjaxsolve_dense_cusolver_cuda13.so``); a missing
-wheel is a ``RuntimeError`` that names it. Importing `jaxsolve.dense` loads nothing.
+**Libraries.** cuSOLVER and cuBLAS come from NVIDIA's pip wheels (CUDA 13's
+``nvidia-cusolver``, ``nvidia-cublas``, CUDA 12's ``nvidia-cusolver-cu12``,
+``nvidia-cublas-cu12``, and those they need), which ``jaxsolve-dense[cuda13]`` and ``[cuda12]``
+install (JAX's own ``jax[cuda13]``/``[cuda12]`` bring them too). They are loaded, with
+``RTLD_GLOBAL``, the first time a routine runs on a GPU, before our handlers' library for the
+CUDA major of JAX's plugin (``libjaxsolve_dense_cusolver_cuda<major>.so``); a missing wheel is a
+``RuntimeError`` that names it. Importing `jaxsolve.dense` loads nothing.
 """
 
 from __future__ import annotations
@@ -57,7 +59,6 @@ from __future__ import annotations
 import atexit
 import ctypes
 import functools
-import importlib.util
 import pathlib
 from typing import NamedTuple
 
@@ -66,6 +67,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxsolve.layout import NativeLibrary
+from jaxsolve.sharding import _nccl
 
 from . import _xla
 from ._backend import Decomposition, FactorServices, register
@@ -97,32 +99,35 @@ LIBRARY = NativeLibrary(
     cpu=False,
 )
 
-# What libjaxsolve_dense_cusolver_cuda13.so needs, in load order, from NVIDIA's CUDA 13
-# wheels (all in the `nvidia/cu13/lib` folder of the `nvidia` namespace package).
-NVIDIA_LIBRARIES = (
-    ("libnvJitLink.so.13", "nvidia-nvjitlink"),
-    ("libcublasLt.so.13", "nvidia-cublas"),
-    ("libcublas.so.13", "nvidia-cublas"),
-    ("libcusparse.so.12", "nvidia-cusparse"),
-    ("libcusolver.so.12", "nvidia-cusolver"),
-)
-
-
-def _nvidia_library_folders() -> list[pathlib.Path]:
-    spec = importlib.util.find_spec("nvidia")
-    locations = spec.submodule_search_locations if spec is not None else None
-    return [pathlib.Path(p) / "cu13" / "lib" for p in (locations or [])]
+# What libjaxsolve_dense_cusolver_cuda<major>.so needs, in load order: (path below nvidia/,
+# soname, pip wheel), per CUDA major (CUDA 13's wheels share nvidia/cu13/lib, CUDA 12's have a
+# folder each). cuSOLVERMp's preloads extend these.
+CUDA_MATH_LIBRARIES = {
+    12: (
+        ("nvjitlink/lib/libnvJitLink.so.12", "libnvJitLink.so.12", "nvidia-nvjitlink-cu12"),
+        ("cublas/lib/libcublasLt.so.12", "libcublasLt.so.12", "nvidia-cublas-cu12"),
+        ("cublas/lib/libcublas.so.12", "libcublas.so.12", "nvidia-cublas-cu12"),
+        ("cusparse/lib/libcusparse.so.12", "libcusparse.so.12", "nvidia-cusparse-cu12"),
+        ("cusolver/lib/libcusolver.so.11", "libcusolver.so.11", "nvidia-cusolver-cu12"),
+    ),
+    13: (
+        ("cu13/lib/libnvJitLink.so.13", "libnvJitLink.so.13", "nvidia-nvjitlink"),
+        ("cu13/lib/libcublasLt.so.13", "libcublasLt.so.13", "nvidia-cublas"),
+        ("cu13/lib/libcublas.so.13", "libcublas.so.13", "nvidia-cublas"),
+        ("cu13/lib/libcusparse.so.12", "libcusparse.so.12", "nvidia-cusparse"),
+        ("cu13/lib/libcusolver.so.12", "libcusolver.so.12", "nvidia-cusolver"),
+    ),
+}
 
 
 @functools.cache
-def _missing_wheels() -> tuple[str, ...]:
-    """Loads NVIDIA's libraries from their wheels, once; the wheels that are missing."""
-    folders = _nvidia_library_folders()
+def _missing_wheels(major: int) -> tuple[str, ...]:
+    """Loads CUDA ``major``'s math libraries from NVIDIA's wheels, once; the missing wheels."""
     missing = []
-    for name, wheel in NVIDIA_LIBRARIES:
-        path = next((folder / name for folder in folders if (folder / name).exists()), None)
+    for relative, soname, wheel in CUDA_MATH_LIBRARIES[major]:
+        path = _nccl.nvidia_library(relative)
         if path is None:
-            missing.append(f"{wheel} ({name})")
+            missing.append(f"{wheel} ({soname})")
             continue
         ctypes.CDLL(str(path), mode=ctypes.RTLD_GLOBAL)
     return tuple(missing)
@@ -134,13 +139,13 @@ def require() -> None:
     Raises:
       RuntimeError: a wheel of NVIDIA's is missing (named), or our CUDA library cannot load.
     """
-    missing = _missing_wheels()
+    major = _nccl.cuda_major()
+    missing = _missing_wheels(major)
     if missing:
         raise RuntimeError(
             "jaxsolve.dense cannot run on the GPU: NVIDIA's pip wheels "
-            f"{', '.join(missing)} are not installed (looked in nvidia/cu13/lib of "
-            f"{[str(f) for f in _nvidia_library_folders()] or 'no nvidia package'}). Install "
-            "them: pip install 'jaxsolve-dense[cuda13]'."
+            f"{', '.join(missing)} are not installed (looked in the nvidia folders on "
+            f"sys.path). Install them: pip install 'jaxsolve-dense[cuda{major}]'."
         )
     LIBRARY.require_cuda("jaxsolve.dense's cuSOLVER backend")
 
@@ -306,10 +311,7 @@ def gesvd(a: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
 
 def on_one_gpu(layout: Layout, dtype: np.dtype) -> bool:
     """Whether cuSOLVER computes a call: the matrix is on one GPU (a 1 × 1 grid), and our
-    cuSOLVER library is built for the CUDA major of JAX's plugin (CUDA 13 only: its CUDA 12
-    build would need CUDA 12's cuSOLVER and cuBLAS headers, which the build does not fetch;
-    under ``jax-cuda12-plugin`` one GPU computes with the XLA backend, or cuSOLVERMp when
-    asked)."""
+    cuSOLVER library is built for the CUDA major of JAX's plugin (12 and 13 are)."""
     return layout.grid == (1, 1) and layout.platform == "gpu" and LIBRARY.ships_cuda_library()
 
 

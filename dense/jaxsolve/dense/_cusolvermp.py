@@ -48,7 +48,7 @@ from jaxsolve.layout import _ffi as jl_ffi
 from jaxsolve.sharding import _nccl
 from jaxsolve.sharding import nccl_communicator
 
-from . import _xla
+from . import _cusolver, _xla
 from ._backend import Decomposition, FactorServices, preferred_backend, register
 from ._layout import SUPPORTED_DTYPES, Layout
 
@@ -70,27 +70,19 @@ _TARGETS = {
 # cuBLASMp 0.10 (cuSOLVERMp 0.9.1's) calls ncclCommQueryProperties, new in NCCL 2.29.2.
 _MIN_NCCL = 22902
 
-# What cuSOLVERMp needs, in load order: (path below nvidia/, soname, pip wheel), per CUDA major
-# (CUDA 13's wheels share nvidia/cu13/lib, CUDA 12's have a folder each). The CUDA math
-# libraries usually come with JAX's CUDA plugin; cuBLASMp and cuSOLVERMp with our extra.
+# What cuSOLVERMp needs, in load order: (path below nvidia/, soname, pip wheel), per CUDA
+# major: the runtime, cuSOLVER's libraries (which usually come with JAX's CUDA plugin), then
+# cuBLASMp and cuSOLVERMp (our extra's).
 _PRELOADS = {
     12: (
         ("cuda_runtime/lib/libcudart.so.12", "libcudart.so.12", "nvidia-cuda-runtime-cu12"),
-        ("nvjitlink/lib/libnvJitLink.so.12", "libnvJitLink.so.12", "nvidia-nvjitlink-cu12"),
-        ("cublas/lib/libcublasLt.so.12", "libcublasLt.so.12", "nvidia-cublas-cu12"),
-        ("cublas/lib/libcublas.so.12", "libcublas.so.12", "nvidia-cublas-cu12"),
-        ("cusparse/lib/libcusparse.so.12", "libcusparse.so.12", "nvidia-cusparse-cu12"),
-        ("cusolver/lib/libcusolver.so.11", "libcusolver.so.11", "nvidia-cusolver-cu12"),
+        *_cusolver.CUDA_MATH_LIBRARIES[12],
         ("cublasmp/cu12/lib/libcublasmp.so.0", "libcublasmp.so.0", "nvidia-cublasmp-cu12"),
         ("cu12/lib/libcusolverMp.so.0", "libcusolverMp.so.0", "nvidia-cusolvermp-cu12"),
     ),
     13: (
         ("cu13/lib/libcudart.so.13", "libcudart.so.13", "nvidia-cuda-runtime"),
-        ("cu13/lib/libnvJitLink.so.13", "libnvJitLink.so.13", "nvidia-nvjitlink"),
-        ("cu13/lib/libcublasLt.so.13", "libcublasLt.so.13", "nvidia-cublas"),
-        ("cu13/lib/libcublas.so.13", "libcublas.so.13", "nvidia-cublas"),
-        ("cu13/lib/libcusparse.so.12", "libcusparse.so.12", "nvidia-cusparse"),
-        ("cu13/lib/libcusolver.so.12", "libcusolver.so.12", "nvidia-cusolver"),
+        *_cusolver.CUDA_MATH_LIBRARIES[13],
         ("cublasmp/cu13/lib/libcublasmp.so.0", "libcublasmp.so.0", "nvidia-cublasmp-cu13"),
         ("cu13/lib/libcusolverMp.so.0", "libcusolverMp.so.0", "nvidia-cusolvermp-cu13"),
     ),
