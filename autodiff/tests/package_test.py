@@ -10,6 +10,7 @@ from jaxsolve import autodiff
 MODULES = [
     "jaxsolve.autodiff",
     "jaxsolve.autodiff._cholesky",
+    "jaxsolve.autodiff._decomposition_rule",
     "jaxsolve.autodiff._decompositions",
     "jaxsolve.autodiff._eigh",
     "jaxsolve.autodiff._linear_solve",

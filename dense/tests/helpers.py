@@ -3,9 +3,11 @@
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 from jax.sharding import NamedSharding
 
 import jaxsolve.sharding as js
+from jaxsolve import dense
 
 DTYPES = (np.float32, np.float64, np.complex64, np.complex128)
 GRIDS = {"1x1": (1, 1), "2x1": (2, 1), "1x2": (1, 2), "2x2": (2, 2)}
@@ -53,3 +55,16 @@ def well_conditioned(rng, n, dtype):
 
 def max_error(x, y):
     return float(np.max(np.abs(np.asarray(x) - np.asarray(y))))
+
+
+def assert_failure_reported(status, outputs, match):
+    """Checks the failure contract every dense routine keeps (see `jaxsolve.dense.Status`).
+
+    Each of `outputs` is NaN throughout, and `raise_on_failure(status)` raises a `SolverError`
+    whose message matches the regular expression `match`: it names the routine, LAPACK's
+    ``info`` and what that means for the routine, e.g. ``potrs failed: info=2: ...``.
+    """
+    for x in outputs:
+        assert np.all(np.isnan(np.asarray(x)))
+    with pytest.raises(dense.SolverError, match=match):
+        dense.raise_on_failure(status)

@@ -16,6 +16,7 @@ import jax
 import jax.numpy as jnp
 
 from ._checks import check_service_outputs, checked_matrix
+from ._decomposition_rule import decomposition_rule
 from ._dense import conj_transpose, dense_matvec, hermitian_part
 from ._eigh import EighService, eigh
 
@@ -47,25 +48,20 @@ def _thin_qr_tangents(
     return q_dot, r_dot
 
 
-@functools.partial(jax.custom_jvp, nondiff_argnums=(0,))
-def _qr(decompose: QrService, a: jax.Array) -> tuple[jax.Array, jax.Array]:
-    q, r = decompose(a)
-    return q, r
-
-
-@_qr.defjvp
-def _qr_jvp(decompose, primals, tangents):
-    (a,), (a_dot,) = primals, tangents
-    q, r = _qr(decompose, a)
+def _qr_tangents(operands, operand_tangents, outputs):
+    (a,), (a_dot,), (q, r) = operands, operand_tangents, outputs
     m, n = a.shape
     if m >= n:
-        return (q, r), _thin_qr_tangents(q, r, a_dot)
+        return _thin_qr_tangents(q, r, a_dot)
     # Wide: [A₁ A₂] = Q [R₁ R₂] with A₁ = Q R₁ square and R₂ = Qᴴ A₂.
     q_dot, r1_dot = _thin_qr_tangents(q, r[:, :m], a_dot[:, :m])
     r2_dot = dense_matvec(conj_transpose(q_dot), a[:, m:]) + dense_matvec(
         conj_transpose(q), a_dot[:, m:]
     )
-    return (q, r), (q_dot, jnp.concatenate([r1_dot, r2_dot], axis=1))
+    return q_dot, jnp.concatenate([r1_dot, r2_dot], axis=1)
+
+
+_qr = decomposition_rule(_qr_tangents)
 
 
 def qr(a: jax.Array, *, decompose: QrService) -> tuple[jax.Array, jax.Array]:
@@ -121,18 +117,8 @@ def qr(a: jax.Array, *, decompose: QrService) -> tuple[jax.Array, jax.Array]:
 # ------------------------------------------------------------------------ svd
 
 
-@functools.partial(jax.custom_jvp, nondiff_argnums=(0,))
-def _svd(
-    decompose: SvdService, a: jax.Array
-) -> tuple[jax.Array, jax.Array, jax.Array]:
-    u, s, vh = decompose(a)
-    return u, s, vh
-
-
-@_svd.defjvp
-def _svd_jvp(decompose, primals, tangents):
-    (a,), (a_dot,) = primals, tangents
-    u, s, vh = _svd(decompose, a)
+def _svd_tangents(operands, operand_tangents, outputs):
+    (a,), (a_dot,), (u, s, vh) = operands, operand_tangents, outputs
     m, n = a.shape
     k = s.shape[0]
     v = conj_transpose(vh)
@@ -159,7 +145,10 @@ def _svd_jvp(decompose, primals, tangents):
         a_dot_h_u = dense_matvec(conj_transpose(a_dot), u)
         outside = a_dot_h_u - dense_matvec(v, dense_matvec(vh, a_dot_h_u))
         v_dot = v_dot + outside / s_complex
-    return (u, s, vh), (u_dot, s_dot, conj_transpose(v_dot))
+    return u_dot, s_dot, conj_transpose(v_dot)
+
+
+_svd = decomposition_rule(_svd_tangents)
 
 
 def svd(

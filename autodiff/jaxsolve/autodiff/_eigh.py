@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
 
 from ._checks import check_service_outputs, checked_matrix
+from ._decomposition_rule import decomposition_rule
 from ._dense import conj_transpose, dense_matvec, hermitian_part
 
 EighService = Callable[[jax.Array], tuple[jax.Array, jax.Array]]
@@ -34,18 +34,13 @@ def _eigen_tangents(
     return w_dot, v_dot
 
 
-@functools.partial(jax.custom_jvp, nondiff_argnums=(0,))
-def _eigh(decompose: EighService, a: jax.Array) -> tuple[jax.Array, jax.Array]:
-    w, v = decompose(a)
-    return w, v
-
-
-@_eigh.defjvp
-def _eigh_jvp(decompose, primals, tangents):
-    (a,), (a_dot,) = primals, tangents
-    w, v = _eigh(decompose, a)
+def _eigh_tangents(operands, operand_tangents, outputs):
+    (a_dot,), (w, v) = operand_tangents, outputs
     projected = dense_matvec(conj_transpose(v), dense_matvec(hermitian_part(a_dot), v))
-    return (w, v), _eigen_tangents(w, v, projected)
+    return _eigen_tangents(w, v, projected)
+
+
+_eigh = decomposition_rule(_eigh_tangents)
 
 
 def eigh(a: jax.Array, *, decompose: EighService) -> tuple[jax.Array, jax.Array]:
@@ -113,18 +108,8 @@ def eigh(a: jax.Array, *, decompose: EighService) -> tuple[jax.Array, jax.Array]
     return _eigh(decompose, a)
 
 
-@functools.partial(jax.custom_jvp, nondiff_argnums=(0,))
-def _eigh_generalized(
-    decompose: GeneralizedEighService, a: jax.Array, b: jax.Array
-) -> tuple[jax.Array, jax.Array]:
-    w, v = decompose(a, b)
-    return w, v
-
-
-@_eigh_generalized.defjvp
-def _eigh_generalized_jvp(decompose, primals, tangents):
-    (a, b), (a_dot, b_dot) = primals, tangents
-    w, v = _eigh_generalized(decompose, a, b)
+def _eigh_generalized_tangents(operands, operand_tangents, outputs):
+    (a_dot, b_dot), (w, v) = operand_tangents, outputs
     v_h = conj_transpose(v)
     b_projected = dense_matvec(v_h, dense_matvec(hermitian_part(b_dot), v))
     a_projected = dense_matvec(v_h, dense_matvec(hermitian_part(a_dot), v))
@@ -132,7 +117,10 @@ def _eigh_generalized_jvp(decompose, primals, tangents):
     w_dot, v_dot = _eigen_tangents(w, v, projected)
     # Keeping Vᴴ B V = I fixes the diagonal of Vᴴ B V̇ to -diag(Vᴴ Ḃ V) / 2.
     normalization = jnp.real(jnp.diagonal(b_projected)).astype(v.dtype) / 2
-    return (w, v), (w_dot, v_dot - v * normalization[None, :])
+    return w_dot, v_dot - v * normalization[None, :]
+
+
+_eigh_generalized = decomposition_rule(_eigh_generalized_tangents)
 
 
 def eigh_generalized(

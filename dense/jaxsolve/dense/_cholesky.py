@@ -9,25 +9,11 @@ import jax.numpy as jnp
 
 from jaxsolve import autodiff
 
-from . import _backend
+from . import _backend, _factor
 from ._compile import run
-from ._factor import DenseFactor, check_factor, placed_factor
+from ._factor import DenseFactor, check_factor
 from ._layout import Layout, check_flag, constrain, prepare_matrix, prepare_rhs, work_matrix
-from ._status import fill_failed, status_of
-
-
-def _factorize(layout: Layout, a: jax.Array) -> tuple[Any, autodiff.Factorization]:
-    cholesky = _backend.services("cholesky", layout, a.dtype)
-    a = constrain(a, layout.matrix_sharding())
-    return cholesky, autodiff.cholesky_factor(a, decompose=cholesky.factor)
-
-
-def _solve(cholesky: Any, factorization: autodiff.Factorization, b: jax.Array,
-           layout: Layout) -> jax.Array:
-    b = constrain(b, layout.rhs_sharding())
-    x = autodiff.cholesky_solve(factorization, b, solve_with_factor=cholesky.solve)
-    (x,) = fill_failed(factorization.factor.info, x)
-    return constrain(x, layout.rhs_sharding())
+from ._status import fill_failed, with_status
 
 
 def _logdet(cholesky: Any, factorization: autodiff.Factorization, layout: Layout) -> jax.Array:
@@ -37,16 +23,12 @@ def _logdet(cholesky: Any, factorization: autodiff.Factorization, layout: Layout
     return constrain(value, layout.replicated())
 
 
-def _info(factorization: autodiff.Factorization, layout: Layout) -> jax.Array:
-    return constrain(factorization.factor.info, layout.replicated())
-
-
 def _potrs_body(layout, return_logdet, a, b):
-    cholesky, factorization = _factorize(layout, a)
-    outputs = [_solve(cholesky, factorization, b, layout)]
+    cholesky, factorization = _factor.factorize("cholesky", layout, a)
+    outputs = [_factor.solve_with("cholesky", cholesky, factorization, b, layout)]
     if return_logdet:
         outputs.append(_logdet(cholesky, factorization, layout))
-    outputs.append(_info(factorization, layout))
+    outputs.append(_factor.replicated_info(factorization, layout))
     return tuple(outputs), work_matrix(factorization.factor, a, layout)
 
 
@@ -126,14 +108,7 @@ def potrs(
     b, layout = prepare_rhs(caller, a, b, layout, in_specs)
     outputs = run(_potrs_body, (layout, bool(return_logdet)), (a, b), bool(donate))
     *values, info = outputs
-    if return_status:
-        values.append(status_of(caller, info))
-    return values[0] if len(values) == 1 else tuple(values)
-
-
-def _cho_factor_body(layout, a):
-    _, factorization = _factorize(layout, a)
-    return placed_factor(factorization, "cholesky", layout), ()
+    return with_status(caller, values, info, return_status)
 
 
 def cho_factor(
@@ -182,13 +157,7 @@ def cho_factor(
     """
     caller = "cho_factor"
     a, layout = prepare_matrix(caller, a, T_A, mesh, matrix_specs, flags=dict(pad=pad))
-    return run(_cho_factor_body, (layout,), (a,))
-
-
-def _cho_solve_body(layout, factor, b):
-    cholesky = _backend.services("cholesky", layout, b.dtype)
-    x = _solve(cholesky, factor.factorization, b, layout)
-    return (x, _info(factor.factorization, layout)), ()
+    return run(_factor.factor_body, ("cholesky", layout), (a,))
 
 
 def cho_solve(
@@ -223,8 +192,8 @@ def cho_solve(
     factor = check_factor(caller, factor, "cholesky")
     check_flag(caller, "return_status", return_status)
     b, layout = prepare_rhs(caller, factor.matrix, b, factor.layout.with_rhs_spec(None))
-    x, info = run(_cho_solve_body, (layout,), (factor, b))
-    return (x, status_of("potrs", info)) if return_status else x
+    x, info = run(_factor.factor_solve_body, ("cholesky", layout), (factor, b))
+    return with_status("potrs", [x], info, return_status)
 
 
 def _logdet_body(layout, factor):
@@ -260,11 +229,12 @@ def logdet(factor: DenseFactor) -> jax.Array:
 
 
 def _cho_inverse_body(layout, a):
-    cholesky, factorization = _factorize(layout, a)
+    cholesky, factorization = _factor.factorize("cholesky", layout, a)
     eye = constrain(jnp.eye(a.shape[0], dtype=a.dtype), layout.matrix_sharding())
     inverse = autodiff.cholesky_solve(factorization, eye, solve_with_factor=cholesky.solve)
     (inverse,) = fill_failed(factorization.factor.info, inverse)
-    return (constrain(inverse, layout.matrix_sharding()), _info(factorization, layout)), ()
+    inverse = constrain(inverse, layout.matrix_sharding())
+    return (inverse, _factor.replicated_info(factorization, layout)), ()
 
 
 def cho_inverse(
@@ -310,5 +280,5 @@ def cho_inverse(
     a, layout = prepare_matrix(caller, a, T_A, mesh, matrix_specs, flags=dict(
         return_status=return_status, pad=pad, donate=donate))
     inverse, info = run(_cho_inverse_body, (layout,), (a,), bool(donate))
-    return (inverse, status_of(caller, info)) if return_status else inverse
+    return with_status(caller, [inverse], info, return_status)
 

@@ -12,13 +12,7 @@ from jaxsolve import autodiff
 from . import _backend
 from ._compile import run
 from ._layout import Layout, constrain, prepare_matrix, prepare_rhs
-from ._status import fill_failed, status_of
-
-
-def _finish(caller: str, outputs: list[Any], info: jax.Array, return_status: bool) -> Any:
-    if return_status:
-        outputs.append(status_of(caller, info))
-    return outputs[0] if len(outputs) == 1 else tuple(outputs)
+from ._status import fill_failed, with_status
 
 
 # ---------------------------------------------------------------------- least squares
@@ -96,7 +90,7 @@ def least_squares(
                                    return_status=return_status, pad=pad, donate=donate))
     b, layout = prepare_rhs(caller, a, b, layout, in_specs)
     x, info = run(_least_squares_body, (layout,), (a, b), bool(donate))
-    return _finish(caller, [x], info, return_status)
+    return with_status(caller, [x], info, return_status)
 
 
 # ------------------------------------------------------------------------------- qr
@@ -159,7 +153,7 @@ def qr(
     a, layout = prepare_matrix(caller, a, T_A, mesh, matrix_specs, square=False, flags=dict(
         return_status=return_status, pad=pad, donate=donate))
     q, r, info = run(_qr_body, (layout,), (a,), bool(donate))
-    return _finish(caller, [q, r], info, return_status)
+    return with_status(caller, [q, r], info, return_status)
 
 
 # ------------------------------------------------------------------------------ svd
@@ -236,7 +230,7 @@ def gesvd(
     outputs.append(s)
     if compute_vh:
         outputs.append(vh)
-    return _finish(caller, outputs, info, return_status)
+    return with_status(caller, outputs, info, return_status)
 
 
 # ---------------------------------------------------------------------------- polar
@@ -305,5 +299,5 @@ def polar(
             "for a wide matrix decompose its conjugate transpose."
         )
     u, h, info = run(_polar_body, (layout,), (a,), bool(donate))
-    return _finish(caller, [u, h] if compute_h else [u], info, return_status)
+    return with_status(caller, [u, h] if compute_h else [u], info, return_status)
 

@@ -11,7 +11,7 @@ from jaxsolve import autodiff
 from . import _backend
 from ._compile import run
 from ._layout import checked_array, constrain, prepare_matrix
-from ._status import fill_failed, status_of
+from ._status import fill_failed, with_status
 
 
 # The derivative rule of each family: A V = V diag(w), and A V = B V diag(w).
@@ -78,10 +78,7 @@ def syevd(
         return_eigenvectors=return_eigenvectors, return_status=return_status, pad=pad,
         donate=donate))
     w, v, info = run(_eigen_body, ("syevd", layout), (a,), bool(donate))
-    outputs = [w, v] if return_eigenvectors else [w]
-    if return_status:
-        outputs.append(status_of(caller, info))
-    return outputs[0] if len(outputs) == 1 else tuple(outputs)
+    return with_status(caller, [w, v] if return_eigenvectors else [w], info, return_status)
 
 
 def sygvd(
@@ -145,7 +142,5 @@ def sygvd(
             f"and {b.shape} {b.dtype}."
         )
     w, v, info = run(_eigen_body, ("sygvd", layout), (a, b), bool(donate))
-    outputs = [w, v] if return_eigenvectors else [w]
-    if return_status:
-        outputs.append(status_of(caller, info, a.shape[0]))
-    return outputs[0] if len(outputs) == 1 else tuple(outputs)
+    return with_status(caller, [w, v] if return_eigenvectors else [w], info, return_status,
+                       n=a.shape[0])

@@ -1,4 +1,11 @@
-"""`DenseFactor`: a factorization kept for several solves, log-determinants and derivatives."""
+"""`DenseFactor`: a factorization kept for several solves, log-determinants and derivatives.
+
+Also the steps the Cholesky and LU routines share, written once for both *factorization
+families*: factor ``A`` with a backend's services (`factorize`), solve with the kept factor
+(`solve_with`), and the program bodies of ``cho_factor``/``lu_factor`` (`factor_body`) and of
+``cho_solve``/``lu_solve`` with a factor (`factor_solve_body`). A family differs from the other
+only in its `jaxsolve.autodiff` rules, which `_RULES` names.
+"""
 
 from __future__ import annotations
 
@@ -8,8 +15,18 @@ import jax
 
 from jaxsolve import autodiff
 
+from . import _backend
 from ._layout import Layout, constrain
-from ._status import Status, status_of
+from ._status import Status, fill_failed, status_of
+
+# The jaxsolve.autodiff rules of each factorization family: how ``A`` is factored (keeping
+# ``A`` beside its factor) and how ``A x = b`` is solved with that factor. Their derivative
+# rules differ (Cholesky's treats ``Ȧ`` as Hermitian, LU's reverse mode solves with ``Aᵀ``);
+# their signatures do not, which is what lets one code path serve both.
+_RULES = {
+    "cholesky": (autodiff.cholesky_factor, autodiff.cholesky_solve),
+    "lu": (autodiff.lu_factor, autodiff.lu_solve),
+}
 
 
 @jax.tree_util.register_dataclass
@@ -78,3 +95,53 @@ def placed_factor(factorization: autodiff.Factorization, kind: str,
         else constrain(leaf, layout.replicated()),
         factorization.factor)
     return DenseFactor(factorization._replace(factor=factor), kind, layout)
+
+
+def factorize(kind: str, layout: Layout, a: jax.Array
+              ) -> tuple[_backend.FactorServices, autodiff.Factorization]:
+    """The backend's services of family `kind` and ``A``'s factorization by them.
+
+    ``a`` is placed in `layout`'s matrix sharding first, so that the backend factors it where
+    it lies. The result keeps ``A`` beside its factor: derivatives flow through ``A`` and every
+    one of them reuses the factor (one more solve, never a second factorization).
+    """
+    services = _backend.services(kind, layout, a.dtype)
+    a = constrain(a, layout.matrix_sharding())
+    factor_rule, _ = _RULES[kind]
+    return services, factor_rule(a, decompose=services.factor)
+
+
+def solve_with(kind: str, services: _backend.FactorServices,
+               factorization: autodiff.Factorization, b: jax.Array, layout: Layout) -> jax.Array:
+    """``x = A⁻¹ b`` with a kept factor of family `kind`: split like ``b``, NaN if it failed.
+
+    The solve is `jaxsolve.autodiff`'s rule for the family, so its derivatives are solves with
+    the same factor (for LU's reverse mode, transposed ones).
+    """
+    b = constrain(b, layout.rhs_sharding())
+    _, solve_rule = _RULES[kind]
+    x = solve_rule(factorization, b, solve_with_factor=services.solve)
+    (x,) = fill_failed(factorization.factor.info, x)
+    return constrain(x, layout.rhs_sharding())
+
+
+def replicated_info(factorization: autodiff.Factorization, layout: Layout) -> jax.Array:
+    """The factorization's LAPACK ``info``, replicated on every device (for a `Status`)."""
+    return constrain(factorization.factor.info, layout.replicated())
+
+
+def factor_body(kind: str, layout: Layout, a: jax.Array) -> tuple[DenseFactor, tuple[()]]:
+    """The program of ``cho_factor`` and ``lu_factor`` (for `run`): ``A``'s `DenseFactor`."""
+    _, factorization = factorize(kind, layout, a)
+    return placed_factor(factorization, kind, layout), ()
+
+
+def factor_solve_body(kind: str, layout: Layout, factor: DenseFactor, b: jax.Array
+                      ) -> tuple[tuple[jax.Array, jax.Array], tuple[()]]:
+    """The program of ``cho_solve`` and ``lu_solve`` with a factor (for `run`): ``(x, info)``.
+
+    Only the services' solve is used: the factor was computed by an earlier program.
+    """
+    services = _backend.services(kind, layout, b.dtype)
+    x = solve_with(kind, services, factor.factorization, b, layout)
+    return (x, replicated_info(factor.factorization, layout)), ()

@@ -10,11 +10,10 @@ import jax.numpy as jnp
 
 from jaxsolve import autodiff
 
-from . import _backend
+from . import _factor
 from ._compile import run
-from ._factor import DenseFactor, check_factor, placed_factor
+from ._factor import DenseFactor, check_factor
 from ._layout import (
-    Layout,
     check_flag,
     check_tile,
     checked_array,
@@ -23,37 +22,14 @@ from ._layout import (
     prepare_rhs,
     work_matrix,
 )
-from ._status import fill_failed, status_of
-
-
-def _factorize(layout: Layout, a: jax.Array) -> tuple[Any, autodiff.Factorization]:
-    lu = _backend.services("lu", layout, a.dtype)
-    a = constrain(a, layout.matrix_sharding())
-    return lu, autodiff.lu_factor(a, decompose=lu.factor)
-
-
-def _solve(lu: Any, factorization: autodiff.Factorization, b: jax.Array,
-           layout: Layout) -> jax.Array:
-    b = constrain(b, layout.rhs_sharding())
-    x = autodiff.lu_solve(factorization, b, solve_with_factor=lu.solve)
-    (x,) = fill_failed(factorization.factor.info, x)
-    return constrain(x, layout.rhs_sharding())
-
-
-def _info(factorization: autodiff.Factorization, layout: Layout) -> jax.Array:
-    return constrain(factorization.factor.info, layout.replicated())
+from ._status import fill_failed, with_status
 
 
 def _lu_solve_body(layout, a, b):
-    lu, factorization = _factorize(layout, a)
-    x = _solve(lu, factorization, b, layout)
-    return (x, _info(factorization, layout)), work_matrix(factorization.factor, a, layout)
-
-
-def _lu_factor_solve_body(layout, factor, b):
-    lu = _backend.services("lu", layout, b.dtype)
-    x = _solve(lu, factor.factorization, b, layout)
-    return (x, _info(factor.factorization, layout)), ()
+    lu, factorization = _factor.factorize("lu", layout, a)
+    x = _factor.solve_with("lu", lu, factorization, b, layout)
+    info = _factor.replicated_info(factorization, layout)
+    return (x, info), work_matrix(factorization.factor, a, layout)
 
 
 def lu_solve(
@@ -121,19 +97,14 @@ def lu_solve(
                 "leave mesh, matrix_specs and in_specs out."
             )
         b, layout = prepare_rhs(caller, factor.matrix, b, factor.layout.with_rhs_spec(None))
-        x, info = run(_lu_factor_solve_body, (layout,), (factor, b))
+        x, info = run(_factor.factor_solve_body, ("lu", layout), (factor, b))
     else:
         a, layout = prepare_matrix(caller, a, T_A, mesh, matrix_specs, in_specs=in_specs,
                                    flags=dict(return_status=return_status, pad=pad,
                                               donate=donate))
         b, layout = prepare_rhs(caller, a, b, layout, in_specs)
         x, info = run(_lu_solve_body, (layout,), (a, b), bool(donate))
-    return (x, status_of(caller, info)) if return_status else x
-
-
-def _lu_factor_body(layout, a):
-    _, factorization = _factorize(layout, a)
-    return placed_factor(factorization, "lu", layout), ()
+    return with_status(caller, [x], info, return_status)
 
 
 def lu_factor(
@@ -172,7 +143,7 @@ def lu_factor(
     """
     caller = "lu_factor"
     a, layout = prepare_matrix(caller, a, T_A, mesh, matrix_specs, flags=dict(pad=pad))
-    return run(_lu_factor_body, (layout,), (a,))
+    return run(_factor.factor_body, ("lu", layout), (a,))
 
 
 def solve(
@@ -259,7 +230,7 @@ def _slogdet_jvp(lu, primals, tangents):
 
 
 def _slogdet_body(layout, a):
-    lu, factorization = _factorize(layout, a)
+    lu, factorization = _factor.factorize("lu", layout, a)
     sign, logabsdet = _slogdet(lu, factorization)
     sign, logabsdet = fill_failed(factorization.factor.info, sign, logabsdet)
     info = factorization.factor.info

@@ -10,6 +10,7 @@ outside ``jax.jit``.
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -192,3 +193,17 @@ def fill_failed(info: jax.Array, *outputs: jax.Array) -> tuple[jax.Array, ...]:
     """`outputs` with NaN everywhere when ``info != 0`` (the failure contract of every routine)."""
     ok = jnp.equal(info, 0)
     return tuple(jnp.where(ok, x, jnp.nan) for x in outputs)
+
+
+def with_status(routine: str, outputs: list[Any], info: jax.Array, return_status: bool,
+                n: int = 0) -> Any:
+    """What a public routine returns: its `outputs`, then its `Status` with `return_status`.
+
+    Every dense routine answers in one convention: a single output alone, several as a tuple,
+    and with ``return_status=True`` the `Status` of `routine` (``info`` on matrices of order
+    `n`, see `status_of`) appended last, so that ``x, status = potrs(..., return_status=True)``
+    and ``w, v, status = syevd(..., return_status=True)`` read alike.
+    """
+    if return_status:
+        outputs = [*outputs, status_of(routine, info, n)]
+    return outputs[0] if len(outputs) == 1 else tuple(outputs)
