@@ -77,6 +77,35 @@ class TestSplitting:
         to_coarse = np.asarray(coupled[:, coarse].sum(axis=1)).ravel() > 0
         assert np.all(to_coarse[~coarse & has_coupling])
 
+    @pytest.mark.parametrize("problem", ["poisson3d_32", "anisotropic_128"])
+    def test_pmis_rounds_over_threads_take_the_greedy_set(self, problem):
+        """The native PMIS, in rounds over the cores (its graphs here span several blocks of
+        rows), takes the set of the sequential greedy pass in decreasing weight
+        ``|Sᵀ_i| + u_i`` (``u_i`` the splitmix64 hash of ``i`` in [0, 1)), written here in
+        NumPy."""
+        matrix = {"poisson3d_32": lambda: pyamg.gallery.poisson((32, 32, 32), format="csr"),
+                  "anisotropic_128": lambda: rotated_anisotropic(128)}[problem]()
+        pattern, values = host(matrix)
+        strong = _classical.strong_couplings(pattern, values, amg_config())
+        graph = scipy_of(pattern, strong.astype(float))
+        graph.eliminate_zeros()
+        coarse = _native.classical_splitting(pattern.indptr, pattern.indices, strong, "PMIS")
+
+        z = np.arange(pattern.n_rows, dtype=np.uint64) + np.uint64(0x9E3779B97F4A7C15)
+        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        z ^= z >> np.uint64(31)
+        weight = np.diff(graph.tocsc().indptr) + (z >> np.uint64(11)) * (1.0 / 2.0**53)
+        coupled = (graph + graph.T).tocsr()
+        state = np.where(np.diff(coupled.indptr) > 0, -1, 0)  # undecided, or F
+        for i in np.lexsort((np.arange(pattern.n_rows), -weight)):
+            if state[i] == -1:
+                state[i] = 1
+                neighbours = coupled.indices[coupled.indptr[i]:coupled.indptr[i + 1]]
+                state[neighbours[state[neighbours] == -1]] = 0
+        assert pattern.n_rows >= 2 * 8192  # several blocks of the native rounds
+        np.testing.assert_array_equal(coarse, state == 1)
+
     @pytest.mark.parametrize("problem", sorted(PROBLEMS))
     def test_hmis_f_points_depend_on_a_c_point(self, problem):
         pattern, values = host(PROBLEMS[problem]())

@@ -14,9 +14,10 @@
 //   JaxsolveSparseClassicalStrength: the strong entries of A (see
 //     StrengthRows below).
 //   JaxsolveSparseClassicalSplitting, method 0 (PMIS): the maximal independent
-//     set of S + S^T that a greedy pass in decreasing weight w_i = |S^T_i| +
-//     u_i takes (u_i in [0, 1), a fixed hash of i): the set that the rounds of
-//     De Sterck, Yang and Heys' parallel PMIS reach with these weights. Its
+//     set of S + S^T that the rounds of De Sterck, Yang and Heys' parallel
+//     PMIS reach with the weights w_i = |S^T_i| + u_i (u_i in [0, 1), a fixed
+//     hash of i), which is the set a greedy pass in decreasing weight takes
+//     (computed in rounds, over the cores). Its
 //     points are C, every other point F; a point without strong couplings is
 //     F (no interpolation: its row is smoothed only).
 //     Method 1 (HMIS on one process, where no processor boundaries are left
@@ -233,23 +234,59 @@ struct Graph {
   }
 };
 
+// Rounds of De Sterck, Yang and Heys' PMIS with fixed weights, over the cores:
+// the undecided points that outrank every undecided neighbour (in S or S^T)
+// become C, then the undecided neighbours of C points F, until no point is
+// undecided. With weights that never change, this is the maximal independent
+// set that a greedy pass in rank order takes (a point is taken unless a
+// higher-ranked neighbour was), whatever the number of threads.
 void Pmis(const Graph& g, int32_t* state) {
-  // Decreasing weight, then increasing index: increasing (-weight, index).
-  std::vector<std::pair<double, int32_t>> order;
-  for (int32_t i = 0; i < g.n; ++i) {
-    if (state[i] != kUndecided) continue;
-    order.emplace_back(-(static_cast<double>(g.t_indptr[i + 1] - g.t_indptr[i]) + Unit(i)), i);
+  const int32_t n = g.n;
+  // Rank: larger weight first, then smaller index.
+  std::vector<double> weight(n);
+  for (int32_t i = 0; i < n; ++i) {
+    weight[i] = static_cast<double>(g.t_indptr[i + 1] - g.t_indptr[i]) + Unit(i);
   }
-  std::sort(order.begin(), order.end());
-  for (const auto& [negative_weight, i] : order) {
-    if (state[i] != kUndecided) continue;
-    state[i] = kCoarse;
+  const auto outranks = [&](int32_t i, int32_t j) {
+    return weight[i] > weight[j] || (weight[i] == weight[j] && i < j);
+  };
+  // Whether f(j) holds for some neighbour j of i in S or S^T.
+  const auto any_neighbour = [&](int32_t i, auto f) {
     for (int64_t e = g.indptr[i]; e < g.indptr[i + 1]; ++e) {
-      if (state[g.indices[e]] == kUndecided) state[g.indices[e]] = kFine;
+      if (f(g.indices[e])) return true;
     }
     for (int64_t e = g.t_indptr[i]; e < g.t_indptr[i + 1]; ++e) {
-      if (state[g.t_indices[e]] == kUndecided) state[g.t_indices[e]] = kFine;
+      if (f(g.t_indices[e])) return true;
     }
+    return false;
+  };
+  const int64_t blocks = BlocksFor(n, kMinRowsPerThread);
+  // Each phase reads `state` and writes `next` (no point reads what another
+  // thread writes), then `next` becomes `state`.
+  std::vector<int32_t> next(state, state + n);
+  std::atomic<bool> undecided_left{true};
+  const auto phase = [&](auto decide) {
+    undecided_left = false;
+    ForRowBlocks(n, blocks, [&](int64_t begin, int64_t end) {  // nothing here throws
+      bool left = false;
+      for (int64_t i = begin; i < end; ++i) {
+        next[i] = state[i] == kUndecided ? decide(static_cast<int32_t>(i)) : state[i];
+        left = left || next[i] == kUndecided;
+      }
+      if (left) undecided_left = true;
+    });
+    std::copy(next.begin(), next.end(), state);
+  };
+  while (undecided_left) {
+    phase([&](int32_t i) {
+      return any_neighbour(i, [&](int32_t j) {
+               return state[j] == kUndecided && outranks(j, i);
+             }) ? kUndecided : kCoarse;
+    });
+    phase([&](int32_t i) {
+      return any_neighbour(i, [&](int32_t j) { return state[j] == kCoarse; }) ? kFine
+                                                                              : kUndecided;
+    });
   }
 }
 
