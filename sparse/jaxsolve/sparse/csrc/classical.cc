@@ -261,33 +261,34 @@ void Pmis(const Graph& g, int32_t* state) {
     return false;
   };
   const int64_t blocks = BlocksFor(n, kMinRowsPerThread);
-  // Each phase reads `state` and writes `next` (no point reads what another
-  // thread writes), then `next` becomes `state`.
-  std::vector<int32_t> next(state, state + n);
+  // Each phase reads `current` and writes `next` (no point reads what another
+  // thread writes), then they swap.
+  std::vector<int32_t> current(state, state + n), next(n);
   std::atomic<bool> undecided_left{true};
   const auto phase = [&](auto decide) {
     undecided_left = false;
     ForRowBlocks(n, blocks, [&](int64_t begin, int64_t end) {  // nothing here throws
       bool left = false;
       for (int64_t i = begin; i < end; ++i) {
-        next[i] = state[i] == kUndecided ? decide(static_cast<int32_t>(i)) : state[i];
+        next[i] = current[i] == kUndecided ? decide(static_cast<int32_t>(i)) : current[i];
         left = left || next[i] == kUndecided;
       }
       if (left) undecided_left = true;
     });
-    std::copy(next.begin(), next.end(), state);
+    current.swap(next);
   };
   while (undecided_left) {
     phase([&](int32_t i) {
       return any_neighbour(i, [&](int32_t j) {
-               return state[j] == kUndecided && outranks(j, i);
+               return current[j] == kUndecided && outranks(j, i);
              }) ? kUndecided : kCoarse;
     });
     phase([&](int32_t i) {
-      return any_neighbour(i, [&](int32_t j) { return state[j] == kCoarse; }) ? kFine
-                                                                              : kUndecided;
+      return any_neighbour(i, [&](int32_t j) { return current[j] == kCoarse; }) ? kFine
+                                                                                : kUndecided;
     });
   }
+  std::copy(current.begin(), current.end(), state);
 }
 
 void RugeStubenFirstPass(const Graph& g, int32_t* state) {
