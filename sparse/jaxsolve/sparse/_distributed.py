@@ -64,6 +64,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import weakref
+from collections.abc import Callable
 from typing import Any, Literal, NamedTuple
 
 import jax
@@ -88,6 +89,7 @@ from ._multicolor import (MULTICOLOR_SMOOTHERS, MulticolorPadding, common_color_
                           multicolor_padding, padded_data, safe_inverse)
 from ._native import csr_matvec
 from ._relaxation import RelaxationData, finest_diagonal
+from ._setup import is_concrete
 from ._status import SolveInfo
 
 COARSE_PER_PART = 32
@@ -546,29 +548,42 @@ def _setup_numbers(orientation: _Orientation, values: jax.Array) -> _Preconditio
     return _compiled_numbers(orientation).lower(*arguments).compile()(*arguments)
 
 
+def kept_numbers(kept: dict, values: jax.Array, reuse_setup: bool,
+                 setup: Callable[[jax.Array], Any],
+                 agree: Callable[[bool], bool] = bool) -> Any | None:
+    """The preconditioner numbers a solve with ``values`` uses, or None to set up inside
+    the solve; shared by the one-host sharded and the MPI solves.
+
+    As for the single-device solve: concrete values are set up once (``setup(values)``) and
+    the numbers kept with them in ``kept`` (``{dtype: (values, numbers)}``, one per
+    orientation), so a solve with the same values (equal, checked on the device) reuses them
+    and other values set up anew; traced values are set up inside the compiled solve.
+    ``reuse_setup`` takes the latest numbers whatever the values. ``agree`` turns this
+    process's choice to reuse into every process's (an MPI ``allreduce``): a new setup
+    exchanges messages, so all must take it or none.
+    """
+    latest = kept.get(values.dtype)
+    concrete = is_concrete(values)
+    reuse = False
+    if latest is not None and (reuse_setup or concrete):
+        with jax.ensure_compile_time_eval():  # concrete, also while a caller's jit traces
+            reuse = reuse_setup or latest[0] is values or bool(_equal(latest[0], values))
+    if agree(reuse):
+        return latest[1]
+    if not concrete:
+        return None
+    numbers = setup(values)
+    kept[values.dtype] = (values, numbers)
+    return numbers
+
+
 def _preconditioner_numbers(orientation: _Orientation, values: jax.Array,
                             reuse_setup: bool) -> _Preconditioner | None:
-    """The numbers a solve with ``values`` uses, or None to set up inside the solve.
-
-    As for the single-device solve: concrete values are set up once and the numbers kept
-    with them, so a solve with the same values (equal, checked on the device) reuses them
-    and other values set up anew; traced values are set up inside the compiled solve.
-    ``reuse_setup`` takes the latest numbers of this orientation whatever the values.
-    """
+    """`kept_numbers` of ``orientation``: None without a preconditioner."""
     if orientation.setup is None:
         return None
-    kept = orientation.numbers.get(values.dtype)
-    if kept is not None and reuse_setup:
-        return kept[1]
-    if not _is_concrete(values):
-        return None
-    if kept is not None:
-        with jax.ensure_compile_time_eval():  # concrete, also while a caller's jit traces
-            if kept[0] is values or bool(_equal(kept[0], values)):
-                return kept[1]
-    numbers = _setup_numbers(orientation, values)
-    orientation.numbers[values.dtype] = (values, numbers)
-    return numbers
+    return kept_numbers(orientation.numbers, values, reuse_setup,
+                        functools.partial(_setup_numbers, orientation))
 
 
 @jax.jit
@@ -712,10 +727,6 @@ def _compiled_routing(layout):
     return jax.jit(shard_map(body, layout.mesh, (spec, spec, spec), spec))
 
 
-def _is_concrete(array: Any) -> bool:
-    return not isinstance(array, jax.core.Tracer)
-
-
 def _checked_vector(name: str, v: Any, A: ShardedCsrMatrix) -> jax.Array:
     """``v`` in the padded layout of A's rows, placed on A's mesh; clear errors otherwise.
 
@@ -724,7 +735,7 @@ def _checked_vector(name: str, v: Any, A: ShardedCsrMatrix) -> jax.Array:
     entries then set to zero.
     """
     n, padded = A.shape[0], A.layout.padded_size
-    if isinstance(v, jax.Array) and _is_concrete(v):
+    if isinstance(v, jax.Array) and is_concrete(v):
         sharding = v.sharding
         if isinstance(sharding, NamedSharding) and sharding.mesh != A.mesh:
             raise ValueError(
@@ -743,7 +754,7 @@ def _checked_vector(name: str, v: Any, A: ShardedCsrMatrix) -> jax.Array:
                          f"{A.shape}, got {v.shape}.")
     if v.shape[0] == n:
         return A.shard_vector(v)
-    return _padding_zeroed(A, jax.device_put(v, A.sharding) if _is_concrete(v) else v)
+    return _padding_zeroed(A, jax.device_put(v, A.sharding) if is_concrete(v) else v)
 
 
 def _padding_zeroed(A: ShardedCsrMatrix, v: jax.Array) -> jax.Array:
@@ -795,7 +806,7 @@ def solve_sharded(
     values, b = A.values.astype(dtype), b.astype(dtype)
     layout = A.layout
     hermitian = config.solver in _HERMITIAN_METHODS
-    forward, transposed = _orientations(layout, values if _is_concrete(values) else None,
+    forward, transposed = _orientations(layout, values if is_concrete(values) else None,
                                         amg, hermitian)
     product = _matvec(layout)
 

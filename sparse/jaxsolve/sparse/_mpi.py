@@ -69,10 +69,11 @@ from jaxsolve.sharding import halo_plan
 
 from ._config import AMGConfig, SolverConfig, parse_amgx_config
 from ._csr_arrays import CsrStructure
-from ._distributed import (COARSE_PER_PART, _coarse_aggregates, _equal, _Preconditioner,
-                           coarse_inverse_rows, krylov_columns, local_matvec, precondition,
-                           solve_from)
+from ._distributed import (COARSE_PER_PART, _coarse_aggregates, _Preconditioner,
+                           coarse_inverse_rows, kept_numbers, krylov_columns, local_matvec,
+                           precondition, solve_from)
 from ._hierarchy import HierarchyStructure, build_structure, numeric_setup
+from ._setup import is_concrete
 from ._status import SolveInfo
 
 _KRYLOV_METHODS = ("CG", "PCG", "BICGSTAB", "PBICGSTAB", "GMRES", "FGMRES")
@@ -469,30 +470,14 @@ def _setup_numbers(layout: _Layout, transposed: bool, values: jax.Array) -> _Pre
 
 def _preconditioner_numbers(layout: _Layout, transposed: bool, values: jax.Array,
                             reuse_setup: bool) -> _Preconditioner | None:
-    """The numbers a solve with ``A``'s ``values`` uses, or None to set up inside the solve.
-
-    As for the one-host sharded solve: concrete values are set up once per orientation and
-    the numbers kept with them, so a solve with the same values (equal, checked on the
-    device) reuses them and other values set up anew; traced values are set up inside the
-    compiled solve. ``reuse_setup`` takes the latest numbers whatever the values. The ranks
-    agree on the choice (one ``allreduce``): a new setup exchanges messages.
-    """
+    """`kept_numbers` of an orientation, the ranks agreeing on each choice (one
+    ``allreduce``); None without a preconditioner."""
     system = layout.transposed if transposed else layout.forward
     if system.structure is None:
         return None
-    kept = system.numbers.get(values.dtype)
-    concrete = _is_concrete(values)
-    reuse = False
-    if kept is not None and (reuse_setup or concrete):
-        with jax.ensure_compile_time_eval():  # concrete, also while a caller's jit traces
-            reuse = reuse_setup or kept[0] is values or bool(_equal(kept[0], values))
-    if layout.comm.allreduce(reuse, op=_mpi().LAND):
-        return kept[1]
-    if not concrete:
-        return None
-    numbers = _setup_numbers(layout, transposed, values)
-    system.numbers[values.dtype] = (values, numbers)
-    return numbers
+    return kept_numbers(system.numbers, values, reuse_setup,
+                        functools.partial(_setup_numbers, layout, transposed),
+                        agree=lambda reuse: layout.comm.allreduce(reuse, op=_mpi().LAND))
 
 
 def _service(config: SolverConfig, layout: _Layout, transposed: bool, own_numbers=None):
@@ -578,10 +563,6 @@ def _amg_of(config: SolverConfig) -> AMGConfig | None:
             "solve: with comm=, the preconditioners are 'AMG' (block-Jacobi AMG with a "
             f"coarse space) and 'NOSOLVER', not {preconditioner.solver!r}.")
     return preconditioner.amg
-
-
-def _is_concrete(array: Any) -> bool:
-    return not isinstance(array, jax.core.Tracer)
 
 
 def _local_inputs(A_local: Any, b_local: Any, x0: Any, rank: int, row_ranges):
@@ -681,7 +662,7 @@ def solve_mpi(
         raise
     _agree(comm, None)
     host_values = None
-    if amg is not None and _is_concrete(values):
+    if amg is not None and is_concrete(values):
         host_values = np.asarray(values)
     hermitian = config.solver in _HERMITIAN_METHODS
     comm = _private_comm(comm)
