@@ -26,10 +26,9 @@ class BazelShard:
 
     def pytest_collection_modifyitems(self, config: pytest.Config,
                                       items: list[pytest.Item]) -> None:
-        kept = items[self.index::self.count]
-        kept_ids = {id(item) for item in kept}
-        config.hook.pytest_deselected(items=[item for item in items if id(item) not in kept_ids])
-        items[:] = kept
+        config.hook.pytest_deselected(
+            items=[item for k, item in enumerate(items) if k % self.count != self.index])
+        items[:] = items[self.index::self.count]
 
 
 if __name__ == "__main__":
