@@ -87,7 +87,10 @@ class TestLoading:
              r"\(libcublasLt\.so\.12\).*nvidia-cusolver-cu12 \(libcusolver\.so\.11\)"),
     ])
     def test_missing_wheel_is_named(self, monkeypatch, major, wheels):
-        monkeypatch.setattr(_nccl, "cuda_major", lambda: major)
+        # The major is the one the handlers' library is loaded for (layout's rule), which
+        # copes with both JAX CUDA plugins installed, where NCCL's rule raises.
+        monkeypatch.setattr(jaxsolve.layout._native_library, "_cuda_major", lambda: major)
+        monkeypatch.setattr(_nccl, "cuda_major", _both_plugins_installed)
         monkeypatch.setattr(_nccl, "nvidia_library", lambda relative: None)
         _cusolver._missing_wheels.cache_clear()
         try:
@@ -152,3 +155,7 @@ class TestLoweringForCuda:
             text = self.lowered(body, statics, arrays)
             found = set(re.findall(r"custom_call @jaxsolve_dense_cusolver_(\w+)", text))
             assert found <= routines and found, (body.__name__, found)
+
+
+def _both_plugins_installed() -> int:
+    raise RuntimeError("found 2 JAX CUDA plugins")

@@ -139,7 +139,9 @@ def require() -> None:
     Raises:
       RuntimeError: a wheel of NVIDIA's is missing (named), or our CUDA library cannot load.
     """
-    major = _nccl.cuda_major()
+    major = LIBRARY.cuda_major  # the major of the handlers' library, which binds to these
+    if major is None:
+        LIBRARY.require_cuda("jaxsolve.dense's cuSOLVER backend")  # raises, saying why
     missing = _missing_wheels(major)
     if missing:
         raise RuntimeError(

@@ -142,6 +142,17 @@ class NativeLibrary:
     def _cuda_name(self, major: int) -> str:
         return f"lib{self.stem}_cuda{major}.so"
 
+    @property
+    def cuda_major(self) -> int | None:
+        """The CUDA major version (12 or 13) whose library this instance loads on a GPU, or
+        None where JAX's CUDA plugin does not tell it.
+
+        It is the installed ``jax-cuda<major>-plugin``'s; with both installed, the one the
+        running CUDA client reports. A package that loads more of NVIDIA's libraries for its
+        CUDA library (cuSOLVER, say) should take their major from here, so that both agree.
+        """
+        return _cuda_major()
+
     def ships_cuda_library(self) -> bool:
         """False when JAX's CUDA plugin is of a CUDA major this package has no library for.
 
@@ -150,13 +161,13 @@ class NativeLibrary:
         backend instead of failing there: e.g. a package built only for CUDA 13 under
         ``jax-cuda12-plugin``.
         """
-        major = _cuda_major()
+        major = self.cuda_major
         return major is None or (self.folder / self._cuda_name(major)).exists()
 
     @functools.cached_property
     def cuda_unavailable_reason(self) -> str | None:
         """Loads and registers the CUDA library, once; why it is unavailable, or None."""
-        major = _cuda_major()
+        major = self.cuda_major
         if major is None:
             return "the CUDA version of JAX's CUDA backend could not be determined"
         name = self._cuda_name(major)
