@@ -16,10 +16,9 @@
 // vector kernel (a warp or a few threads per row) has one load per thread in
 // flight on the short rows of stencil matrices (7 entries for a 7-point
 // Laplacian) and waits on each; a block-wide tile waits at every
-// __syncthreads. Measured on the H200 (3D Poisson 128^3, f64, the kernel
-// alone, timed with CUDA events): 86 us (2.5 TB/s), against cuSPARSE's 99 us
-// and the block-tiled kernel this replaced, 125 us; a stripped-down copy of
-// this schedule with only k = 1 reached 68 us, so some headroom is left.
+// __syncthreads. Measured on the H200 (3D Poisson 128^3, f64, products
+// issued back to back, tools/bench/sparse_spmv.py): 69 us (3.1 TB/s), against
+// CuPy's cuSPARSE 103 us; the block-tiled kernel this replaced took 125 us.
 // Every output is written once, by one thread: no atomics.
 //
 // `lanes` follows the mean row length, chosen on the host from the buffer
@@ -117,15 +116,28 @@ int LanesFor(const SpmvShape& s) {
   return lanes;
 }
 
+// Blocks of a single product (kSingle below) that must fit on a
+// multiprocessor at once: the kernel waits on its loads, so warps in flight
+// are what it runs at. Six blocks cap the registers at 40, which a single
+// product needs without spilling; left to itself the compiler took 48 (five
+// blocks), and the 128^3 Poisson product ran 86 us on the H200, against 72 us
+// for the same schedule in 40 registers. Batched calls keep offsets (and a
+// group of columns its sums) in registers, and would spill under that cap.
+constexpr int kSingleBlocks = 6;
+
 // kColumns: 1 when every pass has a single column (no vmap over right-hand
 // sides: k = 1), else kMaxColumns (a group may use fewer). kLanes: the
 // schedule's lanes, a template parameter so that the index arithmetic of the
-// sums is shifts and masks. Entry and row numbers fit in 32 bits (int32 row
-// pointers); unsigned, so that a window's end past the last entry cannot
-// overflow. `first_pass`: the launch's first pass.
-template <typename T, int kColumns, int kLanes>
-__global__ void __launch_bounds__(kThreads)
+// sums is shifts and masks. kSingle: the call is one product y = A x (one
+// pass of one column, no vmap at all), whose operands start where their
+// buffers do; the offsets of passes and columns then fold away, and with them
+// the registers that would hold them. Entry and row numbers fit in 32 bits
+// (int32 row pointers); unsigned, so that a window's end past the last entry
+// cannot overflow. `first_pass`: the launch's first pass.
+template <typename T, int kColumns, int kLanes, bool kSingle>
+__global__ void __launch_bounds__(kThreads, kSingle ? kSingleBlocks : 1)
     CsrMatvecKernel(Spmv<T> a, Schedule d, int64_t first_pass) {
+  static_assert(!kSingle || kColumns == 1, "a single product has one column");
   constexpr int kUnroll = Unroll<T, kColumns>();
   constexpr uint32_t kWindow = 32 * kUnroll;
   constexpr uint32_t kRows = 32 / kLanes;
@@ -136,9 +148,9 @@ __global__ void __launch_bounds__(kThreads)
   const uint32_t lane = threadIdx.x % 32;
   T (*const window)[kWindow] = products[threadIdx.x / 32];
 
-  const uint32_t rest = task / d.chunks;
-  const int64_t pass = first_pass + rest / d.groups;
-  const uint32_t r0 = (task % d.chunks) * kRows;
+  const uint32_t rest = kSingle ? 0 : task / d.chunks;
+  const int64_t pass = kSingle ? 0 : first_pass + rest / d.groups;
+  const uint32_t r0 = (kSingle ? task : task % d.chunks) * kRows;
   const uint32_t r1 = min(r0 + kRows, static_cast<uint32_t>(s.n_rows));
   const int64_t c0 = int64_t{rest % d.groups} * d.columns;
   const int w = kColumns == 1 ? 1 : static_cast<int>(min(
@@ -228,7 +240,11 @@ void LaunchCsrMatvec(const Spmv<T>& a, Schedule d, cudaStream_t stream) {
     d.tasks = static_cast<uint32_t>(per_pass * d.passes);
     const unsigned grid = (d.tasks + kWarps - 1) / kWarps;
     WithLanes(d.lanes, [&](auto lanes) {
-      CsrMatvecKernel<T, kColumns, lanes()><<<grid, kThreads, 0, stream>>>(a, d, first);
+      if (kColumns == 1 && passes == 1) {
+        CsrMatvecKernel<T, 1, lanes(), true><<<grid, kThreads, 0, stream>>>(a, d, first);
+      } else {
+        CsrMatvecKernel<T, kColumns, lanes(), false><<<grid, kThreads, 0, stream>>>(a, d, first);
+      }
     });
   }
 }
