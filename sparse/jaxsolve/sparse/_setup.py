@@ -63,17 +63,35 @@ def checked_inputs(
                              f" {near_nullspace.shape}.")
         near_nullspace = near_nullspace.astype(dtype)
     if check:
-        for name, array in (("A", matrix.values), ("b", b), ("x0", x0),
-                            ("near_nullspace", near_nullspace)):
-            # On the device, so a large concrete matrix is not copied to the host; eagerly,
-            # also while a caller's jit traces (the array is then a constant of it).
-            if not is_concrete(array):
-                continue
-            with jax.ensure_compile_time_eval():
-                count = int(jnp.count_nonzero(~jnp.isfinite(array)))
+        _check_finite(caller, {"A": matrix.values, "b": b, "x0": x0,
+                               "near_nullspace": near_nullspace})
+    return matrix, b, x0, near_nullspace
+
+
+def _check_finite(caller: str, arrays: dict[str, jax.Array | None]) -> None:
+    """Raises if a concrete array among ``arrays`` holds NaN or Inf.
+
+    Counted on the device, so that a large concrete matrix is not copied to the host, by
+    one compiled call whose counts come back in one transfer: each eager operation and each
+    wait for the device is host time that every solve would pay (on a GPU, a launch and a
+    round trip each).  Eagerly, also while a caller's jit traces (the arrays are then
+    constants of it).  Arrays on different devices are counted device by device.
+    """
+    concrete = {name: a for name, a in arrays.items() if is_concrete(a)}
+    groups: dict[Any, list[str]] = {}
+    for name, array in concrete.items():
+        groups.setdefault(array.sharding, []).append(name)
+    for names in groups.values():
+        with jax.ensure_compile_time_eval():
+            counts = np.asarray(_nonfinite_counts(*(concrete[name] for name in names)))
+        for name, count in zip(names, counts):
             if count:
                 raise ValueError(f"{caller}: {name} holds NaN or Inf ({count} entries).")
-    return matrix, b, x0, near_nullspace
+
+
+@jax.jit
+def _nonfinite_counts(*arrays: jax.Array) -> jax.Array:
+    return jnp.stack([jnp.count_nonzero(~jnp.isfinite(a)) for a in arrays])
 
 
 def is_concrete(array: Any) -> bool:
