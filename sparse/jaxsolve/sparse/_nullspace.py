@@ -40,7 +40,7 @@ import jax.numpy as jnp
 
 from ._config import SolverConfig
 from ._csr import CsrMatrix
-from ._setup import is_concrete
+from ._setup import check_finite, is_concrete
 from ._status import FailureReason, SolveInfo, Status
 
 Service = Callable[[tuple, jax.Array], tuple[jax.Array, SolveInfo]]
@@ -187,11 +187,7 @@ def _checked_basis(caller: str, name: str, basis: Any, n: int, dtype: Any) -> ja
                          f" 1 <= k < {n} (a basis of the null space, one vector per column),"
                          f" got {basis.shape}.")
     basis = basis.astype(dtype)
-    if is_concrete(basis):
-        with jax.ensure_compile_time_eval():
-            count = int(jnp.count_nonzero(~jnp.isfinite(basis)))
-        if count:
-            raise ValueError(f"{caller}: {name} holds NaN or Inf ({count} entries).")
+    check_finite(caller, {name: basis})
     return basis
 
 

@@ -63,12 +63,12 @@ def checked_inputs(
                              f" {near_nullspace.shape}.")
         near_nullspace = near_nullspace.astype(dtype)
     if check:
-        _check_finite(caller, {"A": matrix.values, "b": b, "x0": x0,
-                               "near_nullspace": near_nullspace})
+        check_finite(caller, {"A": matrix.values, "b": b, "x0": x0,
+                              "near_nullspace": near_nullspace})
     return matrix, b, x0, near_nullspace
 
 
-def _check_finite(caller: str, arrays: dict[str, jax.Array | None]) -> None:
+def check_finite(caller: str, arrays: dict[str, jax.Array | None]) -> None:
     """Raises if a concrete array among ``arrays`` holds NaN or Inf.
 
     Counted on the device, so that a large concrete matrix is not copied to the host, by
