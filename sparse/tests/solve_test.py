@@ -362,6 +362,35 @@ class TestFailures:
                                                              "preconditioner": "NOSOLVER"})
         assert status(info) in ("SUCCESS", "FAILED")
 
+    def test_bad_values_are_refused_before_a_first_setup(self):
+        A = sparse.as_csr(matrices.poisson_matrix(6))
+        sparse.clear_cache()
+        with pytest.raises(ValueError, match=re.escape("A holds NaN or Inf (1 entries)")):
+            sparse.solve(A.with_values(A.values.at[5].set(jnp.nan)), jnp.ones(36))
+        zero = A.with_values(jnp.where(A.row_ids == A.indices, 0.0, A.values))
+        with pytest.raises(ValueError, match="A has 36 zero .* diagonal entries"):
+            sparse.solve(zero, jnp.ones(36))
+        assert sparse.cache_info().currsize == 0  # no setup was built from them
+
+    @pytest.mark.parametrize("config", [None, {"solver": "PCG", "preconditioner": "BLOCK_JACOBI"}])
+    def test_bad_values_on_a_set_up_pattern_do_no_iteration(self, config):
+        A = sparse.as_csr(matrices.poisson_matrix(6))
+        b = jnp.ones((36, 2))
+        sparse.solve(A, b, config=config)  # the pattern's setup is cached
+        bad = A.with_values(A.values.at[7].set(jnp.inf))
+        x, info = sparse.solve(bad, b, config=config, check=False)
+        assert (info.status == sparse.Status.FAILED).all()
+        assert (info.failure_reason == sparse.FailureReason.NONFINITE_MATRIX).all()
+        assert (info.iterations == 0).all() and bool(jnp.isnan(x).all())
+        # Checked, the same solve raises what a check before it would have said.
+        with pytest.raises(ValueError, match=re.escape("A holds NaN or Inf (1 entries)")):
+            sparse.solve(bad, b, config=config)
+        with pytest.raises(ValueError, match=re.escape("x0 holds NaN or Inf (1 entries)")):
+            sparse.solve(A, b[:, 0], x0=jnp.zeros(36).at[3].set(jnp.nan), config=config)
+        zero = A.with_values(jnp.where(A.row_ids == A.indices, 0.0, A.values))
+        with pytest.raises(ValueError, match="A has 36 zero .* diagonal entries"):
+            sparse.solve(zero, b, config=config)
+
     def test_traced_bad_values_fail_with_a_reason(self):
         A = sparse.as_csr(matrices.poisson_matrix(4))
         solve = jax.jit(lambda v, b: sparse.solve(A.with_values(v), b)[1])
@@ -409,9 +438,9 @@ class TestCache:
     def test_clear_cache_frees_the_setups_device_arrays(self):
         A = sparse.as_csr(matrices.poisson3d_matrix(12))
         b = matrices.rhs_ones(12**3)
-        # The input check leaves A's diagonal positions on the device (kept with A's
-        # pattern, for every later solve).
-        sparse.solve(A, b, config={"solver": "PCG", "preconditioner": "BLOCK_JACOBI"})
+        # A first setup's input check leaves A's diagonal positions on the device (kept
+        # with A's pattern, for every later setup).
+        sparse.solve(A, b)
         sparse.clear_cache()
         gc.collect()
         before = {id(array) for array in jax.live_arrays()}

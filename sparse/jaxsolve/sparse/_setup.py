@@ -24,12 +24,22 @@ from ._hierarchy import (Hierarchy, HierarchyStructure, StructureArrays, build_s
                          numeric_setup, sharing_arrays)
 from ._multicolor import MULTICOLOR_SMOOTHERS, MulticolorArrays, multicolor_ordering
 from ._relaxation import RelaxationData, relaxation_data, stored_diagonal
+from ._status import FailureReason
 
 
 def checked_inputs(
-    caller: str, A: Any, b: Any, x0: Any, near_nullspace: Any, check: bool
+    caller: str, A: Any, b: Any, x0: Any, near_nullspace: Any, check: bool,
+    *, values_checked_by_solve: bool = False,
 ) -> tuple[CsrMatrix, jax.Array, jax.Array | None, jax.Array | None]:
-    """``A`` as a square CsrMatrix and ``b``, ``x0``, ``near_nullspace`` in its dtype."""
+    """``A`` as a square CsrMatrix and ``b``, ``x0``, ``near_nullspace`` in its dtype.
+
+    With ``check``, concrete arrays with NaN or Inf are refused here, except that with
+    ``values_checked_by_solve`` those of ``A``, ``b`` and ``x0`` are left to the solve: its
+    compiled program tests them anyway (for traced values too) and stops before its first
+    iteration when they fail, and :func:`raise_on_invalid_inputs` then says why.  Testing
+    them here as well would cost a second pass over ``A`` and a wait for the device (two
+    on a GPU, 2 ms at two million rows) in every solve.
+    """
     if _matrix_free.is_operator(A):  # x ↦ A x: materialized by colored probing
         b = jnp.asarray(b)
         A = _matrix_free.operator_matrix(
@@ -63,9 +73,32 @@ def checked_inputs(
                              f" {near_nullspace.shape}.")
         near_nullspace = near_nullspace.astype(dtype)
     if check:
-        check_finite(caller, {"A": matrix.values, "b": b, "x0": x0,
-                              "near_nullspace": near_nullspace})
+        checked = {"near_nullspace": near_nullspace}
+        if not values_checked_by_solve:
+            checked.update(A=matrix.values, b=b, x0=x0)
+        check_finite(caller, checked)
     return matrix, b, x0, near_nullspace
+
+
+def raise_on_invalid_inputs(caller: str, reasons: jax.Array, matrix: CsrMatrix,
+                            b: jax.Array, x0: jax.Array | None, config: SolverConfig) -> None:
+    """Raises what :func:`checked_inputs` and the setup would have raised, after a solve
+    with concrete inputs whose ``reasons`` (its ``info.failure_reason``) say that the
+    program refused them (NaN or Inf in ``A``, ``b`` or ``x0``; a zero diagonal).
+
+    The solve's program found the fault without a round trip; here, on this rare path,
+    the inputs are examined again to name it.
+    """
+    reasons = np.asarray(reasons)
+    if not np.isin(reasons, _INPUT_FAULTS).any():
+        return
+    check_finite(caller, {"A": matrix.values, "b": b, "x0": x0})
+    check_diagonal(caller, matrix._pattern, matrix.values, config)
+
+
+# The failure reasons of inputs a checked solve refuses (FailureReason's values).
+_INPUT_FAULTS = (FailureReason.NONFINITE_INPUT, FailureReason.NONFINITE_MATRIX,
+                 FailureReason.ZERO_DIAGONAL)
 
 
 def check_finite(caller: str, arrays: dict[str, jax.Array | None]) -> None:
@@ -116,10 +149,17 @@ class System:
     reuse_setup: bool
     check: bool
     pattern_key: str
+    # The solve's program checks A's values, but the setup's host work on them comes first.
+    check_before_setup: bool = False
 
     @classmethod
     def for_matrix(cls, matrix: CsrMatrix, config: SolverConfig, near_nullspace: Any,
-                   reuse_setup: bool, check: bool) -> System:
+                   reuse_setup: bool, check: bool, *,
+                   values_checked_by_solve: bool = False) -> System:
+        """The system of ``matrix``; with ``check``, concrete values with a zero (or
+        unstored) diagonal entry that ``config`` divides by are refused now, or, with
+        ``values_checked_by_solve`` (see :func:`checked_inputs`), with NaN or Inf too
+        but only before a new setup's host work."""
         concrete = is_concrete(matrix.values) and (
             # a setup from concrete values must not capture a tracer
             near_nullspace is None or is_concrete(near_nullspace))
@@ -128,10 +168,10 @@ class System:
             csr_pattern=matrix._pattern, values_from=None, concrete_values=matrix.values if concrete else None,
             config=config, near_nullspace=near_nullspace, reuse_setup=reuse_setup,
             check=check, pattern_key=matrix.pattern_key,
+            check_before_setup=check and concrete and values_checked_by_solve,
         )
-        if check and concrete and divides_by_diagonal(config):
-            with jax.ensure_compile_time_eval():
-                _check_diagonal(matrix, config)
+        if check and concrete and not values_checked_by_solve:
+            check_diagonal("solve", matrix._pattern, matrix.values, config)
         return system
 
     @functools.cached_property
@@ -166,7 +206,12 @@ class System:
         k = _blocks.near_nullspace_columns(self.near_nullspace, amg)
 
         def build() -> _cache.CacheEntry:
-            values = None if self.concrete_values is None else np.asarray(self.concrete_values)
+            values = None
+            if self.concrete_values is not None:
+                if self.check_before_setup:  # the host's work must not see NaN or 0 pivots
+                    check_finite("solve", {"A": self.concrete_values})
+                    check_diagonal("solve", self.csr_pattern, self.concrete_values, self.config)
+                values = np.asarray(self.concrete_values)
             return _cache.CacheEntry(
                 build_structure(self.pattern, values, k, amg, self.pattern_key), numbers=None)
 
@@ -302,23 +347,28 @@ def _without_arrays(structure: HierarchyStructure) -> HierarchyStructure:
     return static
 
 
-def _check_diagonal(matrix: CsrMatrix, config: SolverConfig) -> None:
-    """Raises if a row has no stored or a zero diagonal entry (checked on the device)."""
-    positions = matrix._pattern.diagonal_positions  # cached per pattern
-    n = matrix.shape[0]
-    devices = matrix.values.devices()
+def check_diagonal(caller: str, pattern: Any, values: jax.Array, config: SolverConfig) -> None:
+    """Raises if ``config``'s preconditioner divides by the diagonal and a row of the
+    CSR ``pattern`` (a CsrMatrix's) has no stored or a zero diagonal entry among
+    ``values`` (checked on the device)."""
+    if not divides_by_diagonal(config):
+        return
+    positions = pattern.diagonal_positions  # cached per pattern
+    n = pattern.shape[0]
+    devices = values.devices()
     if len(devices) == 1:  # the positions are sent to the values' device once
-        positions_there = matrix._pattern.diagonal_positions_on(next(iter(devices)))
+        positions_there = pattern.diagonal_positions_on(next(iter(devices)))
     else:
         positions_there = positions
-    if positions.size == n and bool(_all_nonzero(matrix.values, positions_there)):
-        return
+    with jax.ensure_compile_time_eval():
+        if positions.size == n and bool(_all_nonzero(values, positions_there)):
+            return
+        stored = np.asarray(values[positions]) != 0
     diagonal = np.zeros(n, bool)
-    stored = np.asarray(matrix.values[positions]) != 0
-    diagonal[matrix.row_ids[positions][stored]] = True
+    diagonal[pattern.row_ids[positions][stored]] = True
     zero = np.flatnonzero(~diagonal)
     raise ValueError(
-        f"solve: A has {zero.size} zero (or unstored) diagonal entries (rows"
+        f"{caller}: A has {zero.size} zero (or unstored) diagonal entries (rows"
         f" {zero[:10].tolist()}{', ...' if zero.size > 10 else ''}), but the"
         f" {_preconditioner_name(config)} divides by the diagonal. Use a Krylov method"
         " without it (e.g. preconditioner 'NOSOLVER'), or reorder the system."

@@ -35,7 +35,8 @@ from ._mpi import solve_mpi
 from ._nullspace import minimum_norm, null_spaces, pseudo_inverse_services, singular_config
 from ._preconditioner import make_precondition
 from ._relaxation import RelaxationData, stored_diagonal
-from ._setup import System, checked_inputs, divides_by_diagonal, is_concrete
+from ._setup import (System, checked_inputs, divides_by_diagonal, is_concrete,
+                     raise_on_invalid_inputs)
 from ._statistics import statistics
 from ._status import FailureReason, SolveInfo, Status
 
@@ -114,8 +115,9 @@ def solve(
 
     **Failures** never pass silently: ``info.status`` is a :class:`Status` and
     ``info.failure_reason`` says why (:func:`raise_on_failure` turns both into an
-    exception outside ``jit``).  Traced values with NaN/Inf or a zero diagonal end as
-    ``FAILED`` with ``NONFINITE_MATRIX`` or ``ZERO_DIAGONAL``.
+    exception outside ``jit``).  Values with NaN/Inf or a zero diagonal end the solve
+    before its first iteration, as ``FAILED`` with ``NONFINITE_MATRIX`` or
+    ``ZERO_DIAGONAL`` and ``x`` NaN (and, when concrete and ``check``, raise).
 
     Args:
       A: the ``(n, n)`` matrix: a :class:`CsrMatrix`, a dense array, a
@@ -136,8 +138,12 @@ def solve(
       derivative: ``"implicit"`` or ``"adjoint"``.
       near_nullspace: ``(n, k)`` vectors that the smoothed-aggregation prolongation
         reproduces exactly (e.g. elasticity's rigid-body modes); the constant by default.
-      check: validate concrete inputs before any work (``False`` skips the ``O(nnz)``
-        checks; shapes and dtypes are always checked).
+      check: refuse concrete inputs with NaN/Inf or a zero diagonal with a
+        ``ValueError`` (``False``: report them in ``info`` only; shapes and dtypes are
+        always checked).  The solve's compiled program tests the values, as it does
+        traced ones, and does no iteration when they fail; the error is raised when it
+        returns, so the check costs no extra pass over ``A`` and no wait for the device.
+        A first setup, whose host work reads the values, checks them before it starts.
       comm, nglobal, partition_info: a distributed solve across MPI processes (JAX-AMG's
         call shape): ``comm`` an mpi4py communicator, ``nglobal`` the global number of
         rows, ``partition_info`` ``(row_start, row_end)``; ``A`` and ``b`` are then this
@@ -215,12 +221,14 @@ def solve(
                          " choice (e.g. {'solver': 'PBICGSTAB', 'preconditioner': 'NOSOLVER'}).")
     if nullspace is None:  # with_cache(operator, nullspace=...): JAX-AMG's place for it
         nullspace = _matrix_free.attached_nullspace(A)
-    matrix, b, x0, near_nullspace = checked_inputs("solve", A, b, x0, near_nullspace, check)
+    matrix, b, x0, near_nullspace = checked_inputs("solve", A, b, x0, near_nullspace, check,
+                                                   values_checked_by_solve=True)
     config = _blocks.block_config("solve", config, matrix.shape[0], block_dim)
     spaces = null_spaces("solve", matrix, nullspace, transpose_nullspace, check)
     if spaces is not None:  # singular: the coarsest AMG level gets a pseudo-inverse
         config = singular_config(config, spaces)
-    system = System.for_matrix(matrix, config, near_nullspace, reuse_setup, check)
+    system = System.for_matrix(matrix, config, near_nullspace, reuse_setup, check,
+                               values_checked_by_solve=True)
     _print_grid_stats(config, system, matrix)
     hermitian = config.solver in _HERMITIAN_METHODS
     pattern = _sparse_pattern(matrix._pattern)
@@ -240,6 +248,8 @@ def solve(
         # service alone (one compiled call) gives what the rule would, without the
         # Python work of setting the rule up on every call.
         correction, info = _on_columns(services[0], operator, rhs)
+        if check:
+            raise_on_invalid_inputs("solve", info.failure_reason, matrix, b, x0, config)
     else:
         correction, info = autodiff.linear_solve(
             operator, rhs,
@@ -312,11 +322,16 @@ def _solve_columns(
         precondition = make_precondition(config, matrix, numbers, applications=1)
 
     def one(b):
-        x, info = method(matrix.matvec, b, precondition=precondition,
-                         tolerance=config.tolerance, max_iters=config.max_iters,
-                         convergence=config.convergence, **options)
-        return x, _with_failure(info, invalid)
+        # On values the solve refuses, b = 0: the method stops before its first iteration.
+        x, info = method(matrix.matvec, jnp.where(invalid == FailureReason.NONE, b, 0),
+                         precondition=precondition, tolerance=config.tolerance,
+                         max_iters=config.max_iters, convergence=config.convergence,
+                         **options)
+        return jnp.where(invalid == FailureReason.NONE, x, jnp.nan), _with_failure(info, invalid)
 
+    if rhs.shape[1] == 1:  # a batch of one needs no masking of the loop's carry
+        x, info = one(rhs[:, 0])
+        return x[:, None], jax.tree.map(lambda leaf: leaf[None], info)
     return jax.vmap(one, in_axes=1, out_axes=(1, 0))(rhs)
 
 
