@@ -110,7 +110,7 @@ class TestMulticolorRelaxation:
         a, config, data, ordering = self._data(matrix, "MULTICOLOR_GS", symmetric_gs=True)
         b = np.arange(30.0)
         x0 = np.linspace(-1, 1, 30)
-        got = _relaxation.relax(a.matvec, data, config, jnp.asarray(b), jnp.asarray(x0), 2)
+        got = _relaxation.relax(a, data, config, jnp.asarray(b), jnp.asarray(x0), 2)
         colors = ordering.colors
         x = x0.copy()
         for c in [*range(colors.max() + 1), *range(colors.max(), -1, -1)] * 2:
@@ -118,10 +118,10 @@ class TestMulticolorRelaxation:
             x[mine] += ((b - matrix @ x) / np.diag(matrix))[mine]
         np.testing.assert_allclose(np.asarray(got), x, rtol=1e-12)
         # From x = 0, the skipped products change nothing.
-        from_zero = _relaxation.relax(a.matvec, data, config, jnp.asarray(b), None, 1)
+        from_zero = _relaxation.relax(a, data, config, jnp.asarray(b), None, 1)
         np.testing.assert_allclose(
             np.asarray(from_zero),
-            np.asarray(_relaxation.relax(a.matvec, data, config, jnp.asarray(b),
+            np.asarray(_relaxation.relax(a, data, config, jnp.asarray(b),
                                          jnp.zeros(30), 1)), rtol=1e-12)
 
     def test_multicolor_gs_sweep_costs_one_product(self):
@@ -129,7 +129,7 @@ class TestMulticolorRelaxation:
         per color, as a masked product would)."""
         matrix = np.asarray(sparse.matrices.poisson_matrix(12).todense())
         a, config, data, ordering = self._data(matrix, "MULTICOLOR_GS", symmetric_gs=True)
-        sweep = functools.partial(_relaxation.relax, a.matvec, data, config)
+        sweep = functools.partial(_relaxation.relax, a, data, config)
         b = jnp.ones(144)
         off_diagonal = int(np.count_nonzero(matrix)) - 144
         assert sum(_products(lambda b, x: sweep(b, x, 1), b, b)) == 2 * off_diagonal
@@ -149,11 +149,11 @@ class TestMulticolorRelaxation:
         np.testing.assert_allclose(np.diag(m), np.diag(matrix), rtol=1e-10)  # diag(M) = diag(A)
         r = np.cos(np.arange(30.0))
         x = np.linspace(-1, 1, 30)
-        got = _relaxation.relax(a.matvec, data, config, jnp.asarray(r), jnp.asarray(x), 1)
+        got = _relaxation.relax(a, data, config, jnp.asarray(r), jnp.asarray(x), 1)
         np.testing.assert_allclose(np.asarray(got), x + np.linalg.solve(m, r - matrix @ x),
                                    rtol=1e-10)
         # The substitutions read L and U once: with the residual, about two products.
-        sizes = _products(lambda r, x: _relaxation.relax(a.matvec, data, config, r, x, 1),
+        sizes = _products(lambda r, x: _relaxation.relax(a, data, config, r, x, 1),
                           jnp.asarray(r), jnp.asarray(x))
         assert sum(sizes) == 2 * int(np.count_nonzero(matrix)) - 30
 
@@ -190,9 +190,9 @@ class TestMulticolorPadding:
         b = np.cos(np.arange(36.0))  # the padding rows of b are never read
         x0 = np.concatenate([np.linspace(-1, 1, 30), np.zeros(6)])
         for x in (None, x0):
-            want = _relaxation.relax(a.matvec, data, config, jnp.asarray(b[:30]),
+            want = _relaxation.relax(a, data, config, jnp.asarray(b[:30]),
                                      None if x is None else jnp.asarray(x[:30]), 2)
-            got = _relaxation.relax(padded_a.matvec, padded_data, config, jnp.asarray(b),
+            got = _relaxation.relax(padded_a, padded_data, config, jnp.asarray(b),
                                     None if x is None else jnp.asarray(x), 2)
             np.testing.assert_allclose(np.asarray(got[:30]), np.asarray(want), rtol=1e-12)
             np.testing.assert_array_equal(np.asarray(got[30:]), 0)

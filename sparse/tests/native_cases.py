@@ -4,6 +4,8 @@ The references are written from the definitions, independently of the native cod
 ``A @ x`` for the product, and for derivatives a gather and a sorted segment sum in plain JAX.
 """
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -11,6 +13,7 @@ import scipy.sparse
 from jax.test_util import check_grads
 
 from jaxsolve.sparse._csr_arrays import CsrArrays
+from jaxsolve.sparse._native import csr_update_unchecked
 
 DTYPES = [np.dtype(t) for t in (np.float32, np.complex64, np.float64, np.complex128)]
 DTYPE_IDS = [d.name for d in DTYPES]
@@ -261,3 +264,83 @@ def product_missing_a_column(spgemm_symbolic, a, b):
     drop = c.indptr[row + 1] - 1
     indptr = c.indptr - (np.arange(c.indptr.size) > row)
     return indptr, np.delete(c.indices, drop), row
+
+
+# ----------------------------------------------------------------------------------------
+# The product's update (csr_update_unchecked): base + weight (rhs ∓ A x), on one device.
+
+
+def check_update(device, matrix, x, seed=7, derivatives=True):
+    """Every update the cycle uses equals its unfused form from SciPy's product, in one
+    kernel call, plain, under vmap over right-hand sides and over values (with their
+    weights), and (with ``derivatives``) its derivatives equal those of the unfused form.
+
+    The derivatives are plain JAX (a gather and a segment sum), the same on every device;
+    on the GPU they are checked on small matrices only: JAX 0.11.2's XLA crashes (a
+    segmentation fault) compiling the segment sum's scatter of an eager ``jax.jvp`` at
+    tens of thousands of entries.
+    """
+    n_rows = matrix.shape[0]
+    rhs, base = (random_array((n_rows, *x.shape[1:]), x.dtype, seed=s) for s in (seed, seed + 1))
+    weight = random_array(n_rows, x.dtype, seed=seed + 2)
+    indices, indptr = (jax.device_put(a, device) for a in (matrix.indices, matrix.indptr))
+    on = functools.partial(jax.device_put, device=device)
+    product = matrix @ x
+    w = weight[:, None] if x.ndim == 2 else weight
+    cases = [  # (update, expected)
+        ({"rhs": rhs, "subtract": True}, rhs - product),
+        ({"base": base}, base + product),
+        ({"rhs": rhs, "weight": weight, "base": base, "subtract": True},
+         base + w * (rhs - product)),
+        ({"weight": weight}, w * product),
+    ]
+    scale = max(1.0, float(np.max(abs(matrix) @ np.abs(x), initial=0)))
+    bounds = tolerance(x.dtype)
+    for update, expected in cases:
+        operands = {k: on(v) if isinstance(v, np.ndarray) else v for k, v in update.items()}
+        y = csr_update_unchecked(on(matrix.data), indices, indptr, on(x), **operands)
+        assert y.devices() == {device} and y.shape == expected.shape
+        np.testing.assert_allclose(np.asarray(y), expected, rtol=bounds["rtol"],
+                                   atol=bounds["atol"] * scale * 4)
+
+    def sweep(values, x, rhs, weight, base):
+        return csr_update_unchecked(values, indices, indptr, x, rhs=rhs, weight=weight,
+                                    base=base, subtract=True)
+
+    operands = [on(a) for a in (matrix.data, x, rhs, weight, base)]
+    # vmap over right-hand sides (x, rhs and base) and over values with their weights
+    xs, rhss, bases = (np.stack([a, 2 * a, -a]) for a in (x, rhs, base))
+    over_columns = jax.vmap(sweep, (None, 0, 0, None, 0))
+    got = over_columns(operands[0], on(xs), on(rhss), operands[3], on(bases))
+    want = np.stack([b + w * (r - matrix @ c) for c, r, b in zip(xs, rhss, bases)])
+    np.testing.assert_allclose(np.asarray(got), want, rtol=bounds["rtol"],
+                               atol=bounds["atol"] * scale * 8)
+    assert kernel_calls(over_columns, operands[0], on(xs), on(rhss), operands[3],
+                        on(bases)) == 1
+    values_s, weights_s = np.stack([matrix.data, 3 * matrix.data]), np.stack([weight, -weight])
+    over_values = jax.vmap(sweep, (0, None, None, 0, None))
+    got = over_values(on(values_s), *operands[1:3], on(weights_s), operands[4])
+    want = np.stack([base + (s * w) * (rhs - t * product) for s, t in ((1, 1), (-1, 3))])
+    np.testing.assert_allclose(np.asarray(got), want, rtol=bounds["rtol"],
+                               atol=bounds["atol"] * scale * 8)
+    assert kernel_calls(over_values, on(values_s), *operands[1:3], on(weights_s),
+                        operands[4]) == 1
+
+    if not derivatives:
+        return
+
+    def unfused(values, x, rhs, weight, base):
+        product = reference_matvec(values, matrix.indices, matrix.indptr, x, n_rows=n_rows)
+        return base + (weight[:, None] if x.ndim == 2 else weight) * (rhs - product)
+
+    tangents = [on(random_array(a.shape, x.dtype, seed=seed + 10 + i))
+                for i, a in enumerate(operands)]
+    _, d_fused = jax.jvp(sweep, operands, tangents)
+    _, d_unfused = jax.jvp(unfused, operands, tangents)
+    np.testing.assert_allclose(np.asarray(d_fused), np.asarray(d_unfused), rtol=bounds["rtol"],
+                               atol=bounds["atol"] * scale * 8)
+    cotangent = on(random_array(product.shape, x.dtype, seed=seed + 20))
+    grads = [jax.vjp(f, *operands)[1](cotangent) for f in (sweep, unfused)]
+    for fused_grad, unfused_grad in zip(*grads):
+        np.testing.assert_allclose(np.asarray(fused_grad), np.asarray(unfused_grad),
+                                   rtol=bounds["rtol"], atol=bounds["atol"] * scale * 8)

@@ -102,6 +102,18 @@ def test_csr_matvec_grad(dtype, columns):
     cases.check_derivatives(csr_matvec, GPU, matrix, cases.random_array((30, *columns), dtype))
 
 
+@pytest.mark.parametrize("dtype", cases.DTYPES, ids=cases.DTYPE_IDS)
+@pytest.mark.parametrize("columns", [(), (3,)], ids=["vector", "k=3"])
+@pytest.mark.parametrize(("shape", "density", "empty_rows"), [MATRICES[0], *MATRICES[3:]],
+                         ids=[MATRIX_IDS[0], *MATRIX_IDS[3:]])
+def test_csr_update_against_scipy_and_its_unfused_form(dtype, columns, shape, density,
+                                                       empty_rows):
+    cases.use_dtype(dtype)
+    matrix = cases.random_csr(shape, dtype, density, empty_rows=empty_rows)
+    cases.check_update(GPU, matrix, cases.random_array((shape[1], *columns), dtype),
+                       derivatives=shape == MATRICES[0][0])
+
+
 # The sparse product's values (csr_product_values): a group of threads per row of C, as
 # many as B's mean row length up to a warp (1 thread at 1 entry a row, 32 past 16).
 

@@ -26,6 +26,7 @@ from native_cases import (
     check_derivatives,
     check_jit,
     check_nested_vmap,
+    check_update,
     check_vmap_over_values,
     check_vmap_over_x,
     poisson,
@@ -231,7 +232,21 @@ class TestCsrMatvec:
         with pytest.raises(jax.errors.JaxRuntimeError, match=re.escape(
                 "jaxsolve_sparse_csr_matvec: values (B or 1, nnz) and x (B or 1, n_cols, k) "
                 "must make y (B, n_rows, k)")):
-            _native._native_product(values, matrix.indices, matrix.indptr, x).block_until_ready()
+            _native._native_update(False)(values, matrix.indices, matrix.indptr, x, *[
+                np.zeros(0, np.float32)] * 3).block_until_ready()
+        rhs = np.ones((1, 4, 2), np.float32)  # an update's operand of another shape than y's
+        with pytest.raises(jax.errors.JaxRuntimeError, match=re.escape(
+                "jaxsolve_sparse_csr_matvec: rhs and base must be empty or (B, n_rows, k)")):
+            _native._native_update(True)(matrix.data[None], matrix.indices, matrix.indptr,
+                                         np.ones((1, 3, 1), np.float32), rhs,
+                                         *[np.zeros(0, np.float32)] * 2).block_until_ready()
+
+    @pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
+    @pytest.mark.parametrize("columns", [(), (2,)], ids=["vector", "k=2"])
+    def test_csr_update_against_scipy_and_its_unfused_form(self, dtype, columns):
+        use_dtype(dtype)
+        matrix = random_csr((14, 11), dtype, 0.4, empty_rows=(3,))
+        check_update(CPU, matrix, random_array((11, *columns), dtype))
 
 
 # ----------------------------------------------------------------------------------------

@@ -101,3 +101,23 @@ class CsrArrays(NamedTuple):
         """
         return _native.csr_matvec(self.values, self.indices, self.indptr,
                                   x.astype(self.values.dtype), n_rows=self.n_rows)
+
+    # The cycle's updates, each formed by the product's kernel as it writes ``A x``
+    # (``_native.csr_update_unchecked``): one pass over the vectors instead of three.
+    # Operands are of the values' dtype and shaped like ``A x``.
+
+    def residual(self, x: jax.Array, b: jax.Array) -> jax.Array:
+        """``b − A x``."""
+        return self._update(x, rhs=b, subtract=True)
+
+    def matvec_plus(self, x: jax.Array, y: jax.Array) -> jax.Array:
+        """``A x + y``: a prolongation added to an iterate."""
+        return self._update(x, base=y)
+
+    def relaxation_sweep(self, x: jax.Array, b: jax.Array, scale: jax.Array) -> jax.Array:
+        """``x + scale ⊙ (b − A x)``: a Jacobi sweep, ``scale`` one number per row."""
+        return self._update(x, rhs=b, weight=scale, base=x, subtract=True)
+
+    def _update(self, x: jax.Array, **update: jax.Array | bool) -> jax.Array:
+        return _native.csr_update_unchecked(self.values, self.indices, self.indptr,
+                                            x.astype(self.values.dtype), **update)

@@ -42,8 +42,8 @@ def _cycle(hierarchy: Hierarchy, index: int, b: jax.Array, x: jax.Array | None,
     if index == len(hierarchy.levels):
         return _coarsest(hierarchy, b, x)
     level = hierarchy.levels[index]
-    x = relax(level.a.matvec, level.smoother, config.smoother, b, x, config.presweeps)
-    coarse_b = level.r.matvec(b - level.a.matvec(x))
+    x = relax(level.a, level.smoother, config.smoother, b, x, config.presweeps)
+    coarse_b = level.r.matvec(level.a.residual(x, b))
     if kind == "V":
         correction = _cycle(hierarchy, index + 1, coarse_b, None, "V")
     elif kind == "W":
@@ -52,15 +52,15 @@ def _cycle(hierarchy: Hierarchy, index: int, b: jax.Array, x: jax.Array | None,
     else:  # F
         correction = _cycle(hierarchy, index + 1, coarse_b, None, "F")
         correction = _cycle(hierarchy, index + 1, coarse_b, correction, "V")
-    x = x + level.p.matvec(correction)
-    return relax(level.a.matvec, level.smoother, config.smoother, b, x, config.postsweeps)
+    x = level.p.matvec_plus(correction, x)
+    return relax(level.a, level.smoother, config.smoother, b, x, config.postsweeps)
 
 
 def _coarsest(hierarchy: Hierarchy, b: jax.Array, x: jax.Array | None) -> jax.Array:
     coarsest, config = hierarchy.coarsest, hierarchy.config
     if coarsest.inverse is None:
-        return relax(coarsest.a.matvec, coarsest.smoother, config.smoother, b, x,
+        return relax(coarsest.a, coarsest.smoother, config.smoother, b, x,
                      config.coarsest_sweeps)
     if x is None:
         return coarsest.inverse @ b
-    return x + coarsest.inverse @ (b - coarsest.a.matvec(x))
+    return x + coarsest.inverse @ coarsest.a.residual(x, b)

@@ -204,35 +204,65 @@ def _reference_product(values: Any, indices: Any, indptr: Any, x: jax.Array) -> 
     return jnp.moveaxis(y, 0, 1)
 
 
-@jax.custom_batching.custom_vmap
-def _native_product(values: jax.Array, indices: Any, indptr: Any, x: jax.Array) -> jax.Array:
+def _ffi_product(values: jax.Array, indices: Any, indptr: Any, x: jax.Array, rhs: jax.Array,
+                 weight: jax.Array, base: jax.Array, *, subtract: bool) -> jax.Array:
     """The raw FFI call, unchecked. Batching is its vmap rule's, never the FFI's."""
     batch = max(values.shape[0], x.shape[0])
     y_type = jax.ShapeDtypeStruct((batch, indptr.shape[0] - 1, x.shape[2]), x.dtype)
     return jax.ffi.ffi_call(CSR_MATVEC, y_type, vmap_method="sequential")(
-        values, indices, indptr, x
+        values, indices, indptr, x, rhs, weight, base, subtract=subtract
     )
 
 
-@_native_product.def_vmap
-def _native_product_vmap(
-    axis_size: int, in_batched: list[bool], values, indices, indptr, x
-) -> tuple[jax.Array, bool]:
-    """Folds the vmapped axis into the kernel's batch of systems: still one kernel call.
+@functools.cache
+def _native_update(subtract: bool) -> Callable[..., jax.Array]:
+    """The FFI call, whose vmap rule folds vmap's axis into the kernel's systems.
 
-    Batched ``x`` alone (right-hand sides) stays a single pass over the matrix, its systems
-    being more columns; batched values make a system each. An operand that varies along only
-    one of the two batch axes (the new one and the canonical one) is broadcast to both. A
-    batch of patterns is a loop of products, since one call has one pattern.
+    Operands (systems first; see ``csrc/spmv_ffi.h``): ``values`` (S or 1, nnz), ``x``
+    (S or 1, n_cols, k); the update's ``rhs`` and ``base`` (S, n_rows, k) and ``weight``
+    (S or 1, n_rows) like ``values``, each possibly empty (none).
     """
-    values_batched, indices_batched, indptr_batched, x_batched = in_batched
-    if indices_batched or indptr_batched:
-        operands = (values, indices, indptr, x)
-        return _loop_over_systems(_native_product, axis_size, in_batched, operands), True
-    batch = _systems(values, values_batched, x, x_batched)
-    y = _native_product(_fold_systems(values, values_batched, axis_size, batch), indices,
-                        indptr, _fold_systems(x, x_batched, axis_size, batch))
-    return y.reshape(axis_size, batch, *y.shape[1:]), True
+
+    @jax.custom_batching.custom_vmap
+    def update(values, indices, indptr, x, rhs, weight, base):
+        return _ffi_product(values, indices, indptr, x, rhs, weight, base, subtract=subtract)
+
+    @update.def_vmap
+    def update_vmap(axis_size: int, in_batched: list[bool], values, indices, indptr, x, rhs,
+                    weight, base) -> tuple[jax.Array, bool]:
+        """Folds the vmapped axis into the kernel's batch of systems: still one kernel call.
+
+        Batched ``x`` alone (right-hand sides) stays a single pass over the matrix, its
+        systems being more columns; batched values (or a batched ``weight``, which goes
+        with them) make a system each. An operand that varies along only one of the two
+        batch axes (the new one and the canonical one) is broadcast to both. A batch of
+        patterns is a loop of products, since one call has one pattern.
+        """
+        operands = [values, indices, indptr, x, rhs, weight, base]
+        if in_batched[1] or in_batched[2]:
+            return _loop_over_systems(update, axis_size, in_batched, operands), True
+        values_batched, _, _, x_batched, rhs_batched, weight_batched, base_batched = in_batched
+        if weight_batched and not values_batched:  # a system's weight goes with its values
+            values, values_batched = jnp.broadcast_to(values, (axis_size, *values.shape)), True
+        if (rhs_batched or base_batched) and not (values_batched or x_batched):
+            x, x_batched = jnp.broadcast_to(x, (axis_size, *x.shape)), True
+        batch = _systems(values, values_batched, x, x_batched)
+        values = _fold_systems(values, values_batched, axis_size, batch)
+        x = _fold_systems(x, x_batched, axis_size, batch)
+        systems = max(values.shape[0], x.shape[0])
+
+        def fold_to(a, batched, leading):  # an update operand, to `leading` systems
+            if a.size == 0:
+                return a
+            a = _fold_systems(a, batched, axis_size, batch)
+            return a if a.shape[0] == leading else jnp.broadcast_to(a, (leading, *a.shape[1:]))
+
+        y = update(values, indices, indptr, x, fold_to(rhs, rhs_batched, systems),
+                   fold_to(weight, weight_batched, values.shape[0]),
+                   fold_to(base, base_batched, systems))
+        return y.reshape(axis_size, batch, *y.shape[1:]), True
+
+    return update
 
 
 def _loop_over_systems(call: Callable[..., jax.Array], axis_size: int,
@@ -270,23 +300,49 @@ def _fold_systems(a: jax.Array, batched: bool, axis_size: int, batch: int) -> ja
     return a.reshape(axis_size * batch, *rest)
 
 
-@jax.custom_jvp
+@functools.cache
+def _update(subtract: bool) -> Callable[..., jax.Array]:
+    """The native product and update, differentiable in every operand but the pattern."""
+
+    @jax.custom_jvp
+    def update(values, indices, indptr, x, rhs, weight, base):
+        return _native_update(subtract)(values, indices, indptr, x, rhs, weight, base)
+
+    @functools.partial(update.defjvp, symbolic_zeros=True)
+    def update_jvp(primals, tangents):
+        values, indices, indptr, x, rhs, weight, base = primals
+        d_values, _, _, d_x, d_rhs, d_weight, d_base = tangents
+        y = update(*primals)
+
+        def given(tangent):
+            return not isinstance(tangent, SymbolicZero)
+
+        d_y = jnp.zeros_like(y)  # y = base + weight (rhs ∓ A x)
+        if given(d_values):
+            d_y += _reference_product(d_values, indices, indptr, x)
+        if given(d_x):
+            d_y += _reference_product(values, indices, indptr, d_x)
+        if subtract:
+            d_y = -d_y
+        if given(d_rhs):
+            d_y += d_rhs
+        if weight.size:
+            d_y = weight[:, :, None] * d_y
+        if given(d_weight):
+            empty = jnp.zeros((0,), y.dtype)
+            inner = _update(subtract)(values, indices, indptr, x, rhs, empty, empty)
+            d_y += d_weight[:, :, None] * inner
+        if given(d_base):
+            d_y += d_base
+        return y, d_y
+
+    return update
+
+
 def _product(values: jax.Array, indices: Any, indptr: Any, x: jax.Array) -> jax.Array:
-    """The native product, differentiable in ``values`` and ``x``."""
-    return _native_product(values, indices, indptr, x)
-
-
-@functools.partial(_product.defjvp, symbolic_zeros=True)
-def _product_jvp(primals, tangents):
-    values, indices, indptr, x = primals
-    d_values, _, _, d_x = tangents
-    y = _product(values, indices, indptr, x)
-    d_y = jnp.zeros_like(y)
-    if not isinstance(d_values, SymbolicZero):
-        d_y += _reference_product(d_values, indices, indptr, x)
-    if not isinstance(d_x, SymbolicZero):
-        d_y += _reference_product(values, indices, indptr, d_x)
-    return y, d_y
+    """The native product ``A x`` (systems first), differentiable in ``values`` and ``x``."""
+    empty = jnp.zeros((0,), values.dtype)
+    return _update(False)(values, indices, indptr, x, empty, empty, empty)
 
 
 def csr_pattern_operands(fn: str, indices: Any, indptr: Any, n_rows: int, n_cols: int,
@@ -399,10 +455,34 @@ def csr_matvec_unchecked(values: jax.Array, indices: Any, indptr: Any, x: jax.Ar
     """:func:`csr_matvec` on operands already checked (dtypes, shapes, and the pattern by
     :func:`csr_pattern_operands`, which a ``CsrMatrix`` does once per pattern rather than
     at every product); only the platform is checked here."""
+    return csr_update_unchecked(values, indices, indptr, x)
+
+
+def csr_update_unchecked(values: jax.Array, indices: Any, indptr: Any, x: jax.Array, *,
+                         rhs: jax.Array | None = None, weight: jax.Array | None = None,
+                         base: jax.Array | None = None, subtract: bool = False) -> jax.Array:
+    """``base + weight * (rhs − A x)`` (``+ A x`` without ``subtract``), formed by the
+    product's kernel as it writes each entry of ``A x``: one pass where XLA would write
+    ``A x`` and read it back.
+
+    ``rhs`` and ``base`` are shaped like ``A x``, ``(n_rows,)`` or ``(n_rows, k)``, and
+    ``weight`` ``(n_rows,)`` scales rows; a missing one reads as zero (``rhs``, ``base``)
+    or one (``weight``). They cover the cycle's updates: a residual ``b − A x``, a Jacobi
+    sweep ``x + w (b − A x)``, a prolongation ``x + P e``. Operands are those of
+    :func:`csr_matvec_unchecked`, the update's of ``values``' dtype. Differentiable in
+    all but the pattern; vmap over any operand is one kernel call, as the product's.
+    """
     _LIBRARY.require_platform("csr_matvec", values, x, indices, indptr)
-    columns = x if x.ndim == 2 else x[:, None]
-    y = _product(values[None], indices, indptr, columns[None])[0]
-    return y if x.ndim == 2 else y[:, 0]
+    vector = x.ndim == 1
+
+    def systems(a: jax.Array | None, column_axis: bool = True) -> jax.Array:
+        if a is None:
+            return jnp.zeros((0,), values.dtype)
+        return (a[:, None] if vector and column_axis else a)[None]
+
+    y = _update(subtract)(values[None], indices, indptr, systems(x), systems(rhs),
+                          systems(weight, column_axis=False), systems(base))[0]
+    return y[:, 0] if vector else y
 
 
 # ----------------------------------------------------------------------------------------

@@ -241,7 +241,7 @@ def make_precondition(
         def apply_cycles(r):
             x = cycle(numbers, r)
             for _ in range(applications - 1):
-                x = x + cycle(numbers, r - matrix.matvec(x))
+                x = x + cycle(numbers, matrix.residual(x, r))
             return x
         return apply_cycles
     return functools.partial(_sweeps, matrix, numbers, config, applications)
@@ -249,4 +249,4 @@ def make_precondition(
 
 def _sweeps(matrix: CsrArrays, data: RelaxationData, config: SolverConfig, sweeps: int,
             r: jax.Array) -> jax.Array:
-    return relax(matrix.matvec, data, config.relaxation, r, None, sweeps)
+    return relax(matrix, data, config.relaxation, r, None, sweeps)

@@ -123,25 +123,31 @@ def stored_diagonal(values: jax.Array, positions: jax.Array) -> jax.Array:
 
 
 def relax(
-    matvec,
+    a: CsrArrays,
     data: RelaxationData,
     config: RelaxationConfig,
     b: jax.Array,
     x: jax.Array | None,
     sweeps: int,
 ) -> jax.Array:
-    """``sweeps`` sweeps of the relaxation on ``A x = b`` from ``x`` (``None``: zero)."""
+    """``sweeps`` sweeps of the relaxation on ``A x = b`` from ``x`` (``None``: zero).
+
+    A pointwise Jacobi sweep is one kernel (``a.relaxation_sweep``), its update formed as
+    the product is written.
+    """
     if config.solver in MULTICOLOR_SMOOTHERS:
-        x = multicolor_relax(matvec, data.multicolor, config.solver, config.relaxation_factor,
-                             config.symmetric_gs, b, x, sweeps)
+        x = multicolor_relax(a.matvec, data.multicolor, config.solver,
+                             config.relaxation_factor, config.symmetric_gs, b, x, sweeps)
         return jnp.zeros_like(b) if x is None else x
     for _ in range(sweeps):
         if config.solver == "CHEBYSHEV_POLY":
-            x = _chebyshev(matvec, data, config.chebyshev_polynomial_order, b, x)
+            x = _chebyshev(a, data, config.chebyshev_polynomial_order, b, x)
         elif x is None:
             x = _jacobi_step(data, b)
+        elif data.scale.ndim == 1:
+            x = a.relaxation_sweep(x, b, data.scale)
         else:
-            x = x + _jacobi_step(data, b - matvec(x))
+            x = x + _jacobi_step(data, a.residual(x, b))
     return jnp.zeros_like(b) if x is None else x
 
 
@@ -176,7 +182,7 @@ def _block_inverses(a: CsrArrays, config: RelaxationConfig, k: int) -> jax.Array
     return inverse * jnp.asarray(config.relaxation_factor, a.values.dtype)
 
 
-def _chebyshev(matvec, data: RelaxationData, degree: int, b: jax.Array,
+def _chebyshev(a: CsrArrays, data: RelaxationData, degree: int, b: jax.Array,
                x: jax.Array | None) -> jax.Array:
     """Chebyshev iteration (Saad, *Iterative Methods*, Alg. 12.1) for ``D⁻¹A`` on its interval."""
     dtype = b.dtype
@@ -184,14 +190,14 @@ def _chebyshev(matvec, data: RelaxationData, degree: int, b: jax.Array,
     theta, delta = (upper + lower) / 2, (upper - lower) / 2
     sigma = theta / delta
     rho = 1 / sigma
-    residual = data.scale * (b if x is None else b - matvec(x))
+    residual = data.scale * (b if x is None else a.residual(x, b))
     direction = residual / theta.astype(dtype)
     x = jnp.zeros_like(b) if x is None else x
     for step in range(degree):
         x = x + direction
         if step == degree - 1:
             break
-        residual = residual - data.scale * matvec(direction)
+        residual = residual - data.scale * a.matvec(direction)
         rho_next = 1 / (2 * sigma - rho)
         direction = ((rho_next * rho).astype(dtype) * direction
                      + (2 * rho_next / delta).astype(dtype) * residual)

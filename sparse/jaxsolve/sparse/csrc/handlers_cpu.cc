@@ -39,10 +39,12 @@ struct CpuBackend {
           const int64_t r1 = std::min(r0 + kRowBlock, end);
           for (int64_t c = 0; c < s.columns(); ++c) {
             const T* x = a.x + s.x_offset(pass, c);
-            T* y = a.y + s.y_offset(pass, c);
+            const int64_t y_offset = s.y_offset(pass, c);
             for (int64_t row = r0; row < r1; ++row) {
-              y[row * s.k] = RowSum(values, a.indices, x, s.k, a.indptr[row],
-                                    a.indptr[row + 1]);
+              const int64_t at = y_offset + row * s.k;
+              a.y[at] = Updated(a, pass, row, at,
+                                RowSum(values, a.indices, x, s.k, a.indptr[row],
+                                       a.indptr[row + 1]));
             }
           }
         }

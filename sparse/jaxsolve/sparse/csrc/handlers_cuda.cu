@@ -208,7 +208,8 @@ __global__ void __launch_bounds__(kThreads, kSingle ? kSingleBlocks : 1)
   for (int c = 0; c < kColumns; ++c) {
     const T total = GroupSum(sum[c], kLanes);
     if (row < r1 && lane % kLanes == 0 && c < w) {
-      a.y[s.y_offset(pass, c0 + c) + int64_t{row} * s.k] = total;
+      const int64_t at = s.y_offset(pass, c0 + c) + int64_t{row} * s.k;
+      a.y[at] = Updated(a, pass, row, at, total);
     }
   }
 }

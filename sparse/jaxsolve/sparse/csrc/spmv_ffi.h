@@ -7,9 +7,13 @@
 //   indices  (nnz,) S32                 column of each entry
 //   indptr   (n_rows + 1,) S32          row pointers
 //   x        (batch or 1, n_cols, k)    the dtype of values
+//   rhs      (batch, n_rows, k) or (0,) the update's (spmv.h); (0,): none
+//   weight   (passes, n_rows) or (0,)
+//   base     (batch, n_rows, k) or (0,)
 // Result:
 //   y        (batch, n_rows, k)         the dtype of values
-// No attributes: everything else follows from the shapes.
+// Attribute: `subtract` (bool), the update's sign. Everything else follows
+// from the shapes.
 //
 // Only the header-only FFI API is used, and nothing throws: every failure is
 // an ffi::Error.
@@ -41,7 +45,11 @@ inline auto BindCsrMatvec() {
       .Arg<ffi::Buffer<ffi::S32>>()  // indices
       .Arg<ffi::Buffer<ffi::S32>>()  // indptr
       .Arg<ffi::AnyBuffer>()          // x
-      .Ret<ffi::AnyBuffer>();         // y
+      .Arg<ffi::AnyBuffer>()          // rhs
+      .Arg<ffi::AnyBuffer>()          // weight
+      .Arg<ffi::AnyBuffer>()          // base
+      .Ret<ffi::AnyBuffer>()          // y
+      .Attr<bool>("subtract");
 }
 
 inline ffi::Error Invalid(const std::string& what) {
@@ -85,6 +93,38 @@ inline ffi::Error CallShape(ffi::AnyBuffer values, ffi::Buffer<ffi::S32> indices
   return ffi::Error::Success();
 }
 
+// Checks the update's operands against the call's shape: each empty (none) or
+// of its shape, in the dtype of values.
+inline ffi::Error CheckUpdate(const SpmvShape& s, ffi::AnyBuffer values,
+                              ffi::AnyBuffer rhs, ffi::AnyBuffer weight,
+                              ffi::AnyBuffer base) {
+  const auto like_y = [&](ffi::AnyBuffer a) {
+    const auto d = a.dimensions();
+    return a.element_count() == 0 ||
+           (d.size() == 3 && d[0] == s.batch && d[1] == s.n_rows && d[2] == s.k);
+  };
+  const auto w = weight.dimensions();
+  if (!like_y(rhs) || !like_y(base) ||
+      !(weight.element_count() == 0 ||
+        (w.size() == 2 && w[0] == s.passes() && w[1] == s.n_rows))) {
+    return Invalid("rhs and base must be empty or (B, n_rows, k), weight empty "
+                   "or (B or 1, n_rows) like values");
+  }
+  for (ffi::AnyBuffer a : {rhs, weight, base}) {
+    if (a.element_count() != 0 && a.element_type() != values.element_type()) {
+      return Invalid("rhs, weight and base must have the dtype of values");
+    }
+  }
+  return ffi::Error::Success();
+}
+
+// The data of an update operand, or null for an empty one.
+template <typename T>
+const T* UpdateOperand(ffi::AnyBuffer a) {
+  return a.element_count() == 0 ? nullptr
+                                : static_cast<const T*>(a.untyped_data());
+}
+
 // The body of every CSR product handler: checks, then the dtype switch into
 // `Backend{context...}.Run<T>(Spmv<T>)`, which returns the call's ffi::Error.
 // `context` are the context arguments the backend's binding appends.
@@ -92,10 +132,16 @@ template <typename Backend, typename... Context>
 ffi::Error CsrMatvecHandler(ffi::AnyBuffer values,
                             ffi::Buffer<ffi::S32> indices,
                             ffi::Buffer<ffi::S32> indptr, ffi::AnyBuffer x,
-                            ffi::Result<ffi::AnyBuffer> y, Context... context) {
+                            ffi::AnyBuffer rhs, ffi::AnyBuffer weight,
+                            ffi::AnyBuffer base, ffi::Result<ffi::AnyBuffer> y,
+                            bool subtract, Context... context) {
   Backend backend{context...};
   SpmvShape shape{};
   if (ffi::Error error = CallShape(values, indices, indptr, x, *y, shape);
+      error.failure()) {
+    return error;
+  }
+  if (ffi::Error error = CheckUpdate(shape, values, rhs, weight, base);
       error.failure()) {
     return error;
   }
@@ -105,7 +151,9 @@ ffi::Error CsrMatvecHandler(ffi::AnyBuffer values,
         shape, static_cast<const T*>(values.untyped_data()),
         indices.typed_data(), indptr.typed_data(),
         static_cast<const T*>(x.untyped_data()),
-        static_cast<T*>(y->untyped_data())});
+        static_cast<T*>(y->untyped_data()),
+        Update<T>{UpdateOperand<T>(rhs), UpdateOperand<T>(weight),
+                  UpdateOperand<T>(base), subtract}});
   };
   switch (values.element_type()) {
     case ffi::F32:
