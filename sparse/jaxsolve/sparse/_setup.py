@@ -89,16 +89,15 @@ def raise_on_invalid_inputs(caller: str, reasons: jax.Array, matrix: CsrMatrix,
     The solve's program found the fault without a round trip; here, on this rare path,
     the inputs are examined again to name it.
     """
-    reasons = np.asarray(reasons)
-    if not np.isin(reasons, _INPUT_FAULTS).any():
+    if _INPUT_FAULTS.isdisjoint(np.asarray(reasons).ravel().tolist()):
         return
     check_finite(caller, {"A": matrix.values, "b": b, "x0": x0})
     check_diagonal(caller, matrix._pattern, matrix.values, config)
 
 
 # The failure reasons of inputs a checked solve refuses (FailureReason's values).
-_INPUT_FAULTS = (FailureReason.NONFINITE_INPUT, FailureReason.NONFINITE_MATRIX,
-                 FailureReason.ZERO_DIAGONAL)
+_INPUT_FAULTS = frozenset({FailureReason.NONFINITE_INPUT, FailureReason.NONFINITE_MATRIX,
+                           FailureReason.ZERO_DIAGONAL})
 
 
 def check_finite(caller: str, arrays: dict[str, jax.Array | None]) -> None:

@@ -247,7 +247,7 @@ def solve(
         # Nothing traces these arrays, so nothing can differentiate the solve: the
         # service alone (one compiled call) gives what the rule would, without the
         # Python work of setting the rule up on every call.
-        correction, info = _on_columns(services[0], operator, rhs)
+        correction, info = services[0](operator, rhs)
         if check:
             raise_on_invalid_inputs("solve", info.failure_reason, matrix, b, x0, config)
     else:
@@ -264,20 +264,6 @@ def solve(
         )
     x = correction if x0 is None else x0 + correction
     return (x, info) if spaces is None else minimum_norm(spaces, x, b, info)
-
-
-def _on_columns(service: Callable[[tuple, jax.Array], tuple[jax.Array, SolveInfo]],
-                operator: tuple, rhs: jax.Array) -> tuple[jax.Array, SolveInfo]:
-    """``service`` (which takes ``(n, k)`` right-hand sides) applied to ``rhs`` of shape
-    ``(n,)`` or ``(n, k)``; ``info`` loses its column axis with a 1-D ``rhs``."""
-    if rhs.ndim == 2:
-        return service(operator, rhs)
-    return _first_column(*service(operator, rhs[:, None]))
-
-
-@jax.jit
-def _first_column(x: jax.Array, info: SolveInfo) -> tuple[jax.Array, SolveInfo]:
-    return x[:, 0], jax.tree.map(lambda leaf: leaf[0], info)
 
 
 def _print_grid_stats(config: SolverConfig, system: System, matrix) -> None:
@@ -308,7 +294,10 @@ def _solve_columns(
     config: SolverConfig, matrix: CsrArrays, numbers: Hierarchy | RelaxationData | None,
     diagonal: jax.Array, rhs: jax.Array
 ) -> tuple[jax.Array, SolveInfo]:
-    """Solves the columns of ``rhs`` as one batched loop; returns ``x`` and per-column info.
+    """Solves the columns of ``rhs`` (``(n, k)``) as one batched loop; returns ``x`` and
+    per-column info. A vector ``rhs`` (``(n,)``) gives ``x`` ``(n,)`` and one info, with
+    no operation outside this compiled call (each would be a dispatch and, on a GPU, a
+    launch).
 
     ``numbers``: the preconditioner's (or stationary solver's) setup, from
     :meth:`System.operators`."""
@@ -329,6 +318,8 @@ def _solve_columns(
                          **options)
         return jnp.where(invalid == FailureReason.NONE, x, jnp.nan), _with_failure(info, invalid)
 
+    if rhs.ndim == 1:
+        return one(rhs)
     if rhs.shape[1] == 1:  # a batch of one needs no masking of the loop's carry
         x, info = one(rhs[:, 0])
         return x[:, None], jax.tree.map(lambda leaf: leaf[None], info)
@@ -360,7 +351,8 @@ def _with_failure(info: SolveInfo, reason: jax.Array) -> SolveInfo:
 
 def _service(system: System, *, transposed: bool = False
              ) -> Callable[[tuple, jax.Array], tuple[jax.Array, SolveInfo]]:
-    """The solve service of ``system`` (or of its transpose): ``A⁻¹ rhs`` for ``rhs`` (n, m).
+    """The solve service of ``system`` (or of its transpose): ``A⁻¹ rhs`` for ``rhs``
+    ``(n, m)``, or ``(n,)`` (see :func:`_solve_columns`).
 
     The operator is ``(A's values, A's setup state)``.  ``Aᵀ``'s system, values and setup
     are built only when reverse mode calls the transposed service.
