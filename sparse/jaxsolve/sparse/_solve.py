@@ -310,13 +310,14 @@ def _solve_columns(
         method, options = stationary, {}
         precondition = make_precondition(config, matrix, numbers, applications=1)
 
+    valid = invalid == FailureReason.NONE
+
     def one(b):
         # On values the solve refuses, b = 0: the method stops before its first iteration.
-        x, info = method(matrix.matvec, jnp.where(invalid == FailureReason.NONE, b, 0),
-                         precondition=precondition, tolerance=config.tolerance,
-                         max_iters=config.max_iters, convergence=config.convergence,
-                         **options)
-        return jnp.where(invalid == FailureReason.NONE, x, jnp.nan), _with_failure(info, invalid)
+        x, info = method(matrix.matvec, jnp.where(valid, b, 0), precondition=precondition,
+                         tolerance=config.tolerance, max_iters=config.max_iters,
+                         convergence=config.convergence, **options)
+        return jnp.where(valid, x, jnp.nan), _with_failure(info, invalid)
 
     if rhs.ndim == 1:
         return one(rhs)
