@@ -659,7 +659,8 @@ def _setup(
         )
     if not jnp.issubdtype(b.dtype, jnp.inexact):
         b = b.astype(float)
-    x0 = jnp.zeros_like(b) if x0 is None else jnp.asarray(x0)
+    zero_start = x0 is None
+    x0 = jnp.zeros_like(b) if zero_start else jnp.asarray(x0)
     if x0.shape != b.shape:
         raise ValueError(f"{name}: x0 must have the shape of b, {b.shape}, got {x0.shape}.")
     output = _checked_map(name, "matvec", matvec, b)
@@ -675,9 +676,11 @@ def _setup(
         return lambda v: function(v).astype(dtype)
 
     problem_matvec = cast(matvec)
-    # A zero right-hand side has the solution 0 (whatever x0 is).
-    x0 = jnp.where(_norm(inner, b) == 0, 0, x0.astype(dtype))
-    r0 = b - problem_matvec(x0)
+    if zero_start:  # r0 = b, without a product with A (a pass over it, on a large A)
+        x0, r0 = x0.astype(dtype), b
+    else:  # a zero right-hand side has the solution 0, whatever x0 is
+        x0 = jnp.where(_norm(inner, b) == 0, 0, x0.astype(dtype))
+        r0 = b - problem_matvec(x0)
     r0_norm = _norm(inner, r0)
     tolerance = jnp.asarray(tolerance, real_dtype)
     problem = _Problem(
