@@ -1,5 +1,6 @@
 """Tests for jaxsolve.sparse._config: AmgX configurations parsed into a frozen config tree."""
 
+import copy
 import dataclasses
 import functools
 import json
@@ -311,6 +312,19 @@ class TestParseAmgxConfig:
         assert iterations(1.0, config=first) == iterations(1.0, config=second) == 2.0
         assert len(traces) == 1
         assert len({first, second, DEFAULT_SOLVER_CONFIG}) == 2
+
+    def test_parse_amgx_config_remembers_a_dict_by_its_values_and_their_types(self):
+        """A solve parses its config on every call: an equal dict is parsed once, but 2 and
+        2.0 (equal in Python, with one hash) are different configs, the second invalid."""
+        config = {"solver": "PCG", "preconditioner": {"solver": "AMG", "presweeps": 2}}
+        first = parse_amgx_config(config)
+        assert parse_amgx_config(copy.deepcopy(config)) is first
+        config["preconditioner"]["presweeps"] = 2.0
+        with pytest.raises(TypeError, match="presweeps must be an int, got 2.0"):
+            parse_amgx_config(config)
+        config["preconditioner"]["presweeps"] = [2]
+        with pytest.raises(TypeError, match="presweeps must be an int"):
+            parse_amgx_config(config)
 
     @pytest.mark.parametrize("config, error, message", [
         ({"solver": "PCG", "tolerence": 1e-8}, ValueError,

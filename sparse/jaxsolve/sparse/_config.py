@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import functools
 import json
 import math
 import os
@@ -771,7 +772,39 @@ def parse_amgx_config(
             f"{_CALLER}: config must be a dict, a JSON string, a file path, a SolverConfig"
             f" or None, got {type(config).__name__}."
         )
-    return _parse_document(config)
+    try:
+        frozen = _frozen(config)
+        hash(frozen)
+    except TypeError:  # a value JSON would not hold; parsing says what is wrong with it
+        return _parse_document(config)
+    return _parse_frozen(frozen)
+
+
+@functools.lru_cache(maxsize=64)
+def _parse_frozen(frozen: tuple) -> SolverConfig:
+    """:func:`_parse_document` of a config dict in its :func:`_frozen` form, remembered:
+    a solve parses its config on every call, and the same dict comes again and again
+    (0.1 ms a parse, 1% of a 10 ms GPU solve).  A config that fails is not remembered."""
+    return _parse_document(_thawed(frozen))
+
+
+def _frozen(value: Any) -> Any:
+    """A hashable form of a config's JSON value that keeps each scalar's type (``1``,
+    ``1.0`` and ``True`` are equal in Python, but not the same config value)."""
+    if isinstance(value, Mapping):
+        return (dict, tuple((key, _frozen(item)) for key, item in value.items()))
+    if isinstance(value, (list, tuple)):
+        return (type(value), tuple(_frozen(item) for item in value))
+    return (type(value), value)
+
+
+def _thawed(frozen: tuple) -> Any:
+    kind, value = frozen
+    if kind is dict:
+        return {key: _thawed(item) for key, item in value}
+    if kind in (list, tuple):
+        return kind(_thawed(item) for item in value)
+    return value
 
 
 def _load_json(config: str | os.PathLike) -> Any:
