@@ -3,6 +3,8 @@
 Every test is marked ``gpu`` and skipped where JAX has no GPU.
 """
 
+import re
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -104,3 +106,18 @@ def test_gpu_matrix_free_gradient(x64):
                  for device in (GPU, CPU)]
     assert gradients[0].devices() == {GPU}
     np.testing.assert_allclose(float(gradients[0]), float(gradients[1]), rtol=1e-9)
+
+
+def test_gpu_checked_solve_reads_its_verdict_without_a_transfer(x64):
+    """A checked solve learns whether its program refused the inputs from host memory that
+    the program itself wrote, not by a transfer of its own after the program (0.4 ms of a
+    10 ms solve at 128³ on an H200); refused inputs still raise."""
+    A = sparse.as_csr(matrices.poisson3d_matrix(8, dtype=np.float64))
+    values, b = on(GPU, A.values, matrices.rhs_random(512, seed=0, dtype=np.float64))
+    A = A.with_values(values)
+    sparse.solve(A, b)  # the first setup reads the values on the host
+    with jax.transfer_guard_device_to_host("disallow"):
+        x, info = sparse.solve(A, b, reuse_setup=True)
+    assert sparse.Status(int(info.status)) is sparse.Status.SUCCESS
+    with pytest.raises(ValueError, match=re.escape("A holds NaN or Inf (1 entries)")):
+        sparse.solve(A.with_values(values.at[5].set(jnp.nan)), b, reuse_setup=True)
