@@ -154,21 +154,22 @@ def cg(
         x, r, p, rho, progress = state
         q = problem.matvec(p)
         pq = problem.inner(p, q).real
-        alpha = (rho / pq).astype(x.dtype)
-        r_next = r - alpha * q
-        z = problem.precondition(r_next)
-        rho_next = problem.inner(r_next, z).real
-        p_next = z + (rho_next / rho).astype(x.dtype) * p
-        indefinite = pq <= 0  # then keep the last good iterate
-        x, r, p, rho = _keep_if(
-            indefinite, (x, r, p, rho), (x + alpha * p, r_next, p_next, rho_next)
-        )
+        # On pᴴAp <= 0 the step is zero, so the last good iterate stays (and the loop stops):
+        # a zero scalar, where selecting the old x and r would cost passes over both.
+        indefinite = pq <= 0
+        alpha = jnp.where(indefinite, 0, rho / jnp.where(indefinite, 1, pq)).astype(x.dtype)
+        x, r = x + alpha * p, r - alpha * q
+        z = problem.precondition(r)
+        rho_next = problem.inner(r, z).real
+        p = z + (rho_next / rho).astype(x.dtype) * p
+        rho = jnp.where(indefinite, rho, rho_next)
+        residual_norm = jnp.where(indefinite, progress.residual_norm, problem.norm(r))
         breakdown = jnp.where(
             indefinite,
             jnp.int32(FailureReason.NOT_POSITIVE_DEFINITE),
             _breakdown(rho <= 0, FailureReason.PRECONDITIONER_NOT_POSITIVE_DEFINITE),
         )
-        return x, r, p, rho, _advance(progress, problem.norm(r), breakdown, problem)
+        return x, r, p, rho, _advance(progress, residual_norm, breakdown, problem)
 
     x, *_, progress = lax.while_loop(_running, step, (x0, r0, z0, rho0, start))
     return x, _info(progress, problem)
