@@ -17,8 +17,8 @@ on a vector of ``--rows`` entries (small, so that the launch, not the arithmetic
 * **jaxsolve SpMV**: the same product by jaxsolve's native FFI kernel
   (``_native.csr_matvec_unchecked``).
 
-Columns: µs per trip, medians of ``--repeats`` calls after one warm-up, and the FFI row over
-the fusion row. A rise of the FFI column over the others with ``k`` is what each FFI node adds
+Columns: µs per trip, the smallest of ``--repeats`` calls after one warm-up (``timing.py``),
+and the FFI row over the fusion row. A rise of the FFI column over the others with ``k`` is what each FFI node adds
 to every trip. It includes the tiny kernel's own time, so compare it with the segment-sum row,
 which does the same arithmetic as XLA nodes.
 
@@ -27,8 +27,6 @@ On a build machine: ``tools/dev bench sparse_loop_launch``. On the GPU host, wit
 """
 
 import argparse
-import statistics
-import time
 from collections.abc import Callable
 
 import jax
@@ -37,6 +35,7 @@ import numpy as np
 import scipy.sparse
 
 from jaxsolve.sparse import _native
+from timing import smallest_time
 
 
 def random_matrix(rows: int, seed: int = 0) -> scipy.sparse.csr_matrix:
@@ -70,7 +69,7 @@ def steps(a: scipy.sparse.csr_matrix) -> dict[str, Callable[[jax.Array, int], ja
 
 def per_trip(step: Callable[[jax.Array, int], jax.Array], k: int, rows: int, trips: int,
              repeats: int) -> float:
-    """Median µs per trip of a ``while_loop`` of ``trips`` trips of ``k`` steps."""
+    """µs per trip of a ``while_loop`` of ``trips`` trips of ``k`` steps (its smallest time)."""
     def body(state):
         i, x = state
         for j in range(k):
@@ -79,13 +78,8 @@ def per_trip(step: Callable[[jax.Array, int], jax.Array], k: int, rows: int, tri
 
     loop = jax.jit(lambda x: jax.lax.while_loop(lambda s: s[0] < trips, body, (0, x))[1])
     x = jnp.ones(rows, jnp.float32)
-    jax.block_until_ready(loop(x))
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        jax.block_until_ready(loop(x))
-        times.append(time.perf_counter() - start)
-    return statistics.median(times) / trips * 1e6
+    seconds, _ = smallest_time(lambda: loop(x), repeats)
+    return seconds / trips * 1e6
 
 
 def main() -> None:
@@ -99,7 +93,7 @@ def main() -> None:
 
     device = jax.devices()[0]
     print(f"device: {device.device_kind} ({device.platform}), jax {jax.__version__}; "
-          f"{args.rows} rows, {args.trips} trips, median of {args.repeats}")
+          f"{args.rows} rows, {args.trips} trips, smallest of {args.repeats}")
     named = steps(random_matrix(args.rows))
     x = jnp.linspace(-1, 1, args.rows, dtype=jnp.float32)
     np.testing.assert_allclose(named["jaxsolve SpMV"](x, 0), named["segment_sum SpMV"](x, 0),
