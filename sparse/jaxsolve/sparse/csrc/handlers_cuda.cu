@@ -19,11 +19,23 @@
 // __syncthreads. Measured on the H200 (3D Poisson 128^3, f64, products
 // issued back to back, tools/bench/sparse_spmv.py): 69 us (3.1 TB/s), against
 // CuPy's cuSPARSE 103 us; the block-tiled kernel this replaced took 125 us.
-// Every output is written once, by one thread: no atomics.
+// (That single product of short rows now takes the row kernel below.) Every
+// output is written once, by one thread: no atomics.
 //
 // `lanes` follows the mean row length, chosen on the host from the buffer
 // shapes: one lane sums up to 8 products of a row, more lanes share longer
 // rows. A group's columns are formed together from one read of A.
+//
+// A single product (no vmap) with short rows, one lane a row, skips the window:
+// each thread walks its own row (CsrRowKernel), its loads through L1, which
+// holds the lines that its warp's neighbouring rows share. On the H200, for
+// the 128^3 Poisson matrix in f64 this takes 57-58 us against the window's
+// 67 us (kernel times of 200 products back to back); the level-0 prolongator
+// of its AMG hierarchy (4 entries a row) 33 us against 34 us; f32 Poisson is
+// 40 us either way. The AMG-PCG solve of that matrix went from 10.1-10.2 to
+// 9.2 ms (tools/bench/sparse_poisson3d.py). The window stays for rows
+// of more than 8 entries (a thread a row took 2-3x as long on the hierarchy's
+// 32-entry rows) and for batched calls, whose columns share each read of A.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -214,6 +226,47 @@ __global__ void __launch_bounds__(kThreads, kSingle ? kSingleBlocks : 1)
   }
 }
 
+// Entries of its row a thread of CsrRowKernel loads at once: 4, or 2 of a
+// 16-byte complex number (4 would spill under the register cap below).
+template <typename T>
+__host__ __device__ constexpr int RowUnroll() {
+  return sizeof(T) <= 8 ? 4 : 2;
+}
+// Blocks of CsrRowKernel a multiprocessor holds: the cap leaves it 32
+// registers, enough without spilling, and more warps in flight than the
+// window's six blocks.
+constexpr int kRowBlocks = 8;
+
+// A single product y = A x (one pass of one column), a thread per row: its
+// entries in order, RowUnroll loads of values and columns at a time, then the
+// x they select. The sums are formed in the order of the window kernel's (and
+// the CPU's), entry by entry.
+template <typename T>
+__global__ void __launch_bounds__(kThreads, kRowBlocks) CsrRowKernel(Spmv<T> a) {
+  const uint32_t row = blockIdx.x * kThreads + threadIdx.x;
+  if (row >= a.shape.n_rows) return;
+  const uint32_t begin = Load(a.indptr + row);
+  const uint32_t end = Load(a.indptr + row + 1);
+  constexpr int kUnroll = RowUnroll<T>();
+  T sum{};
+  for (uint32_t e0 = begin; e0 < end; e0 += kUnroll) {
+    T v[kUnroll];
+    int32_t col[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      if (e0 + u < end) {
+        v[u] = Load(a.values + e0 + u);
+        col[u] = Load(a.indices + e0 + u);
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      if (e0 + u < end) sum = sum + v[u] * Load(a.x + col[u]);
+    }
+  }
+  a.y[row] = Updated(a, 0, row, row, sum);
+}
+
 // Calls launch(std::integral_constant<int, lanes>{}): a kernel's threads per row
 // (a power of two <= 32) as the compile-time constant its template takes.
 template <typename Launch>
@@ -267,7 +320,10 @@ struct CudaBackend {
       }
       d.chunks = static_cast<uint32_t>((s.n_rows + rows - 1) / rows);
       d.groups = static_cast<uint32_t>(groups);
-      if (s.columns() == 1) {
+      if (s.columns() == 1 && s.passes() == 1 && d.lanes == 1) {
+        const unsigned grid = static_cast<unsigned>((s.n_rows + kThreads - 1) / kThreads);
+        CsrRowKernel<T><<<grid, kThreads, 0, stream>>>(a);
+      } else if (s.columns() == 1) {
         LaunchCsrMatvec<T, 1>(a, d, stream);
       } else {
         LaunchCsrMatvec<T, kMaxColumns>(a, d, stream);
