@@ -474,6 +474,30 @@ class TestCache:
         jax.grad(lambda v: sparse.solve(A.with_values(v), b)[0].sum())(A.values)
         assert sparse.cache_info().currsize == 2
 
+    def test_a_resetup_reruns_the_compiled_numeric_setup(self, monkeypatch, x64):
+        """New values of the same kind on a cached structure run the numeric setup's
+        executable again, without lowering (tracing, then looking up the compilation) it
+        anew, which on a GPU cost the host longer than the device took for the setup."""
+        sparse.clear_cache()
+        A = sparse.as_csr(matrices.poisson_matrix(12, dtype=np.float64))
+        b = matrices.rhs_ones(144, dtype=np.float64)
+        lowered = []
+
+        class CountingLowering:
+            def lower(self, *args):
+                lowered.append(args)
+                return numeric_setup.lower(*args)
+
+        numeric_setup = _setup._numeric_setup
+        monkeypatch.setattr(_setup, "_numeric_setup", CountingLowering())
+        x, _ = sparse.solve(A, b)
+        x_doubled, _ = sparse.solve(A.with_values(2 * A.values), b)
+        assert len(lowered) == 1
+        np.testing.assert_allclose(2 * x_doubled, x, rtol=1e-6)  # the new values' setup
+        single = A.with_values(A.values.astype(np.float32))
+        sparse.solve(single, b.astype(np.float32))  # another dtype: another executable
+        assert len(lowered) == 2
+
     def test_reuse_setup_keeps_the_old_numbers(self, x64):
         sparse.clear_cache()
         A = sparse.as_csr(matrices.poisson_matrix(12, dtype=np.float64))

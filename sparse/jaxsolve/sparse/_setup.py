@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+from collections.abc import Hashable
 from typing import Any, NamedTuple
 
 import jax
@@ -326,12 +327,34 @@ def numeric_setup_now(structure: HierarchyStructure, values: jax.Array,
     not run under `jax.ensure_compile_time_eval`: there every value that does not depend
     on the inputs (the index ranges of the sparse products, the power iteration's start)
     would be computed eagerly and baked into the program as a constant, gigabytes of them
-    at a million rows. Lowering and compiling are cached by JAX per structure and shapes.
+    at a million rows.
+
+    The executable is kept on the structure, one per kind of input (shape, dtype and
+    placement of ``values`` and ``near_nullspace``), so it lives as long as the setup cache
+    keeps the structure. Lowering again at every re-setup, although JAX then finds the
+    compiled program in its cache, re-traced the setup and went through the slow call path
+    of a new executable: on the H200 at 128³ the host spent milliseconds there before the
+    device started, as long as the device's whole numeric setup.
     """
-    compiled = _numeric_setup.lower(_without_arrays(structure), structure.arrays, values,
-                                    near_nullspace).compile()
+    executables = structure.__dict__.setdefault("_numeric_setup_executables", {})
+    key = (_input_kind(values), _input_kind(near_nullspace))
+    compiled = executables.get(key)
+    if compiled is None:
+        compiled = _numeric_setup.lower(_without_arrays(structure), structure.arrays, values,
+                                        near_nullspace).compile()
+        executables[key] = compiled
     return sharing_arrays(compiled(structure.arrays, values, near_nullspace),
                           structure.arrays, values)
+
+
+def _input_kind(x: Any) -> Hashable:
+    """What a compiled executable is specialized to of an input: its shape, dtype, weak
+    type and, for a JAX array, its sharding (None stands for no input)."""
+    if x is None:
+        return None
+    sharding = x.sharding if isinstance(x, jax.Array) else None
+    dtype = x.dtype if hasattr(x, "dtype") else np.result_type(x)
+    return (np.shape(x), dtype, getattr(x, "weak_type", False), sharding)
 
 
 def _without_arrays(structure: HierarchyStructure) -> HierarchyStructure:
