@@ -114,6 +114,10 @@ class CsrArrays(NamedTuple):
         """``A x + y``: a prolongation added to an iterate."""
         return self._update(x, base=y)
 
+    def scaled_matvec(self, x: jax.Array, scale: jax.Array) -> jax.Array:
+        """``scale ⊙ (A x)``, ``scale`` one number per row: a power iteration's step."""
+        return self._update(x, weight=scale)
+
     def relaxation_sweep(self, x: jax.Array, b: jax.Array, scale: jax.Array) -> jax.Array:
         """``x + scale ⊙ (b − A x)``: a Jacobi sweep, ``scale`` one number per row."""
         return self._update(x, rhs=b, weight=scale, base=x, subtract=True)

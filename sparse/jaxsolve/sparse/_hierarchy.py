@@ -635,11 +635,11 @@ def _spectral_radius(a: CsrArrays, inverse_diagonal: jax.Array) -> jax.Array:
     v = jax.random.uniform(jax.random.key(0), (a.n_rows,), real).astype(a.values.dtype)
 
     def step(_, v):
-        w = inverse_diagonal * a.matvec(v)
+        w = a.scaled_matvec(v, inverse_diagonal)
         return w / jnp.maximum(jnp.linalg.norm(w), jnp.finfo(real).tiny).astype(w.dtype)
 
     v = jax.lax.fori_loop(0, POWER_ITERATIONS, step, v / jnp.linalg.norm(v).astype(v.dtype))
-    return jnp.linalg.norm(inverse_diagonal * a.matvec(v))
+    return jnp.linalg.norm(a.scaled_matvec(v, inverse_diagonal))
 
 
 def _coarsest_numbers(
