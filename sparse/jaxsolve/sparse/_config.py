@@ -364,8 +364,8 @@ class AMGConfig:
     cycles read half the bytes (AmgX's mixed modes, such as ``dDFI``, do the
     same).  Expect a few more iterations on hard problems.  On an H200, the
     smoothed-aggregation PCG of ``tools/bench/sparse_poisson3d.py`` (3D Poisson,
-    128³ unknowns, to 1e-8) takes 17 iterations either way and 8.5 ms per solve
-    against 10.2 ms.
+    128³ unknowns, to 1e-8) takes 17 iterations either way and 7.9 ms per solve
+    against 9.5 ms.
 
     Attributes:
       algorithm: ``"CLASSICAL"`` or ``"AGGREGATION"``.
