@@ -118,6 +118,10 @@ class CsrArrays(NamedTuple):
         """``scale ⊙ (A x)``, ``scale`` one number per row: a power iteration's step."""
         return self._update(x, weight=scale)
 
+    def minus_scaled_matvec(self, x: jax.Array, scale: jax.Array, y: jax.Array) -> jax.Array:
+        """``y − scale ⊙ (A x)``: a Chebyshev step's residual update."""
+        return self._update(x, weight=scale, base=y, subtract=True)
+
     def relaxation_sweep(self, x: jax.Array, b: jax.Array, scale: jax.Array) -> jax.Array:
         """``x + scale ⊙ (b − A x)``: a Jacobi sweep, ``scale`` one number per row."""
         return self._update(x, rhs=b, weight=scale, base=x, subtract=True)

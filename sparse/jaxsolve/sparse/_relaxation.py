@@ -197,7 +197,7 @@ def _chebyshev(a: CsrArrays, data: RelaxationData, degree: int, b: jax.Array,
         x = x + direction
         if step == degree - 1:
             break
-        residual = residual - data.scale * a.matvec(direction)
+        residual = a.minus_scaled_matvec(direction, data.scale, residual)
         rho_next = 1 / (2 * sigma - rho)
         direction = ((rho_next * rho).astype(dtype) * direction
                      + (2 * rho_next / delta).astype(dtype) * residual)
