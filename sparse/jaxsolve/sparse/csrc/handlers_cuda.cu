@@ -33,7 +33,7 @@
 // 67 us (kernel times of 200 products back to back); the level-0 prolongator
 // of its AMG hierarchy (4 entries a row) 33 us against 34 us; f32 Poisson is
 // 40 us either way. The AMG-PCG solve of that matrix went from 10.1-10.2 to
-// 9.2 ms (tools/bench/sparse_poisson3d.py). The window stays for rows
+// 9.2-9.5 ms (tools/bench/sparse_poisson3d.py). The window stays for rows
 // of more than 8 entries (a thread a row took 2-3x as long on the hierarchy's
 // 32-entry rows) and for batched calls, whose columns share each read of A.
 #include <cuda_runtime.h>
@@ -133,8 +133,10 @@ int LanesFor(const SpmvShape& s) {
 // are what it runs at. Six blocks cap the registers at 40, which a single
 // product needs without spilling; left to itself the compiler took 48 (five
 // blocks), and the 128^3 Poisson product ran 86 us on the H200, against 72 us
-// for the same schedule in 40 registers. Batched calls keep offsets (and a
-// group of columns its sums) in registers, and would spill under that cap.
+// for the same schedule in 40 registers (that product, of one-lane rows, now
+// takes CsrRowKernel; the cap stays for single products of longer rows).
+// Batched calls keep offsets (and a group of columns its sums) in registers,
+// and would spill under that cap.
 constexpr int kSingleBlocks = 6;
 
 // kColumns: 1 when every pass has a single column (no vmap over right-hand
