@@ -293,6 +293,7 @@ def check_update(device, matrix, x, seed=7, derivatives=True):
         ({"rhs": rhs, "weight": weight, "base": base, "subtract": True},
          base + w * (rhs - product)),
         ({"weight": weight}, w * product),
+        ({"weight": weight, "base": base, "subtract": True}, base - w * product),
     ]
     scale = max(1.0, float(np.max(abs(matrix) @ np.abs(x), initial=0)))
     bounds = tolerance(x.dtype)
