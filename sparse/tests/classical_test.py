@@ -13,7 +13,7 @@ from pyamg.classical.interpolate import classical_interpolation
 
 from jaxsolve import sparse
 from jaxsolve.sparse import _classical, _hierarchy, _native, matrices, parse_amgx_config
-from jaxsolve.sparse._csr_arrays import CsrStructure
+from jaxsolve.sparse._csr_arrays import CsrArrays, CsrStructure
 
 
 def classical(**changes):
@@ -310,6 +310,39 @@ class TestHostSetup:
                                           _classical.host_values(level.interpolation, level.a,
                                                                  np.asarray(fine.values))),
                 coarse.values)
+
+    @pytest.mark.parametrize("interpolator", ["D1", "D2"])
+    def test_numeric_setup_weights_come_from_the_kernel_and_differentiate_as_the_formula(
+            self, interpolator, x64):
+        pattern, values = host(PROBLEMS["anisotropic"]())
+        structure = _classical.level_structure(pattern, values,
+                                               amg_config(interpolator=interpolator))
+        arrays = _classical.device_arrays(structure)
+        indices, indptr = jnp.asarray(pattern.indices), jnp.asarray(pattern.indptr)
+        p_indptr = jnp.asarray(structure.p.indptr)
+
+        def kernel(v):
+            return _classical.device_values(arrays, structure.full.nnz,
+                                            CsrArrays(v, indices, indptr),
+                                            v[pattern.diagonal_positions()], p_indptr)
+
+        def formula(v):
+            return _classical.interpolation_values(jnp, arrays, structure.full.nnz, v,
+                                                   jnp.asarray(pattern.row_ids),
+                                                   v[pattern.diagonal_positions()])
+
+        v = jnp.asarray(values)
+        assert "jaxsolve_sparse_interpolation_weights" in jax.jit(kernel).lower(v).as_text()
+        np.testing.assert_array_equal(jax.jit(kernel)(v), structure.values)
+        np.testing.assert_allclose(formula(v), structure.values, rtol=1e-13, atol=1e-15)
+        tangent = jnp.asarray(np.random.default_rng(3).normal(size=values.shape))
+        np.testing.assert_allclose(jax.jvp(kernel, (v,), (tangent,))[1],
+                                   jax.jvp(formula, (v,), (tangent,))[1], rtol=1e-12,
+                                   atol=1e-14)
+        cotangent = jnp.asarray(np.random.default_rng(4).normal(size=structure.p.nnz))
+        np.testing.assert_allclose(jax.vjp(kernel, v)[1](cotangent)[0],
+                                   jax.vjp(formula, v)[1](cotangent)[0], rtol=1e-12,
+                                   atol=1e-14)
 
     def test_truncation_leaves_rows_without_weights_empty(self):
         # Rows of P without weights (F points without strong couplings), the last one among

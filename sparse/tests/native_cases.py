@@ -345,3 +345,104 @@ def check_update(device, matrix, x, seed=7, derivatives=True):
     for fused_grad, unfused_grad in zip(*grads):
         np.testing.assert_allclose(np.asarray(fused_grad), np.asarray(unfused_grad),
                                    rtol=bounds["rtol"], atol=bounds["atol"] * scale * 8)
+
+
+# ----------------------------------------------------------------------------------------
+# Classical AMG's interpolation weights (interpolation_weights), on one device: the host's
+# NumPy-order weights (``_classical.host_values``) are the reference.
+
+
+def interpolation_matrix(n: int, dtype) -> scipy.sparse.csr_matrix:
+    """A 2D Poisson matrix of ``n²`` rows in ``dtype`` whose entries are scaled at random
+    (about one off-diagonal in eight of the diagonal's sign, so that ``ā`` drops some; a
+    small phase for complex dtypes): every branch of the weights' formula is taken."""
+    a = poisson(n, 2)
+    rng = np.random.default_rng(5)
+    scale = rng.uniform(0.5, 1.5, a.nnz)
+    off_diagonal = a.indices != np.repeat(np.arange(a.shape[0]), np.diff(a.indptr))
+    scale[off_diagonal & (rng.uniform(size=a.nnz) < 0.125)] *= -0.3
+    values = a.data * scale
+    if np.issubdtype(dtype, np.complexfloating):
+        values = values * np.exp(0.3j * rng.uniform(-1, 1, a.nnz))
+    return scipy.sparse.csr_matrix((values.astype(dtype), a.indices, a.indptr), a.shape)
+
+
+def interpolation_level(matrix, interpolator: str, truncated: bool):
+    """``matrix``'s pattern and a classical level's ``InterpolationStructure`` for it."""
+    from jaxsolve.sparse import _classical, parse_amgx_config
+    from jaxsolve.sparse._csr_arrays import CsrStructure
+
+    config = parse_amgx_config({"solver": "AMG", "algorithm": "CLASSICAL",
+                                "interpolator": interpolator, "strength_threshold": 0.25,
+                                "interp_max_elements": 2 if truncated else -1}).amg
+    pattern = CsrStructure(matrix.indptr.astype(np.int32), matrix.indices.astype(np.int32),
+                           matrix.shape[1])
+    structure = _classical.level_structure(pattern, matrix.data, config)
+    assert (structure.keep is not None) == truncated
+    return pattern, structure
+
+
+def interpolation_operands(device, matrix, pattern, structure, plan=None):
+    """The weights kernel's operands on ``device`` (``plan``: the structure's own, or one
+    given in its place)."""
+    from jaxsolve.sparse import _classical
+
+    arrays = _classical.host_arrays(structure)
+    if plan is not None:
+        arrays = arrays._replace(a_destination=plan.a_destination,
+                                 triple_destinations=plan.triple_destinations)
+    on = functools.partial(jax.device_put, device=device)
+    diagonal = matrix.data[pattern.diagonal_positions()]
+    return ((on(matrix.data), on(diagonal), on(pattern.indices), on(pattern.indptr),
+             on(arrays.coarse), on(arrays.full_indptr), on(arrays.a_destination),
+             on(arrays.pair_positions), on(arrays.pair_triples), on(arrays.triple_entries),
+             on(arrays.triple_destinations), None if arrays.keep is None else on(arrays.keep),
+             on(structure.p.indptr)), {"full_nnz": structure.full.nnz})
+
+
+def check_interpolation_weights(interpolation_weights, device, dtype, interpolator, truncated):
+    """The kernel's weights are the host's: bit for bit for real values on the CPU (one
+    order of sums, in double), within rounding elsewhere; under vmap over values, one
+    kernel call whose systems are the unbatched calls' bit for bit."""
+    from jaxsolve.sparse import _classical
+
+    use_dtype(dtype)
+    matrix = interpolation_matrix(12, dtype)
+    pattern, structure = interpolation_level(matrix, interpolator, truncated)
+    operands, sizes = interpolation_operands(device, matrix, pattern, structure)
+    weights = interpolation_weights(*operands, **sizes)
+    assert weights.devices() == {device} and weights.dtype == dtype
+    assert weights.shape == (structure.p.nnz,)
+    host = _classical.host_values(structure, pattern, matrix.data)
+    assert np.isfinite(host).all() and len(np.unique(np.round(np.abs(host), 3))) > 10
+    if device.platform == "cpu" and not np.iscomplexobj(host):
+        np.testing.assert_array_equal(np.asarray(weights), host)
+    else:
+        np.testing.assert_allclose(np.asarray(weights), host, **tolerance(dtype))
+
+    def weights_of(values):
+        return interpolation_weights(values, values[pattern.diagonal_positions()],
+                                     *operands[2:], **sizes)
+
+    rng = np.random.default_rng(9)
+    stack = jax.device_put(
+        (matrix.data * rng.uniform(0.8, 1.2, (3, matrix.nnz))).astype(dtype), device)
+    batched = jax.vmap(weights_of)(stack)
+    np.testing.assert_array_equal(np.asarray(batched),
+                                  np.stack([np.asarray(weights_of(v)) for v in stack]))
+    hlo = jax.jit(jax.vmap(weights_of)).lower(stack).as_text()
+    assert hlo.count("jaxsolve_sparse_interpolation_weights") == 1 and "while" not in hlo
+
+
+def plan_sending_outside_a_row(structure):
+    """The structure's plan with one triple sent out of its row of ``P`` (into the next
+    row's first weight), and that row."""
+    from jaxsolve.sparse import _classical
+
+    arrays = _classical.host_arrays(structure)
+    full = structure.full
+    t = int(np.flatnonzero(arrays.triple_destinations < full.nnz)[0])
+    row = int(np.searchsorted(full.indptr, arrays.triple_destinations[t], side="right") - 1)
+    destinations = arrays.triple_destinations.copy()
+    destinations[t] = full.indptr[row + 1] if full.indptr[row + 1] < full.nnz else 0
+    return arrays._replace(triple_destinations=destinations), row

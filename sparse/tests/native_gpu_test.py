@@ -13,7 +13,12 @@ import pytest
 import scipy.sparse
 
 from jaxsolve.sparse import _native
-from jaxsolve.sparse._native import csr_matvec, csr_product_values, spgemm_symbolic
+from jaxsolve.sparse._native import (
+    csr_matvec,
+    csr_product_values,
+    interpolation_weights,
+    spgemm_symbolic,
+)
 
 GPU = next((d for d in jax.devices() if d.platform == "gpu"), None)
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(GPU is None, reason="needs a GPU")]
@@ -157,3 +162,22 @@ def test_csr_product_values_marks_a_row_outside_the_pattern_nan(x64):
     in_row = np.zeros(values.size, bool)
     in_row[indptr[row]:indptr[row + 1]] = True
     assert np.isnan(values[in_row]).all() and not np.isnan(values[~in_row]).any()
+
+
+@pytest.mark.parametrize("truncated", [False, True], ids=["full", "truncated"])
+@pytest.mark.parametrize("interpolator", ["D1", "D2"])
+@pytest.mark.parametrize("dtype", cases.DTYPES, ids=cases.DTYPE_IDS)
+def test_interpolation_weights_are_the_hosts(dtype, interpolator, truncated):
+    cases.check_interpolation_weights(interpolation_weights, GPU, dtype, interpolator,
+                                      truncated)
+
+
+def test_interpolation_weights_mark_a_row_the_plan_sends_outside_nan(x64):
+    matrix = cases.interpolation_matrix(8, np.float64)
+    pattern, structure = cases.interpolation_level(matrix, "D2", truncated=False)
+    plan, row = cases.plan_sending_outside_a_row(structure)
+    operands, sizes = cases.interpolation_operands(GPU, matrix, pattern, structure, plan)
+    weights = np.asarray(interpolation_weights(*operands, **sizes))
+    in_row = np.zeros(weights.size, bool)
+    in_row[structure.full.indptr[row]:structure.full.indptr[row + 1]] = True
+    assert np.isnan(weights[in_row]).all() and not np.isnan(weights[~in_row]).any()

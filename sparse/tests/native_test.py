@@ -24,11 +24,16 @@ from native_cases import (
     check_csr_product,
     check_csr_product_vmap,
     check_derivatives,
+    check_interpolation_weights,
     check_jit,
     check_nested_vmap,
     check_update,
     check_vmap_over_values,
     check_vmap_over_x,
+    interpolation_level,
+    interpolation_matrix,
+    interpolation_operands,
+    plan_sending_outside_a_row,
     poisson,
     product_missing_a_column,
     product_operands,
@@ -47,6 +52,7 @@ from jaxsolve.sparse._native import (
     csr_product_values,
     csr_transpose,
     find_in_rows,
+    interpolation_weights,
     spgemm_symbolic,
 )
 
@@ -71,6 +77,7 @@ def test_docstring_examples_run():
 
 @pytest.mark.parametrize(("name", "exports"), [
     ("libjaxsolve_sparse.so", {"JaxsolveSparseCsrMatvec", "JaxsolveSparseCsrProduct",
+                               "JaxsolveSparseInterpolationWeights",
                                "JaxsolveSparseAggregatePairs", "JaxsolveSparseColorDsatur",
                                "JaxsolveSparseCouplingGraph", "JaxsolveSparseContractGraph",
                                "JaxsolveSparseSpgemm", "JaxsolveSparseSpgemmProducts",
@@ -82,11 +89,14 @@ def test_docstring_examples_run():
                                "JaxsolveSparseInterpolationSizes",
                                "JaxsolveSparseInterpolationCopy",
                                "JaxsolveSparseInterpolationValues",
-                               "JaxsolveSparseTruncation", "JaxsolveSparseMultipassPlan",
+                               "JaxsolveSparseTruncation", "JaxsolveSparseTruncatedValues",
+                               "JaxsolveSparseMultipassPlan",
                                "JaxsolveSparseMultipassSizes", "JaxsolveSparseMultipassCopy",
                                "JaxsolveSparseCsrProductHost"}),
-    ("libjaxsolve_sparse_cuda12.so", {"JaxsolveSparseCsrMatvec", "JaxsolveSparseCsrProduct"}),
-    ("libjaxsolve_sparse_cuda13.so", {"JaxsolveSparseCsrMatvec", "JaxsolveSparseCsrProduct"}),
+    ("libjaxsolve_sparse_cuda12.so", {"JaxsolveSparseCsrMatvec", "JaxsolveSparseCsrProduct",
+                                      "JaxsolveSparseInterpolationWeights"}),
+    ("libjaxsolve_sparse_cuda13.so", {"JaxsolveSparseCsrMatvec", "JaxsolveSparseCsrProduct",
+                                      "JaxsolveSparseInterpolationWeights"}),
 ])
 def test_libraries_export_our_functions_and_need_only_the_c_runtime(name, exports):
     """The CUDA runtime is linked statically and kept private, like every other symbol."""
@@ -730,3 +740,47 @@ class TestSpgemmSymbolic:
                a.indptr, a.indices, b.indptr, b.indices, -1)
         raises(ValueError, "b_indptr must run from 0 to len(b_indices)",
                a.indptr, a.indices, b.indptr, b.indices[1:], 6)
+
+
+class TestInterpolationWeights:
+    """Classical AMG's weights kernel on the CPU (the numeric re-setup's)."""
+
+    @pytest.mark.parametrize("truncated", [False, True], ids=["full", "truncated"])
+    @pytest.mark.parametrize("interpolator", ["D1", "D2"])
+    @pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
+    def test_weights_are_the_hosts(self, dtype, interpolator, truncated):
+        check_interpolation_weights(interpolation_weights, CPU, dtype, interpolator, truncated)
+
+    def test_rejects_a_plan_that_sends_a_value_outside_its_row(self, x64):
+        matrix = interpolation_matrix(8, np.float64)
+        pattern, structure = interpolation_level(matrix, "D2", truncated=False)
+        plan, _ = plan_sending_outside_a_row(structure)
+        operands, sizes = interpolation_operands(CPU, matrix, pattern, structure, plan)
+        with pytest.raises(Exception, match="sends a value outside its row of P"):
+            jax.block_until_ready(interpolation_weights(*operands, **sizes))
+        operands, sizes = interpolation_operands(CPU, matrix, pattern, structure)
+        decreasing = np.asarray(operands[8]).copy()
+        decreasing[1] = decreasing[2] + 1
+        with pytest.raises(Exception, match="pair_triples must run from 0"):
+            jax.block_until_ready(interpolation_weights(
+                *operands[:8], jnp.asarray(decreasing), *operands[9:], **sizes))
+
+    @pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
+    def test_truncated_values_are_the_numpy_formulas(self, dtype):
+        from jaxsolve.sparse import _classical
+
+        use_dtype(dtype)
+        weights_of = random_csr((20000, 40), dtype, 0.1, empty_rows=(0, 7, 19999))
+        indptr, weights = weights_of.indptr.astype(np.int32), weights_of.data
+        kept = _native.truncation(indptr, weights, 0.5, 3)
+        keep = np.flatnonzero(kept).astype(np.int32)
+        kept_indptr = np.searchsorted(keep, indptr).astype(np.int32)
+        assert 0 < keep.size < weights.size
+        ours = _native.truncated_values(indptr, weights, keep, kept_indptr)
+        numpy = _classical._truncated(np, weights, indptr, keep)
+        if np.iscomplexobj(weights):
+            np.testing.assert_allclose(ours, numpy, rtol=4 * np.finfo(dtype).eps)
+        else:
+            np.testing.assert_array_equal(ours, numpy)
+        with pytest.raises(ValueError, match="keep must select weights of each row's own"):
+            _native.truncated_values(indptr, weights, np.roll(keep, 1), kept_indptr)

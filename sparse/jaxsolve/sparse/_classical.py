@@ -42,6 +42,7 @@ order, so that its weights are NumPy's bit for bit; multipass weights with NumPy
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Any, NamedTuple
 
 import jax
@@ -50,7 +51,7 @@ import numpy as np
 
 from . import _native
 from ._config import AMGConfig
-from ._csr_arrays import CsrStructure
+from ._csr_arrays import CsrArrays, CsrStructure
 
 
 def surrogate_values(pattern: CsrStructure) -> np.ndarray:
@@ -115,7 +116,7 @@ class InterpolationArrays(NamedTuple):
     full_indptr: jax.Array
     a_destination: jax.Array
     pair_positions: jax.Array
-    pair_counts: jax.Array
+    pair_triples: jax.Array
     triple_entries: jax.Array
     triple_destinations: jax.Array
     keep: jax.Array | None
@@ -165,10 +166,13 @@ def level_structure(pattern: CsrStructure, values: np.ndarray, config: AMGConfig
         return dataclasses.replace(structure, values=weights)
     kept = _native.truncation(full.indptr, weights, factor, most)
     keep = np.flatnonzero(kept).astype(np.int32)
-    indptr = np.concatenate([[0], np.cumsum(kept)]).astype(np.int32)[full.indptr]
+    # Rows' kept counts, from where the row pointers fall among the kept positions
+    # (NumPy's cumsum of bools, into int64, took 0.13 s at 128³).
+    indptr = np.searchsorted(keep, full.indptr).astype(np.int32)
     return dataclasses.replace(structure, keep=keep,
                                p=CsrStructure(indptr, full.indices[keep], full.n_cols),
-                               values=_truncated(np, weights, full.indptr, keep))
+                               values=_native.truncated_values(full.indptr, weights, keep,
+                                                               indptr))
 
 
 def host_arrays(structure: InterpolationStructure,
@@ -187,7 +191,7 @@ def host_arrays(structure: InterpolationStructure,
     return InterpolationArrays(
         coarse=structure.coarse, full_indptr=structure.full.indptr,
         a_destination=plan.a_destination, pair_positions=plan.pair_positions,
-        pair_counts=plan.pair_counts, triple_entries=plan.triple_entries,
+        pair_triples=plan.pair_triples, triple_entries=plan.triple_entries,
         triple_destinations=plan.triple_destinations, keep=keep)
 
 
@@ -200,8 +204,9 @@ def host_values(structure: InterpolationStructure, pattern: CsrStructure, values
                 truncated: bool = True) -> np.ndarray:
     """``P``'s values for ``A``'s concrete ``values`` on ``pattern``, computed on the host.
 
-    :func:`interpolation_values`'s formula with NumPy, whose D1/D2 weights come from native
-    code that reproduces them (bit for bit for real values) in a fraction of the time.
+    :func:`interpolation_values`'s formula with NumPy, whose D1/D2 weights and truncation
+    come from native code that reproduces them (bit for bit for real values) in a fraction
+    of the time.
     """
     arrays = host_arrays(structure, truncated)
     if isinstance(arrays, MultipassArrays):
@@ -209,7 +214,10 @@ def host_values(structure: InterpolationStructure, pattern: CsrStructure, values
                                     values[pattern.diagonal_positions()])
     weights = _native.interpolation_values(pattern.indptr, pattern.indices, values,
                                            structure.plan, structure.coarse)
-    return _truncated(np, weights, arrays.full_indptr, arrays.keep)
+    if arrays.keep is None:
+        return weights
+    return _native.truncated_values(arrays.full_indptr, weights, arrays.keep,
+                                    structure.p.indptr)
 
 
 def interpolation_values(xp: Any, arrays: InterpolationArrays | MultipassArrays, full_nnz: int,
@@ -234,6 +242,52 @@ def interpolation_values(xp: Any, arrays: InterpolationArrays | MultipassArrays,
     return _truncated(xp, weights, arrays.full_indptr, arrays.keep)
 
 
+def device_values(arrays: InterpolationArrays | MultipassArrays, full_nnz: int,
+                  a: CsrArrays, diagonal: jax.Array, p_indptr: jax.Array) -> jax.Array:
+    """:func:`interpolation_values` with ``jax.numpy``, for the numeric setup under jit.
+
+    D1/D2 weights come from a native kernel on the CPU and on CUDA GPUs
+    (:func:`._native.interpolation_weights`, a row at a time in the host's order, whose
+    results are the host's bit for bit on the CPU); elsewhere, on aggressive levels
+    (multipass) and for derivatives, from the formula's gathers and segment sums.
+    ``p_indptr``: the row pointers of ``P``'s (truncated) pattern.
+    """
+    if isinstance(arrays, MultipassArrays):
+        return interpolation_values(jnp, arrays, full_nnz, a.values, a.row_ids, diagonal)
+    return _native_weights(full_nnz, arrays, a.values, a.indices, a.indptr, diagonal,
+                           p_indptr)
+
+
+@functools.partial(jax.custom_jvp, nondiff_argnums=(0,))
+def _native_weights(full_nnz, arrays, values, indices, indptr, diagonal, p_indptr):
+    def native(arrays, values, indices, indptr, diagonal, p_indptr):
+        return _native.interpolation_weights(
+            values, diagonal, indices, indptr, arrays.coarse, arrays.full_indptr,
+            arrays.a_destination, arrays.pair_positions, arrays.pair_triples,
+            arrays.triple_entries, arrays.triple_destinations, arrays.keep, p_indptr,
+            full_nnz=full_nnz)
+
+    def formula(arrays, values, indices, indptr, diagonal, p_indptr):
+        del p_indptr  # the formula's truncation finds the rows from full_indptr
+        rows = CsrArrays(values, indices, indptr).row_ids
+        return interpolation_values(jnp, arrays, full_nnz, values, rows, diagonal)
+
+    return jax.lax.platform_dependent(arrays, values, indices, indptr, diagonal, p_indptr,
+                                      cpu=native, cuda=native, default=formula)
+
+
+@_native_weights.defjvp
+def _native_weights_jvp(full_nnz, primals, tangents):
+    arrays, values, indices, indptr, diagonal, _ = primals
+    rows = CsrArrays(values, indices, indptr).row_ids
+    # Differentiable as the formula is: its derivative, formed in XLA, JAX transposes.
+    _, d_weights = jax.jvp(
+        lambda values, diagonal: interpolation_values(jnp, arrays, full_nnz, values, rows,
+                                                      diagonal),
+        (values, diagonal), (tangents[1], tangents[4]))
+    return _native_weights(full_nnz, *primals), d_weights
+
+
 def _truncated(xp: Any, weights: Any, full_indptr: Any, keep: Any | None) -> Any:
     """The kept weights (all without ``keep``), each row rescaled to its former sum."""
     if keep is None:
@@ -256,7 +310,7 @@ def _weights(xp: Any, arrays: InterpolationArrays, full_nnz: int, a_values: Any,
     # ā_kl: a_kl where its sign is opposite to a_kk's (its phase, for complex values).
     opposite = xp.real(a_values * xp.conj(diagonal)[a_rows]) < 0
     a_bar = xp.where(opposite, a_values, 0)
-    pair_of_triple = _repeat(xp, arrays.pair_counts, arrays.triple_entries.shape[0])
+    pair_of_triple = _repeat(xp, xp.diff(arrays.pair_triples), arrays.triple_entries.shape[0])
     triple_bar = a_bar[arrays.triple_entries]
     s = _segment_sum(xp, triple_bar, pair_of_triple, arrays.pair_positions.shape[0])
     valid = s != 0

@@ -562,9 +562,9 @@ def _numeric_level(
     """
     diagonal = stored_diagonal(a.values, arrays.diagonal)
     if level.interpolation is not None:
-        p_values = _classical.interpolation_values(
-            jnp, arrays.interpolation, level.interpolation.full.nnz, a.values, a.row_ids,
-            diagonal)
+        p_values = _classical.device_values(arrays.interpolation,
+                                            level.interpolation.full.nnz, a, diagonal,
+                                            arrays.p.indptr)
         coarse_basis = None
     else:
         p_values, coarse_basis = _aggregation_prolongation(level, arrays, a, basis, diagonal)

@@ -10,14 +10,17 @@ JAX's CUDA major the first time a product runs on a GPU):
 * :func:`csr_product_values`: the values of a sparse product ``C = A B`` on the pattern
   :func:`spgemm_symbolic` computes, an XLA FFI kernel on the CPU and on CUDA GPUs (the AMG
   setup's products ``A P`` and ``Pᵀ A P``).
+* :func:`interpolation_weights`: classical AMG's interpolation weights on the plan of
+  :func:`interpolation_pattern`, an XLA FFI kernel on the CPU and on CUDA GPUs (the
+  numeric re-setup's, under ``jit``).
 * :func:`aggregate_pairs`: greedy pairwise matching of a weighted graph, the aggregation step
   of an AMG setup, on NumPy arrays.
 * :func:`coupling_graph` and :func:`contract_graph`: the weighted graphs aggregation matches
   on, on NumPy arrays; :func:`dsatur_coloring`, the greedy coloring of a product graph.
 * :func:`classical_strength`, :func:`classical_splitting`, :func:`interpolation_pattern`,
-  :func:`multipass_pattern`, :func:`interpolation_values` and :func:`truncation`: classical
-  AMG's strong couplings, C/F splitting, the index plans of its interpolations and their
-  weights for concrete values; :func:`csr_product_host`, the values of a sparse product on
+  :func:`multipass_pattern`, :func:`interpolation_values`, :func:`truncation` and
+  :func:`truncated_values`: classical AMG's strong couplings, C/F splitting, the index
+  plans of its interpolations and their weights for concrete values; :func:`csr_product_host`, the values of a sparse product on
   the host (the classical setup's next level).
 * :func:`spgemm_symbolic`: the pattern of a sparse product ``C = A B``, on which the numeric
   product (``A P``, ``Pᵀ A P`` in an AMG setup) runs.
@@ -46,12 +49,14 @@ from jaxsolve.layout import NativeLibrary
 
 CSR_MATVEC = "jaxsolve_sparse_csr_matvec"
 CSR_PRODUCT = "jaxsolve_sparse_csr_product"
+INTERPOLATION_WEIGHTS = "jaxsolve_sparse_interpolation_weights"
 
 _LIBRARY = NativeLibrary(
     "jaxsolve.sparse",
     pathlib.Path(__file__).absolute().parent,
     "jaxsolve_sparse",
-    {CSR_MATVEC: "JaxsolveSparseCsrMatvec", CSR_PRODUCT: "JaxsolveSparseCsrProduct"},
+    {CSR_MATVEC: "JaxsolveSparseCsrMatvec", CSR_PRODUCT: "JaxsolveSparseCsrProduct",
+     INTERPOLATION_WEIGHTS: "JaxsolveSparseInterpolationWeights"},
 )
 
 
@@ -104,6 +109,9 @@ _cpu.JaxsolveSparseInterpolationValues.restype = ctypes.c_int32
 _cpu.JaxsolveSparseTruncation.argtypes = [ctypes.c_int32, _I32, ctypes.c_void_p, ctypes.c_int32,
                                          ctypes.c_double, ctypes.c_int32, _U8]
 _cpu.JaxsolveSparseTruncation.restype = ctypes.c_int32
+_cpu.JaxsolveSparseTruncatedValues.argtypes = [ctypes.c_int32, _I32, ctypes.c_void_p,
+                                               ctypes.c_int32, _I32, _I32, ctypes.c_void_p]
+_cpu.JaxsolveSparseTruncatedValues.restype = ctypes.c_int32
 _cpu.JaxsolveSparseMultipassPlan.argtypes = [ctypes.c_int32, _I32, _I32, _U8, _I32]
 _cpu.JaxsolveSparseMultipassPlan.restype = ctypes.c_void_p
 _cpu.JaxsolveSparseMultipassSizes.argtypes = [ctypes.c_void_p, _I64]
@@ -548,6 +556,68 @@ def _product_values_kernel(n_cols: int) -> Callable[..., jax.Array]:
     return call
 
 
+def interpolation_weights(values: jax.Array, diagonal: jax.Array, indices: jax.Array,
+                          indptr: jax.Array, coarse: jax.Array, full_indptr: jax.Array,
+                          a_destination: jax.Array, pair_positions: jax.Array,
+                          pair_triples: jax.Array, triple_entries: jax.Array,
+                          triple_destinations: jax.Array, keep: jax.Array | None,
+                          p_indptr: jax.Array, *, full_nnz: int) -> jax.Array:
+    """Classical AMG's D1/D2 interpolation weights, ``P``'s values, on an interpolation plan.
+
+    The weights of :class:`InterpolationPattern`'s formula for ``A``'s ``values`` (with
+    their ``diagonal``) on its pattern ``indices``/``indptr``, the plan's arrays on the
+    device (``pair_triples`` as :func:`interpolation_pattern` makes them), ``full_nnz`` of
+    them; then, with ``keep`` (positions among those weights, ``p_indptr`` the kept
+    pattern's row pointers), the kept ones, each row rescaled to its former sum. Computed as
+    :func:`interpolation_values` computes them on the host, a row at a time, each sum in
+    double in one fixed order: a kernel on the CPU (which checks the plan and rejects one
+    that sends a value outside its row) and on CUDA GPUs (a thread per row, which trusts
+    the plan; such a row becomes NaN). Unchecked here, not differentiable (:mod:`._classical`
+    wraps it); under ``vmap`` over values and diagonal, one kernel call for the batch (over
+    plans, a loop of calls).
+
+    Raises:
+      RuntimeError: on a GPU, when the CUDA library is unavailable.
+    """
+    plan = (indices, indptr, coarse, full_indptr, a_destination, pair_positions,
+            pair_triples, triple_entries, triple_destinations,
+            jnp.zeros(0, jnp.int32) if keep is None else keep, p_indptr)
+    _LIBRARY.require_platform("interpolation_weights", values, diagonal, *plan)
+    p_nnz = full_nnz if keep is None else keep.shape[0]
+    call = _interpolation_weights_kernel(int(full_nnz), int(p_nnz), keep is not None)
+    return call(values[None], diagonal[None], *plan)[0]
+
+
+@functools.cache
+def _interpolation_weights_kernel(full_nnz: int, p_nnz: int,
+                                  truncated: bool) -> Callable[..., jax.Array]:
+    """The raw FFI call of the weights, unchecked; values and diagonal have a leading axis
+    of systems, into which its vmap rule folds vmap's axis."""
+
+    @jax.custom_batching.custom_vmap
+    def call(values, diagonal, *plan):
+        systems = values.shape[0]
+        sum_bytes = 16 if jnp.iscomplexobj(values) else 8  # a double or two a weight
+        p_type = jax.ShapeDtypeStruct((systems, p_nnz), values.dtype)
+        scratch = jax.ShapeDtypeStruct((systems, full_nnz * sum_bytes), jnp.uint8)
+        p_values, _ = jax.ffi.ffi_call(INTERPOLATION_WEIGHTS, (p_type, scratch),
+                                       vmap_method="sequential")(
+            values, diagonal, *plan, truncated=np.int64(truncated))
+        return p_values
+
+    @call.def_vmap
+    def call_vmap(axis_size, in_batched, values, diagonal, *plan):
+        if any(in_batched[2:]):
+            return _loop_over_systems(call, axis_size, in_batched,
+                                      (values, diagonal, *plan)), True
+        batch = _systems(values, in_batched[0], diagonal, in_batched[1])
+        p_values = call(_fold_systems(values, in_batched[0], axis_size, batch),
+                        _fold_systems(diagonal, in_batched[1], axis_size, batch), *plan)
+        return p_values.reshape(axis_size, batch, -1), True
+
+    return call
+
+
 # ----------------------------------------------------------------------------------------
 # Setup kernels on the host
 
@@ -967,8 +1037,8 @@ class InterpolationPattern(NamedTuple):
     """``(nnz(A),)`` where each entry of ``A`` adds."""
     pair_positions: np.ndarray
     """The entry ``a_ik`` of each distributed coupling (increasing)."""
-    pair_counts: np.ndarray
-    """The number of triples of each distributed coupling."""
+    pair_triples: np.ndarray
+    """``(pairs + 1,)`` the first triple of each distributed coupling, then their count."""
     triple_entries: np.ndarray
     """Per triple, the entry ``a_kl`` of row ``k``."""
     triple_destinations: np.ndarray
@@ -1008,8 +1078,12 @@ def interpolation_pattern(indptr: Any, indices: Any, strong: Any, coarse: Any,
         raise MemoryError(f"{fn}: out of memory for the plan of {n} rows")
     sizes = np.empty(7, np.int64)
     _cpu.JaxsolveSparseInterpolationSizes(handle, sizes)
+
     arrays = [np.empty(size, np.int32) for size in sizes]
     _cpu.JaxsolveSparseInterpolationCopy(handle, *arrays)
+    if sizes[5] > _INT32_MAX:  # pair_triples would not reach them
+        raise ValueError(f"{fn}: the plan of {n} rows has {sizes[5]} triples, more than"
+                         " int32 offsets reach")
     return InterpolationPattern(*arrays)
 
 
@@ -1021,7 +1095,7 @@ def _splitting_operands(fn: str, strong: Any, coarse: Any, nnz_shape: tuple[int,
     if strong.shape != nnz_shape or coarse.shape != (n,):
         raise ValueError(f"{fn}: strong must have shape {nnz_shape} and coarse ({n},), got"
                          f" {strong.shape} and {coarse.shape}")
-    return strong, np.where(coarse, np.cumsum(coarse) - 1, -1).astype(np.int32)
+    return strong, np.where(coarse, np.cumsum(coarse, dtype=np.int32) - 1, -1).astype(np.int32)
 
 
 def interpolation_values(indptr: Any, indices: Any, values: Any, plan: InterpolationPattern,
@@ -1053,7 +1127,9 @@ def interpolation_values(indptr: Any, indices: Any, values: Any, plan: Interpola
                           ("triple_entries", plan.triple_entries)):
         if entries.size and (entries.min() < 0 or entries.max() >= indices.shape[0]):
             raise ValueError(f"{fn}: the plan's {name} must be entries of A")
-    if (plan.pair_counts.sum(dtype=np.int64) != plan.triple_entries.shape[0]
+    if (plan.pair_triples.shape != (plan.pair_positions.shape[0] + 1,)
+            or plan.pair_triples[-1] != plan.triple_entries.shape[0]
+            or np.any(np.diff(plan.pair_triples) < 0)
             or plan.a_destination.shape != indices.shape or coarse.shape != (n,)
             or plan.p_indptr.shape != (n + 1,)):
         raise ValueError(f"{fn}: the plan does not fit A's pattern")
@@ -1061,7 +1137,7 @@ def interpolation_values(indptr: Any, indices: Any, values: Any, plan: Interpola
     status = _cpu.JaxsolveSparseInterpolationValues(
         n, indptr, indices, values.ctypes.data, _DTYPES.index(values.dtype), coarse,
         plan.p_indptr, plan.a_destination,
-        plan.pair_positions.shape[0], plan.pair_positions, plan.pair_counts,
+        plan.pair_positions.shape[0], plan.pair_positions, plan.pair_triples,
         plan.triple_entries, plan.triple_destinations, weights.ctypes.data)
     if status == -1:
         raise MemoryError(f"{fn}: out of memory for a matrix of {n} rows")
@@ -1089,6 +1165,39 @@ def truncation(indptr: Any, weights: Any, factor: float, most: int) -> np.ndarra
                                      _DTYPES.index(weights.dtype), factor, most, kept):
         raise MemoryError(f"{fn}: out of memory for {n} rows")
     return kept.view(bool)
+
+
+def truncated_values(indptr: Any, weights: Any, keep: Any, kept_indptr: Any) -> np.ndarray:
+    """The weights (on the row pointers ``indptr``) that ``keep`` selects, each row rescaled
+    to its former sum (rows whose kept weights sum to zero are left as they are).
+
+    ``keep``: positions among the weights, each row's within its own and increasing;
+    ``kept_indptr``: the row pointers of the kept pattern. Sums run in double in the order
+    of the weights, as ``jaxsolve.sparse._classical``'s NumPy formula runs them (equal bit
+    for bit for real weights).
+
+    Examples:
+      >>> truncated_values([0, 3], np.array([0.5, 0.3, 0.2]), [0, 1], [0, 2]).tolist()
+      [0.625, 0.375]
+    """
+    fn = "truncated_values"
+    indptr = np.ascontiguousarray(indptr, np.int32)
+    n = indptr.shape[0] - 1
+    weights = _values_dtype(fn, "weights", weights, (int(indptr[-1]),))
+    keep = np.ascontiguousarray(keep, np.int32)
+    kept_indptr = np.ascontiguousarray(kept_indptr, np.int32)
+    if kept_indptr.shape != (n + 1,) or kept_indptr[0] != 0 or kept_indptr[-1] != keep.shape[0]:
+        raise ValueError(f"{fn}: kept_indptr must have {n + 1} row pointers, from 0 to"
+                         f" {keep.shape[0]}")
+    values = np.empty(keep.shape[0], weights.dtype)
+    status = _cpu.JaxsolveSparseTruncatedValues(n, indptr, weights.ctypes.data,
+                                                _DTYPES.index(weights.dtype), keep,
+                                                kept_indptr, values.ctypes.data)
+    if status == -1:
+        raise MemoryError(f"{fn}: out of memory for {n} rows")
+    if status:
+        raise ValueError(f"{fn}: keep must select weights of each row's own")
+    return values
 
 
 class MultipassPattern(NamedTuple):

@@ -60,6 +60,7 @@
 
 #include "export.h"
 #include "host_dtypes.h"
+#include "interpolation_weights.h"
 #include "row_blocks.h"
 #include "spmv.h"
 
@@ -67,6 +68,17 @@ namespace {
 
 using ::jaxsolve::sparse::BlocksFor;
 using ::jaxsolve::sparse::Complex;
+using ::jaxsolve::sparse::Conj;
+using ::jaxsolve::sparse::Divided;
+using ::jaxsolve::sparse::FromReal;
+using ::jaxsolve::sparse::FirstAtOrAfter;
+using ::jaxsolve::sparse::FromSum;
+using ::jaxsolve::sparse::InterpolationRow;
+using ::jaxsolve::sparse::InterpolationWeights;
+using ::jaxsolve::sparse::IsZero;
+using ::jaxsolve::sparse::RealPart;
+using ::jaxsolve::sparse::Scalar;
+using ::jaxsolve::sparse::TruncatedRow;
 using ::jaxsolve::sparse::ForNumberedBlocks;
 using ::jaxsolve::sparse::ForRowBlocks;
 using ::jaxsolve::sparse::WithValueType;
@@ -78,74 +90,10 @@ constexpr int32_t kCoarse = 1;
 // Rows fewer than this are not worth a thread of their own.
 constexpr int64_t kMinRowsPerThread = 8192;
 
-// ---------------------------------------------------------------------------
-// Arithmetic as NumPy's: real or complex values T, their real type, and sums
-// accumulated in double (np.bincount's) before rounding back to T.
-
-template <typename T>
-struct Scalar {
-  using Real = T;
-  using Sum = double;
-};
-template <typename R>
-struct Scalar<Complex<R>> {
-  using Real = R;
-  using Sum = Complex<double>;
-};
-
-template <typename R>
-R RealPart(R x) { return x; }
-template <typename R>
-R RealPart(Complex<R> x) { return x.re; }
 template <typename R>
 R Magnitude(R x) { return std::abs(x); }
 template <typename R>
 R Magnitude(Complex<R> x) { return std::hypot(x.re, x.im); }
-template <typename R>
-R Conj(R x) { return x; }
-template <typename R>
-Complex<R> Conj(Complex<R> x) { return {x.re, -x.im}; }
-template <typename R>
-bool IsZero(R x) { return x == 0; }
-template <typename R>
-bool IsZero(Complex<R> x) { return x.re == 0 && x.im == 0; }
-template <typename R>
-R Negated(R x) { return -x; }
-template <typename R>
-Complex<R> Negated(Complex<R> x) { return {-x.re, -x.im}; }
-template <typename T>
-T FromReal(typename Scalar<T>::Real x) {
-  if constexpr (std::is_same_v<T, typename Scalar<T>::Real>) {
-    return x;
-  } else {
-    return T{x, 0};
-  }
-}
-template <typename R>
-double ToSum(R x) { return x; }
-template <typename R>
-Complex<double> ToSum(Complex<R> x) { return {x.re, x.im}; }
-template <typename T>
-T FromSum(double x) { return static_cast<T>(x); }
-template <typename T>
-T FromSum(Complex<double> x) {
-  using R = typename Scalar<T>::Real;
-  return {static_cast<R>(x.re), static_cast<R>(x.im)};
-}
-template <typename R>
-R Divided(R a, R b) { return a / b; }
-// NumPy's complex division (Smith's algorithm).
-template <typename R>
-Complex<R> Divided(Complex<R> a, Complex<R> b) {
-  const R b_re = std::abs(b.re), b_im = std::abs(b.im);
-  if (b_re >= b_im) {
-    if (b_re == 0 && b_im == 0) return {a.re / b_re, a.im / b_re};
-    const R ratio = b.im / b.re, scale = R{1} / (b.re + b.im * ratio);
-    return {(a.re + a.im * ratio) * scale, (a.im - a.re * ratio) * scale};
-  }
-  const R ratio = b.re / b.im, scale = R{1} / (b.im + b.re * ratio);
-  return {(a.re * ratio + a.im) * scale, (a.im * ratio - a.re) * scale};
-}
 
 // The diagonal entry of row i (a zero if none is stored).
 template <typename T>
@@ -476,103 +424,6 @@ struct BlockedPlan {
   std::vector<InterpolationPlan> blocks;
 };
 
-// ---------------------------------------------------------------------------
-// Interpolation weights for concrete values, as
-// jaxsolve/sparse/_classical.py's formula computes them (whose sums run in the
-// order of A's entries, then the triples', then the undistributed pairs').
-
-template <typename T>
-struct WeightInputs {
-  int32_t n;
-  const int32_t* indptr;
-  const int32_t* indices;
-  const T* values;
-  const T* diagonal;
-  const uint8_t* coarse;
-  const int32_t* full_indptr;
-  int64_t full_nnz;
-  const int32_t* a_destination;  // P position, full_nnz + i (d_i), beyond: nowhere
-  const int32_t* pair_positions;
-  const int32_t* pair_counts;
-  const int64_t* pair_triples;   // each pair's first triple
-  const int32_t* triple_entries;
-  const int32_t* triple_destinations;
-};
-
-// Row i's untruncated weights into `weights` (its full row, in order); false
-// if the plan sends a value outside row i.
-template <typename T>
-bool RowWeights(int32_t i, int64_t first_pair, int64_t last_pair,
-                const WeightInputs<T>& in, std::vector<typename Scalar<T>::Sum>& sums,
-                std::vector<T>& pair_sums, T* weights) {
-  using Sum = typename Scalar<T>::Sum;
-  const int64_t begin = in.full_indptr[i], length = in.full_indptr[i + 1] - begin;
-  if (in.coarse[i]) {
-    std::fill(weights, weights + length, FromReal<T>(1));
-    return true;
-  }
-  sums.assign(static_cast<size_t>(length), Sum{});
-  Sum d{};
-  const auto add = [&](int64_t destination, T value) {
-    if (destination >= begin && destination < begin + length) {
-      sums[destination - begin] = sums[destination - begin] + ToSum(value);
-    } else if (destination == in.full_nnz + i) {
-      d = d + ToSum(value);
-    } else if (destination != in.full_nnz + in.n) {
-      return false;
-    }
-    return true;
-  };
-  const auto bar = [&](int32_t k, int32_t f) {
-    const T a = in.values[f];
-    return RealPart(a * Conj(in.diagonal[k])) < 0 ? a : T{};
-  };
-  for (int32_t e = in.indptr[i]; e < in.indptr[i + 1]; ++e) {
-    if (!add(in.a_destination[e], in.values[e])) return false;
-  }
-  pair_sums.clear();
-  for (int64_t q = first_pair; q < last_pair; ++q) {
-    const int32_t k = in.indices[in.pair_positions[q]];
-    const int64_t t0 = in.pair_triples[q], t1 = in.pair_triples[q + 1];
-    Sum s{};
-    for (int64_t t = t0; t < t1; ++t) s = s + ToSum(bar(k, in.triple_entries[t]));
-    pair_sums.push_back(FromSum<T>(s));
-    const T s_ik = pair_sums.back();
-    const T share = IsZero(s_ik) ? T{} : Divided(in.values[in.pair_positions[q]], s_ik);
-    for (int64_t t = t0; t < t1; ++t) {
-      if (!add(in.triple_destinations[t], share * bar(k, in.triple_entries[t]))) {
-        return false;
-      }
-    }
-  }
-  for (int64_t q = first_pair; q < last_pair; ++q) {  // undistributed: into d_i
-    const bool none = IsZero(pair_sums[q - first_pair]);
-    d = d + ToSum(none ? in.values[in.pair_positions[q]] : T{});
-  }
-  const T denominator = FromSum<T>(d);
-  for (int64_t c = 0; c < length; ++c) {
-    weights[c] = IsZero(denominator)
-                     ? T{}
-                     : Divided(Negated(FromSum<T>(sums[c])), denominator);
-  }
-  return true;
-}
-
-// Rows [begin, end) of P's untruncated weights.
-template <typename T>
-bool WeightRows(int32_t begin, int32_t end, const WeightInputs<T>& in,
-                const int64_t* row_pairs, T* weights) {
-  std::vector<typename Scalar<T>::Sum> sums;
-  std::vector<T> pair_sums;
-  for (int32_t i = begin; i < end; ++i) {
-    if (!RowWeights(i, row_pairs[i], row_pairs[i + 1], in, sums, pair_sums,
-                    weights + in.full_indptr[i])) {
-      return false;
-    }
-  }
-  return true;
-}
-
 // Rows [begin, end) of truncation's choice: in each row, the weights of at
 // least `factor` times the row's largest magnitude (for factor in (0, 1)),
 // of those the `most` largest (for most > 0; ties: the earlier).
@@ -780,7 +631,8 @@ JAXSOLVE_SPARSE_EXPORT void* JaxsolveSparseInterpolationPlan(
   }
 }
 
-// The lengths of the plan's seven arrays, in the order of InterpolationPlan.
+// The lengths of the plan's seven arrays, in the order of InterpolationPlan
+// (pair_triples in place of pair_counts).
 JAXSOLVE_SPARSE_EXPORT void JaxsolveSparseInterpolationSizes(const void* handle,
                                                             int64_t* sizes) {
   const auto& plan = *static_cast<const BlockedPlan*>(handle);
@@ -792,14 +644,16 @@ JAXSOLVE_SPARSE_EXPORT void JaxsolveSparseInterpolationSizes(const void* handle,
         &block.pair_counts, &block.triple_entries, &block.triple_destinations};
     for (int a = 0; a < 6; ++a) sizes[a + 1] += static_cast<int64_t>(arrays[a]->size());
   }
+  sizes[4] += 1;  // pair_triples: each pair's first triple, then their count
 }
 
 // Copies the plan's arrays into the caller's, sized as ...Sizes says, and
 // frees the plan. Destinations are combined: P position (>= 0), nnz(P) + i
-// for row i's d_i, nnz(P) + n for nowhere.
+// for row i's d_i, nnz(P) + n for nowhere; pair_triples[q] is the first
+// triple of pair q, pair_triples[n_pairs] their count.
 JAXSOLVE_SPARSE_EXPORT void JaxsolveSparseInterpolationCopy(
     void* handle, int32_t* p_indptr, int32_t* p_indices, int32_t* a_destination,
-    int32_t* pair_positions, int32_t* pair_counts, int32_t* triple_entries,
+    int32_t* pair_positions, int32_t* pair_triples, int32_t* triple_entries,
     int32_t* triple_destinations) {
   std::unique_ptr<BlockedPlan> plan(static_cast<BlockedPlan*>(handle));
   const int64_t blocks = static_cast<int64_t>(plan->blocks.size());
@@ -814,6 +668,7 @@ JAXSOLVE_SPARSE_EXPORT void JaxsolveSparseInterpolationCopy(
     a_first[b + 1] = a_first[b] + static_cast<int64_t>(block.a_destination.size());
   }
   p_indptr[0] = 0;
+  pair_triples[pair_first[blocks]] = static_cast<int32_t>(triple_first[blocks]);
   ForNumberedBlocks(plan->n, blocks, [&](int64_t b, int64_t, int64_t) {
     const InterpolationPlan& block = plan->blocks[b];
     const int32_t shift = static_cast<int32_t>(p_first[b]);
@@ -831,7 +686,11 @@ JAXSOLVE_SPARSE_EXPORT void JaxsolveSparseInterpolationCopy(
                    a_destination + a_first[b], shifted);
     std::copy(block.pair_positions.begin(), block.pair_positions.end(),
               pair_positions + pair_first[b]);
-    std::copy(block.pair_counts.begin(), block.pair_counts.end(), pair_counts + pair_first[b]);
+    int64_t first = triple_first[b];  // int32 while there are fewer than 2^31 triples
+    for (size_t q = 0; q < block.pair_counts.size(); ++q) {
+      pair_triples[pair_first[b] + q] = static_cast<int32_t>(first);
+      first += block.pair_counts[q];
+    }
     std::copy(block.triple_entries.begin(), block.triple_entries.end(),
               triple_entries + triple_first[b]);
     std::transform(block.triple_destinations.begin(), block.triple_destinations.end(),
@@ -840,33 +699,17 @@ JAXSOLVE_SPARSE_EXPORT void JaxsolveSparseInterpolationCopy(
 }
 
 // P's untruncated weights (full_indptr[n] of them) for A's values of `dtype`
-// on the plan (destinations combined: P positions, full_nnz + i for d_i,
-// full_nnz + n for nowhere; n_pairs pairs). Returns 0, -1 if out of memory,
-// -2 for an unknown dtype, -3 for a plan that sends a value outside its row.
+// on the plan (interpolation_weights.h: destinations combined, n_pairs pairs
+// and their pair_triples). Returns 0, -1 if out of memory, -2 for an unknown
+// dtype, -3 for a plan that sends a value outside its row.
 JAXSOLVE_SPARSE_EXPORT int32_t JaxsolveSparseInterpolationValues(
     int32_t n, const int32_t* indptr, const int32_t* indices, const void* values,
     int32_t dtype, const uint8_t* coarse, const int32_t* full_indptr,
     const int32_t* a_destination, int64_t n_pairs, const int32_t* pair_positions,
-    const int32_t* pair_counts, const int32_t* triple_entries,
+    const int32_t* pair_triples, const int32_t* triple_entries,
     const int32_t* triple_destinations, void* weights) {
   try {
     const int64_t blocks = BlocksFor(n, kMinRowsPerThread);
-    // Each row's first pair. The pairs come by row with increasing positions, so
-    // a block of rows finds its first pair by bisection and walks on from there
-    // (over the cores: a search per pair, in one thread, took a third of this
-    // function's time on two cores at 96^3).
-    std::vector<int64_t> row_pairs(static_cast<size_t>(n) + 1);
-    ForRowBlocks(int64_t{n} + 1, blocks, [&](int64_t begin, int64_t end) {
-      int64_t q = std::lower_bound(pair_positions, pair_positions + n_pairs, indptr[begin]) -
-                  pair_positions;
-      for (int64_t i = begin; i < end; ++i) {
-        while (q < n_pairs && pair_positions[q] < indptr[i]) ++q;
-        row_pairs[i] = q;
-      }
-    });
-    // Each pair's first triple.
-    std::vector<int64_t> pair_triples(n_pairs + 1, 0);
-    for (int64_t q = 0; q < n_pairs; ++q) pair_triples[q + 1] = pair_triples[q] + pair_counts[q];
     return WithValueType(dtype, [&](auto type) {
       using T = decltype(type);
       std::vector<T> diagonal(n);
@@ -876,18 +719,29 @@ JAXSOLVE_SPARSE_EXPORT int32_t JaxsolveSparseInterpolationValues(
                                  static_cast<const T*>(values));
         }
       });
-      const WeightInputs<T> in{n, indptr, indices, static_cast<const T*>(values),
-                               diagonal.data(), coarse, full_indptr,
-                               full_indptr[n], a_destination, pair_positions, pair_counts,
-                               pair_triples.data(), triple_entries, triple_destinations};
+      const InterpolationWeights<T> in{
+          n, indptr, indices, static_cast<const T*>(values), diagonal.data(), coarse,
+          full_indptr, a_destination, n_pairs, pair_positions, pair_triples,
+          triple_entries, triple_destinations};
       std::atomic<bool> valid{true};
-      const bool done = ForRowBlocks(
-          n, blocks, [&](int64_t begin, int64_t end) {
-            if (!WeightRows(static_cast<int32_t>(begin), static_cast<int32_t>(end), in,
-                            row_pairs.data(), static_cast<T*>(weights))) {
-              valid = false;
-            }
-          });
+      const bool done = ForRowBlocks(n, blocks, [&](int64_t begin, int64_t end) {
+        // The pairs come by row with increasing positions: a block of rows finds
+        // its first pair by bisection and walks on from there.
+        int64_t q = FirstAtOrAfter(pair_positions, n_pairs, indptr[begin]);
+        std::vector<typename Scalar<T>::Sum> sums;
+        for (int64_t i = begin; i < end; ++i) {
+          const int64_t first_pair = q;
+          while (q < n_pairs && pair_positions[q] < indptr[i + 1]) ++q;
+          const int64_t first = full_indptr[i], length = full_indptr[i + 1] - first;
+          sums.resize(length);
+          if (!InterpolationRow(in, static_cast<int32_t>(i), first_pair, q, sums.data())) {
+            valid = false;
+          }
+          for (int64_t c = 0; c < length; ++c) {
+            static_cast<T*>(weights)[first + c] = FromSum<T>(sums[c]);
+          }
+        }
+      });
       return !done ? -1 : valid ? 0 : -3;
     });
   } catch (const std::bad_alloc&) {
@@ -910,6 +764,37 @@ JAXSOLVE_SPARSE_EXPORT int32_t JaxsolveSparseTruncation(
         });
     return done ? 0 : -1;
   });
+}
+
+// Truncated P's values (p_indptr[n] of them): the weights of `dtype` on the
+// n-row pattern full_indptr that `keep` selects (positions, each row's within
+// its own, p_indptr the kept rows' pointers, non-decreasing), each row
+// rescaled to its former sum. Returns 0, -1 if out of memory, -2 for an
+// unknown dtype, -3 if a row's kept positions are not its own.
+JAXSOLVE_SPARSE_EXPORT int32_t JaxsolveSparseTruncatedValues(
+    int32_t n, const int32_t* full_indptr, const void* weights, int32_t dtype,
+    const int32_t* keep, const int32_t* p_indptr, void* p_values) {
+  for (int32_t i = 0; i < n; ++i) {
+    if (p_indptr[i + 1] < p_indptr[i]) return -3;
+  }
+  std::atomic<bool> valid{true};
+  const int32_t status = WithValueType(dtype, [&](auto type) {
+    using T = decltype(type);
+    const bool done = ForRowBlocks(
+        n, BlocksFor(n, kMinRowsPerThread), [&](int64_t begin, int64_t end) {
+          for (int64_t i = begin; i < end; ++i) {
+            const int64_t first = full_indptr[i], last = full_indptr[i + 1];
+            for (int64_t e = p_indptr[i]; e < p_indptr[i + 1]; ++e) {
+              if (keep[e] < first || keep[e] >= last) valid = false;
+            }
+            if (!valid) return;
+            TruncatedRow(static_cast<const T*>(weights) + first, last - first, keep, first,
+                         p_indptr[i], p_indptr[i + 1], static_cast<T*>(p_values));
+          }
+        });
+    return done ? 0 : -1;
+  });
+  return status != 0 ? status : valid ? 0 : -3;
 }
 
 // Builds the multipass plan (arguments as ...InterpolationPlan's); returns it

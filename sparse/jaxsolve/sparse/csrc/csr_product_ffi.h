@@ -16,6 +16,7 @@
 #include "csr_product.h"
 #include "export.h"
 #include "spmv.h"
+#include "spmv_ffi.h"
 #include "xla/ffi/api/ffi.h"
 
 JAXSOLVE_SPARSE_EXPORT XLA_FFI_Error* JaxsolveSparseCsrProduct(
@@ -105,18 +106,8 @@ ffi::Error CsrProductHandler(ffi::AnyBuffer a_values,
                       static_cast<T*>(c_values->untyped_data())},
         sizes, batch);
   };
-  switch (a_values.element_type()) {
-    case ffi::F32:
-      return run(float{});
-    case ffi::F64:
-      return run(double{});
-    case ffi::C64:
-      return run(Complex<float>{});
-    case ffi::C128:
-      return run(Complex<double>{});
-    default:
-      return InvalidProduct("values must be F32, F64, C64 or C128");
-  }
+  return WithValueElementType(a_values.element_type(), run,
+                              InvalidProduct("values must be F32, F64, C64 or C128"));
 }
 
 }  // namespace jaxsolve::sparse

@@ -1,8 +1,10 @@
 // CPU entry of libjaxsolve_sparse.so: the FFI handlers JaxsolveSparseCsrMatvec
-// (target jaxsolve_sparse_csr_matvec), which runs the product of spmv.h, and
+// (target jaxsolve_sparse_csr_matvec), which runs the product of spmv.h,
 // JaxsolveSparseCsrProduct (target jaxsolve_sparse_csr_product), the values of
-// csr_product.h's sparse product, each a loop over rows, split over the cores
-// by blocks of rows when large enough.
+// csr_product.h's sparse product, and JaxsolveSparseInterpolationWeights
+// (target jaxsolve_sparse_interpolation_weights), classical AMG's weights of
+// interpolation_weights.h, each a loop over rows, split over the cores by
+// blocks of rows when large enough.
 // (The library's other exports, the host setup kernels, are in
 // pairwise_aggregation.cc, spgemm_symbolic.cc and weighted_graph.cc.)
 #include <algorithm>
@@ -12,6 +14,8 @@
 
 #include "csr_product.h"
 #include "csr_product_ffi.h"
+#include "interpolation_weights.h"
+#include "interpolation_weights_ffi.h"
 #include "row_blocks.h"
 #include "spmv.h"
 #include "spmv_ffi.h"
@@ -103,6 +107,67 @@ struct CpuProductBackend {
   }
 };
 
+// Whether every entry of values[0, count) lies in [low, high).
+bool AllWithin(const int32_t* values, int64_t count, int64_t low, int64_t high) {
+  for (int64_t e = 0; e < count; ++e) {
+    if (values[e] < low || values[e] >= high) return false;
+  }
+  return true;
+}
+
+struct CpuInterpolationBackend {
+  template <typename T>
+  ffi::Error Run(const InterpolationCall<T>& call, const InterpolationSizes& sizes) {
+    const InterpolationWeights<T>& in = call.first;
+    const int64_t n = in.n, nnz = call.nnz;
+    if (!ValidRowPointers(in.indptr, n, nnz) ||
+        !ValidRowPointers(in.full_indptr, n, sizes.full_nnz) ||
+        (call.keep != nullptr && !ValidRowPointers(call.p_indptr, n, call.p_nnz)) ||
+        !ValidRowPointers(in.pair_triples, in.n_pairs, sizes.triples)) {
+      return InvalidWeights("row pointers and pair_triples must run from 0 to their "
+                            "entries' count without decreasing");
+    }
+    const int64_t nowhere = sizes.full_nnz + n;
+    if (!AllWithin(in.indices, nnz, 0, n) ||
+        !AllWithin(in.pair_positions, in.n_pairs, 0, nnz) ||
+        !AllWithin(in.triple_entries, sizes.triples, 0, nnz) ||
+        !AllWithin(in.a_destination, nnz, 0, nowhere + 1) ||
+        !AllWithin(in.triple_destinations, sizes.triples, 0, nowhere + 1)) {
+      return InvalidWeights("the plan's entries must be A's and its destinations "
+                            "P's positions, rows or nowhere");
+    }
+    for (int64_t q = 1; q < in.n_pairs; ++q) {
+      if (in.pair_positions[q] <= in.pair_positions[q - 1]) {
+        return InvalidWeights("pair_positions must increase");
+      }
+    }
+    if (call.keep != nullptr) {
+      for (int64_t i = 0; i < n; ++i) {
+        if (!AllWithin(call.keep + call.p_indptr[i], call.p_indptr[i + 1] - call.p_indptr[i],
+                       in.full_indptr[i], in.full_indptr[i + 1])) {
+          return InvalidWeights("keep must select weights of each row's own");
+        }
+      }
+    }
+    std::atomic<bool> outside{false};
+    const int64_t work = (nnz + sizes.triples) * call.systems;
+    ForRowBlocks(n, BlocksFor(work, kProductsPerThread), [&](int64_t begin, int64_t end) {
+      for (int64_t s = 0; s < call.systems; ++s) {
+        int64_t q = FirstAtOrAfter(in.pair_positions, in.n_pairs, in.indptr[begin]);
+        for (int64_t i = begin; i < end; ++i) {
+          const int64_t first_pair = q;
+          while (q < in.n_pairs && in.pair_positions[q] < in.indptr[i + 1]) ++q;
+          if (!InterpolationCallRow(call, s, static_cast<int32_t>(i), first_pair, q)) {
+            outside = true;
+          }
+        }
+      }
+    });
+    return outside ? InvalidWeights("the plan sends a value outside its row of P")
+                   : ffi::Error::Success();
+  }
+};
+
 }  // namespace
 }  // namespace jaxsolve::sparse
 
@@ -115,3 +180,7 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(JaxsolveSparseCsrMatvec,
 XLA_FFI_DEFINE_HANDLER_SYMBOL(JaxsolveSparseCsrProduct,
                               js::CsrProductHandler<js::CpuProductBackend>,
                               js::BindCsrProduct());
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(JaxsolveSparseInterpolationWeights,
+                              js::InterpolationWeightsHandler<js::CpuInterpolationBackend>,
+                              js::BindInterpolationWeights());

@@ -37,6 +37,25 @@ namespace jaxsolve::sparse {
 
 namespace ffi = ::xla::ffi;
 
+// Calls run(T{}) for the value types the kernels take (F32, F64, C64, C128:
+// float, double, Complex<float>, Complex<double>) and returns its error;
+// `unsupported` for any other element type.
+template <typename Run>
+ffi::Error WithValueElementType(ffi::DataType type, Run run, ffi::Error unsupported) {
+  switch (type) {
+    case ffi::F32:
+      return run(float{});
+    case ffi::F64:
+      return run(double{});
+    case ffi::C64:
+      return run(Complex<float>{});
+    case ffi::C128:
+      return run(Complex<double>{});
+    default:
+      return unsupported;
+  }
+}
+
 // The operands and result above; a backend that needs context arguments (the
 // CUDA stream) appends them.
 inline auto BindCsrMatvec() {
@@ -155,19 +174,10 @@ ffi::Error CsrMatvecHandler(ffi::AnyBuffer values,
         Update<T>{UpdateOperand<T>(rhs), UpdateOperand<T>(weight),
                   UpdateOperand<T>(base), subtract}});
   };
-  switch (values.element_type()) {
-    case ffi::F32:
-      return run(float{});
-    case ffi::F64:
-      return run(double{});
-    case ffi::C64:
-      return run(Complex<float>{});
-    case ffi::C128:
-      return run(Complex<double>{});
-    default:
-      return Invalid("values must be F32, F64, C64 or C128, got dtype code " +
-                     std::to_string(static_cast<int>(values.element_type())));
-  }
+  return WithValueElementType(
+      values.element_type(), run,
+      Invalid("values must be F32, F64, C64 or C128, got dtype code " +
+              std::to_string(static_cast<int>(values.element_type()))));
 }
 
 }  // namespace jaxsolve::sparse
