@@ -92,6 +92,7 @@ def test_docstring_examples_run():
                                "JaxsolveSparseTruncation", "JaxsolveSparseTruncatedValues",
                                "JaxsolveSparseMultipassPlan",
                                "JaxsolveSparseMultipassSizes", "JaxsolveSparseMultipassCopy",
+                               "JaxsolveSparseMultipassValues",
                                "JaxsolveSparseCsrProductHost"}),
     ("libjaxsolve_sparse_cuda12.so", {"JaxsolveSparseCsrMatvec", "JaxsolveSparseCsrProduct",
                                       "JaxsolveSparseInterpolationWeights"}),

@@ -34,9 +34,10 @@ weights, chosen from those values.  :func:`interpolation_values` (jit-able, diff
 ``vmap``-able) computes the weights from any values on the pattern: gathers and segment sums
 over the plan, which run on every platform.  The host computes the same weights for the
 values it sees, to choose the truncation and to form the next level's values (``Pᵀ A P``),
-from which its strength follows: native code (:func:`._native.interpolation_values`, split
-over the cores) that evaluates :func:`interpolation_values`'s formula in its operation
-order, so that its weights are NumPy's bit for bit; multipass weights with NumPy.
+from which its strength follows: native code (:func:`._native.interpolation_values` and
+:func:`._native.multipass_values`, split over the cores) that evaluates
+:func:`interpolation_values`'s formula in its operation order, so that its weights are
+NumPy's bit for bit.
 """
 
 from __future__ import annotations
@@ -204,19 +205,19 @@ def host_values(structure: InterpolationStructure, pattern: CsrStructure, values
                 truncated: bool = True) -> np.ndarray:
     """``P``'s values for ``A``'s concrete ``values`` on ``pattern``, computed on the host.
 
-    :func:`interpolation_values`'s formula with NumPy, whose D1/D2 weights and truncation
-    come from native code that reproduces them (bit for bit for real values) in a fraction
-    of the time.
+    :func:`interpolation_values`'s formula, evaluated by native code that reproduces its
+    NumPy evaluation (bit for bit for real values) in a fraction of the time.
     """
-    arrays = host_arrays(structure, truncated)
-    if isinstance(arrays, MultipassArrays):
-        return interpolation_values(np, arrays, structure.full.nnz, values, pattern.row_ids,
-                                    values[pattern.diagonal_positions()])
-    weights = _native.interpolation_values(pattern.indptr, pattern.indices, values,
-                                           structure.plan, structure.coarse)
-    if arrays.keep is None:
+    plan = structure.plan
+    if isinstance(plan, _native.MultipassPattern):
+        weights = _native.multipass_values(pattern.indptr, pattern.indices, values, plan,
+                                           structure.coarse)
+    else:
+        weights = _native.interpolation_values(pattern.indptr, pattern.indices, values, plan,
+                                               structure.coarse)
+    if structure.keep is None or not truncated:
         return weights
-    return _native.truncated_values(arrays.full_indptr, weights, arrays.keep,
+    return _native.truncated_values(structure.full.indptr, weights, structure.keep,
                                     structure.p.indptr)
 
 

@@ -118,6 +118,10 @@ _cpu.JaxsolveSparseMultipassSizes.argtypes = [ctypes.c_void_p, _I64]
 _cpu.JaxsolveSparseMultipassSizes.restype = None
 _cpu.JaxsolveSparseMultipassCopy.argtypes = [ctypes.c_void_p] + [_I32] * 6 + [_U8]
 _cpu.JaxsolveSparseMultipassCopy.restype = None
+_cpu.JaxsolveSparseMultipassValues.argtypes = [
+    ctypes.c_int32, _I32, _I32, ctypes.c_void_p, ctypes.c_int32, _U8, _I32, _U8, ctypes.c_int32,
+    _I32, _I32, _I32, _I32, ctypes.c_void_p]
+_cpu.JaxsolveSparseMultipassValues.restype = ctypes.c_int32
 _cpu.JaxsolveSparseCsrProductHost.argtypes = [
     ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p, _I32, _I32, ctypes.c_void_p, _I32, _I32,
     _I32, _I32, ctypes.c_int32, ctypes.c_void_p]
@@ -1259,6 +1263,54 @@ def multipass_pattern(indptr: Any, indices: Any, strong: Any, coarse: Any) -> Mu
     interpolatory = np.empty(indices.shape[0], np.uint8)
     _cpu.JaxsolveSparseMultipassCopy(handle, *arrays, interpolatory)
     return MultipassPattern(*arrays, interpolatory.view(bool))
+
+
+def multipass_values(indptr: Any, indices: Any, values: Any, plan: MultipassPattern,
+                     coarse: Any) -> np.ndarray:
+    """``P``'s untruncated multipass weights on ``plan`` for ``A``'s concrete ``values``.
+
+    The weights of ``jaxsolve.sparse._classical``'s multipass formula (C points: 1; F
+    points pass by pass from the earlier passes' rows), in ``A``'s dtype, with sums
+    accumulated in double in the formula's order: its NumPy evaluation's bit for bit for
+    real values (complex ones within rounding). Each pass is split over the cores at rows
+    of ``P``.
+
+    Examples:
+      The 1D Laplacian of :func:`multipass_pattern`'s example: point 2 takes half of each
+      of its neighbours' rows.
+
+      >>> indptr, indices = [0, 2, 5, 8, 11, 13], [0, 1, 0, 1, 2, 1, 2, 3, 2, 3, 4, 3, 4]
+      >>> values = np.array([2.0, -1, -1, 2, -1, -1, 2, -1, -1, 2, -1, -1, 2])
+      >>> strong, coarse = indices != np.repeat(np.arange(5), np.diff(indptr)), [1, 0, 0, 0, 1]
+      >>> plan = multipass_pattern(indptr, indices, strong, coarse)
+      >>> multipass_values(indptr, indices, values, plan, coarse).tolist()
+      [1.0, 1.0, 0.5, 0.5, 1.0, 1.0]
+    """
+    fn = "multipass_values"
+    n = np.shape(indptr)[0] - 1 if np.ndim(indptr) == 1 else 0
+    indptr, indices = _check_pattern(fn, ("indptr", "indices"), indptr, indices, n)
+    values = _values_dtype(fn, "values", values, indices.shape)
+    coarse = np.ascontiguousarray(coarse, np.uint8)
+    entries = plan.triple_entries
+    if (coarse.shape != (n,) or plan.p_indptr.shape != (n + 1,)
+            or plan.interpolatory.shape != indices.shape
+            or plan.pass_counts.sum() != entries.shape[0]
+            or not entries.shape == plan.triple_sources.shape == plan.triple_destinations.shape
+            or entries.size and (entries.min() < 0 or entries.max() >= indices.shape[0])):
+        raise ValueError(f"{fn}: the plan does not fit A's pattern")
+    weights = np.empty(int(plan.p_indptr[-1]), values.dtype)
+    status = _cpu.JaxsolveSparseMultipassValues(
+        n, indptr, indices, values.ctypes.data, _DTYPES.index(values.dtype), coarse,
+        np.ascontiguousarray(plan.p_indptr, np.int32),
+        np.ascontiguousarray(plan.interpolatory, np.uint8), plan.pass_counts.shape[0],
+        plan.pass_counts, entries, plan.triple_sources, plan.triple_destinations,
+        weights.ctypes.data)
+    if status == -1:
+        raise MemoryError(f"{fn}: out of memory for a matrix of {n} rows")
+    if status:
+        raise ValueError(f"{fn}: the plan's passes read a weight that no earlier pass formed,"
+                         " write outside P or leave the order of P's rows")
+    return weights
 
 
 def csr_product_host(a_values: Any, a: Any, b_values: Any, b: Any, c: Any) -> np.ndarray:

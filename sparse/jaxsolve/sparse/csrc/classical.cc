@@ -24,7 +24,8 @@
 //     for its PMIS part): Ruge-Stuben's first pass. The undecided point of
 //     largest lambda_i = |S^T_i ∩ U| + 2 |S^T_i ∩ F| becomes C, the undecided
 //     points that depend on it F, and the lambdas are updated; ties go to the
-//     smallest index. Every F point with a strong dependency depends on a C
+//     point longest at its lambda (the smallest index among the initial
+//     ones). Every F point with a strong dependency depends on a C
 //     point.
 //     With `aggressive`, the same method runs twice (Stuben's A2 aggressive
 //     coarsening, hypre's agg_num_levels with num_paths = 1): once on S, then
@@ -43,9 +44,9 @@
 //     MultipassPlan below), aggressive coarsening's.
 //
 // Strength, plans, values and truncation are split over the machine's cores
-// by blocks of rows (row_blocks.h); the splittings are sequential:
-// O(n log n + nnz(S)). The plans cost O(sum over F points of the entries of
-// their strong F neighbours' rows).
+// by blocks of rows (row_blocks.h), and so are PMIS's rounds; HMIS's first
+// pass is sequential, O(n + nnz(S)). The plans cost O(sum over F points of
+// the entries of their strong F neighbours' rows).
 #include <algorithm>
 #include <atomic>
 #include <cmath>
@@ -53,7 +54,6 @@
 #include <limits>
 #include <memory>
 #include <new>
-#include <queue>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -76,8 +76,10 @@ using ::jaxsolve::sparse::FromSum;
 using ::jaxsolve::sparse::InterpolationRow;
 using ::jaxsolve::sparse::InterpolationWeights;
 using ::jaxsolve::sparse::IsZero;
+using ::jaxsolve::sparse::Negated;
 using ::jaxsolve::sparse::RealPart;
 using ::jaxsolve::sparse::Scalar;
+using ::jaxsolve::sparse::ToSum;
 using ::jaxsolve::sparse::TruncatedRow;
 using ::jaxsolve::sparse::ForNumberedBlocks;
 using ::jaxsolve::sparse::ForRowBlocks;
@@ -239,29 +241,66 @@ void Pmis(const Graph& g, int32_t* state) {
   std::copy(current.begin(), current.end(), state);
 }
 
+// The undecided points by lambda, in buckets: a doubly linked list a bucket,
+// nodes appended at the tail and taken from the head, so that a point moves
+// between buckets in O(1) and ties go to the point that entered its bucket
+// first (at the start, the smallest index).
+class LambdaBuckets {
+ public:
+  LambdaBuckets(int32_t n, int64_t max_lambda)
+      : head_(max_lambda + 1, -1), tail_(max_lambda + 1, -1), next_(n), previous_(n),
+        lambda_(n, 0) {}
+
+  int64_t lambda(int32_t i) const { return lambda_[i]; }
+  void Insert(int32_t i, int64_t lambda) {
+    lambda_[i] = lambda;
+    next_[i] = -1;
+    previous_[i] = tail_[lambda];
+    (previous_[i] >= 0 ? next_[previous_[i]] : head_[lambda]) = i;
+    tail_[lambda] = i;
+    top_ = std::max(top_, lambda);
+  }
+  void Remove(int32_t i) {
+    const int64_t lambda = lambda_[i];
+    (previous_[i] >= 0 ? next_[previous_[i]] : head_[lambda]) = next_[i];
+    (next_[i] >= 0 ? previous_[next_[i]] : tail_[lambda]) = previous_[i];
+  }
+  // The first point of the highest non-empty bucket, or -1 when none is left.
+  int32_t Top() {
+    while (top_ >= 0 && head_[top_] < 0) --top_;
+    return top_ >= 0 ? head_[top_] : -1;
+  }
+
+ private:
+  std::vector<int32_t> head_, tail_, next_, previous_;
+  std::vector<int64_t> lambda_;
+  int64_t top_ = -1;
+};
+
+// lambda_i starts at |S^T_i| (every point undecided) and never leaves
+// [0, 2 |S^T_i|]: a dependent point that turns F adds one, one that turns C
+// takes one away. Each change is O(1), so the pass is O(n + nnz(S)).
 void RugeStubenFirstPass(const Graph& g, int32_t* state) {
-  std::vector<int64_t> lambda(g.n);
-  // Largest lambda first, then smallest index; stale entries are skipped.
-  std::priority_queue<std::pair<int64_t, int32_t>> queue;
+  int64_t max_lambda = 0;
   for (int32_t i = 0; i < g.n; ++i) {
-    if (state[i] != kUndecided) continue;
-    lambda[i] = g.t_indptr[i + 1] - g.t_indptr[i];
-    queue.emplace(lambda[i], -i);
+    max_lambda = std::max(max_lambda, 2 * (g.t_indptr[i + 1] - g.t_indptr[i]));
+  }
+  LambdaBuckets buckets(g.n, max_lambda);
+  for (int32_t i = 0; i < g.n; ++i) {
+    if (state[i] == kUndecided) buckets.Insert(i, g.t_indptr[i + 1] - g.t_indptr[i]);
   }
   const auto change = [&](int32_t k, int64_t by) {
     if (state[k] != kUndecided) return;
-    lambda[k] += by;
-    queue.emplace(lambda[k], -k);
+    buckets.Remove(k);
+    buckets.Insert(k, buckets.lambda(k) + by);
   };
-  while (!queue.empty()) {
-    const auto [priority, negative] = queue.top();
-    queue.pop();
-    const int32_t i = -negative;
-    if (state[i] != kUndecided || priority != lambda[i]) continue;
+  for (int32_t i = buckets.Top(); i >= 0; i = buckets.Top()) {
+    buckets.Remove(i);
     state[i] = kCoarse;
     for (int64_t e = g.t_indptr[i]; e < g.t_indptr[i + 1]; ++e) {
       const int32_t j = g.t_indices[e];  // j depends on i
       if (state[j] != kUndecided) continue;
+      buckets.Remove(j);
       state[j] = kFine;
       for (int64_t f = g.indptr[j]; f < g.indptr[j + 1]; ++f) {
         change(g.indices[f], 1);
@@ -554,6 +593,92 @@ void BuildMultipass(int32_t n, const int32_t* indptr, const int32_t* indices,
   }
 }
 
+
+// Rows [begin, end) of multipass interpolation's coefficients c_e (zero off
+// the interpolatory entries), in _classical.py's _multipass_weights order:
+// per row, sums in double over its entries of the couplings of sign opposite
+// to a_ii's (-) and of its sign (+), over all of them and over P_i, then
+// c_ik = -(sum_{j != i} a_ij^-+) / (sum_{k in P_i} a_ik^-+) / a~_ii.
+template <typename T>
+void MultipassCoefficientRows(int64_t begin, int64_t end, const int32_t* indptr,
+                              const int32_t* indices, const T* values,
+                              const uint8_t* interpolatory, T* coefficients) {
+  using Sum = typename Scalar<T>::Sum;
+  for (int64_t i = begin; i < end; ++i) {
+    const T diagonal = Diagonal(static_cast<int32_t>(i), indptr, indices, values);
+    const auto opposite = [&](int32_t e) {
+      return RealPart(values[e] * Conj(diagonal)) < 0;
+    };
+    Sum negative_all{}, positive_all{}, negative{}, positive{};
+    for (int32_t e = indptr[i]; e < indptr[i + 1]; ++e) {
+      const T a = values[e], p = interpolatory[e] ? a : T{};
+      const bool minus = opposite(e);
+      negative_all = negative_all + ToSum(minus ? a : T{});
+      positive_all = positive_all + ToSum(minus ? T{} : a);
+      negative = negative + ToSum(minus ? p : T{});
+      positive = positive + ToSum(minus ? T{} : p);
+    }
+    const T off_positive = FromSum<T>(positive_all) - diagonal;
+    const T lumped = diagonal + (IsZero(FromSum<T>(positive)) ? off_positive : T{});
+    const auto ratio = [&](T numerator, T denominator) {
+      if (IsZero(denominator) || IsZero(lumped)) return T{};
+      return Divided(Divided(Negated(numerator), denominator), lumped);
+    };
+    const T scale_minus = ratio(FromSum<T>(negative_all), FromSum<T>(negative));
+    const T scale_plus = ratio(off_positive, FromSum<T>(positive));
+    for (int32_t e = indptr[i]; e < indptr[i + 1]; ++e) {
+      coefficients[e] = (interpolatory[e] ? values[e] : T{}) *
+                        (opposite(e) ? scale_minus : scale_plus);
+    }
+  }
+}
+
+// The row of P (row pointers full_indptr, n rows) that weight t lies in.
+inline int32_t RowOf(int32_t n, const int32_t* full_indptr, int32_t t) {
+  return static_cast<int32_t>(std::upper_bound(full_indptr, full_indptr + n + 1, t) -
+                              full_indptr - 1);
+}
+
+// Triples [begin, end) of one pass: weights[t] += sum over the triples (e, s,
+// t), in order, of c_e weights[s], summed in double. `ready` marks the
+// weights formed by earlier passes (the C points' and theirs). The triples
+// must write rows of P in increasing order; the caller splits a pass where a
+// row ends, so that blocks write disjoint weights. Returns the block's first
+// and last rows of P, or {-1, -1} if a triple reads a weight that is not
+// ready, writes out of P or goes back to an earlier row (or the block is
+// empty).
+template <typename T>
+std::pair<int32_t, int32_t> MultipassTriples(
+    int64_t begin, int64_t end, int32_t n, const int32_t* full_indptr,
+    const int32_t* triple_entries, const int32_t* triple_sources,
+    const int32_t* triple_destinations, const T* coefficients, const uint8_t* ready,
+    typename Scalar<T>::Sum* sums, T* weights) {
+  const int32_t full_nnz = full_indptr[n];
+  int32_t first_row = -1, row = -1, row_end = 0;
+  for (int64_t t = begin; t < end; ++t) {
+    const int32_t source = triple_sources[t], destination = triple_destinations[t];
+    if (source < 0 || source >= full_nnz || !ready[source] || destination < 0 ||
+        destination >= full_nnz) {
+      return {-1, -1};
+    }
+    if (destination >= row_end || destination < full_indptr[row]) {
+      const int32_t next = RowOf(n, full_indptr, destination);
+      if (next <= row) return {-1, -1};
+      row = next;
+      row_end = full_indptr[row + 1];
+      if (first_row < 0) first_row = row;
+    }
+    sums[destination] = sums[destination] +
+                        ToSum(coefficients[triple_entries[t]] * weights[source]);
+  }
+  for (int64_t t = begin; t < end; ++t) {
+    const int32_t destination = triple_destinations[t];
+    weights[destination] = weights[destination] + FromSum<T>(sums[destination]);
+    sums[destination] = {};  // the destination's later triples add nothing more
+  }
+  return {first_row, row};
+}
+
 }  // namespace
 
 // Marks the strong entries of the n x n matrix (indptr, indices, values of
@@ -839,4 +964,86 @@ JAXSOLVE_SPARSE_EXPORT void JaxsolveSparseMultipassCopy(
       {&plan->triple_destinations, triple_destinations}};
   for (const auto& [from, to] : copies) std::copy(from->begin(), from->end(), to);
   std::copy(plan->interpolatory.begin(), plan->interpolatory.end(), interpolatory);
+}
+
+// Multipass interpolation's untruncated weights (of `dtype`, full_indptr[n]
+// of them) for A's values on the plan of JaxsolveSparseMultipassPlan
+// (n_passes passes of pass_counts[m] triples), in _classical.py's
+// _multipass_weights order (bit for bit for real values): the C points'
+// unit weights, then pass by pass, each split over the cores at rows of P.
+// Returns 0, -1 if out of memory, -2 for an unknown dtype, -3 if a triple
+// reads a weight no earlier pass formed or writes out of P, or the plan's
+// rows are out of order.
+JAXSOLVE_SPARSE_EXPORT int32_t JaxsolveSparseMultipassValues(
+    int32_t n, const int32_t* indptr, const int32_t* indices, const void* values,
+    int32_t dtype, const uint8_t* coarse, const int32_t* full_indptr,
+    const uint8_t* interpolatory, int32_t n_passes, const int32_t* pass_counts,
+    const int32_t* triple_entries, const int32_t* triple_sources,
+    const int32_t* triple_destinations, void* weights) {
+  try {
+    return WithValueType(dtype, [&](auto type) -> int32_t {
+      using T = decltype(type);
+      using Sum = typename Scalar<T>::Sum;
+      const int64_t nnz = indptr[n], full_nnz = full_indptr[n];
+      std::vector<T> coefficients(nnz);
+      if (!ForRowBlocks(n, BlocksFor(n, kMinRowsPerThread), [&](int64_t begin, int64_t end) {
+            MultipassCoefficientRows(begin, end, indptr, indices,
+                                     static_cast<const T*>(values), interpolatory,
+                                     coefficients.data());
+          })) {
+        return -1;
+      }
+      T* out = static_cast<T*>(weights);
+      std::vector<uint8_t> ready(full_nnz, 0);
+      std::fill(out, out + full_nnz, T{});
+      for (int32_t i = 0; i < n; ++i) {
+        if (!coarse[i] || full_indptr[i + 1] == full_indptr[i]) continue;
+        out[full_indptr[i]] = FromReal<T>(1);
+        ready[full_indptr[i]] = 1;
+      }
+      std::vector<Sum> sums(full_nnz);
+      int64_t first = 0;
+      for (int32_t m = 0; m < n_passes; ++m) {
+        const int64_t last = first + pass_counts[m], count = last - first;
+        // Block b starts at the first triple at or after its share that writes
+        // another row of P than the triple before it.
+        const int64_t blocks = BlocksFor(count, 1 << 16);
+        std::vector<int64_t> starts(blocks + 1, last);
+        for (int64_t b = 0; b < blocks; ++b) {
+          int64_t t = first + count * b / blocks;
+          if (t > first) {
+            const int32_t previous = triple_destinations[t - 1];
+            if (previous < 0 || previous >= full_nnz) return -3;
+            const int32_t row_end = full_indptr[RowOf(n, full_indptr, previous) + 1];
+            while (t < last && triple_destinations[t] >= 0 &&
+                   triple_destinations[t] < row_end) {
+              ++t;
+            }
+          }
+          starts[b] = std::max(t, b > 0 ? starts[b - 1] : first);
+        }
+        std::vector<std::pair<int32_t, int32_t>> rows(blocks);
+        if (!ForNumberedBlocks(blocks, blocks, [&](int64_t b, int64_t, int64_t) {
+              rows[b] = MultipassTriples(starts[b], starts[b + 1], n, full_indptr,
+                                         triple_entries, triple_sources,
+                                         triple_destinations, coefficients.data(),
+                                         ready.data(), sums.data(), out);
+            })) {
+          return -1;
+        }
+        // Blocks wrote disjoint rows if each block's rows follow the last one's.
+        int32_t row = -1;
+        for (int64_t b = 0; b < blocks; ++b) {
+          if (starts[b] == starts[b + 1]) continue;  // an empty block
+          if (rows[b].first <= row) return -3;  // also a block's error, {-1, -1}
+          row = rows[b].second;
+        }
+        for (int64_t t = first; t < last; ++t) ready[triple_destinations[t]] = 1;
+        first = last;
+      }
+      return 0;
+    });
+  } catch (const std::bad_alloc&) {
+    return -1;
+  }
 }
