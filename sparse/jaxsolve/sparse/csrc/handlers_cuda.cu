@@ -426,6 +426,19 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+// Calls launch(grid, first_system) for each chunk of at most 65535 systems (a
+// grid's height), the grid `blocks` wide and a system a row of blocks; no
+// launch when there is no block or no system.
+template <typename Launch>
+void ForSystemChunks(int64_t blocks, int64_t systems, Launch launch) {
+  constexpr int64_t kMaxSystems = 65535;
+  for (int64_t first = 0; blocks > 0 && first < systems; first += kMaxSystems) {
+    launch(dim3(static_cast<unsigned>(blocks),
+                static_cast<unsigned>(std::min(systems - first, kMaxSystems))),
+           first);
+  }
+}
+
 // Threads a row of C is formed by: a power of two up to B's mean row length,
 // at most a warp.
 int ProductLanes(const CsrProductSizes& sizes) {
@@ -441,20 +454,17 @@ struct CudaProductBackend {
   template <typename T>
   ffi::Error Run(const CsrProduct<T>& p, const CsrProductSizes& sizes,
                  const CsrProductBatch& batch) {
-    constexpr int64_t kMaxSystems = 65535;  // a launch's grid height
     const int lanes = ProductLanes(sizes);
     const int64_t rows_per_block = kThreads / lanes;
     const int64_t blocks = (p.m + rows_per_block - 1) / rows_per_block;
     if (blocks >= (int64_t{1} << 31)) {
       return InvalidProduct("too many rows for one product");
     }
-    for (int64_t first = 0; p.m > 0 && first < batch.systems; first += kMaxSystems) {
-      const dim3 grid(static_cast<unsigned>(blocks),
-                      static_cast<unsigned>(std::min(batch.systems - first, kMaxSystems)));
+    ForSystemChunks(blocks, batch.systems, [&](dim3 grid, int64_t first) {
       WithLanes(lanes, [&](auto lanes) {
         CsrProductKernel<T, lanes()><<<grid, kThreads, 0, stream>>>(p, batch, first);
       });
-    }
+    });
     return LastCudaError();
   }
 };
@@ -507,13 +517,10 @@ struct CudaInterpolationBackend {
 
   template <typename T>
   ffi::Error Run(const InterpolationCall<T>& call, const InterpolationSizes&) {
-    constexpr int64_t kMaxSystems = 65535;  // a launch's grid height
-    const int64_t blocks = (call.first.n + kThreads - 1) / kThreads;
-    for (int64_t first = 0; blocks > 0 && first < call.systems; first += kMaxSystems) {
-      const dim3 grid(static_cast<unsigned>(blocks),
-                      static_cast<unsigned>(std::min(call.systems - first, kMaxSystems)));
-      InterpolationKernel<T><<<grid, kThreads, 0, stream>>>(call, first);
-    }
+    ForSystemChunks((call.first.n + kThreads - 1) / kThreads, call.systems,
+                    [&](dim3 grid, int64_t first) {
+                      InterpolationKernel<T><<<grid, kThreads, 0, stream>>>(call, first);
+                    });
     return LastCudaError();
   }
 };
