@@ -247,23 +247,21 @@ void Pmis(const Graph& g, int32_t* state) {
 // first (at the start, the smallest index).
 class LambdaBuckets {
  public:
-  LambdaBuckets(int32_t n, int64_t max_lambda)
-      : head_(max_lambda + 1, -1), tail_(max_lambda + 1, -1), next_(n), previous_(n),
-        lambda_(n, 0) {}
+  LambdaBuckets(int32_t n, int32_t max_lambda)
+      : head_(max_lambda + 1, -1), tail_(max_lambda + 1, -1), nodes_(n) {}
 
-  int64_t lambda(int32_t i) const { return lambda_[i]; }
-  void Insert(int32_t i, int64_t lambda) {
-    lambda_[i] = lambda;
-    next_[i] = -1;
-    previous_[i] = tail_[lambda];
-    (previous_[i] >= 0 ? next_[previous_[i]] : head_[lambda]) = i;
+  int32_t lambda(int32_t i) const { return nodes_[i].lambda; }
+  void Insert(int32_t i, int32_t lambda) {
+    Node& node = nodes_[i];
+    node = {-1, tail_[lambda], lambda};
+    (node.previous >= 0 ? nodes_[node.previous].next : head_[lambda]) = i;
     tail_[lambda] = i;
     top_ = std::max(top_, lambda);
   }
   void Remove(int32_t i) {
-    const int64_t lambda = lambda_[i];
-    (previous_[i] >= 0 ? next_[previous_[i]] : head_[lambda]) = next_[i];
-    (next_[i] >= 0 ? previous_[next_[i]] : tail_[lambda]) = previous_[i];
+    const Node& node = nodes_[i];
+    (node.previous >= 0 ? nodes_[node.previous].next : head_[node.lambda]) = node.next;
+    (node.next >= 0 ? nodes_[node.next].previous : tail_[node.lambda]) = node.previous;
   }
   // The first point of the highest non-empty bucket, or -1 when none is left.
   int32_t Top() {
@@ -272,9 +270,12 @@ class LambdaBuckets {
   }
 
  private:
-  std::vector<int32_t> head_, tail_, next_, previous_;
-  std::vector<int64_t> lambda_;
-  int64_t top_ = -1;
+  struct Node {  // together, so that a change touches one cache line a point
+    int32_t next, previous, lambda;
+  };
+  std::vector<int32_t> head_, tail_;
+  std::vector<Node> nodes_;
+  int32_t top_ = -1;
 };
 
 // lambda_i starts at |S^T_i| (every point undecided) and never leaves
@@ -285,11 +286,15 @@ void RugeStubenFirstPass(const Graph& g, int32_t* state) {
   for (int32_t i = 0; i < g.n; ++i) {
     max_lambda = std::max(max_lambda, 2 * (g.t_indptr[i + 1] - g.t_indptr[i]));
   }
-  LambdaBuckets buckets(g.n, max_lambda);
+  // Past int32: a point with over 2^30 dependents, a graph no memory holds.
+  if (max_lambda > std::numeric_limits<int32_t>::max()) throw std::bad_alloc();
+  LambdaBuckets buckets(g.n, static_cast<int32_t>(max_lambda));
   for (int32_t i = 0; i < g.n; ++i) {
-    if (state[i] == kUndecided) buckets.Insert(i, g.t_indptr[i + 1] - g.t_indptr[i]);
+    if (state[i] == kUndecided) {
+      buckets.Insert(i, static_cast<int32_t>(g.t_indptr[i + 1] - g.t_indptr[i]));
+    }
   }
-  const auto change = [&](int32_t k, int64_t by) {
+  const auto change = [&](int32_t k, int32_t by) {
     if (state[k] != kUndecided) return;
     buckets.Remove(k);
     buckets.Insert(k, buckets.lambda(k) + by);
