@@ -24,6 +24,7 @@ from typing import Any, NamedTuple
 
 import jax
 
+from . import _csr
 from ._csr_arrays import CsrArrays
 from ._hierarchy import Hierarchy, HierarchyStructure
 from ._multicolor import MulticolorArrays
@@ -136,10 +137,12 @@ def cache_info() -> CacheInfo:
 def clear_cache() -> None:
     """Drops every cached AMG setup and resets the statistics.
 
-    JAX-AMG's name for it, ``clear_solver_cache``, is an alias.  Programs already
-    compiled keep the arrays they captured.
+    Also releases the device copies of matrices' diagonal positions that solves keep
+    per pattern.  JAX-AMG's name for it, ``clear_solver_cache``, is an alias.  Programs
+    already compiled keep the arrays they captured.
     """
     _CACHE.clear()
+    _csr.drop_device_copies()
 
 
 def set_cache_size(maxsize: int) -> None:

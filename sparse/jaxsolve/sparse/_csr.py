@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import weakref
 from typing import Any
 
 import jax
@@ -41,6 +42,22 @@ from . import _native
 from ._csr_arrays import CsrStructure
 
 _INT32_MAX = np.iinfo(np.int32).max
+
+
+# The patterns holding device copies of their diagonal positions, which
+# :func:`drop_device_copies` (``clear_cache``) releases.
+_WITH_DEVICE_COPIES: weakref.WeakSet[_CsrPattern] = weakref.WeakSet()
+
+
+def drop_device_copies() -> None:
+    """Releases every pattern's device copies (sent again on next use).
+
+    A pattern outlives its matrices in JAX's compilation caches (it is their pytree
+    auxiliary data), so its copies would otherwise stay on the device.
+    """
+    for pattern in list(_WITH_DEVICE_COPIES):
+        pattern._positions_on.clear()
+    _WITH_DEVICE_COPIES.clear()
 
 
 class _CsrPattern:
@@ -112,9 +129,11 @@ class _CsrPattern:
 
         The solve's input check reads the diagonal on every call; indexing with the NumPy
         positions would send them again each time (8 MiB at two million rows).
+        ``clear_cache()`` releases them.
         """
         if device not in self._positions_on:
             self._positions_on[device] = jax.device_put(self.diagonal_positions, device)
+            _WITH_DEVICE_COPIES.add(self)
         return self._positions_on[device]
 
 
