@@ -451,10 +451,12 @@ class TestAggressive:
             _native.multipass_values(pattern.indptr, pattern.indices, values,
                                      plan._replace(triple_destinations=destinations),
                                      structure.coarse)
-        with pytest.raises(ValueError, match="does not fit"):
-            _native.multipass_values(pattern.indptr, pattern.indices, values,
-                                     plan._replace(pass_counts=plan.pass_counts[:-1]),
-                                     structure.coarse)
+        negative = plan.pass_counts.copy()  # the same sum, a pass of -1 triples
+        negative[0], negative[-1] = -1, negative[-1] + negative[0] + 1
+        for counts in (plan.pass_counts[:-1], negative):  # triples left over; a negative
+            with pytest.raises(ValueError, match="does not fit"):
+                _native.multipass_values(pattern.indptr, pattern.indices, values,
+                                         plan._replace(pass_counts=counts), structure.coarse)
 
     def test_first_coarse_level_is_much_smaller(self):
         A = matrices.poisson3d_matrix(12)

@@ -1294,8 +1294,9 @@ def multipass_values(indptr: Any, indices: Any, values: Any, plan: MultipassPatt
     entries = plan.triple_entries
     if (coarse.shape != (n,) or plan.p_indptr.shape != (n + 1,)
             or plan.interpolatory.shape != indices.shape
-            or plan.pass_counts.sum() != entries.shape[0]
-            or not entries.shape == plan.triple_sources.shape == plan.triple_destinations.shape
+            or np.any(plan.pass_counts < 0) or plan.pass_counts.sum() != entries.shape[0]
+            or not (entries.shape == plan.triple_sources.shape
+                    == plan.triple_destinations.shape)
             or entries.size and (entries.min() < 0 or entries.max() >= indices.shape[0])):
         raise ValueError(f"{fn}: the plan does not fit A's pattern")
     weights = np.empty(int(plan.p_indptr[-1]), values.dtype)
