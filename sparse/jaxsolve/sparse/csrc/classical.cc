@@ -327,28 +327,49 @@ void Split(const Graph& g, int32_t method, int32_t* state) {
 }
 
 // S2 of the C points of `state`: i depends on j (both C, j != i) when j is in
-// S_i, or in S_k for an F point k in S_i.
+// S_i, or in S_k for an F point k in S_i; each row in the order its points
+// are first met. Rows are found by blocks over the cores, then joined.
 Graph DistanceTwo(const Graph& s, const int32_t* state) {
-  std::vector<int64_t> indptr(static_cast<size_t>(s.n) + 1, 0);
-  std::vector<int32_t> indices, seen(s.n, -1);
-  const auto add = [&](int32_t i, int32_t j) {
-    if (j != i && state[j] == kCoarse && seen[j] != i) {
-      seen[j] = i;
-      indices.push_back(j);
-    }
+  struct Rows {
+    std::vector<int32_t> lengths, indices;
   };
-  for (int32_t i = 0; i < s.n; ++i) {
-    if (state[i] == kCoarse) {
-      for (int64_t e = s.indptr[i]; e < s.indptr[i + 1]; ++e) {
-        const int32_t k = s.indices[e];
-        add(i, k);
-        if (state[k] != kFine) continue;
-        for (int64_t f = s.indptr[k]; f < s.indptr[k + 1]; ++f) {
-          add(i, s.indices[f]);
+  const int64_t blocks = BlocksFor(s.n, kMinRowsPerThread);
+  std::vector<Rows> parts(blocks);
+  const bool done = ForNumberedBlocks(s.n, blocks, [&](int64_t b, int64_t begin, int64_t end) {
+    Rows& rows = parts[b];
+    std::vector<int32_t> seen(s.n, -1);
+    const auto add = [&](int32_t i, int32_t j) {
+      if (j != i && state[j] == kCoarse && seen[j] != i) {
+        seen[j] = i;
+        rows.indices.push_back(j);
+      }
+    };
+    for (int64_t row = begin; row < end; ++row) {
+      const int32_t i = static_cast<int32_t>(row);
+      const size_t before = rows.indices.size();
+      if (state[i] == kCoarse) {
+        for (int64_t e = s.indptr[i]; e < s.indptr[i + 1]; ++e) {
+          const int32_t k = s.indices[e];
+          add(i, k);
+          if (state[k] != kFine) continue;
+          for (int64_t f = s.indptr[k]; f < s.indptr[k + 1]; ++f) {
+            add(i, s.indices[f]);
+          }
         }
       }
+      rows.lengths.push_back(static_cast<int32_t>(rows.indices.size() - before));
     }
-    indptr[i + 1] = static_cast<int64_t>(indices.size());
+  });
+  if (!done) throw std::bad_alloc();  // the one exception a block can raise
+  std::vector<int64_t> indptr(static_cast<size_t>(s.n) + 1, 0);
+  std::vector<int32_t> indices;
+  int32_t i = 0;
+  for (const Rows& rows : parts) {
+    for (int32_t length : rows.lengths) {
+      indptr[i + 1] = indptr[i] + length;
+      ++i;
+    }
+    indices.insert(indices.end(), rows.indices.begin(), rows.indices.end());
   }
   return Graph(s.n, std::move(indptr), std::move(indices));
 }
@@ -519,55 +540,89 @@ struct MultipassPlan {
   std::vector<uint8_t> interpolatory;
 };
 
+// Runs body(begin, end, part) on blocks of [0, count) over the cores, each
+// block filling a Part of its own; returns the parts in the blocks' order.
+template <typename Part, typename Body>
+std::vector<Part> BlockParts(int64_t count, Body body) {
+  const int64_t blocks = BlocksFor(count, kMinRowsPerThread);
+  std::vector<Part> parts(blocks);
+  if (!ForNumberedBlocks(count, blocks, [&](int64_t b, int64_t begin, int64_t end) {
+        body(begin, end, parts[b]);
+      })) {
+    throw std::bad_alloc();  // the one exception the bodies raise
+  }
+  return parts;
+}
+
+// Each pass in three steps over the cores, by blocks of rows: which points
+// join it, their rows of P (from the earlier passes' rows), their triples.
 void BuildMultipass(int32_t n, const int32_t* indptr, const int32_t* indices,
                     const uint8_t* strong, const int32_t* coarse_index,
                     MultipassPlan& plan) {
-  std::vector<int32_t> pass(n, -1), current, next;
-  for (int32_t i = 0; i < n; ++i) {
-    if (coarse_index[i] >= 0) {
-      pass[i] = 0;
-      current.push_back(i);
-    }
-  }
+  std::vector<int32_t> pass(n, -1);
   // Rows' columns, appended pass by pass (row_start/row_length per row).
   std::vector<int64_t> row_start(n, 0);
-  std::vector<int32_t> row_length(n, 0), columns, row;
-  std::vector<std::vector<int32_t>> passes;
-  for (int32_t i : current) {
+  std::vector<int32_t> row_length(n, 0), columns;
+  for (int32_t i = 0; i < n; ++i) {
+    if (coarse_index[i] < 0) continue;
+    pass[i] = 0;
     row_start[i] = static_cast<int64_t>(columns.size());
     row_length[i] = 1;
     columns.push_back(coarse_index[i]);
   }
   plan.interpolatory.assign(indptr[n], 0);
+  std::vector<std::vector<int32_t>> passes;
   for (int32_t m = 1;; ++m) {
-    next.clear();
-    for (int32_t i = 0; i < n; ++i) {
-      if (pass[i] >= 0) continue;
-      for (int32_t e = indptr[i]; e < indptr[i + 1]; ++e) {
-        if (strong[e] && indices[e] != i && pass[indices[e]] == m - 1) {
-          next.push_back(i);
-          break;
-        }
-      }
+    std::vector<int32_t> next;
+    for (const std::vector<int32_t>& part : BlockParts<std::vector<int32_t>>(
+             n, [&](int64_t begin, int64_t end, std::vector<int32_t>& found) {
+               for (int64_t i = begin; i < end; ++i) {
+                 if (pass[i] >= 0) continue;
+                 for (int32_t e = indptr[i]; e < indptr[i + 1]; ++e) {
+                   if (strong[e] && indices[e] != i && pass[indices[e]] == m - 1) {
+                     found.push_back(static_cast<int32_t>(i));
+                     break;
+                   }
+                 }
+               }
+             })) {
+      next.insert(next.end(), part.begin(), part.end());
     }
     if (next.empty()) break;
     for (int32_t i : next) pass[i] = m;
-    for (int32_t i : next) {
-      row.clear();
-      for (int32_t e = indptr[i]; e < indptr[i + 1]; ++e) {
-        const int32_t k = indices[e];
-        if (!strong[e] || k == i || pass[k] < 0 || pass[k] >= m) continue;
-        plan.interpolatory[e] = 1;
-        row.insert(row.end(), columns.begin() + row_start[k],
-                   columns.begin() + row_start[k] + row_length[k]);
+    struct Rows {
+      std::vector<int32_t> columns, lengths;
+    };
+    const std::vector<Rows> rows = BlockParts<Rows>(
+        static_cast<int64_t>(next.size()), [&](int64_t begin, int64_t end, Rows& out) {
+          std::vector<int32_t> row;
+          for (int64_t r = begin; r < end; ++r) {
+            const int32_t i = next[r];
+            row.clear();
+            for (int32_t e = indptr[i]; e < indptr[i + 1]; ++e) {
+              const int32_t k = indices[e];
+              if (!strong[e] || k == i || pass[k] < 0 || pass[k] >= m) continue;
+              plan.interpolatory[e] = 1;
+              row.insert(row.end(), columns.begin() + row_start[k],
+                         columns.begin() + row_start[k] + row_length[k]);
+            }
+            std::sort(row.begin(), row.end());
+            row.erase(std::unique(row.begin(), row.end()), row.end());
+            out.columns.insert(out.columns.end(), row.begin(), row.end());
+            out.lengths.push_back(static_cast<int32_t>(row.size()));
+          }
+        });
+    auto i = next.begin();
+    for (const Rows& part : rows) {
+      int64_t start = static_cast<int64_t>(columns.size());
+      for (int32_t length : part.lengths) {
+        row_start[*i] = start;
+        row_length[*i++] = length;
+        start += length;
       }
-      std::sort(row.begin(), row.end());
-      row.erase(std::unique(row.begin(), row.end()), row.end());
-      row_start[i] = static_cast<int64_t>(columns.size());
-      row_length[i] = static_cast<int32_t>(row.size());
-      columns.insert(columns.end(), row.begin(), row.end());
+      columns.insert(columns.end(), part.columns.begin(), part.columns.end());
     }
-    passes.push_back(next);
+    passes.push_back(std::move(next));
   }
   plan.p_indptr.assign(static_cast<size_t>(n) + 1, 0);
   for (int32_t i = 0; i < n; ++i) plan.p_indptr[i + 1] = plan.p_indptr[i] + row_length[i];
@@ -577,22 +632,37 @@ void BuildMultipass(int32_t n, const int32_t* indptr, const int32_t* indices,
               columns.begin() + row_start[i] + row_length[i],
               plan.p_indices.begin() + plan.p_indptr[i]);
   }
+  struct Triples {
+    std::vector<int32_t> entries, sources, destinations;
+  };
   for (const std::vector<int32_t>& rows : passes) {
     const size_t before = plan.triple_entries.size();
-    for (int32_t i : rows) {
-      const int32_t* first = plan.p_indices.data() + plan.p_indptr[i];
-      const int32_t* last = plan.p_indices.data() + plan.p_indptr[i + 1];
-      for (int32_t e = indptr[i]; e < indptr[i + 1]; ++e) {
-        if (!plan.interpolatory[e]) continue;
-        const int32_t k = indices[e];
-        for (int32_t s = plan.p_indptr[k]; s < plan.p_indptr[k + 1]; ++s) {
-          plan.triple_entries.push_back(e);
-          plan.triple_sources.push_back(s);
-          plan.triple_destinations.push_back(
-              plan.p_indptr[i] +
-              static_cast<int32_t>(std::lower_bound(first, last, plan.p_indices[s]) - first));
-        }
-      }
+    for (const Triples& part : BlockParts<Triples>(
+             static_cast<int64_t>(rows.size()),
+             [&](int64_t begin, int64_t end, Triples& out) {
+               for (int64_t r = begin; r < end; ++r) {
+                 const int32_t i = rows[r];
+                 const int32_t* first = plan.p_indices.data() + plan.p_indptr[i];
+                 const int32_t* last = plan.p_indices.data() + plan.p_indptr[i + 1];
+                 for (int32_t e = indptr[i]; e < indptr[i + 1]; ++e) {
+                   if (!plan.interpolatory[e]) continue;
+                   const int32_t k = indices[e];
+                   for (int32_t s = plan.p_indptr[k]; s < plan.p_indptr[k + 1]; ++s) {
+                     out.entries.push_back(e);
+                     out.sources.push_back(s);
+                     out.destinations.push_back(
+                         plan.p_indptr[i] + static_cast<int32_t>(std::lower_bound(
+                                                first, last, plan.p_indices[s]) - first));
+                   }
+                 }
+               }
+             })) {
+      plan.triple_entries.insert(plan.triple_entries.end(), part.entries.begin(),
+                                 part.entries.end());
+      plan.triple_sources.insert(plan.triple_sources.end(), part.sources.begin(),
+                                 part.sources.end());
+      plan.triple_destinations.insert(plan.triple_destinations.end(),
+                                      part.destinations.begin(), part.destinations.end());
     }
     plan.pass_counts.push_back(static_cast<int32_t>(plan.triple_entries.size() - before));
   }
