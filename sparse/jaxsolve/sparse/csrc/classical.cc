@@ -326,6 +326,20 @@ void Split(const Graph& g, int32_t method, int32_t* state) {
   }
 }
 
+// Runs body(begin, end, part) on blocks of [0, count) over the cores, each
+// block filling a Part of its own; returns the parts in the blocks' order.
+template <typename Part, typename Body>
+std::vector<Part> BlockParts(int64_t count, Body body) {
+  const int64_t blocks = BlocksFor(count, kMinRowsPerThread);
+  std::vector<Part> parts(blocks);
+  if (!ForNumberedBlocks(count, blocks, [&](int64_t b, int64_t begin, int64_t end) {
+        body(begin, end, parts[b]);
+      })) {
+    throw std::bad_alloc();  // the one exception the bodies raise
+  }
+  return parts;
+}
+
 // S2 of the C points of `state`: i depends on j (both C, j != i) when j is in
 // S_i, or in S_k for an F point k in S_i; each row in the order its points
 // are first met. Rows are found by blocks over the cores, then joined.
@@ -333,34 +347,31 @@ Graph DistanceTwo(const Graph& s, const int32_t* state) {
   struct Rows {
     std::vector<int32_t> lengths, indices;
   };
-  const int64_t blocks = BlocksFor(s.n, kMinRowsPerThread);
-  std::vector<Rows> parts(blocks);
-  const bool done = ForNumberedBlocks(s.n, blocks, [&](int64_t b, int64_t begin, int64_t end) {
-    Rows& rows = parts[b];
-    std::vector<int32_t> seen(s.n, -1);
-    const auto add = [&](int32_t i, int32_t j) {
-      if (j != i && state[j] == kCoarse && seen[j] != i) {
-        seen[j] = i;
-        rows.indices.push_back(j);
-      }
-    };
-    for (int64_t row = begin; row < end; ++row) {
-      const int32_t i = static_cast<int32_t>(row);
-      const size_t before = rows.indices.size();
-      if (state[i] == kCoarse) {
-        for (int64_t e = s.indptr[i]; e < s.indptr[i + 1]; ++e) {
-          const int32_t k = s.indices[e];
-          add(i, k);
-          if (state[k] != kFine) continue;
-          for (int64_t f = s.indptr[k]; f < s.indptr[k + 1]; ++f) {
-            add(i, s.indices[f]);
+  const std::vector<Rows> parts =
+      BlockParts<Rows>(s.n, [&](int64_t begin, int64_t end, Rows& rows) {
+        std::vector<int32_t> seen(s.n, -1);
+        const auto add = [&](int32_t i, int32_t j) {
+          if (j != i && state[j] == kCoarse && seen[j] != i) {
+            seen[j] = i;
+            rows.indices.push_back(j);
           }
+        };
+        for (int64_t row = begin; row < end; ++row) {
+          const int32_t i = static_cast<int32_t>(row);
+          const size_t before = rows.indices.size();
+          if (state[i] == kCoarse) {
+            for (int64_t e = s.indptr[i]; e < s.indptr[i + 1]; ++e) {
+              const int32_t k = s.indices[e];
+              add(i, k);
+              if (state[k] != kFine) continue;
+              for (int64_t f = s.indptr[k]; f < s.indptr[k + 1]; ++f) {
+                add(i, s.indices[f]);
+              }
+            }
+          }
+          rows.lengths.push_back(static_cast<int32_t>(rows.indices.size() - before));
         }
-      }
-      rows.lengths.push_back(static_cast<int32_t>(rows.indices.size() - before));
-    }
-  });
-  if (!done) throw std::bad_alloc();  // the one exception a block can raise
+      });
   std::vector<int64_t> indptr(static_cast<size_t>(s.n) + 1, 0);
   std::vector<int32_t> indices;
   int32_t i = 0;
@@ -539,20 +550,6 @@ struct MultipassPlan {
       triple_sources, triple_destinations;
   std::vector<uint8_t> interpolatory;
 };
-
-// Runs body(begin, end, part) on blocks of [0, count) over the cores, each
-// block filling a Part of its own; returns the parts in the blocks' order.
-template <typename Part, typename Body>
-std::vector<Part> BlockParts(int64_t count, Body body) {
-  const int64_t blocks = BlocksFor(count, kMinRowsPerThread);
-  std::vector<Part> parts(blocks);
-  if (!ForNumberedBlocks(count, blocks, [&](int64_t b, int64_t begin, int64_t end) {
-        body(begin, end, parts[b]);
-      })) {
-    throw std::bad_alloc();  // the one exception the bodies raise
-  }
-  return parts;
-}
 
 // Each pass in three steps over the cores, by blocks of rows: which points
 // join it, their rows of P (from the earlier passes' rows), their triples.
