@@ -445,6 +445,10 @@ def print_table(rows: list[Row]) -> None:
               f"{_size(row.peak):>10}  {row.note}")
 
 
+def _verdict(ratio: float, target: float) -> str:
+    return "met" if ratio <= target else "missed"
+
+
 def print_ratios(rows: list[Row]) -> None:
     by_label = {row.label: row for row in rows}
     print("\nratios (issue 4's targets):")
@@ -457,8 +461,7 @@ def print_ratios(rows: list[Row]) -> None:
                   f" time for {missing}")
             continue
         ratio = numerator / denominator
-        verdict = "met" if ratio <= target else "missed"
-        print(f"  {what:32} {ratio:8.3f}   target <= {target:.3g}: {verdict}")
+        print(f"  {what:32} {ratio:8.3f}   target <= {target:.3g}: {_verdict(ratio, target)}")
 
 
 def print_memory(problem: Problem, rows: list[Row], config: dict[str, Any]) -> None:
@@ -475,7 +478,7 @@ def print_memory(problem: Problem, rows: list[Row], config: dict[str, Any]) -> N
     if ours.kept is not None:
         multiple = ours.kept / problem.matrix_bytes
         print(f"jaxsolve keeps on the device: {_size(ours.kept)} = {multiple:.2f} x the "
-              f"matrix (target <= {MEMORY_TARGET} x: {'met' if multiple <= MEMORY_TARGET else 'missed'};"
+              f"matrix (target <= {MEMORY_TARGET} x: {_verdict(multiple, MEMORY_TARGET)};"
               f" bytes in use once its row's solutions are dropped, {_size(ours.memory)} with"
               " them)")
     if hasattr(jsp, "describe"):
