@@ -347,8 +347,10 @@ def _host_galerkin(level: LevelStructure, a_values: np.ndarray,
     numeric setup on the CPU computes.
     """
     a_p = _native.csr_product_host(a_values, level.a, p_values, level.p, level.a_p.c)
-    return _native.csr_product_host(np.conj(p_values[level.r_from_p]), level.r, a_p,
-                                    level.a_p.c, level.galerkin.c)
+    r_values = p_values[level.r_from_p]
+    if np.iscomplexobj(r_values):
+        np.conjugate(r_values, out=r_values)
+    return _native.csr_product_host(r_values, level.r, a_p, level.a_p.c, level.galerkin.c)
 
 
 def _aggregation_levels(pattern: CsrStructure, values: np.ndarray | None, columns: int,

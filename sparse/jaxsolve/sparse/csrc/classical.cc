@@ -58,6 +58,7 @@
 #include <utility>
 #include <vector>
 
+#include "csr_transpose.h"
 #include "export.h"
 #include "host_dtypes.h"
 #include "interpolation_weights.h"
@@ -80,6 +81,7 @@ using ::jaxsolve::sparse::Negated;
 using ::jaxsolve::sparse::RealPart;
 using ::jaxsolve::sparse::Scalar;
 using ::jaxsolve::sparse::ToSum;
+using ::jaxsolve::sparse::TransposePattern;
 using ::jaxsolve::sparse::TruncatedRow;
 using ::jaxsolve::sparse::ForNumberedBlocks;
 using ::jaxsolve::sparse::ForRowBlocks;
@@ -167,17 +169,13 @@ struct Graph {
   std::vector<int32_t> indices, t_indices;
 
   Graph(int32_t n_, std::vector<int64_t> indptr_, std::vector<int32_t> indices_)
-      : n(n_), indptr(std::move(indptr_)), indices(std::move(indices_)) {
-    t_indptr.assign(static_cast<size_t>(n) + 1, 0);
-    for (int32_t j : indices) ++t_indptr[j + 1];
-    for (int32_t i = 0; i < n; ++i) t_indptr[i + 1] += t_indptr[i];
-    t_indices.resize(indices.size());
-    std::vector<int64_t> next(t_indptr.begin(), t_indptr.end() - 1);
-    for (int32_t i = 0; i < n; ++i) {
-      for (int64_t e = indptr[i]; e < indptr[i + 1]; ++e) {
-        t_indices[next[indices[e]]++] = i;
-      }
-    }
+      : n(n_),
+        indptr(std::move(indptr_)),
+        t_indptr(static_cast<size_t>(n) + 1),
+        indices(std::move(indices_)),
+        t_indices(indices.size()) {
+    TransposePattern<int64_t>(n, n, indptr.data(), indices.data(), t_indptr.data(),
+                              t_indices.data(), nullptr);
   }
   bool Coupled(int32_t i) const {
     return indptr[i + 1] > indptr[i] || t_indptr[i + 1] > t_indptr[i];
@@ -340,49 +338,80 @@ std::vector<Part> BlockParts(int64_t count, Body body) {
   return parts;
 }
 
+// A graph's rows found by blocks (BlockParts): each block's row lengths and
+// their columns, one row after the other.
+struct GraphRows {
+  std::vector<int32_t> lengths, indices;
+};
+
+// The graph of n rows whose rows are the parts' rows, in order; the parts are
+// copied into place over the cores.
+Graph JoinedGraph(int32_t n, const std::vector<GraphRows>& parts) {
+  std::vector<int64_t> first_row(parts.size() + 1, 0), first_entry(parts.size() + 1, 0);
+  for (size_t p = 0; p < parts.size(); ++p) {
+    first_row[p + 1] = first_row[p] + static_cast<int64_t>(parts[p].lengths.size());
+    first_entry[p + 1] = first_entry[p] + static_cast<int64_t>(parts[p].indices.size());
+  }
+  std::vector<int64_t> indptr(static_cast<size_t>(n) + 1, 0);
+  std::vector<int32_t> indices(first_entry.back());
+  ForNumberedBlocks(static_cast<int64_t>(parts.size()), static_cast<int64_t>(parts.size()),
+                    [&](int64_t p, int64_t, int64_t) {  // nothing here throws
+                      int64_t at = first_entry[p];
+                      for (size_t r = 0; r < parts[p].lengths.size(); ++r) {
+                        at += parts[p].lengths[r];
+                        indptr[first_row[p] + static_cast<int64_t>(r) + 1] = at;
+                      }
+                      std::copy(parts[p].indices.begin(), parts[p].indices.end(),
+                                indices.begin() + first_entry[p]);
+                    });
+  return Graph(n, std::move(indptr), std::move(indices));
+}
+
+// S: row i lists the j != i of its strong entries (strong[e] != 0).
+Graph StrengthGraph(int32_t n, const int32_t* indptr, const int32_t* indices,
+                    const uint8_t* strong) {
+  return JoinedGraph(n, BlockParts<GraphRows>(n, [&](int64_t begin, int64_t end,
+                                                     GraphRows& rows) {
+    rows.indices.reserve(indptr[end] - indptr[begin]);
+    for (int64_t i = begin; i < end; ++i) {
+      const size_t before = rows.indices.size();
+      for (int32_t e = indptr[i]; e < indptr[i + 1]; ++e) {
+        if (strong[e] && indices[e] != i) rows.indices.push_back(indices[e]);
+      }
+      rows.lengths.push_back(static_cast<int32_t>(rows.indices.size() - before));
+    }
+  }));
+}
+
 // S2 of the C points of `state`: i depends on j (both C, j != i) when j is in
 // S_i, or in S_k for an F point k in S_i; each row in the order its points
-// are first met. Rows are found by blocks over the cores, then joined.
+// are first met.
 Graph DistanceTwo(const Graph& s, const int32_t* state) {
-  struct Rows {
-    std::vector<int32_t> lengths, indices;
-  };
-  const std::vector<Rows> parts =
-      BlockParts<Rows>(s.n, [&](int64_t begin, int64_t end, Rows& rows) {
-        std::vector<int32_t> seen(s.n, -1);
-        const auto add = [&](int32_t i, int32_t j) {
-          if (j != i && state[j] == kCoarse && seen[j] != i) {
-            seen[j] = i;
-            rows.indices.push_back(j);
+  return JoinedGraph(s.n, BlockParts<GraphRows>(s.n, [&](int64_t begin, int64_t end,
+                                                         GraphRows& rows) {
+    std::vector<int32_t> seen(s.n, -1);
+    const auto add = [&](int32_t i, int32_t j) {
+      if (j != i && state[j] == kCoarse && seen[j] != i) {
+        seen[j] = i;
+        rows.indices.push_back(j);
+      }
+    };
+    for (int64_t row = begin; row < end; ++row) {
+      const int32_t i = static_cast<int32_t>(row);
+      const size_t before = rows.indices.size();
+      if (state[i] == kCoarse) {
+        for (int64_t e = s.indptr[i]; e < s.indptr[i + 1]; ++e) {
+          const int32_t k = s.indices[e];
+          add(i, k);
+          if (state[k] != kFine) continue;
+          for (int64_t f = s.indptr[k]; f < s.indptr[k + 1]; ++f) {
+            add(i, s.indices[f]);
           }
-        };
-        for (int64_t row = begin; row < end; ++row) {
-          const int32_t i = static_cast<int32_t>(row);
-          const size_t before = rows.indices.size();
-          if (state[i] == kCoarse) {
-            for (int64_t e = s.indptr[i]; e < s.indptr[i + 1]; ++e) {
-              const int32_t k = s.indices[e];
-              add(i, k);
-              if (state[k] != kFine) continue;
-              for (int64_t f = s.indptr[k]; f < s.indptr[k + 1]; ++f) {
-                add(i, s.indices[f]);
-              }
-            }
-          }
-          rows.lengths.push_back(static_cast<int32_t>(rows.indices.size() - before));
         }
-      });
-  std::vector<int64_t> indptr(static_cast<size_t>(s.n) + 1, 0);
-  std::vector<int32_t> indices;
-  int32_t i = 0;
-  for (const Rows& rows : parts) {
-    for (int32_t length : rows.lengths) {
-      indptr[i + 1] = indptr[i] + length;
-      ++i;
+      }
+      rows.lengths.push_back(static_cast<int32_t>(rows.indices.size() - before));
     }
-    indices.insert(indices.end(), rows.indices.begin(), rows.indices.end());
-  }
-  return Graph(s.n, std::move(indptr), std::move(indices));
+  }));
 }
 
 // ---------------------------------------------------------------------------
@@ -778,16 +807,7 @@ JAXSOLVE_SPARSE_EXPORT int32_t JaxsolveSparseClassicalSplitting(
     int32_t n, const int32_t* indptr, const int32_t* indices, const uint8_t* strong,
     int32_t method, int32_t aggressive, int32_t* coarse) {
   try {
-    std::vector<int64_t> s_indptr(static_cast<size_t>(n) + 1, 0);
-    std::vector<int32_t> s_indices;
-    s_indices.reserve(indptr[n]);
-    for (int32_t i = 0; i < n; ++i) {
-      for (int32_t e = indptr[i]; e < indptr[i + 1]; ++e) {
-        if (strong[e] && indices[e] != i) s_indices.push_back(indices[e]);
-      }
-      s_indptr[i + 1] = static_cast<int64_t>(s_indices.size());
-    }
-    const Graph s(n, std::move(s_indptr), std::move(s_indices));
+    const Graph s = StrengthGraph(n, indptr, indices, strong);
     for (int32_t i = 0; i < n; ++i) coarse[i] = s.Coupled(i) ? kUndecided : kFine;
     Split(s, method, coarse);
     if (aggressive) {
