@@ -294,7 +294,7 @@ class TestHostSetup:
             native = _classical.host_values(interpolation, level.a, values)
             numpy = _classical.interpolation_values(
                 np, _classical.host_arrays(interpolation), interpolation.full.nnz, values,
-                level.a.row_ids, values[level.diagonal])
+                level.a.row_ids, level.a.indices, values[level.diagonal])
             assert native.dtype == dtype
             np.testing.assert_array_equal(native, numpy)
             values = _hierarchy._host_galerkin(level, values, native)
@@ -331,7 +331,7 @@ class TestHostSetup:
 
         def formula(v):
             return _classical.interpolation_values(jnp, arrays, structure.full.nnz, v,
-                                                   jnp.asarray(pattern.row_ids),
+                                                   jnp.asarray(pattern.row_ids), indices,
                                                    v[pattern.diagonal_positions()])
 
         v = jnp.asarray(values)
@@ -408,7 +408,7 @@ class TestAggressive:
         arrays = _classical.device_arrays(structure)
         jitted = jax.jit(lambda v: _classical.interpolation_values(
             jnp, arrays, structure.full.nnz, v, jnp.asarray(pattern.row_ids),
-            v[pattern.diagonal_positions()]))(jnp.asarray(values))
+            jnp.asarray(pattern.indices), v[pattern.diagonal_positions()]))(jnp.asarray(values))
         np.testing.assert_allclose(jitted, structure.values, rtol=1e-12, atol=1e-15)
 
     @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex128])
@@ -425,7 +425,7 @@ class TestAggressive:
                                           structure.plan, structure.coarse)
         numpy = _classical.interpolation_values(
             np, _classical.host_arrays(structure), structure.full.nnz, values,
-            pattern.row_ids, values[pattern.diagonal_positions()])
+            pattern.row_ids, pattern.indices, values[pattern.diagonal_positions()])
         assert native.dtype == dtype and len(structure.plan.pass_counts) >= 2
         if np.iscomplexobj(values):  # NumPy vectorizes complex products differently
             np.testing.assert_allclose(native, numpy, rtol=1e-13, atol=1e-15)
@@ -457,6 +457,31 @@ class TestAggressive:
             with pytest.raises(ValueError, match="does not fit"):
                 _native.multipass_values(pattern.indptr, pattern.indices, values,
                                          plan._replace(pass_counts=counts), structure.coarse)
+
+    def test_device_arrays_rebuild_the_sources_and_kept_positions(self):
+        pattern, values = host(PROBLEMS["poisson3d"]())
+        structure = _classical.level_structure(pattern, values, amg_config(), aggressive=True)
+        assert structure.full.nnz / 2 < structure.keep.shape[0] < structure.full.nnz
+        arrays = _classical.host_arrays(structure)
+        plan = structure.plan
+        np.testing.assert_array_equal(
+            np.unpackbits(arrays.interpolatory_bits, count=pattern.nnz, bitorder="little"),
+            plan.interpolatory)
+        for xp in (np, jnp):
+            sources = [_classical._multipass_sources(xp, xp.asarray(entries),
+                                                     xp.asarray(pattern.indices),
+                                                     xp.asarray(arrays.full_indptr))
+                       for entries, _ in arrays.passes]
+            np.testing.assert_array_equal(np.concatenate(sources), plan.triple_sources)
+            np.testing.assert_array_equal(
+                _classical._kept_positions(xp, xp.asarray(arrays.dropped), structure.full.nnz),
+                structure.keep)
+        # What the device keeps instead: the dropped positions, a bit an entry; and the
+        # kept positions where truncation drops most.
+        assert arrays.keep is None and arrays.interpolatory_bits.nbytes * 8 < pattern.nnz + 8
+        heavy = dataclasses.replace(structure, keep=structure.keep[:structure.full.nnz // 3])
+        np.testing.assert_array_equal(_classical.host_arrays(heavy).keep, heavy.keep)
+        assert _classical.host_arrays(heavy).dropped is None
 
     def test_first_coarse_level_is_much_smaller(self):
         A = matrices.poisson3d_matrix(12)

@@ -126,15 +126,27 @@ class InterpolationArrays(NamedTuple):
 class MultipassArrays(NamedTuple):
     """The index arrays of multipass weights that :func:`interpolation_values` reads.
 
-    ``unit_positions`` holds the C points' entries of ``P``; ``passes`` the triples ``(a
-    entries, P sources, P destinations)`` of each pass (see :class:`._native.MultipassPattern`).
+    Kept lean for the device (a 128³ Poisson's finest level holds 52 MiB less than the
+    host's :class:`._native.MultipassPattern`):
+
+    - ``interpolatory_bits``: the pattern's ``interpolatory`` mask, eight entries a byte
+      (``np.packbits``, little bit order).
+    - ``unit_positions``: the C points' entries of ``P``.
+    - ``passes``: each pass's triples as ``(a entries, P destinations)``. Their ``P``
+      sources are not stored: the triples of an entry ``a_ik`` run over row ``k`` of ``P``
+      in order, so the source of a triple is ``full_indptr[k]`` plus its place in the run.
+    - ``keep`` or ``dropped``: the positions of ``P``'s full pattern that truncation keeps,
+      or those it drops, whichever are fewer (both ``None``: it keeps every weight), each
+      increasing. Aggressive levels' truncation drops few (0.4 % at 128³), so ``dropped``
+      is what they usually hold.
     """
 
     full_indptr: jax.Array
-    interpolatory: jax.Array
+    interpolatory_bits: jax.Array
     unit_positions: jax.Array
-    passes: tuple[tuple[jax.Array, jax.Array, jax.Array], ...]
+    passes: tuple[tuple[jax.Array, jax.Array], ...]
     keep: jax.Array | None
+    dropped: jax.Array | None
 
 
 def level_structure(pattern: CsrStructure, values: np.ndarray, config: AMGConfig, *,
@@ -182,13 +194,20 @@ def host_arrays(structure: InterpolationStructure,
     plan, keep = structure.plan, structure.keep if truncated else None
     if isinstance(plan, _native.MultipassPattern):
         bounds = np.concatenate([[0], np.cumsum(plan.pass_counts)])
+        dropped = None
+        if keep is not None and 2 * keep.shape[0] > structure.full.nnz:
+            kept = np.zeros(structure.full.nnz, bool)
+            kept[keep] = True
+            keep, dropped = None, np.flatnonzero(~kept).astype(np.int32)
+            if dropped.size == 0:  # truncation kept them all
+                dropped = None
         return MultipassArrays(
-            full_indptr=structure.full.indptr, interpolatory=plan.interpolatory,
+            full_indptr=structure.full.indptr,
+            interpolatory_bits=np.packbits(plan.interpolatory, bitorder="little"),
             unit_positions=structure.full.indptr[:-1][structure.coarse],
-            passes=tuple((plan.triple_entries[begin:end], plan.triple_sources[begin:end],
-                          plan.triple_destinations[begin:end])
+            passes=tuple((plan.triple_entries[begin:end], plan.triple_destinations[begin:end])
                          for begin, end in zip(bounds[:-1], bounds[1:], strict=True)),
-            keep=keep)
+            keep=keep, dropped=dropped)
     return InterpolationArrays(
         coarse=structure.coarse, full_indptr=structure.full.indptr,
         a_destination=plan.a_destination, pair_positions=plan.pair_positions,
@@ -222,7 +241,7 @@ def host_values(structure: InterpolationStructure, pattern: CsrStructure, values
 
 
 def interpolation_values(xp: Any, arrays: InterpolationArrays | MultipassArrays, full_nnz: int,
-                         a_values: Any, a_rows: Any, diagonal: Any) -> Any:
+                         a_values: Any, a_rows: Any, a_columns: Any, diagonal: Any) -> Any:
     """The values of ``P`` on its pattern for ``A``'s values.
 
     One formula for both sides of the setup: with ``xp = jax.numpy`` under jit (gathers
@@ -233,14 +252,19 @@ def interpolation_values(xp: Any, arrays: InterpolationArrays | MultipassArrays,
       xp: the array namespace, ``numpy`` or ``jax.numpy``.
       arrays: the level's :class:`InterpolationArrays` or :class:`MultipassArrays`.
       full_nnz: the number of untruncated weights.
-      a_values: ``(nnz(A),)`` ``A``'s values; ``a_rows`` the row of each.
+      a_values: ``(nnz(A),)`` ``A``'s values; ``a_rows`` and ``a_columns`` the row and
+        column of each.
       diagonal: ``(n,)`` ``A``'s diagonal.
     """
     if isinstance(arrays, MultipassArrays):
-        weights = _multipass_weights(xp, arrays, full_nnz, a_values, a_rows, diagonal)
+        weights = _multipass_weights(xp, arrays, full_nnz, a_values, a_rows, a_columns,
+                                     diagonal)
     else:
         weights = _weights(xp, arrays, full_nnz, a_values, a_rows, diagonal)
-    return _truncated(xp, weights, arrays.full_indptr, arrays.keep)
+    keep = arrays.keep
+    if isinstance(arrays, MultipassArrays) and arrays.dropped is not None:
+        keep = _kept_positions(xp, arrays.dropped, full_nnz)
+    return _truncated(xp, weights, arrays.full_indptr, keep)
 
 
 def device_values(arrays: InterpolationArrays | MultipassArrays, full_nnz: int,
@@ -254,7 +278,8 @@ def device_values(arrays: InterpolationArrays | MultipassArrays, full_nnz: int,
     ``p_indptr``: the row pointers of ``P``'s (truncated) pattern.
     """
     if isinstance(arrays, MultipassArrays):
-        return interpolation_values(jnp, arrays, full_nnz, a.values, a.row_ids, diagonal)
+        return interpolation_values(jnp, arrays, full_nnz, a.values, a.row_ids, a.indices,
+                                    diagonal)
     return _native_weights(full_nnz, arrays, a.values, a.indices, a.indptr, diagonal,
                            p_indptr)
 
@@ -271,7 +296,7 @@ def _native_weights(full_nnz, arrays, values, indices, indptr, diagonal, p_indpt
     def formula(arrays, values, indices, indptr, diagonal, p_indptr):
         del p_indptr  # the formula's truncation finds the rows from full_indptr
         rows = CsrArrays(values, indices, indptr).row_ids
-        return interpolation_values(jnp, arrays, full_nnz, values, rows, diagonal)
+        return interpolation_values(jnp, arrays, full_nnz, values, rows, indices, diagonal)
 
     return jax.lax.platform_dependent(arrays, values, indices, indptr, diagonal, p_indptr,
                                       cpu=native, cuda=native, default=formula)
@@ -284,7 +309,7 @@ def _native_weights_jvp(full_nnz, primals, tangents):
     # Differentiable as the formula is: its derivative, formed in XLA, JAX transposes.
     _, d_weights = jax.jvp(
         lambda values, diagonal: interpolation_values(jnp, arrays, full_nnz, values, rows,
-                                                      diagonal),
+                                                      indices, diagonal),
         (values, diagonal), (tangents[1], tangents[4]))
     return _native_weights(full_nnz, *primals), d_weights
 
@@ -330,7 +355,7 @@ def _weights(xp: Any, arrays: InterpolationArrays, full_nnz: int, a_values: Any,
 
 
 def _multipass_weights(xp: Any, arrays: MultipassArrays, full_nnz: int, a_values: Any,
-                       a_rows: Any, diagonal: Any) -> Any:
+                       a_rows: Any, a_columns: Any, diagonal: Any) -> Any:
     """The untruncated multipass weights: ``P_i = Σ_{k∈P_i} c_ik P_k``, pass by pass.
 
     ``c_ik = -α_i a_ik / ã_ii`` with Stüben's direct-interpolation scaling, couplings of
@@ -341,7 +366,9 @@ def _multipass_weights(xp: Any, arrays: MultipassArrays, full_nnz: int, a_values
     """
     n = diagonal.shape[0]
     opposite = xp.real(a_values * xp.conj(diagonal)[a_rows]) < 0
-    interpolatory = xp.where(arrays.interpolatory, a_values, 0)
+    marked = xp.unpackbits(arrays.interpolatory_bits, count=a_values.shape[0],
+                           bitorder="little").astype(bool)
+    interpolatory = xp.where(marked, a_values, 0)
     # Per row and sign: the sum over j ≠ i, and over P_i (the diagonal has its own sign).
     negative_all = _segment_sum(xp, xp.where(opposite, a_values, 0), a_rows, n)
     positive_all = _segment_sum(xp, xp.where(opposite, 0, a_values), a_rows, n) - diagonal
@@ -359,10 +386,44 @@ def _multipass_weights(xp: Any, arrays: MultipassArrays, full_nnz: int, a_values
     coefficients = interpolatory * scale
     ones = xp.ones(arrays.unit_positions.shape[0], a_values.dtype)
     weights = _segment_sum(xp, ones, arrays.unit_positions, full_nnz)
-    for entries, sources, destinations in arrays.passes:  # each pass reads earlier ones
+    for entries, destinations in arrays.passes:  # each pass reads earlier ones
+        sources = _multipass_sources(xp, entries, a_columns, arrays.full_indptr)
         weights = weights + _segment_sum(xp, coefficients[entries] * weights[sources],
                                          destinations, full_nnz)
     return weights
+
+
+def _multipass_sources(xp: Any, entries: Any, a_columns: Any, full_indptr: Any) -> Any:
+    """The ``P`` sources of a pass's triples: those of entry ``a_ik`` run over row ``k``.
+
+    A triple's source is ``full_indptr[k]`` plus its place in its entry's run (an entry's
+    triples are consecutive, and the entries of a pass increase).
+    """
+    index = xp.arange(entries.shape[0], dtype=np.int32)
+    starts = xp.concatenate([xp.ones(min(entries.shape[0], 1), bool),
+                             entries[1:] != entries[:-1]])
+    if xp is np:
+        run_start = np.maximum.accumulate(np.where(starts, index, 0)) if index.size else index
+    else:
+        run_start = jax.lax.cummax(jnp.where(starts, index, 0))
+    return full_indptr[a_columns[entries]] + index - run_start
+
+
+def _kept_positions(xp: Any, dropped: Any, full_nnz: int) -> Any:
+    """The increasing positions of ``[0, full_nnz)`` not in ``dropped`` (increasing).
+
+    The ``k``-th kept position is ``k`` plus the dropped ones before it: those ``d_j``
+    with ``d_j - j ≤ k`` (``d_j - j`` counts the kept positions before ``d_j``), a running
+    count over one pass.
+    """
+    kept = full_nnz - dropped.shape[0]
+    kept_before = dropped - xp.arange(dropped.shape[0], dtype=np.int32)
+    if xp is np:
+        counts = np.bincount(kept_before, minlength=kept + 1)
+    else:
+        counts = jnp.zeros(kept + 1, np.int32).at[kept_before].add(1)
+    return (xp.arange(kept, dtype=np.int32)
+            + xp.cumsum(counts[:kept], dtype=np.int32)).astype(np.int32)
 
 
 def _repeat(xp: Any, counts: Any, total: int) -> Any:

@@ -342,10 +342,11 @@ class AMGConfig:
 
     On large 3D problems ``selector="HMIS"`` with ``aggressive_levels=1`` is
     the lean classical configuration: on the 128³ Poisson matrix (f64, PCG to
-    1e-8, one H200) it takes 14 iterations and 8.9 ms, and the solver keeps
-    4.0 times the matrix's bytes on the device, where the default (PMIS, D2)
-    takes 16 iterations and 14.4 ms and keeps 9.3 times (operator complexity
-    1.7 against 3.3). Both first setups take 2 to 3 s of host work.
+    1e-8, one H200) it takes 14 iterations and 8.9 ms, and the arrays the
+    solver keeps come to 3.4 times the matrix's bytes (`describe`), where the
+    default (PMIS, D2) takes 16 iterations and 14.4 ms and keeps 8.5 times
+    (operator complexity 1.7 against 3.3). Both first setups take 2 to 3 s of
+    host work.
 
     **Aggregation AMG** (``algorithm="AGGREGATION"``) matches strongly coupled
     unknowns into aggregates of about 2, 4 or 8 (``SIZE_2``, ``SIZE_4``,
