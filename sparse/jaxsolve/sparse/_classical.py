@@ -179,9 +179,12 @@ def level_structure(pattern: CsrStructure, values: np.ndarray, config: AMGConfig
         return dataclasses.replace(structure, values=weights)
     kept = _native.truncation(full.indptr, weights, factor, most)
     keep = np.flatnonzero(kept).astype(np.int32)
-    # Rows' kept counts, from where the row pointers fall among the kept positions
-    # (NumPy's cumsum of bools, into int64, took 0.13 s at 128³).
-    indptr = np.searchsorted(keep, full.indptr).astype(np.int32)
+    # The kept row pointers: how many kept positions precede each row's first (a running
+    # count in int32: at 128³ 18 ms, where searching the row pointers among the kept
+    # positions took 62 ms).
+    kept_before = np.zeros(full.nnz + 1, np.int32)
+    np.cumsum(kept, dtype=np.int32, out=kept_before[1:])
+    indptr = kept_before[full.indptr]
     return dataclasses.replace(structure, keep=keep,
                                p=CsrStructure(indptr, full.indices[keep], full.n_cols),
                                values=_native.truncated_values(full.indptr, weights, keep,
