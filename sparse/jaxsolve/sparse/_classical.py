@@ -259,14 +259,14 @@ def interpolation_values(xp: Any, arrays: InterpolationArrays | MultipassArrays,
         column of each.
       diagonal: ``(n,)`` ``A``'s diagonal.
     """
+    keep = arrays.keep
     if isinstance(arrays, MultipassArrays):
         weights = _multipass_weights(xp, arrays, full_nnz, a_values, a_rows, a_columns,
                                      diagonal)
+        if arrays.dropped is not None:
+            keep = _kept_positions(xp, arrays.dropped, full_nnz)
     else:
         weights = _weights(xp, arrays, full_nnz, a_values, a_rows, diagonal)
-    keep = arrays.keep
-    if isinstance(arrays, MultipassArrays) and arrays.dropped is not None:
-        keep = _kept_positions(xp, arrays.dropped, full_nnz)
     return _truncated(xp, weights, arrays.full_indptr, keep)
 
 
@@ -405,10 +405,11 @@ def _multipass_sources(xp: Any, entries: Any, a_columns: Any, full_indptr: Any) 
     index = xp.arange(entries.shape[0], dtype=np.int32)
     starts = xp.concatenate([xp.ones(min(entries.shape[0], 1), bool),
                              entries[1:] != entries[:-1]])
+    run_start = xp.where(starts, index, 0)
     if xp is np:
-        run_start = np.maximum.accumulate(np.where(starts, index, 0)) if index.size else index
+        run_start = np.maximum.accumulate(run_start)
     else:
-        run_start = jax.lax.cummax(jnp.where(starts, index, 0))
+        run_start = jax.lax.cummax(run_start)
     return full_indptr[a_columns[entries]] + index - run_start
 
 

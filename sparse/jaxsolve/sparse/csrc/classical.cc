@@ -338,8 +338,8 @@ std::vector<Part> BlockParts(int64_t count, Body body) {
   return parts;
 }
 
-// A graph's rows found by blocks (BlockParts): each block's row lengths and
-// their columns, one row after the other.
+// Rows of a graph or of P found by blocks (BlockParts): each block's row
+// lengths and their columns, one row after the other.
 struct GraphRows {
   std::vector<int32_t> lengths, indices;
 };
@@ -616,11 +616,8 @@ void BuildMultipass(int32_t n, const int32_t* indptr, const int32_t* indices,
     }
     if (next.empty()) break;
     for (int32_t i : next) pass[i] = m;
-    struct Rows {
-      std::vector<int32_t> columns, lengths;
-    };
-    const std::vector<Rows> rows = BlockParts<Rows>(
-        static_cast<int64_t>(next.size()), [&](int64_t begin, int64_t end, Rows& out) {
+    const std::vector<GraphRows> rows = BlockParts<GraphRows>(
+        static_cast<int64_t>(next.size()), [&](int64_t begin, int64_t end, GraphRows& out) {
           std::vector<int32_t> row;
           for (int64_t r = begin; r < end; ++r) {
             const int32_t i = next[r];
@@ -634,19 +631,19 @@ void BuildMultipass(int32_t n, const int32_t* indptr, const int32_t* indices,
             }
             std::sort(row.begin(), row.end());
             row.erase(std::unique(row.begin(), row.end()), row.end());
-            out.columns.insert(out.columns.end(), row.begin(), row.end());
+            out.indices.insert(out.indices.end(), row.begin(), row.end());
             out.lengths.push_back(static_cast<int32_t>(row.size()));
           }
         });
     auto i = next.begin();
-    for (const Rows& part : rows) {
+    for (const GraphRows& part : rows) {
       int64_t start = static_cast<int64_t>(columns.size());
       for (int32_t length : part.lengths) {
         row_start[*i] = start;
         row_length[*i++] = length;
         start += length;
       }
-      columns.insert(columns.end(), part.columns.begin(), part.columns.end());
+      columns.insert(columns.end(), part.indices.begin(), part.indices.end());
     }
     passes.push_back(std::move(next));
   }

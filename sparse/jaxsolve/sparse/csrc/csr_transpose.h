@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <memory>
+#include <new>
 
 #include "row_blocks.h"
 
@@ -33,27 +34,30 @@ void TransposePattern(int32_t n_rows, int32_t n_cols, const Offset* indptr,
                std::max<int64_t>(1, nnz / (2 * static_cast<int64_t>(n_cols) + 1)));
   // place[b * n_cols + c]: where block b's next entry of column c goes.
   std::unique_ptr<Offset[]> place(new Offset[blocks * n_cols]);
-  bool done = ForNumberedBlocks(n_rows, blocks, [&](int64_t b, int64_t begin, int64_t end) {
+  const auto check = [](bool done) {
+    if (!done) throw std::bad_alloc();  // the one exception the blocks raise
+  };
+  check(ForNumberedBlocks(n_rows, blocks, [&](int64_t b, int64_t begin, int64_t end) {
     Offset* count = place.get() + b * n_cols;
     std::fill_n(count, n_cols, 0);
     for (Offset e = indptr[begin]; e < indptr[end]; ++e) ++count[indices[e]];
-  });
+  }));
   // Column c's entries: block 0's, then block 1's, ...; over the columns.
-  done = done && ForRowBlocks(n_cols, BlocksFor(n_cols * blocks, kMinEntriesPerThread),
-                              [&](int64_t begin, int64_t end) {
-                                for (int64_t c = begin; c < end; ++c) {
-                                  Offset total = 0;
-                                  for (int64_t b = 0; b < blocks; ++b) {
-                                    const Offset count = place[b * n_cols + c];
-                                    place[b * n_cols + c] = total;
-                                    total += count;
-                                  }
-                                  t_indptr[c + 1] = total;
-                                }
-                              });
+  check(ForRowBlocks(n_cols, BlocksFor(n_cols * blocks, kMinEntriesPerThread),
+                     [&](int64_t begin, int64_t end) {
+                       for (int64_t c = begin; c < end; ++c) {
+                         Offset total = 0;
+                         for (int64_t b = 0; b < blocks; ++b) {
+                           const Offset count = place[b * n_cols + c];
+                           place[b * n_cols + c] = total;
+                           total += count;
+                         }
+                         t_indptr[c + 1] = total;
+                       }
+                     }));
   t_indptr[0] = 0;
   for (int32_t c = 0; c < n_cols; ++c) t_indptr[c + 1] += t_indptr[c];
-  done = done && ForNumberedBlocks(n_rows, blocks, [&](int64_t b, int64_t begin, int64_t end) {
+  check(ForNumberedBlocks(n_rows, blocks, [&](int64_t b, int64_t begin, int64_t end) {
     Offset* next = place.get() + b * n_cols;
     for (int32_t i = static_cast<int32_t>(begin); i < end; ++i) {
       for (Offset e = indptr[i]; e < indptr[i + 1]; ++e) {
@@ -63,8 +67,7 @@ void TransposePattern(int32_t n_rows, int32_t n_cols, const Offset* indptr,
         if (from != nullptr) from[at] = e;
       }
     }
-  });
-  if (!done) throw std::bad_alloc();  // the one exception the blocks raise
+  }));
 }
 
 }  // namespace jaxsolve::sparse
