@@ -1,4 +1,4 @@
-"""Tests for classical AMG: strength, PMIS/HMIS splittings, D1/D2 interpolation, solves."""
+"""Tests for classical AMG: strength, PMIS/PMISC/HMIS splittings, D1/D2 interpolation, solves."""
 
 import dataclasses
 
@@ -61,14 +61,16 @@ PROBLEMS = {  # PyAMG's gallery
 
 
 class TestSplitting:
+    @pytest.mark.parametrize("selector", ["PMIS", "PMISC"])
     @pytest.mark.parametrize("problem", sorted(PROBLEMS))
-    def test_pmis_c_points_are_independent_and_cover_the_f_points(self, problem):
+    def test_pmis_c_points_are_independent_and_cover_the_f_points(self, problem, selector):
         pattern, values = host(PROBLEMS[problem]())
-        strong = _classical.strong_couplings(pattern, values, amg_config())
+        config = amg_config(selector=selector)
+        strong = _classical.strong_couplings(pattern, values, config)
         graph = scipy_of(pattern, strong.astype(float))
         graph.eliminate_zeros()
         coupled = (graph + graph.T).tocsr()  # G = S ∪ Sᵀ
-        coarse = _classical.level_structure(pattern, values, amg_config()).coarse
+        coarse = _classical.level_structure(pattern, values, config).coarse
         assert 0 < coarse.sum() < pattern.n_rows
         # No strong coupling, in either direction, between two C points.
         assert coupled[coarse][:, coarse].nnz == 0
@@ -77,27 +79,38 @@ class TestSplitting:
         to_coarse = np.asarray(coupled[:, coarse].sum(axis=1)).ravel() > 0
         assert np.all(to_coarse[~coarse & has_coupling])
 
+    @pytest.mark.parametrize("method", ["PMIS", "PMISC"])
     @pytest.mark.parametrize("problem", ["poisson3d_32", "anisotropic_128"])
-    def test_pmis_rounds_over_threads_take_the_greedy_set(self, problem):
+    def test_pmis_rounds_over_threads_take_the_greedy_set(self, problem, method):
         """The native PMIS, in rounds over the cores (its graphs here span several blocks of
         rows), takes the set of the sequential greedy pass in decreasing weight
-        ``|Sᵀ_i| + u_i`` (``u_i`` the splitmix64 hash of ``i`` in [0, 1)), written here in
-        NumPy."""
+        ``|Sᵀ_i| + u_i`` (``u_i`` the splitmix64 hash of ``i`` in [0, 1)); PMIS in color,
+        with ``(m - 1 - c_i + u_i) / m`` for ``u_i``, ``c_i`` the first-fit color of ``i``
+        in index order; both written here in NumPy."""
         matrix = {"poisson3d_32": lambda: pyamg.gallery.poisson((32, 32, 32), format="csr"),
                   "anisotropic_128": lambda: rotated_anisotropic(128)}[problem]()
         pattern, values = host(matrix)
         strong = _classical.strong_couplings(pattern, values, amg_config())
         graph = scipy_of(pattern, strong.astype(float))
         graph.eliminate_zeros()
-        coarse = _native.classical_splitting(pattern.indptr, pattern.indices, strong, "PMIS")
+        coarse = _native.classical_splitting(pattern.indptr, pattern.indices, strong, method)
 
         z = np.arange(pattern.n_rows, dtype=np.uint64) + np.uint64(0x9E3779B97F4A7C15)
         z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
         z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
         z ^= z >> np.uint64(31)
-        weight = np.diff(graph.tocsc().indptr) + (z >> np.uint64(11)) * (1.0 / 2.0**53)
+        fraction = (z >> np.uint64(11)) * (1.0 / 2.0**53)
         coupled = (graph + graph.T).tocsr()
         state = np.where(np.diff(coupled.indptr) > 0, -1, 0)  # undecided, or F
+        if method == "PMISC":
+            color = np.full(pattern.n_rows, -1)
+            for i in np.flatnonzero(state == -1):
+                taken = set(color[coupled.indices[coupled.indptr[i]:coupled.indptr[i + 1]]])
+                color[i] = next(c for c in range(len(taken) + 1) if c not in taken)
+            colors = color.max() + 1
+            assert colors >= 2
+            fraction = np.where(color >= 0, (colors - 1 - color + fraction) / colors, fraction)
+        weight = np.diff(graph.tocsc().indptr) + fraction
         for i in np.lexsort((np.arange(pattern.n_rows), -weight)):
             if state[i] == -1:
                 state[i] = 1
@@ -105,6 +118,20 @@ class TestSplitting:
                 state[neighbours[state[neighbours] == -1]] = 0
         assert pattern.n_rows >= 2 * 8192  # several blocks of the native rounds
         np.testing.assert_array_equal(coarse, state == 1)
+
+    @pytest.mark.parametrize("shape", [(16, 16), (10, 10, 10), (9, 12)])
+    def test_pmis_in_color_splits_a_grid_like_ruge_stuben(self, shape):
+        """On the 5- and 7-point Laplacians PMISC's C points are the red points of the
+        red-black checkerboard (the first point's color), one of the two checkerboards
+        Ruge–Stüben's first pass (HMIS) takes; random PMIS takes fewer, scattered ones."""
+        pattern, values = host(pyamg.gallery.poisson(shape, format="csr"))
+        red = np.add.reduce(np.indices(shape), axis=0).ravel() % 2 == 0
+        split = {selector: _classical.level_structure(
+            pattern, values, amg_config(selector=selector)).coarse
+            for selector in ("PMISC", "HMIS", "PMIS")}
+        np.testing.assert_array_equal(split["PMISC"], red)
+        assert np.array_equal(split["HMIS"], red) or np.array_equal(split["HMIS"], ~red)
+        assert split["PMIS"].sum() < 0.9 * red.sum()
 
     @pytest.mark.parametrize("problem", sorted(PROBLEMS))
     def test_hmis_f_points_depend_on_a_c_point(self, problem):
@@ -489,6 +516,21 @@ class TestAggressive:
         standard, aggressive = (sparse.describe(A, c) for c in (classical(), config))
         assert aggressive.rows[1] < 0.3 * standard.rows[1]
         assert aggressive.operator_complexity < 0.7 * standard.operator_complexity
+
+    def test_pmis_in_color_keeps_hmis_iterations_at_less_complexity(self, x64):
+        """3D Poisson with one aggressive level: random PMIS's sparse first pass costs
+        iterations; PMISC's checkerboard keeps HMIS's count with a smaller hierarchy."""
+        A = scipy_matrix(matrices.poisson3d_matrix(24, dtype=np.float64))
+        b = matrices.rhs_random(A.shape[0], seed=0, dtype=np.float64)
+        iterations, complexity = {}, {}
+        for selector in ("PMIS", "PMISC", "HMIS"):
+            config = {**classical(selector=selector, aggressive_levels=1), "tolerance": 1e-8}
+            x, info = sparse.solve(A, b, config=config)
+            assert status(info) == "SUCCESS"
+            iterations[selector] = int(info.iterations)
+            complexity[selector] = sparse.describe(A, config).operator_complexity
+        assert iterations["PMISC"] <= iterations["HMIS"] < iterations["PMIS"], iterations
+        assert complexity["PMISC"] < complexity["HMIS"], complexity
 
     @pytest.mark.parametrize("problem", ["poisson3d", "anisotropic"])
     def test_pcg_converges(self, problem, x64):

@@ -338,11 +338,11 @@ class TestParseAmgxConfig:
          " supported: AGGREGATION, CLASSICAL."),
         ({"preconditioner": {"algorithm": "CLASSICAL", "selector": "SIZE_2"}}, ValueError,
          "in scope 'solver.preconditioner', selector 'SIZE_2' is a selector of algorithm"
-         " 'AGGREGATION', not of 'CLASSICAL'; supported: PMIS, HMIS."),
+         " 'AGGREGATION', not of 'CLASSICAL'; supported: PMIS, HMIS, PMISC."),
         ({"preconditioner": {"algorithm": "CLASSICAL", "selector": "AGGRESSIVE_PMIS"}},
          ValueError, "in scope 'solver.preconditioner', selector 'AGGRESSIVE_PMIS' (aggressive"
          " coarsening on every level) is not implemented; set aggressive_levels for aggressive"
-         " coarsening on the first levels; supported: PMIS, HMIS."),
+         " coarsening on the first levels; supported: PMIS, HMIS, PMISC."),
         ({"preconditioner": {"algorithm": "CLASSICAL", "aggressive_interpolator": "D2"}},
          ValueError, "in scope 'solver.preconditioner', AmgX parameter"
          " 'aggressive_interpolator' is not implemented yet; only AmgX's default 'MULTIPASS'"

@@ -4,7 +4,7 @@ Issue 8's iteration counts. For each problem, ``A x = b`` with ``b`` standard no
 seed), ``x0 = 0``, f64, solved by preconditioned CG to ``‖b - A x‖ <= 1e-8 ‖b‖`` with one
 V-cycle (one pre- and one post-sweep of damped Jacobi, ``ω = 0.9``) per iteration by:
 
-* **jaxsolve classical**: ``algorithm: CLASSICAL`` with the selector (PMIS, HMIS) and the
+* **jaxsolve classical**: ``algorithm: CLASSICAL`` with the selector (PMIS, PMISC, HMIS) and the
   interpolator (D2: extended+i; D1: Ruge–Stüben's modified classical) of the row;
 * **PyAMG RS**: ``pyamg.ruge_stuben_solver`` with matching settings where PyAMG has them:
   classical strength (``norm='min'``, the same threshold), ``CF='PMIS'`` for PMIS rows and
@@ -13,9 +13,9 @@ V-cycle (one pre- and one post-sweep of damped Jacobi, ``ω = 0.9``) per iterati
   distance-two interpolation), damped Jacobi ``ω = 0.9``, coarsest level at most
   ``max_coarse`` rows solved directly, CG as the accelerator. PyAMG's PMIS draws random
   weights, ours hashes the index, so the splittings differ in detail;
-* **jaxsolve classical A2**: PMIS D2 with ``aggressive_levels: 1`` (A2 coarsening and
-  multipass interpolation on the first level, AmgX's aggressive defaults): fewer, smaller
-  levels for more iterations;
+* **jaxsolve classical A2**: PMIS, PMISC (PMIS in color) and HMIS, D2, with
+  ``aggressive_levels: 1`` (A2 coarsening and multipass interpolation on the first level,
+  AmgX's aggressive defaults): fewer, smaller levels for more iterations;
 * **jaxsolve aggregation**: ``algorithm: AGGREGATION``, ``selector: SIZE_4`` (unsmoothed,
   as AmgX), jaxsolve's former default.
 
@@ -124,17 +124,18 @@ def main() -> None:
         print(f"\n{name}: {A.shape[0]} unknowns, {A.nnz} nonzeros")
         print(header)
         rows = []
-        for selector, interpolator in (("PMIS", "D2"), ("PMIS", "D1"), ("HMIS", "D2"),
-                                       ("HMIS", "D1")):
+        for selector, interpolator in (("PMIS", "D2"), ("PMIS", "D1"), ("PMISC", "D2"),
+                                       ("HMIS", "D2"), ("HMIS", "D1")):
             rows.append((f"jaxsolve classical {selector} {interpolator}", jaxsolve_row(
                 A, b, {"algorithm": "CLASSICAL", "selector": selector,
                        "interpolator": interpolator, "strength_threshold": args.threshold,
                        "interp_max_elements": args.max_elements},
                 args.min_coarse)))
-        rows.append(("jaxsolve classical PMIS D2 A2", jaxsolve_row(
-            A, b, {"algorithm": "CLASSICAL", "selector": "PMIS", "interpolator": "D2",
-                   "strength_threshold": args.threshold, "aggressive_levels": 1,
-                   "interp_max_elements": args.max_elements}, args.min_coarse)))
+        for selector in ("PMIS", "PMISC", "HMIS"):
+            rows.append((f"jaxsolve classical {selector} D2 A2", jaxsolve_row(
+                A, b, {"algorithm": "CLASSICAL", "selector": selector, "interpolator": "D2",
+                       "strength_threshold": args.threshold, "aggressive_levels": 1,
+                       "interp_max_elements": args.max_elements}, args.min_coarse)))
         for selector, label in (("PMIS", "PMIS"), ("HMIS", "RS 1st pass")):
             rows.append((f"PyAMG RS {label} classical",
                          pyamg_row(A, b, selector, args.threshold, args.min_coarse)))

@@ -8,10 +8,10 @@ unknowns and interpolates the others, the F points, from them:
    ``strength_threshold``), and a row with ``|Σ_j a_ij| > max_row_sum · |a_ii|`` depends on
    nothing; ``ALL`` makes every stored off-diagonal coupling strong.  Complex entries
    compare by ``Re(a_ij conj(a_ii)) / |a_ii|``.
-2. *splitting* (``selector``): PMIS or HMIS on the strength graph (native code,
-   :func:`._native.classical_splitting`).  On the first ``aggressive_levels`` levels,
-   aggressive (A2) coarsening: the same selector again on the distance-two graph of the C
-   points it chose, which keeps about a fifth of them on 3D Poisson (Stüben, "Algebraic
+2. *splitting* (``selector``): PMIS, PMIS in color (PMISC) or HMIS on the strength graph
+   (native code, :func:`._native.classical_splitting`).  On the first ``aggressive_levels``
+   levels, aggressive (A2) coarsening: the same selector again on the distance-two graph of
+   the C points it chose, which keeps about a fifth of them on 3D Poisson (Stüben, "Algebraic
    multigrid (AMG): an introduction with applications", GMD report 70, 1999, A.2.3; hypre's
    ``agg_num_levels``, AmgX's ``aggressive_levels``).
 3. *interpolation* (``interpolator``): D1, Ruge–Stüben's modified classical interpolation

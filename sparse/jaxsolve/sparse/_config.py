@@ -39,7 +39,8 @@ _SOLVERS = ("CG", "PCG", "BICGSTAB", "PBICGSTAB", "GMRES", "FGMRES", "AMG", *_RE
 _PRECONDITIONERS = ("AMG", *_RELAXATIONS, "NOSOLVER")
 _COARSE_SOLVERS = ("DENSE_LU_SOLVER", "NOSOLVER")
 _SOLVER_REASONS: dict[str, str] = {}
-_SELECTORS = {"AGGREGATION": ("SIZE_2", "SIZE_4", "SIZE_8"), "CLASSICAL": ("PMIS", "HMIS")}
+_SELECTORS = {"AGGREGATION": ("SIZE_2", "SIZE_4", "SIZE_8"),
+              "CLASSICAL": ("PMIS", "HMIS", "PMISC")}
 _AMGX_SELECTORS = ("SIZE_2", "SIZE_4", "SIZE_8", "MULTI_PAIRWISE", "DUMMY", "GEO",
                    "PARALLEL_GREEDY_SELECTOR", "PMIS", "AGGRESSIVE_PMIS", "HMIS",
                    "AGGRESSIVE_HMIS", "CR", "RS")
@@ -320,8 +321,12 @@ class AMGConfig:
       off-diagonal entry is strong.
     * *splitting* (``selector``): ``PMIS`` (an independent set of C points in
       the symmetrized strength graph; every F point with a strong coupling is
-      coupled to one) or ``HMIS`` (Ruge–Stüben's first pass: every F point with
-      a strong dependency depends on a C point).
+      coupled to one), ``PMISC`` (PMIS in color, Alber and Olson's PMIS-c and
+      PyAMG's ``PMISc``, not an AmgX selector: PMIS whose ties are broken by a
+      graph coloring, so that structured grids split in Ruge–Stüben's regular
+      pattern and not PMIS's sparser random one) or ``HMIS`` (Ruge–Stüben's
+      first pass: every F point with a strong dependency depends on a C
+      point; sequential).
     * *interpolation* (``interpolator``): ``D2`` (distance two, extended+i:
       an F point also interpolates from the C points of its strong F
       neighbours) or ``D1`` (Ruge–Stüben's modified classical interpolation,
@@ -340,13 +345,15 @@ class AMGConfig:
       earlier pass), truncated as above.  Fewer, smaller levels, at the price
       of more iterations.
 
-    On large 3D problems ``selector="HMIS"`` with ``aggressive_levels=1`` is
+    On large 3D problems ``selector="PMISC"`` with ``aggressive_levels=1`` is
     the lean classical configuration: on the 128³ Poisson matrix (f64, PCG to
-    1e-8, one H200) it takes 14 iterations and 8.9 ms, and the arrays the
-    solver keeps come to 3.4 times the matrix's bytes (`describe`), where the
-    default (PMIS, D2) takes 16 iterations and 14.4 ms and keeps 8.5 times
-    (operator complexity 1.7 against 3.3). Both first setups take 2 to 3 s of
-    host work.
+    1e-8, one H200) it takes 14 iterations and 7.7 ms after a first setup of
+    1.7 s of host work, and the arrays the solver keeps come to 2.9 times the
+    matrix's bytes (`describe`; operator complexity 1.32). The default (PMIS,
+    D2) takes 16 iterations and 14.4 ms and keeps 8.5 times (operator
+    complexity 3.3); HMIS with one aggressive level also takes 14 iterations,
+    in 9.2 ms, with 3.4 times and a 2.9 s setup (its first pass is
+    sequential); PMIS with one takes 22.
 
     **Aggregation AMG** (``algorithm="AGGREGATION"``) matches strongly coupled
     unknowns into aggregates of about 2, 4 or 8 (``SIZE_2``, ``SIZE_4``,
@@ -377,7 +384,7 @@ class AMGConfig:
 
     Attributes:
       algorithm: ``"CLASSICAL"`` or ``"AGGREGATION"``.
-      selector: ``"PMIS"`` or ``"HMIS"`` (classical); ``"SIZE_2"``, ``"SIZE_4"``
+      selector: ``"PMIS"``, ``"PMISC"`` or ``"HMIS"`` (classical); ``"SIZE_2"``, ``"SIZE_4"``
         or ``"SIZE_8"`` (aggregation).
       smoothed_aggregation: smooth the prolongation (AmgX key
         ``jaxsolve_smoothed_aggregation``; AmgX has no smoothed aggregation);
@@ -711,8 +718,8 @@ def parse_amgx_config(
       only); ``smoother``: BLOCK_JACOBI, JACOBI_L1, CHEBYSHEV_POLY, MULTICOLOR_GS,
       MULTICOLOR_DILU (``symmetric_GS``: 0 or 1 for MULTICOLOR_GS);
       ``coarse_solver``: DENSE_LU_SOLVER, NOSOLVER.
-    * ``algorithm``: CLASSICAL, AGGREGATION; ``selector``: PMIS, HMIS
-      (classical), SIZE_2, SIZE_4, SIZE_8 (aggregation); ``interpolator``:
+    * ``algorithm``: CLASSICAL, AGGREGATION; ``selector``: PMIS, HMIS, and
+      jaxsolve's PMISC (classical), SIZE_2, SIZE_4, SIZE_8 (aggregation); ``interpolator``:
       D2, D1; ``strength``: AHAT, ALL; ``strength_threshold``,
       ``max_row_sum``, ``interp_max_elements``, ``interp_truncation_factor``,
       ``aggressive_levels`` (read in every AMG scope, used by CLASSICAL;

@@ -939,7 +939,7 @@ def spgemm_symbolic(
 # Classical AMG
 
 
-SPLITTINGS = {"PMIS": 0, "HMIS": 1}
+SPLITTINGS = {"PMIS": 0, "HMIS": 1, "PMISC": 2}
 
 
 def _values_dtype(fn: str, name: str, values: Any, shape: tuple[int, ...]) -> np.ndarray:
@@ -987,12 +987,16 @@ def classical_splitting(indptr: Any, indices: Any, strong: Any, method: str,
     ``i`` listing the ``j ≠ i`` that ``i`` strongly depends on. ``"PMIS"``: the maximal
     independent set of the symmetrized graph that De Sterck, Yang and Heys' PMIS reaches
     with the weights ``|Sᵀ_i| + u_i`` (``u_i ∈ [0, 1)`` a fixed hash of ``i``, so the
-    splitting is deterministic). ``"HMIS"``: Ruge–Stüben's first pass (HMIS on one process,
-    which has no processor boundaries for its PMIS part). Points without strong couplings
-    are F. ``aggressive``: Stüben's A2 coarsening, the same method again on the graph of
-    the C points in which ``i`` depends on ``j`` along a path of the strength graph of
-    length one, or two through an F point (hypre's aggressive coarsening with ``num_paths =
-    1``). See ``csrc/classical.cc``.
+    splitting is deterministic). ``"PMISC"``: PMIS in color (Alber and Olson's PMIS-c,
+    PyAMG's ``PMISc``), the fractions ``(m - 1 - c_i + u_i) / m`` with ``c_i`` the color of
+    ``i`` in the first-fit coloring of the graph in index order (``m`` colors), so that
+    among points of equal ``|Sᵀ_i|`` the greedy independent set goes first and structured
+    grids split in Ruge–Stüben's regular pattern, in parallel rounds. ``"HMIS"``:
+    Ruge–Stüben's first pass (HMIS on one process, which has no processor boundaries for
+    its PMIS part). Points without strong couplings are F. ``aggressive``: Stüben's A2
+    coarsening, the same method again on the graph of the C points in which ``i`` depends
+    on ``j`` along a path of the strength graph of length one, or two through an F point
+    (hypre's aggressive coarsening with ``num_paths = 1``). See ``csrc/classical.cc``.
 
     Examples:
       A path 0 - 1 - 2 - 3 - 4 of strong couplings both ways: every other point is C, and

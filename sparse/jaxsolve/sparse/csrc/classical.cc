@@ -27,6 +27,14 @@
 //     point longest at its lambda (the smallest index among the initial
 //     ones). Every F point with a strong dependency depends on a C
 //     point.
+//     Method 2 (PMIS in color, Alber and Olson's PMIS-c): PMIS whose weights'
+//     fractions come from a coloring, w_i = |S^T_i| + (m - 1 - c_i + u_i) / m,
+//     where c_i is the color of i in the first-fit coloring of S + S^T in index
+//     order (m colors). Color 0 is the independent set a greedy pass in index
+//     order takes, and among points of equal |S^T_i| its points rank first: on
+//     a structured grid the C points form Ruge-Stuben's regular pattern (every
+//     other point of a 5- or 7-point stencil) instead of random PMIS's
+//     sparser, irregular one, while the rounds stay parallel.
 //     With `aggressive`, the same method runs twice (Stuben's A2 aggressive
 //     coarsening, hypre's agg_num_levels with num_paths = 1): once on S, then
 //     on S2, the graph of the first pass's C points in which i depends on j
@@ -45,8 +53,8 @@
 //
 // Strength, plans, values and truncation are split over the machine's cores
 // by blocks of rows (row_blocks.h), and so are PMIS's rounds; HMIS's first
-// pass is sequential, O(n + nnz(S)). The plans cost O(sum over F points of
-// the entries of their strong F neighbours' rows).
+// pass and PMIS-c's coloring are sequential, O(n + nnz(S)). The plans cost
+// O(sum over F points of the entries of their strong F neighbours' rows).
 #include <algorithm>
 #include <atomic>
 #include <cmath>
@@ -182,18 +190,47 @@ struct Graph {
   }
 };
 
+// The first-fit coloring of the undecided points of S + S^T in index order:
+// each takes the smallest color that no undecided neighbour before it has.
+// Other points get -1. `colors` receives the number of colors.
+std::vector<int32_t> FirstFitColors(const Graph& g, const int32_t* state, int32_t* colors) {
+  std::vector<int32_t> color(g.n, -1);
+  std::vector<int32_t> blocked_for;  // per color, the last point a neighbour blocked it for
+  for (int32_t i = 0; i < g.n; ++i) {
+    if (state[i] != kUndecided) continue;
+    const auto block = [&](int32_t j) {
+      if (color[j] >= 0) blocked_for[color[j]] = i;
+    };
+    for (int64_t e = g.indptr[i]; e < g.indptr[i + 1]; ++e) block(g.indices[e]);
+    for (int64_t e = g.t_indptr[i]; e < g.t_indptr[i + 1]; ++e) block(g.t_indices[e]);
+    int32_t c = 0;
+    while (c < static_cast<int32_t>(blocked_for.size()) && blocked_for[c] == i) ++c;
+    if (c == static_cast<int32_t>(blocked_for.size())) blocked_for.push_back(-1);
+    color[i] = c;
+  }
+  *colors = static_cast<int32_t>(blocked_for.size());
+  return color;
+}
+
 // Rounds of De Sterck, Yang and Heys' PMIS with fixed weights, over the cores:
 // the undecided points that outrank every undecided neighbour (in S or S^T)
 // become C, then the undecided neighbours of C points F, until no point is
 // undecided. With weights that never change, this is the maximal independent
 // set that a greedy pass in rank order takes (a point is taken unless a
 // higher-ranked neighbour was), whatever the number of threads.
-void Pmis(const Graph& g, int32_t* state) {
+//
+// `colored`: PMIS-c's weights (see the top of this file) instead of PMIS's.
+void Pmis(const Graph& g, bool colored, int32_t* state) {
   const int32_t n = g.n;
+  int32_t colors = 0;
+  const std::vector<int32_t> color =
+      colored ? FirstFitColors(g, state, &colors) : std::vector<int32_t>();
   // Rank: larger weight first, then smaller index.
   std::vector<double> weight(n);
   for (int32_t i = 0; i < n; ++i) {
-    weight[i] = static_cast<double>(g.t_indptr[i + 1] - g.t_indptr[i]) + Unit(i);
+    double fraction = Unit(i);
+    if (colored && color[i] >= 0) fraction = (colors - 1 - color[i] + fraction) / colors;
+    weight[i] = static_cast<double>(g.t_indptr[i + 1] - g.t_indptr[i]) + fraction;
   }
   const auto outranks = [&](int32_t i, int32_t j) {
     return weight[i] > weight[j] || (weight[i] == weight[j] && i < j);
@@ -317,10 +354,10 @@ void RugeStubenFirstPass(const Graph& g, int32_t* state) {
 
 // Splits the points whose state is kUndecided.
 void Split(const Graph& g, int32_t method, int32_t* state) {
-  if (method == 0) {
-    Pmis(g, state);
-  } else {
+  if (method == 1) {
     RugeStubenFirstPass(g, state);
+  } else {
+    Pmis(g, /*colored=*/method == 2, state);
   }
 }
 
