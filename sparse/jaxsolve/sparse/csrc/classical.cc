@@ -170,13 +170,47 @@ double Unit(uint64_t i) {
   return static_cast<double>(z >> 11) * (1.0 / 9007199254740992.0);
 }
 
+// std::allocator, except that an element constructed without a value is left
+// uninitialized: a vector of integers sized with it is not zeroed, on one
+// core, before the threads that fill it touch it.
+template <typename T>
+struct Uninitialized : std::allocator<T> {
+  template <typename U>
+  struct rebind {
+    using other = Uninitialized<U>;
+  };
+  Uninitialized() = default;
+  template <typename U>
+  Uninitialized(const Uninitialized<U>&) noexcept {}
+  template <typename U>
+  void construct(U* p) noexcept {
+    ::new (static_cast<void*>(p)) U;
+  }
+  template <typename U, typename... Args>
+  void construct(U* p, Args&&... args) {
+    ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
+  }
+};
+template <typename T>
+using FilledLater = std::vector<T, Uninitialized<T>>;
+
+// Copies `from` into `to` over the cores.
+template <typename Vector, typename T>
+void ParallelCopy(const Vector& from, T* to) {
+  const int64_t count = static_cast<int64_t>(from.size());
+  ForRowBlocks(count, BlocksFor(count, int64_t{1} << 18),  // nothing here throws
+               [&](int64_t begin, int64_t end) {
+                 std::copy(from.data() + begin, from.data() + end, to + begin);
+               });
+}
+
 // A directed graph in CSR, with its transpose.
 struct Graph {
   int32_t n;
-  std::vector<int64_t> indptr, t_indptr;
-  std::vector<int32_t> indices, t_indices;
+  FilledLater<int64_t> indptr, t_indptr;
+  FilledLater<int32_t> indices, t_indices;
 
-  Graph(int32_t n_, std::vector<int64_t> indptr_, std::vector<int32_t> indices_)
+  Graph(int32_t n_, FilledLater<int64_t> indptr_, FilledLater<int32_t> indices_)
       : n(n_),
         indptr(std::move(indptr_)),
         t_indptr(static_cast<size_t>(n) + 1),
@@ -389,8 +423,9 @@ Graph JoinedGraph(int32_t n, const std::vector<GraphRows>& parts) {
     first_row[p + 1] = first_row[p] + static_cast<int64_t>(parts[p].lengths.size());
     first_entry[p + 1] = first_entry[p] + static_cast<int64_t>(parts[p].indices.size());
   }
-  std::vector<int64_t> indptr(static_cast<size_t>(n) + 1, 0);
-  std::vector<int32_t> indices(first_entry.back());
+  FilledLater<int64_t> indptr(static_cast<size_t>(n) + 1);
+  FilledLater<int32_t> indices(first_entry.back());
+  indptr[0] = 0;
   ForNumberedBlocks(static_cast<int64_t>(parts.size()), static_cast<int64_t>(parts.size()),
                     [&](int64_t p, int64_t, int64_t) {  // nothing here throws
                       int64_t at = first_entry[p];
@@ -610,10 +645,15 @@ void TruncationRows(int32_t begin, int32_t end, const int32_t* indptr, const T* 
 // (for each sign of a_ik apart; jaxsolve/sparse/_classical.py computes the
 // c_ik). F points that no pass reaches get no interpolation. Encoded, per pass m = 1, 2, ... in turn: triples (e, s,
 // t): entry e = a_ik of A times P's entry s (of row k) adds into P's entry t
-// (of row i); `interpolatory` marks the entries a_ik, k in P_i.
+// (of row i); `interpolatory` marks the entries a_ik, k in P_i. The triples
+// stay in their blocks' parts, pass after pass, until they are copied out,
+// over the cores, into the caller's arrays.
+struct Triples {  // a block's
+  std::vector<int32_t> entries, sources, destinations;
+};
 struct MultipassPlan {
-  std::vector<int32_t> p_indptr, p_indices, pass_counts, triple_entries,
-      triple_sources, triple_destinations;
+  std::vector<int32_t> p_indptr, p_indices, pass_counts;
+  std::vector<Triples> triples;
   std::vector<uint8_t> interpolatory;
 };
 
@@ -692,12 +732,9 @@ void BuildMultipass(int32_t n, const int32_t* indptr, const int32_t* indices,
               columns.begin() + row_start[i] + row_length[i],
               plan.p_indices.begin() + plan.p_indptr[i]);
   }
-  struct Triples {
-    std::vector<int32_t> entries, sources, destinations;
-  };
   for (const std::vector<int32_t>& rows : passes) {
-    const size_t before = plan.triple_entries.size();
-    for (const Triples& part : BlockParts<Triples>(
+    int64_t count = 0;
+    for (Triples& part : BlockParts<Triples>(
              static_cast<int64_t>(rows.size()),
              [&](int64_t begin, int64_t end, Triples& out) {
                for (int64_t r = begin; r < end; ++r) {
@@ -717,14 +754,12 @@ void BuildMultipass(int32_t n, const int32_t* indptr, const int32_t* indices,
                  }
                }
              })) {
-      plan.triple_entries.insert(plan.triple_entries.end(), part.entries.begin(),
-                                 part.entries.end());
-      plan.triple_sources.insert(plan.triple_sources.end(), part.sources.begin(),
-                                 part.sources.end());
-      plan.triple_destinations.insert(plan.triple_destinations.end(),
-                                      part.destinations.begin(), part.destinations.end());
+      count += static_cast<int64_t>(part.entries.size());
+      plan.triples.push_back(std::move(part));
     }
-    plan.pass_counts.push_back(static_cast<int32_t>(plan.triple_entries.size() - before));
+    // A pass of over 2^31 triples (a 24 GiB plan) is reported as out of memory.
+    if (count > std::numeric_limits<int32_t>::max()) throw std::bad_alloc();
+    plan.pass_counts.push_back(static_cast<int32_t>(count));
   }
 }
 
@@ -1071,7 +1106,8 @@ JAXSOLVE_SPARSE_EXPORT void JaxsolveSparseMultipassSizes(const void* handle,
   sizes[0] = static_cast<int64_t>(plan.p_indptr.size());
   sizes[1] = static_cast<int64_t>(plan.p_indices.size());
   sizes[2] = static_cast<int64_t>(plan.pass_counts.size());
-  sizes[3] = static_cast<int64_t>(plan.triple_entries.size());
+  sizes[3] = 0;
+  for (const Triples& part : plan.triples) sizes[3] += static_cast<int64_t>(part.entries.size());
 }
 
 // Copies the multipass plan's arrays (interpolatory: nnz(A) bytes) into the
@@ -1081,15 +1117,23 @@ JAXSOLVE_SPARSE_EXPORT void JaxsolveSparseMultipassCopy(
     int32_t* triple_entries, int32_t* triple_sources, int32_t* triple_destinations,
     uint8_t* interpolatory) {
   std::unique_ptr<MultipassPlan> plan(static_cast<MultipassPlan*>(handle));
-  const std::pair<const std::vector<int32_t>*, int32_t*> copies[] = {
-      {&plan->p_indptr, p_indptr},
-      {&plan->p_indices, p_indices},
-      {&plan->pass_counts, pass_counts},
-      {&plan->triple_entries, triple_entries},
-      {&plan->triple_sources, triple_sources},
-      {&plan->triple_destinations, triple_destinations}};
-  for (const auto& [from, to] : copies) std::copy(from->begin(), from->end(), to);
-  std::copy(plan->interpolatory.begin(), plan->interpolatory.end(), interpolatory);
+  ParallelCopy(plan->p_indptr, p_indptr);
+  ParallelCopy(plan->p_indices, p_indices);
+  ParallelCopy(plan->pass_counts, pass_counts);
+  ParallelCopy(plan->interpolatory, interpolatory);
+  const std::vector<Triples>& parts = plan->triples;
+  std::vector<int64_t> first(parts.size() + 1, 0);
+  for (size_t p = 0; p < parts.size(); ++p) {
+    first[p + 1] = first[p] + static_cast<int64_t>(parts[p].entries.size());
+  }
+  ForNumberedBlocks(  // nothing here throws
+      static_cast<int64_t>(parts.size()), static_cast<int64_t>(parts.size()),
+      [&](int64_t p, int64_t, int64_t) {
+        std::copy(parts[p].entries.begin(), parts[p].entries.end(), triple_entries + first[p]);
+        std::copy(parts[p].sources.begin(), parts[p].sources.end(), triple_sources + first[p]);
+        std::copy(parts[p].destinations.begin(), parts[p].destinations.end(),
+                  triple_destinations + first[p]);
+      });
 }
 
 // Multipass interpolation's untruncated weights (of `dtype`, full_indptr[n]
