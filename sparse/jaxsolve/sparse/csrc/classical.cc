@@ -99,6 +99,10 @@ constexpr int32_t kUndecided = -1;
 constexpr int32_t kFine = 0;
 constexpr int32_t kCoarse = 1;
 
+// The splitting methods of JaxsolveSparseClassicalSplitting other than PMIS (0).
+constexpr int32_t kHmis = 1;
+constexpr int32_t kPmisInColor = 2;
+
 // Rows fewer than this are not worth a thread of their own.
 constexpr int64_t kMinRowsPerThread = 8192;
 
@@ -204,23 +208,78 @@ void ParallelCopy(const Vector& from, T* to) {
                });
 }
 
-// A directed graph in CSR, with its transpose.
+// How a graph gets its transpose's rows: sorted from its own by a counting
+// sort; its own rows, for a symmetric graph whose rows are read as sets of
+// neighbours; or its own rows if they are sorted and the graph is found
+// symmetric (then they are the transpose's rows exactly), else sorted.
+enum class Transpose { kSorted, kSelf, kSelfIfSymmetric };
+
+// A directed graph in CSR, with its transpose (t_indptr, t_indices), which is
+// the graph itself when `symmetric`. Not copied or moved: the transpose may
+// point into the graph's own arrays.
 struct Graph {
   int32_t n;
-  FilledLater<int64_t> indptr, t_indptr;
-  FilledLater<int32_t> indices, t_indices;
+  FilledLater<int64_t> indptr;
+  FilledLater<int32_t> indices;
+  bool symmetric;
+  FilledLater<int64_t> transpose_indptr;  // empty when symmetric
+  FilledLater<int32_t> transpose_indices;
+  const int64_t* t_indptr;
+  const int32_t* t_indices;
 
-  Graph(int32_t n_, FilledLater<int64_t> indptr_, FilledLater<int32_t> indices_)
-      : n(n_),
-        indptr(std::move(indptr_)),
-        t_indptr(static_cast<size_t>(n) + 1),
-        indices(std::move(indices_)),
-        t_indices(indices.size()) {
-    TransposePattern<int64_t>(n, n, indptr.data(), indices.data(), t_indptr.data(),
-                              t_indices.data(), nullptr);
+  Graph(int32_t n_, FilledLater<int64_t> indptr_, FilledLater<int32_t> indices_,
+        Transpose transpose)
+      : n(n_), indptr(std::move(indptr_)), indices(std::move(indices_)) {
+    symmetric = transpose == Transpose::kSelf ||
+                (transpose == Transpose::kSelfIfSymmetric && SortedAndSymmetric());
+    if (!symmetric) {
+      transpose_indptr.resize(static_cast<size_t>(n) + 1);
+      transpose_indices.resize(indices.size());
+      TransposePattern<int64_t>(n, n, indptr.data(), indices.data(),
+                                transpose_indptr.data(), transpose_indices.data(), nullptr);
+    }
+    t_indptr = symmetric ? indptr.data() : transpose_indptr.data();
+    t_indices = symmetric ? indices.data() : transpose_indices.data();
   }
+  Graph(const Graph&) = delete;
+  Graph& operator=(const Graph&) = delete;
+
   bool Coupled(int32_t i) const {
     return indptr[i + 1] > indptr[i] || t_indptr[i + 1] > t_indptr[i];
+  }
+  // Calls f(j) for the neighbours j of i in the graph or its transpose (once
+  // each when symmetric), until f returns true; returns whether it did.
+  template <typename F>
+  bool AnyNeighbour(int32_t i, F f) const {
+    for (int64_t e = indptr[i]; e < indptr[i + 1]; ++e) {
+      if (f(indices[e])) return true;
+    }
+    if (symmetric) return false;
+    for (int64_t e = t_indptr[i]; e < t_indptr[i + 1]; ++e) {
+      if (f(t_indices[e])) return true;
+    }
+    return false;
+  }
+
+ private:
+  // Whether every row is ascending and j in row i means i in row j, over the
+  // cores.
+  bool SortedAndSymmetric() const {
+    std::atomic<bool> yes{true};
+    ForRowBlocks(n, BlocksFor(n, kMinRowsPerThread), [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end && yes; ++i) {
+        const int32_t* first = indices.data() + indptr[i];
+        const int32_t* last = indices.data() + indptr[i + 1];
+        if (!std::is_sorted(first, last)) yes = false;
+        for (const int32_t* j = first; j < last && yes; ++j) {
+          if (!std::binary_search(indices.data() + indptr[*j], indices.data() + indptr[*j + 1],
+                                  static_cast<int32_t>(i))) {
+            yes = false;
+          }
+        }
+      }
+    });
+    return yes;
   }
 };
 
@@ -232,11 +291,10 @@ std::vector<int32_t> FirstFitColors(const Graph& g, const int32_t* state, int32_
   std::vector<int32_t> blocked_for;  // per color, the last point a neighbour blocked it for
   for (int32_t i = 0; i < g.n; ++i) {
     if (state[i] != kUndecided) continue;
-    const auto block = [&](int32_t j) {
+    g.AnyNeighbour(i, [&](int32_t j) {
       if (color[j] >= 0) blocked_for[color[j]] = i;
-    };
-    for (int64_t e = g.indptr[i]; e < g.indptr[i + 1]; ++e) block(g.indices[e]);
-    for (int64_t e = g.t_indptr[i]; e < g.t_indptr[i + 1]; ++e) block(g.t_indices[e]);
+      return false;
+    });
     int32_t c = 0;
     while (c < static_cast<int32_t>(blocked_for.size()) && blocked_for[c] == i) ++c;
     if (c == static_cast<int32_t>(blocked_for.size())) blocked_for.push_back(-1);
@@ -269,16 +327,6 @@ void Pmis(const Graph& g, bool colored, int32_t* state) {
   const auto outranks = [&](int32_t i, int32_t j) {
     return weight[i] > weight[j] || (weight[i] == weight[j] && i < j);
   };
-  // Whether f(j) holds for some neighbour j of i in S or S^T.
-  const auto any_neighbour = [&](int32_t i, auto f) {
-    for (int64_t e = g.indptr[i]; e < g.indptr[i + 1]; ++e) {
-      if (f(g.indices[e])) return true;
-    }
-    for (int64_t e = g.t_indptr[i]; e < g.t_indptr[i + 1]; ++e) {
-      if (f(g.t_indices[e])) return true;
-    }
-    return false;
-  };
   const int64_t blocks = BlocksFor(n, kMinRowsPerThread);
   // Each phase reads `current` and writes `next` (no point reads what another
   // thread writes), then they swap.
@@ -298,12 +346,12 @@ void Pmis(const Graph& g, bool colored, int32_t* state) {
   };
   while (undecided_left) {
     phase([&](int32_t i) {
-      return any_neighbour(i, [&](int32_t j) {
+      return g.AnyNeighbour(i, [&](int32_t j) {
                return current[j] == kUndecided && outranks(j, i);
              }) ? kUndecided : kCoarse;
     });
     phase([&](int32_t i) {
-      return any_neighbour(i, [&](int32_t j) { return current[j] == kCoarse; }) ? kFine
+      return g.AnyNeighbour(i, [&](int32_t j) { return current[j] == kCoarse; }) ? kFine
                                                                                 : kUndecided;
     });
   }
@@ -388,10 +436,10 @@ void RugeStubenFirstPass(const Graph& g, int32_t* state) {
 
 // Splits the points whose state is kUndecided.
 void Split(const Graph& g, int32_t method, int32_t* state) {
-  if (method == 1) {
+  if (method == kHmis) {
     RugeStubenFirstPass(g, state);
   } else {
-    Pmis(g, /*colored=*/method == 2, state);
+    Pmis(g, /*colored=*/method == kPmisInColor, state);
   }
 }
 
@@ -417,7 +465,7 @@ struct GraphRows {
 
 // The graph of n rows whose rows are the parts' rows, in order; the parts are
 // copied into place over the cores.
-Graph JoinedGraph(int32_t n, const std::vector<GraphRows>& parts) {
+Graph JoinedGraph(int32_t n, const std::vector<GraphRows>& parts, Transpose transpose) {
   std::vector<int64_t> first_row(parts.size() + 1, 0), first_entry(parts.size() + 1, 0);
   for (size_t p = 0; p < parts.size(); ++p) {
     first_row[p + 1] = first_row[p] + static_cast<int64_t>(parts[p].lengths.size());
@@ -436,10 +484,11 @@ Graph JoinedGraph(int32_t n, const std::vector<GraphRows>& parts) {
                       std::copy(parts[p].indices.begin(), parts[p].indices.end(),
                                 indices.begin() + first_entry[p]);
                     });
-  return Graph(n, std::move(indptr), std::move(indices));
+  return Graph(n, std::move(indptr), std::move(indices), transpose);
 }
 
-// S: row i lists the j != i of its strong entries (strong[e] != 0).
+// S: row i lists the j != i of its strong entries (strong[e] != 0), in A's
+// column order; its own transpose when symmetric with sorted rows.
 Graph StrengthGraph(int32_t n, const int32_t* indptr, const int32_t* indices,
                     const uint8_t* strong) {
   return JoinedGraph(n, BlockParts<GraphRows>(n, [&](int64_t begin, int64_t end,
@@ -452,13 +501,15 @@ Graph StrengthGraph(int32_t n, const int32_t* indptr, const int32_t* indices,
       }
       rows.lengths.push_back(static_cast<int32_t>(rows.indices.size() - before));
     }
-  }));
+  }), Transpose::kSelfIfSymmetric);
 }
 
 // S2 of the C points of `state`: i depends on j (both C, j != i) when j is in
 // S_i, or in S_k for an F point k in S_i; each row in the order its points
-// are first met.
-Graph DistanceTwo(const Graph& s, const int32_t* state) {
+// are first met. When S is symmetric so is S2 (the paths i-j and i-k-j run
+// back from j to i), and where its rows are read as sets (`as_sets`: PMIS)
+// S2 is its own transpose.
+Graph DistanceTwo(const Graph& s, const int32_t* state, bool as_sets) {
   return JoinedGraph(s.n, BlockParts<GraphRows>(s.n, [&](int64_t begin, int64_t end,
                                                          GraphRows& rows) {
     std::vector<int32_t> seen(s.n, -1);
@@ -483,7 +534,7 @@ Graph DistanceTwo(const Graph& s, const int32_t* state) {
       }
       rows.lengths.push_back(static_cast<int32_t>(rows.indices.size() - before));
     }
-  }));
+  }), s.symmetric && as_sets ? Transpose::kSelf : Transpose::kSorted);
 }
 
 // ---------------------------------------------------------------------------
@@ -880,7 +931,7 @@ JAXSOLVE_SPARSE_EXPORT int32_t JaxsolveSparseClassicalSplitting(
     for (int32_t i = 0; i < n; ++i) coarse[i] = s.Coupled(i) ? kUndecided : kFine;
     Split(s, method, coarse);
     if (aggressive) {
-      const Graph s2 = DistanceTwo(s, coarse);
+      const Graph s2 = DistanceTwo(s, coarse, /*as_sets=*/method != kHmis);
       for (int32_t i = 0; i < n; ++i) {
         if (coarse[i] == kCoarse && s2.Coupled(i)) coarse[i] = kUndecided;
       }
