@@ -73,11 +73,12 @@ def surrogate_values(pattern: CsrStructure) -> np.ndarray:
 def strong_couplings(pattern: CsrStructure, values: np.ndarray, config: AMGConfig) -> np.ndarray:
     """``(nnz,)`` bool: the entries ``(i, j)``, ``j ≠ i``, by which ``i`` strongly depends on ``j``.
 
-    Every row must store its diagonal (checked by the hierarchy before).
+    ``pattern`` must be a CSR pattern whose rows store their diagonal (checked by the
+    hierarchy before): the native kernels trust it.
     """
     return _native.classical_strength(pattern.indptr, pattern.indices, values,
                                       config.strength_threshold, config.max_row_sum,
-                                      every=config.strength == "ALL")
+                                      every=config.strength == "ALL", check=False)
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -155,21 +156,25 @@ def level_structure(pattern: CsrStructure, values: np.ndarray, config: AMGConfig
                     ) -> InterpolationStructure:
     """Strength, splitting and interpolation plan of one level, from concrete values.
 
-    ``aggressive``: A2 coarsening and multipass interpolation (an aggressive level).
-    ``splitting``: the strong couplings and C points when decided elsewhere (a block
-    system's, on its nodes: :func:`._blocks.classical_splitting`).
+    ``pattern`` is trusted as :func:`strong_couplings` says. ``aggressive``: A2 coarsening
+    and multipass interpolation (an aggressive level). ``splitting``: the strong couplings
+    and C points when decided elsewhere (a block system's, on its nodes:
+    :func:`._blocks.classical_splitting`).
     """
     if splitting is None:
         strong = strong_couplings(pattern, values, config)
         coarse = _native.classical_splitting(pattern.indptr, pattern.indices, strong,
-                                             config.selector, aggressive=aggressive)
+                                             config.selector, aggressive=aggressive,
+                                             check=False)
     else:
         strong, coarse = splitting
     if aggressive:
-        plan = _native.multipass_pattern(pattern.indptr, pattern.indices, strong, coarse)
+        plan = _native.multipass_pattern(pattern.indptr, pattern.indices, strong, coarse,
+                                         check=False)
     else:
         plan = _native.interpolation_pattern(pattern.indptr, pattern.indices, strong, coarse,
-                                             distance_two=config.interpolator == "D2")
+                                             distance_two=config.interpolator == "D2",
+                                             check=False)
     full = CsrStructure(plan.p_indptr, plan.p_indices, int(coarse.sum()))
     structure = InterpolationStructure(strong=strong, coarse=coarse, full=full, plan=plan,
                                        keep=None, p=full, values=np.empty(0, values.dtype))
@@ -233,10 +238,10 @@ def host_values(structure: InterpolationStructure, pattern: CsrStructure, values
     plan = structure.plan
     if isinstance(plan, _native.MultipassPattern):
         weights = _native.multipass_values(pattern.indptr, pattern.indices, values, plan,
-                                           structure.coarse)
+                                           structure.coarse, check=False)
     else:
         weights = _native.interpolation_values(pattern.indptr, pattern.indices, values, plan,
-                                               structure.coarse)
+                                               structure.coarse, check=False)
     if structure.keep is None or not truncated:
         return weights
     return _native.truncated_values(structure.full.indptr, weights, structure.keep,

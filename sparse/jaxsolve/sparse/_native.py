@@ -954,13 +954,15 @@ def _values_dtype(fn: str, name: str, values: Any, shape: tuple[int, ...]) -> np
 
 
 def classical_strength(indptr: Any, indices: Any, values: Any, threshold: float,
-                       max_row_sum: float, every: bool) -> np.ndarray:
+                       max_row_sum: float, every: bool, *, check: bool = True) -> np.ndarray:
     """``(nnz,)`` bool: the entries ``(i, j)``, ``j ≠ i``, by which ``i`` strongly depends on ``j``.
 
     ``i`` strongly depends on ``j`` when ``c_ij ≥ threshold · max_{k≠i} c_ik > 0`` for the
     couplings ``c_ij = -Re(a_ij conj(a_ii)) / |a_ii|``, unless ``|Σ_j a_ij| > max_row_sum ·
     |a_ii|`` (then on nothing); with ``every``, on every ``j ≠ i`` with ``a_ij ≠ 0``.
     Computed in the values' precision. See ``csrc/classical.cc``.
+
+    With ``check=False`` the pattern is trusted, not checked (see :func:`spgemm_symbolic`).
 
     Examples:
       >>> classical_strength([0, 2, 5, 7], [0, 1, 0, 1, 2, 1, 2],
@@ -969,7 +971,7 @@ def classical_strength(indptr: Any, indices: Any, values: Any, threshold: float,
     """
     fn = "classical_strength"
     n = np.shape(indptr)[0] - 1 if np.ndim(indptr) == 1 else 0
-    indptr, indices = _check_pattern(fn, ("indptr", "indices"), indptr, indices, n)
+    indptr, indices = _check_pattern(fn, ("indptr", "indices"), indptr, indices, n, check)
     values = _values_dtype(fn, "values", values, indices.shape)
     strong = np.empty(indices.shape[0], np.uint8)
     if _cpu.JaxsolveSparseClassicalStrength(n, indptr, indices, values.ctypes.data,
@@ -980,7 +982,7 @@ def classical_strength(indptr: Any, indices: Any, values: Any, threshold: float,
 
 
 def classical_splitting(indptr: Any, indices: Any, strong: Any, method: str,
-                        aggressive: bool = False) -> np.ndarray:
+                        aggressive: bool = False, *, check: bool = True) -> np.ndarray:
     """The C/F splitting of a strength graph: ``(n,)`` bool, True for C points.
 
     The graph: the ``strong`` entries (``(nnz,)`` bool) of the ``n × n`` CSR pattern, row
@@ -998,6 +1000,8 @@ def classical_splitting(indptr: Any, indices: Any, strong: Any, method: str,
     on ``j`` along a path of the strength graph of length one, or two through an F point
     (hypre's aggressive coarsening with ``num_paths = 1``). See ``csrc/classical.cc``.
 
+    With ``check=False`` the pattern is trusted, not checked (see :func:`spgemm_symbolic`).
+
     Examples:
       A path 0 - 1 - 2 - 3 - 4 of strong couplings both ways: every other point is C, and
       aggressively every fourth.
@@ -1012,7 +1016,7 @@ def classical_splitting(indptr: Any, indices: Any, strong: Any, method: str,
     """
     fn = "classical_splitting"
     n = np.shape(indptr)[0] - 1 if np.ndim(indptr) == 1 else 0
-    indptr, indices = _check_pattern(fn, ("indptr", "indices"), indptr, indices, n)
+    indptr, indices = _check_pattern(fn, ("indptr", "indices"), indptr, indices, n, check)
     strong, _ = _splitting_operands(fn, strong, np.zeros(n, bool), indices.shape, n)
     if method not in SPLITTINGS:
         raise ValueError(f"{fn}: method must be one of {sorted(SPLITTINGS)}, got {method!r}")
@@ -1054,11 +1058,13 @@ class InterpolationPattern(NamedTuple):
 
 
 def interpolation_pattern(indptr: Any, indices: Any, strong: Any, coarse: Any,
-                          distance_two: bool) -> InterpolationPattern:
+                          distance_two: bool, *, check: bool = True) -> InterpolationPattern:
     """The :class:`InterpolationPattern` of D1 (``distance_two=False``: Ruge–Stüben's
     modified classical interpolation, whose ``F_i`` are the strong F neighbours with a
     common strong C point) or D2 (extended+i: ``C_i`` also holds the strong C points of
     the strong F neighbours, all of which are distributed).
+
+    With ``check=False`` the pattern is trusted, not checked (see :func:`spgemm_symbolic`).
 
     Args:
       indptr, indices: the ``n × n`` matrix's pattern (columns sorted within rows).
@@ -1078,7 +1084,7 @@ def interpolation_pattern(indptr: Any, indices: Any, strong: Any, coarse: Any,
     """
     fn = "interpolation_pattern"
     n = np.shape(indptr)[0] - 1 if np.ndim(indptr) == 1 else 0
-    indptr, indices = _check_pattern(fn, ("indptr", "indices"), indptr, indices, n)
+    indptr, indices = _check_pattern(fn, ("indptr", "indices"), indptr, indices, n, check)
     strong, coarse_index = _splitting_operands(fn, strong, coarse, indices.shape, n)
     handle = _cpu.JaxsolveSparseInterpolationPlan(n, indptr, indices, strong, coarse_index,
                                                   int(distance_two))
@@ -1107,7 +1113,7 @@ def _splitting_operands(fn: str, strong: Any, coarse: Any, nnz_shape: tuple[int,
 
 
 def interpolation_values(indptr: Any, indices: Any, values: Any, plan: InterpolationPattern,
-                         coarse: Any) -> np.ndarray:
+                         coarse: Any, *, check: bool = True) -> np.ndarray:
     """``P``'s untruncated values on ``plan`` for ``A``'s concrete ``values`` (``A``'s dtype).
 
     The weights of :class:`InterpolationPattern`'s formula (C points: 1; an F point whose
@@ -1115,6 +1121,8 @@ def interpolation_values(indptr: Any, indices: Any, values: Any, plan: Interpola
     double and in the order of ``jaxsolve.sparse._classical``'s formula, whose NumPy
     evaluation they match bit for bit (real values; complex ones within rounding, NumPy's
     complex products being vectorized differently).
+
+    With ``check=False`` the pattern is trusted, not checked (see :func:`spgemm_symbolic`).
 
     Examples:
       The 1D Laplacian of :func:`interpolation_pattern`'s example:
@@ -1128,7 +1136,7 @@ def interpolation_values(indptr: Any, indices: Any, values: Any, plan: Interpola
     """
     fn = "interpolation_values"
     n = np.shape(indptr)[0] - 1 if np.ndim(indptr) == 1 else 0
-    indptr, indices = _check_pattern(fn, ("indptr", "indices"), indptr, indices, n)
+    indptr, indices = _check_pattern(fn, ("indptr", "indices"), indptr, indices, n, check)
     values = _values_dtype(fn, "values", values, indices.shape)
     coarse = np.ascontiguousarray(coarse, np.uint8)
     for name, entries in (("pair_positions", plan.pair_positions),
@@ -1237,8 +1245,11 @@ class MultipassPattern(NamedTuple):
     """``(nnz(A),)`` bool: the entries ``a_ik`` with ``k ∈ P_i``."""
 
 
-def multipass_pattern(indptr: Any, indices: Any, strong: Any, coarse: Any) -> MultipassPattern:
+def multipass_pattern(indptr: Any, indices: Any, strong: Any, coarse: Any, *,
+                      check: bool = True) -> MultipassPattern:
     """The :class:`MultipassPattern` of multipass interpolation (Stüben 1999, A.4.3).
+
+    With ``check=False`` the pattern is trusted, not checked (see :func:`spgemm_symbolic`).
 
     Args:
       indptr, indices: the ``n × n`` matrix's pattern (columns sorted within rows).
@@ -1256,7 +1267,7 @@ def multipass_pattern(indptr: Any, indices: Any, strong: Any, coarse: Any) -> Mu
     """
     fn = "multipass_pattern"
     n = np.shape(indptr)[0] - 1 if np.ndim(indptr) == 1 else 0
-    indptr, indices = _check_pattern(fn, ("indptr", "indices"), indptr, indices, n)
+    indptr, indices = _check_pattern(fn, ("indptr", "indices"), indptr, indices, n, check)
     strong, coarse_index = _splitting_operands(fn, strong, coarse, indices.shape, n)
     handle = _cpu.JaxsolveSparseMultipassPlan(n, indptr, indices, strong, coarse_index)
     if not handle:
@@ -1270,7 +1281,7 @@ def multipass_pattern(indptr: Any, indices: Any, strong: Any, coarse: Any) -> Mu
 
 
 def multipass_values(indptr: Any, indices: Any, values: Any, plan: MultipassPattern,
-                     coarse: Any) -> np.ndarray:
+                     coarse: Any, *, check: bool = True) -> np.ndarray:
     """``P``'s untruncated multipass weights on ``plan`` for ``A``'s concrete ``values``.
 
     The weights of ``jaxsolve.sparse._classical``'s multipass formula (C points: 1; F
@@ -1278,6 +1289,8 @@ def multipass_values(indptr: Any, indices: Any, values: Any, plan: MultipassPatt
     accumulated in double in the formula's order: its NumPy evaluation's bit for bit for
     real values (complex ones within rounding). Each pass is split over the cores at rows
     of ``P``.
+
+    With ``check=False`` the pattern is trusted, not checked (see :func:`spgemm_symbolic`).
 
     Examples:
       The 1D Laplacian of :func:`multipass_pattern`'s example: point 2 takes half of each
@@ -1292,7 +1305,7 @@ def multipass_values(indptr: Any, indices: Any, values: Any, plan: MultipassPatt
     """
     fn = "multipass_values"
     n = np.shape(indptr)[0] - 1 if np.ndim(indptr) == 1 else 0
-    indptr, indices = _check_pattern(fn, ("indptr", "indices"), indptr, indices, n)
+    indptr, indices = _check_pattern(fn, ("indptr", "indices"), indptr, indices, n, check)
     values = _values_dtype(fn, "values", values, indices.shape)
     coarse = np.ascontiguousarray(coarse, np.uint8)
     entries = plan.triple_entries
