@@ -67,6 +67,20 @@ class TestElasticity:
         assert "unknowns/node" in str(classical)
         assert "unknowns/node" not in str(sparse.describe(A, {"preconditioner": CLASSICAL}))
 
+    @pytest.mark.parametrize("selector", ["PMIS", "PMISC", "HMIS"])
+    def test_aggressive_levels_coarsen_the_nodes_aggressively(self, x64, selector):
+        A, _ = matrices.elasticity_matrix_2d(24, dtype=np.float64)
+        b = matrices.rhs_random(A.shape[0], seed=2, dtype=np.float64)
+        standard = {**CLASSICAL, "selector": selector}
+        aggressive = {**standard, "aggressive_levels": 1}
+        rows = {name: sparse.describe(A, {"preconditioner": amg}, block_dim=2).rows
+                for name, amg in (("standard", standard), ("aggressive", aggressive))}
+        assert rows["aggressive"][1] < 0.5 * rows["standard"][1], rows
+        assert all(n % 2 == 0 for n in rows["aggressive"])  # still whole nodes
+        x, info = sparse.solve(A, b, block_dim=2, config={
+            "solver": "PCG", "tolerance": 1e-8, "max_iters": 200, "preconditioner": aggressive})
+        assert status(info) == "SUCCESS"
+
 
 @pytest.mark.parametrize("config", [SMOOTHED, CLASSICAL])
 def test_a_nodes_unknowns_share_aggregate_or_splitting(config):

@@ -167,13 +167,14 @@ def expand(node_labels: np.ndarray, block_dim: int) -> np.ndarray:
     return np.repeat(node_labels, block_dim)
 
 
-def classical_splitting(pattern: CsrStructure, values: np.ndarray, config: AMGConfig
-                        ) -> tuple[np.ndarray, np.ndarray]:
+def classical_splitting(pattern: CsrStructure, values: np.ndarray, config: AMGConfig, *,
+                        aggressive: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """Classical AMG's strength and C/F splitting of a block system, decided on its nodes.
 
     Node ``i`` strongly depends on node ``j`` by classical AMG's criterion applied to the
     node matrix with ``‖A_ii‖_F`` on its diagonal and ``-‖A_ij‖_F`` off it (hypre's nodal
-    coarsening); the nodes are split by ``config.selector``.  Unknown ``(i, f)`` then
+    coarsening); the nodes are split by ``config.selector``, aggressively (A2) on an
+    aggressive level.  Unknown ``(i, f)`` then
     strongly depends on ``(j, f)`` — the same component — when node ``i`` strongly
     depends on node ``j`` and ``a_(i,f),(j,f)`` has the sign opposite to the diagonal's,
     and is a C point when node ``i`` is.  (On 2D elasticity the sign test halves the
@@ -191,7 +192,8 @@ def classical_splitting(pattern: CsrStructure, values: np.ndarray, config: AMGCo
     node_values = np.where(nodes.indices == nodes.row_ids, norms, -norms)
     node_strong = _classical.strong_couplings(nodes, node_values, config)
     node_coarse = _native.classical_splitting(nodes.indptr, nodes.indices, node_strong,
-                                              config.selector)
+                                              config.selector, aggressive=aggressive,
+                                              check=False)
     same_component = pattern.row_ids % k == pattern.indices % k
     # Of the sign opposite to the diagonal's (its phase, for complex values), as classical
     # interpolation needs of a strong coupling.

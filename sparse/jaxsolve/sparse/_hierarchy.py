@@ -314,11 +314,11 @@ def _classical_levels(pattern: CsrStructure, values: np.ndarray | None, config: 
     """
     values = _classical.surrogate_values(pattern) if values is None else values
     while len(levels) + 1 < config.max_levels and pattern.n_rows > config.min_coarse_rows:
-        splitting = (None if config.block_dim == 1
-                     else _blocks.classical_splitting(pattern, values, config))
-        interpolation = _classical.level_structure(
-            pattern, values, config, aggressive=len(levels) < config.aggressive_levels,
-            splitting=splitting)
+        aggressive = len(levels) < config.aggressive_levels
+        splitting = (None if config.block_dim == 1 else
+                     _blocks.classical_splitting(pattern, values, config, aggressive=aggressive))
+        interpolation = _classical.level_structure(pattern, values, config,
+                                                   aggressive=aggressive, splitting=splitting)
         phase("splitting")
         if not 0 < interpolation.n_coarse < pattern.n_rows:  # no coarsening: stop here
             break
