@@ -208,6 +208,13 @@ void ParallelCopy(const Vector& from, T* to) {
                });
 }
 
+// Sets to[0..count) to `value` over the cores.
+template <typename T>
+void ParallelFill(T* to, int64_t count, const T& value) {
+  ForRowBlocks(count, BlocksFor(count, int64_t{1} << 18),  // nothing here throws
+               [&](int64_t begin, int64_t end) { std::fill(to + begin, to + end, value); });
+}
+
 // How a graph gets its transpose's rows: sorted from its own by a counting
 // sort; its own rows, for a symmetric graph whose rows are read as sets of
 // neighbours; or its own rows if they are sorted and the graph is found
@@ -1206,8 +1213,9 @@ JAXSOLVE_SPARSE_EXPORT int32_t JaxsolveSparseMultipassValues(
       using T = decltype(type);
       using Sum = typename Scalar<T>::Sum;
       const int64_t nnz = indptr[n], full_nnz = full_indptr[n];
-      std::vector<T> coefficients(nnz);
-      if (!ForRowBlocks(n, BlocksFor(n, kMinRowsPerThread), [&](int64_t begin, int64_t end) {
+      const int64_t row_blocks = BlocksFor(n, kMinRowsPerThread);
+      FilledLater<T> coefficients(nnz);  // every entry written by its row
+      if (!ForRowBlocks(n, row_blocks, [&](int64_t begin, int64_t end) {
             MultipassCoefficientRows(begin, end, indptr, indices,
                                      static_cast<const T*>(values), interpolatory,
                                      coefficients.data());
@@ -1215,14 +1223,18 @@ JAXSOLVE_SPARSE_EXPORT int32_t JaxsolveSparseMultipassValues(
         return -1;
       }
       T* out = static_cast<T*>(weights);
-      std::vector<uint8_t> ready(full_nnz, 0);
-      std::fill(out, out + full_nnz, T{});
-      for (int32_t i = 0; i < n; ++i) {
-        if (!coarse[i] || full_indptr[i + 1] == full_indptr[i]) continue;
-        out[full_indptr[i]] = FromReal<T>(1);
-        ready[full_indptr[i]] = 1;
-      }
-      std::vector<Sum> sums(full_nnz);
+      FilledLater<uint8_t> ready(full_nnz);
+      FilledLater<Sum> sums(full_nnz);
+      ParallelFill(out, full_nnz, T{});
+      ParallelFill(ready.data(), full_nnz, uint8_t{0});
+      ParallelFill(sums.data(), full_nnz, Sum{});
+      ForRowBlocks(n, row_blocks, [&](int64_t begin, int64_t end) {  // nothing here throws
+        for (int64_t i = begin; i < end; ++i) {
+          if (!coarse[i] || full_indptr[i + 1] == full_indptr[i]) continue;
+          out[full_indptr[i]] = FromReal<T>(1);
+          ready[full_indptr[i]] = 1;
+        }
+      });
       int64_t first = 0;
       for (int32_t m = 0; m < n_passes; ++m) {
         const int64_t last = first + pass_counts[m], count = last - first;
@@ -1259,7 +1271,10 @@ JAXSOLVE_SPARSE_EXPORT int32_t JaxsolveSparseMultipassValues(
           if (rows[b].first <= row) return -3;  // also a block's error, {-1, -1}
           row = rows[b].second;
         }
-        for (int64_t t = first; t < last; ++t) ready[triple_destinations[t]] = 1;
+        // The pass's weights are formed; its blocks' rows are disjoint.
+        ForNumberedBlocks(blocks, blocks, [&](int64_t b, int64_t, int64_t) {  // no throw
+          for (int64_t t = starts[b]; t < starts[b + 1]; ++t) ready[triple_destinations[t]] = 1;
+        });
         first = last;
       }
       return 0;
