@@ -59,6 +59,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <memory>
 #include <new>
@@ -217,8 +218,9 @@ void ParallelFill(T* to, int64_t count, const T& value) {
 
 // How a graph gets its transpose's rows: sorted from its own by a counting
 // sort; its own rows, for a symmetric graph whose rows are read as sets of
-// neighbours; or its own rows if they are sorted and the graph is found
-// symmetric (then they are the transpose's rows exactly), else sorted.
+// neighbours; or its own rows if they strictly increase and the graph is
+// found symmetric (then they are the transpose's rows exactly: a repeated
+// column would be a repeated row in the transpose), else sorted.
 enum class Transpose { kSorted, kSelf, kSelfIfSymmetric };
 
 // A directed graph in CSR, with its transpose (t_indptr, t_indices), which is
@@ -269,15 +271,17 @@ struct Graph {
   }
 
  private:
-  // Whether every row is ascending and j in row i means i in row j, over the
-  // cores.
+  // Whether every row strictly increases and j in row i means i in row j,
+  // over the cores.
   bool SortedAndSymmetric() const {
     std::atomic<bool> yes{true};
     ForRowBlocks(n, BlocksFor(n, kMinRowsPerThread), [&](int64_t begin, int64_t end) {
       for (int64_t i = begin; i < end && yes; ++i) {
         const int32_t* first = indices.data() + indptr[i];
         const int32_t* last = indices.data() + indptr[i + 1];
-        if (!std::is_sorted(first, last)) yes = false;
+        if (std::adjacent_find(first, last, std::greater_equal<int32_t>()) != last) {
+          yes = false;
+        }
         for (const int32_t* j = first; j < last && yes; ++j) {
           if (!std::binary_search(indices.data() + indptr[*j], indices.data() + indptr[*j + 1],
                                   static_cast<int32_t>(i))) {
