@@ -44,6 +44,9 @@ import jaxsolve.sparse as jsp
 from timing import smallest_time
 
 TOLERANCE = 1e-8
+# The classical rows: (selector, interpolator, aggressive_levels).
+CLASSICAL_ROWS = (("PMIS", "D2", 0), ("PMIS", "D1", 0), ("PMISC", "D2", 0), ("HMIS", "D2", 0),
+                  ("HMIS", "D1", 0), ("PMIS", "D2", 1), ("PMISC", "D2", 1), ("HMIS", "D2", 1))
 
 
 def jaxsolve_row(A: scipy.sparse.csr_array, b: np.ndarray, amg: dict[str, Any],
@@ -124,18 +127,14 @@ def main() -> None:
         print(f"\n{name}: {A.shape[0]} unknowns, {A.nnz} nonzeros")
         print(header)
         rows = []
-        for selector, interpolator in (("PMIS", "D2"), ("PMIS", "D1"), ("PMISC", "D2"),
-                                       ("HMIS", "D2"), ("HMIS", "D1")):
-            rows.append((f"jaxsolve classical {selector} {interpolator}", jaxsolve_row(
+        for selector, interpolator, aggressive in CLASSICAL_ROWS:
+            rows.append((f"jaxsolve classical {selector} {interpolator}"
+                         + (" A2" if aggressive else ""), jaxsolve_row(
                 A, b, {"algorithm": "CLASSICAL", "selector": selector,
                        "interpolator": interpolator, "strength_threshold": args.threshold,
+                       "aggressive_levels": aggressive,
                        "interp_max_elements": args.max_elements},
                 args.min_coarse)))
-        for selector in ("PMIS", "PMISC", "HMIS"):
-            rows.append((f"jaxsolve classical {selector} D2 A2", jaxsolve_row(
-                A, b, {"algorithm": "CLASSICAL", "selector": selector, "interpolator": "D2",
-                       "strength_threshold": args.threshold, "aggressive_levels": 1,
-                       "interp_max_elements": args.max_elements}, args.min_coarse)))
         for selector, label in (("PMIS", "PMIS"), ("HMIS", "RS 1st pass")):
             rows.append((f"PyAMG RS {label} classical",
                          pyamg_row(A, b, selector, args.threshold, args.min_coarse)))
