@@ -705,126 +705,135 @@ void TruncationRows(int32_t begin, int32_t end, const int32_t* indptr, const T* 
 //   alpha_i = (sum_{j != i} a_ij) / (sum_{k in P_i} a_ik)
 //
 // (for each sign of a_ik apart; jaxsolve/sparse/_classical.py computes the
-// c_ik). F points that no pass reaches get no interpolation. Encoded, per pass m = 1, 2, ... in turn: triples (e, s,
-// t): entry e = a_ik of A times P's entry s (of row k) adds into P's entry t
-// (of row i); `interpolatory` marks the entries a_ik, k in P_i. The triples
-// stay in their blocks' parts, pass after pass, until they are copied out,
-// over the cores, into the caller's arrays.
-struct Triples {  // a block's
-  std::vector<int32_t> entries, sources, destinations;
+// c_ik). F points that no pass reaches get no interpolation. Encoded, per
+// pass m = 1, 2, ... in turn: triples (e, s, t): entry e = a_ik of A times
+// P's entry s (of row k) adds into P's entry t (of row i); `interpolatory`
+// marks the entries a_ik, k in P_i.
+//
+// The plan holds each point's row of P where it was built (a C point's in
+// `units`, an F point's in its pass's part) and counts the triples; the copy
+// writes P and the triples straight into the caller's arrays, over the
+// cores.
+struct PassPart {  // the points of a pass that one block of rows found
+  std::vector<int32_t> points, lengths, columns;  // their rows of P, one after the other
+  int64_t triples = 0, first_triple = 0;          // their count, the first's place
 };
 struct MultipassPlan {
-  std::vector<int32_t> p_indptr, p_indices, pass_counts;
-  std::vector<Triples> triples;
-  std::vector<uint8_t> interpolatory;
+  int32_t n = 0;
+  const int32_t* indptr = nullptr;  // A's pattern, the caller's (not copied)
+  const int32_t* indices = nullptr;
+  FilledLater<int32_t> units;  // the C points' columns (their coarse index)
+  FilledLater<const int32_t*> row_columns;
+  FilledLater<int32_t> p_indptr;
+  FilledLater<uint8_t> interpolatory;
+  std::vector<std::vector<PassPart>> passes;
+  std::vector<int32_t> pass_counts;
 };
 
-// Each pass in three steps over the cores, by blocks of rows: which points
-// join it, their rows of P (from the earlier passes' rows), their triples.
+// Each pass is one sweep over the cores by blocks of rows (which points join
+// it, their rows of P from the earlier passes' rows, their interpolatory
+// entries and triple counts), then one over the blocks' parts (the points
+// take their pass and rows).
 void BuildMultipass(int32_t n, const int32_t* indptr, const int32_t* indices,
                     const uint8_t* strong, const int32_t* coarse_index,
                     MultipassPlan& plan) {
-  std::vector<int32_t> pass(n, -1);
-  // Rows' columns, appended pass by pass (row_start/row_length per row).
-  std::vector<int64_t> row_start(n, 0);
-  std::vector<int32_t> row_length(n, 0), columns;
-  for (int32_t i = 0; i < n; ++i) {
-    if (coarse_index[i] < 0) continue;
-    pass[i] = 0;
-    row_start[i] = static_cast<int64_t>(columns.size());
-    row_length[i] = 1;
-    columns.push_back(coarse_index[i]);
-  }
-  plan.interpolatory.assign(indptr[n], 0);
-  std::vector<std::vector<int32_t>> passes;
-  for (int32_t m = 1;; ++m) {
-    std::vector<int32_t> next;
-    for (const std::vector<int32_t>& part : BlockParts<std::vector<int32_t>>(
-             n, [&](int64_t begin, int64_t end, std::vector<int32_t>& found) {
-               for (int64_t i = begin; i < end; ++i) {
-                 if (pass[i] >= 0) continue;
-                 for (int32_t e = indptr[i]; e < indptr[i + 1]; ++e) {
-                   if (strong[e] && indices[e] != i && pass[indices[e]] == m - 1) {
-                     found.push_back(static_cast<int32_t>(i));
-                     break;
-                   }
-                 }
-               }
-             })) {
-      next.insert(next.end(), part.begin(), part.end());
+  plan.n = n;
+  plan.indptr = indptr;
+  plan.indices = indices;
+  plan.units.resize(n);
+  plan.row_columns.resize(n);
+  plan.interpolatory.resize(indptr[n]);
+  FilledLater<int32_t> pass(n), row_length(n);
+  const int64_t blocks = BlocksFor(n, kMinRowsPerThread);
+  ForRowBlocks(n, blocks, [&](int64_t begin, int64_t end) {  // nothing here throws
+    for (int64_t i = begin; i < end; ++i) {
+      const bool c = coarse_index[i] >= 0;
+      pass[i] = c ? 0 : -1;
+      row_length[i] = c ? 1 : 0;
+      plan.units[i] = coarse_index[i];
+      plan.row_columns[i] = plan.units.data() + i;
+      std::fill(plan.interpolatory.begin() + indptr[i],
+                plan.interpolatory.begin() + indptr[i + 1], uint8_t{0});
     }
-    if (next.empty()) break;
-    for (int32_t i : next) pass[i] = m;
-    const std::vector<GraphRows> rows = BlockParts<GraphRows>(
-        static_cast<int64_t>(next.size()), [&](int64_t begin, int64_t end, GraphRows& out) {
+  });
+  for (int32_t m = 1;; ++m) {
+    // Only earlier passes' points have a pass while the rows are read.
+    std::vector<PassPart> parts = BlockParts<PassPart>(
+        n, [&](int64_t begin, int64_t end, PassPart& part) {
           std::vector<int32_t> row;
-          for (int64_t r = begin; r < end; ++r) {
-            const int32_t i = next[r];
+          for (int64_t i = begin; i < end; ++i) {
+            if (pass[i] >= 0) continue;
+            bool joins = false;
+            for (int32_t e = indptr[i]; e < indptr[i + 1] && !joins; ++e) {
+              joins = strong[e] && indices[e] != i && pass[indices[e]] == m - 1;
+            }
+            if (!joins) continue;
             row.clear();
             for (int32_t e = indptr[i]; e < indptr[i + 1]; ++e) {
               const int32_t k = indices[e];
-              if (!strong[e] || k == i || pass[k] < 0 || pass[k] >= m) continue;
+              if (!strong[e] || k == i || pass[k] < 0) continue;
               plan.interpolatory[e] = 1;
-              row.insert(row.end(), columns.begin() + row_start[k],
-                         columns.begin() + row_start[k] + row_length[k]);
+              part.triples += row_length[k];
+              row.insert(row.end(), plan.row_columns[k], plan.row_columns[k] + row_length[k]);
             }
             std::sort(row.begin(), row.end());
             row.erase(std::unique(row.begin(), row.end()), row.end());
-            out.indices.insert(out.indices.end(), row.begin(), row.end());
-            out.lengths.push_back(static_cast<int32_t>(row.size()));
+            part.points.push_back(static_cast<int32_t>(i));
+            part.lengths.push_back(static_cast<int32_t>(row.size()));
+            part.columns.insert(part.columns.end(), row.begin(), row.end());
           }
         });
-    auto i = next.begin();
-    for (const GraphRows& part : rows) {
-      int64_t start = static_cast<int64_t>(columns.size());
-      for (int32_t length : part.lengths) {
-        row_start[*i] = start;
-        row_length[*i++] = length;
-        start += length;
-      }
-      columns.insert(columns.end(), part.indices.begin(), part.indices.end());
-    }
-    passes.push_back(std::move(next));
-  }
-  plan.p_indptr.assign(static_cast<size_t>(n) + 1, 0);
-  for (int32_t i = 0; i < n; ++i) plan.p_indptr[i + 1] = plan.p_indptr[i] + row_length[i];
-  plan.p_indices.resize(plan.p_indptr[n]);
-  for (int32_t i = 0; i < n; ++i) {
-    std::copy(columns.begin() + row_start[i],
-              columns.begin() + row_start[i] + row_length[i],
-              plan.p_indices.begin() + plan.p_indptr[i]);
-  }
-  for (const std::vector<int32_t>& rows : passes) {
     int64_t count = 0;
-    for (Triples& part : BlockParts<Triples>(
-             static_cast<int64_t>(rows.size()),
-             [&](int64_t begin, int64_t end, Triples& out) {
-               for (int64_t r = begin; r < end; ++r) {
-                 const int32_t i = rows[r];
-                 const int32_t* first = plan.p_indices.data() + plan.p_indptr[i];
-                 const int32_t* last = plan.p_indices.data() + plan.p_indptr[i + 1];
-                 for (int32_t e = indptr[i]; e < indptr[i + 1]; ++e) {
-                   if (!plan.interpolatory[e]) continue;
-                   const int32_t k = indices[e];
-                   for (int32_t s = plan.p_indptr[k]; s < plan.p_indptr[k + 1]; ++s) {
-                     out.entries.push_back(e);
-                     out.sources.push_back(s);
-                     out.destinations.push_back(
-                         plan.p_indptr[i] + static_cast<int32_t>(std::lower_bound(
-                                                first, last, plan.p_indices[s]) - first));
-                   }
-                 }
-               }
-             })) {
-      count += static_cast<int64_t>(part.entries.size());
-      plan.triples.push_back(std::move(part));
+    for (PassPart& part : parts) {
+      part.first_triple = count;
+      count += part.triples;
     }
+    if (count == 0) break;  // a point that joins has a triple: no point joined
     // A pass of over 2^31 triples (a 24 GiB plan) is reported as out of memory.
     if (count > std::numeric_limits<int32_t>::max()) throw std::bad_alloc();
     plan.pass_counts.push_back(static_cast<int32_t>(count));
+    ForNumberedBlocks(  // nothing here throws
+        static_cast<int64_t>(parts.size()), static_cast<int64_t>(parts.size()),
+        [&](int64_t p, int64_t, int64_t) {
+          const PassPart& part = parts[p];
+          const int32_t* columns = part.columns.data();
+          for (size_t r = 0; r < part.points.size(); ++r) {
+            const int32_t i = part.points[r];
+            pass[i] = m;
+            row_length[i] = part.lengths[r];
+            plan.row_columns[i] = columns;
+            columns += part.lengths[r];
+          }
+        });
+    plan.passes.push_back(std::move(parts));  // the parts' columns stay where they are
   }
+  plan.p_indptr.resize(static_cast<size_t>(n) + 1);
+  plan.p_indptr[0] = 0;
+  for (int32_t i = 0; i < n; ++i) plan.p_indptr[i + 1] = plan.p_indptr[i] + row_length[i];
 }
 
+// Writes the triples of a pass's part into the pass's arrays (its first
+// triple at entries[0]).
+void WriteTriples(const MultipassPlan& plan, const PassPart& part, int32_t* entries,
+                  int32_t* sources, int32_t* destinations) {
+  const int32_t* p_indptr = plan.p_indptr.data();
+  int64_t t = part.first_triple;
+  for (const int32_t i : part.points) {
+    const int32_t* first = plan.row_columns[i];
+    const int32_t* last = first + (p_indptr[i + 1] - p_indptr[i]);
+    for (int32_t e = plan.indptr[i]; e < plan.indptr[i + 1]; ++e) {
+      if (!plan.interpolatory[e]) continue;
+      const int32_t k = plan.indices[e];
+      const int32_t* columns = plan.row_columns[k];
+      for (int32_t s = p_indptr[k]; s < p_indptr[k + 1]; ++s, ++t) {
+        entries[t] = e;
+        sources[t] = s;
+        destinations[t] = p_indptr[i] + static_cast<int32_t>(
+            std::lower_bound(first, last, columns[s - p_indptr[k]]) - first);
+      }
+    }
+  }
+}
 
 // Rows [begin, end) of multipass interpolation's coefficients c_e (zero off
 // the interpolatory entries), in _classical.py's _multipass_weights order:
@@ -1146,8 +1155,9 @@ JAXSOLVE_SPARSE_EXPORT int32_t JaxsolveSparseTruncatedValues(
 }
 
 // Builds the multipass plan (arguments as ...InterpolationPlan's); returns it
-// (to be read with ...MultipassSizes and ...MultipassCopy, then freed), or
-// null if memory ran out.
+// (to be read with ...MultipassSizes and ...MultipassCopy, which frees it), or
+// null if memory ran out. The plan reads indptr and indices until it is
+// freed.
 JAXSOLVE_SPARSE_EXPORT void* JaxsolveSparseMultipassPlan(
     int32_t n, const int32_t* indptr, const int32_t* indices, const uint8_t* strong,
     const int32_t* coarse_index) {
@@ -1166,36 +1176,41 @@ JAXSOLVE_SPARSE_EXPORT void JaxsolveSparseMultipassSizes(const void* handle,
                                                         int64_t* sizes) {
   const auto& plan = *static_cast<const MultipassPlan*>(handle);
   sizes[0] = static_cast<int64_t>(plan.p_indptr.size());
-  sizes[1] = static_cast<int64_t>(plan.p_indices.size());
+  sizes[1] = plan.p_indptr[plan.n];
   sizes[2] = static_cast<int64_t>(plan.pass_counts.size());
   sizes[3] = 0;
-  for (const Triples& part : plan.triples) sizes[3] += static_cast<int64_t>(part.entries.size());
+  for (const int32_t count : plan.pass_counts) sizes[3] += count;
 }
 
-// Copies the multipass plan's arrays (interpolatory: nnz(A) bytes) into the
-// caller's and frees the plan.
+// Writes the multipass plan's arrays (interpolatory: nnz(A) bytes) into the
+// caller's, over the cores, and frees the plan. A's pattern, which the plan
+// reads, must not have changed since ...MultipassPlan.
 JAXSOLVE_SPARSE_EXPORT void JaxsolveSparseMultipassCopy(
     void* handle, int32_t* p_indptr, int32_t* p_indices, int32_t* pass_counts,
     int32_t* triple_entries, int32_t* triple_sources, int32_t* triple_destinations,
     uint8_t* interpolatory) {
   std::unique_ptr<MultipassPlan> plan(static_cast<MultipassPlan*>(handle));
   ParallelCopy(plan->p_indptr, p_indptr);
-  ParallelCopy(plan->p_indices, p_indices);
   ParallelCopy(plan->pass_counts, pass_counts);
   ParallelCopy(plan->interpolatory, interpolatory);
-  const std::vector<Triples>& parts = plan->triples;
-  std::vector<int64_t> first(parts.size() + 1, 0);
-  for (size_t p = 0; p < parts.size(); ++p) {
-    first[p + 1] = first[p] + static_cast<int64_t>(parts[p].entries.size());
+  ForRowBlocks(plan->n, BlocksFor(plan->n, kMinRowsPerThread),  // nothing here throws
+               [&](int64_t begin, int64_t end) {
+                 for (int64_t i = begin; i < end; ++i) {
+                   std::copy(plan->row_columns[i],
+                             plan->row_columns[i] + (p_indptr[i + 1] - p_indptr[i]),
+                             p_indices + p_indptr[i]);
+                 }
+               });
+  int64_t first = 0;  // the pass's first triple
+  for (const std::vector<PassPart>& parts : plan->passes) {
+    ForNumberedBlocks(  // nothing here throws
+        static_cast<int64_t>(parts.size()), static_cast<int64_t>(parts.size()),
+        [&](int64_t p, int64_t, int64_t) {
+          WriteTriples(*plan, parts[p], triple_entries + first, triple_sources + first,
+                       triple_destinations + first);
+        });
+    for (const PassPart& part : parts) first += part.triples;
   }
-  ForNumberedBlocks(  // nothing here throws
-      static_cast<int64_t>(parts.size()), static_cast<int64_t>(parts.size()),
-      [&](int64_t p, int64_t, int64_t) {
-        std::copy(parts[p].entries.begin(), parts[p].entries.end(), triple_entries + first[p]);
-        std::copy(parts[p].sources.begin(), parts[p].sources.end(), triple_sources + first[p]);
-        std::copy(parts[p].destinations.begin(), parts[p].destinations.end(),
-                  triple_destinations + first[p]);
-      });
 }
 
 // Multipass interpolation's untruncated weights (of `dtype`, full_indptr[n]
