@@ -274,6 +274,38 @@ class TestAsCsr:
         A = as_csr(unsorted)
         np.testing.assert_array_equal(A.todense(), jnp.array([[0.0, 2.0, 0.0], [1.0, 0.0, 7.0]]))
 
+    @pytest.mark.parametrize("kind", ["BCSR", "csr_array"])
+    def test_as_csr_from_csr_arrays(self, kind):
+        def source(indptr, indices, data, shape):
+            if kind == "BCSR":
+                return jsparse.BCSR((jnp.array(data), jnp.array(indices), jnp.array(indptr)),
+                                    shape=shape)
+            return scipy.sparse.csr_array((data, indices, indptr), shape=shape)
+
+        # Canonical, a row's first column below the last row's last (also past an empty
+        # row): taken as it is.
+        A = as_csr(source([0, 2, 2, 3, 4], [1, 2, 0, 0], [1.0, 2.0, 3.0, 4.0], (4, 3)))
+        np.testing.assert_array_equal(A.indices, [1, 2, 0, 0])
+        np.testing.assert_array_equal(A.indptr, [0, 2, 2, 3, 4])
+        np.testing.assert_array_equal(A.values, [1.0, 2.0, 3.0, 4.0])
+        # A row out of order and a duplicate: sorted and summed.
+        A = as_csr(source([0, 3, 5], [2, 0, 2, 1, 1], [1.0, 2.0, 3.0, 4.0, 5.0], (2, 3)))
+        np.testing.assert_array_equal(A.indices, [0, 2, 1])
+        np.testing.assert_array_equal(A.indptr, [0, 2, 3])
+        np.testing.assert_array_equal(A.values, [2.0, 4.0, 9.0])
+        CsrMatrix(A.values, A.indices, A.indptr, A.shape)
+
+    def test_as_csr_from_csr_arrays_errors(self):
+        with pytest.raises(ValueError, match=re.escape(
+                "as_csr: indptr must be 3 nondecreasing offsets from 0 for 2 rows, got shape"
+                " (3,).")):
+            as_csr(scipy.sparse.csr_array(
+                (np.ones(2), np.array([0, 1]), np.array([0, 2, 1])), shape=(2, 2)))
+        with pytest.raises(ValueError, match=re.escape(
+                "as_csr: indptr stores 3 entries, but there are 2 column indices and 2 values.")):
+            as_csr(jsparse.BCSR((jnp.ones(2), jnp.array([0, 1]), jnp.array([0, 1, 3])),
+                                shape=(2, 2)))
+
     def test_as_csr_grad_through_canonicalization(self):
         indices = jnp.array([[1, 2], [1, 0], [0, 1], [1, 2]])
         weights = jnp.array([[0.0, 5.0, 0.0], [6.0, 0.0, 7.0]])

@@ -75,8 +75,8 @@ class _CsrPattern:
         self._positions_on: dict[jax.Device, jax.Array] = {}
         self.shape = shape
         digest = hashlib.blake2b(digest_size=16)
-        for array in (np.asarray(shape), self.indptr, self.indices):
-            digest.update(array.astype(np.int64).tobytes())
+        for array in (np.asarray(shape, np.int64), self.indptr, self.indices):
+            digest.update(array)  # contiguous: hashed in place, not copied
             digest.update(b"|")
         self.key = digest.hexdigest()
 
@@ -429,6 +429,8 @@ def as_csr(A: Any, *, check: bool = True) -> CsrMatrix:
     """
     if isinstance(A, CsrMatrix):
         return A
+    if scipy.sparse.issparse(A) and A.format == "csr":
+        return _from_csr(A.indptr, A.indices, jnp.asarray(A.data), A.shape, check)
     if scipy.sparse.issparse(A):
         coo = A.tocoo()
         return _from_coo(coo.row, coo.col, jnp.asarray(coo.data), coo.shape, check)
@@ -440,9 +442,7 @@ def as_csr(A: Any, *, check: bool = True) -> CsrMatrix:
         _check_unbatched(A)
         indices = _concrete(A.indices, "the indices of a BCSR")
         indptr = _concrete(A.indptr, "the indptr of a BCSR")
-        rows = np.repeat(np.arange(A.shape[0]), np.diff(indptr))
-        stored = slice(0, indptr[-1])
-        return _from_coo(rows, indices[stored], A.data[stored], A.shape, check)
+        return _from_csr(indptr, indices, A.data, A.shape, check)
     if isinstance(A, (np.ndarray, jax.Array)):
         dense = jnp.asarray(A)
         if dense.ndim != 2:
@@ -459,6 +459,44 @@ def as_csr(A: Any, *, check: bool = True) -> CsrMatrix:
         " jax.experimental.sparse BCOO or BCSR, or a dense 2-D array; got"
         f" {type(A).__name__}."
     )
+
+
+def _from_csr(
+    indptr: np.ndarray,
+    indices: np.ndarray,
+    values: jax.Array,
+    shape: tuple[int, int],
+    check: bool,
+) -> CsrMatrix:
+    """Canonical CSR from static CSR indices (entries past ``indptr[-1]`` are padding).
+
+    Taken as they are when each row's columns strictly increase within ``shape``;
+    otherwise sorted and merged by :func:`_from_coo`.
+    """
+    n_rows, n_cols = shape = _checked_shape(shape, "as_csr")
+    indptr = np.asarray(indptr)
+    if indptr.shape != (n_rows + 1,) or indptr[0] != 0 or np.any(np.diff(indptr) < 0):
+        raise ValueError(
+            f"as_csr: indptr must be {n_rows + 1} nondecreasing offsets from 0 for"
+            f" {n_rows} rows, got shape {indptr.shape}."
+        )
+    nnz = int(indptr[-1])
+    if min(len(indices), len(values)) < nnz:
+        raise ValueError(
+            f"as_csr: indptr stores {nnz} entries, but there are {len(indices)} column"
+            f" indices and {len(values)} values."
+        )
+    indices = np.asarray(indices)[:nnz]
+    values = values[:nnz]
+    increasing = np.diff(indices) > 0
+    starts = indptr[1:-1]
+    increasing[starts[(starts > 0) & (starts < nnz)] - 1] = True  # a row's first column
+    if (increasing.all() and (nnz == 0 or (indices.min() >= 0 and indices.max() < n_cols))):
+        pattern = _CsrPattern(indices, indptr, shape)
+        return CsrMatrix._on_pattern(_checked_values(values, pattern, check, "as_csr"),
+                                     pattern)
+    rows = np.repeat(np.arange(n_rows), np.diff(indptr))
+    return _from_coo(rows, indices, values, shape, check)
 
 
 def _from_coo(
@@ -479,16 +517,14 @@ def _from_coo(
     cols = np.asarray(cols, np.int64)
     inside = np.flatnonzero((rows < n_rows) & (cols < n_cols))
     keys = rows[inside] * n_cols + cols[inside]
-    order = np.argsort(keys, kind="stable")
-    unique_keys, segments = np.unique(keys[order], return_inverse=True)
-    positions = inside[order]
-    if len(unique_keys) == len(positions) and np.array_equal(
-        positions, np.arange(len(values))
-    ):
-        canonical = values  # already canonical: no gather
+    if len(inside) == len(rows) == len(values) and np.all(keys[1:] > keys[:-1]):
+        # Already canonical (a CSR's usual case): nothing to sort, merge or gather.
+        unique_keys, canonical = keys, values
     else:
+        order = np.argsort(keys, kind="stable")
+        unique_keys, segments = np.unique(keys[order], return_inverse=True)
         canonical = jax.ops.segment_sum(
-            values[positions],
+            values[inside[order]],
             segments,
             num_segments=len(unique_keys),
             indices_are_sorted=True,
