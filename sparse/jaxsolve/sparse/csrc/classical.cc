@@ -199,6 +199,14 @@ struct Uninitialized : std::allocator<T> {
 template <typename T>
 using FilledLater = std::vector<T, Uninitialized<T>>;
 
+// Calls f(i) for each i in [0, n), over the cores; f must not throw.
+template <typename F>
+void ForEachPoint(int64_t n, F f) {
+  ForRowBlocks(n, BlocksFor(n, kMinRowsPerThread), [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) f(static_cast<int32_t>(i));
+  });
+}
+
 // Copies `from` into `to` over the cores.
 template <typename Vector, typename T>
 void ParallelCopy(const Vector& from, T* to) {
@@ -329,19 +337,20 @@ void Pmis(const Graph& g, bool colored, int32_t* state) {
   const std::vector<int32_t> color =
       colored ? FirstFitColors(g, state, &colors) : std::vector<int32_t>();
   // Rank: larger weight first, then smaller index.
-  std::vector<double> weight(n);
-  for (int32_t i = 0; i < n; ++i) {
+  FilledLater<double> weight(n);
+  ForEachPoint(n, [&](int32_t i) {
     double fraction = Unit(i);
     if (colored && color[i] >= 0) fraction = (colors - 1 - color[i] + fraction) / colors;
     weight[i] = static_cast<double>(g.t_indptr[i + 1] - g.t_indptr[i]) + fraction;
-  }
+  });
   const auto outranks = [&](int32_t i, int32_t j) {
     return weight[i] > weight[j] || (weight[i] == weight[j] && i < j);
   };
   const int64_t blocks = BlocksFor(n, kMinRowsPerThread);
   // Each phase reads `current` and writes `next` (no point reads what another
   // thread writes), then they swap.
-  std::vector<int32_t> current(state, state + n), next(n);
+  FilledLater<int32_t> current(n), next(n);  // each phase writes all of `next`
+  ForEachPoint(n, [&](int32_t i) { current[i] = state[i]; });
   std::atomic<bool> undecided_left{true};
   const auto phase = [&](auto decide) {
     undecided_left = false;
@@ -366,7 +375,7 @@ void Pmis(const Graph& g, bool colored, int32_t* state) {
                                                                                 : kUndecided;
     });
   }
-  std::copy(current.begin(), current.end(), state);
+  ForEachPoint(n, [&](int32_t i) { state[i] = current[i]; });
 }
 
 // The undecided points by lambda, in buckets: a doubly linked list a bucket,
@@ -744,17 +753,14 @@ void BuildMultipass(int32_t n, const int32_t* indptr, const int32_t* indices,
   plan.row_columns.resize(n);
   plan.interpolatory.resize(indptr[n]);
   FilledLater<int32_t> pass(n), row_length(n);
-  const int64_t blocks = BlocksFor(n, kMinRowsPerThread);
-  ForRowBlocks(n, blocks, [&](int64_t begin, int64_t end) {  // nothing here throws
-    for (int64_t i = begin; i < end; ++i) {
-      const bool c = coarse_index[i] >= 0;
-      pass[i] = c ? 0 : -1;
-      row_length[i] = c ? 1 : 0;
-      plan.units[i] = coarse_index[i];
-      plan.row_columns[i] = plan.units.data() + i;
-      std::fill(plan.interpolatory.begin() + indptr[i],
-                plan.interpolatory.begin() + indptr[i + 1], uint8_t{0});
-    }
+  ForEachPoint(n, [&](int32_t i) {
+    const bool c = coarse_index[i] >= 0;
+    pass[i] = c ? 0 : -1;
+    row_length[i] = c ? 1 : 0;
+    plan.units[i] = coarse_index[i];
+    plan.row_columns[i] = plan.units.data() + i;
+    std::fill(plan.interpolatory.begin() + indptr[i],
+              plan.interpolatory.begin() + indptr[i + 1], uint8_t{0});
   });
   for (int32_t m = 1;; ++m) {
     // Only earlier passes' points have a pass while the rows are read.
@@ -948,16 +954,20 @@ JAXSOLVE_SPARSE_EXPORT int32_t JaxsolveSparseClassicalSplitting(
     int32_t method, int32_t aggressive, int32_t* coarse) {
   try {
     const Graph s = StrengthGraph(n, indptr, indices, strong);
-    for (int32_t i = 0; i < n; ++i) coarse[i] = s.Coupled(i) ? kUndecided : kFine;
+    ForEachPoint(n, [&](int32_t i) { coarse[i] = s.Coupled(i) ? kUndecided : kFine; });
     Split(s, method, coarse);
     if (aggressive) {
       const Graph s2 = DistanceTwo(s, coarse, /*as_sets=*/method != kHmis);
-      for (int32_t i = 0; i < n; ++i) {
+      ForEachPoint(n, [&](int32_t i) {
         if (coarse[i] == kCoarse && s2.Coupled(i)) coarse[i] = kUndecided;
-      }
+      });
       Split(s2, method, coarse);
     }
-    return static_cast<int32_t>(std::count(coarse, coarse + n, kCoarse));
+    std::atomic<int64_t> count{0};
+    ForRowBlocks(n, BlocksFor(n, kMinRowsPerThread), [&](int64_t begin, int64_t end) {
+      count += std::count(coarse + begin, coarse + end, kCoarse);
+    });
+    return static_cast<int32_t>(count);
   } catch (const std::bad_alloc&) {
     return -1;
   }
