@@ -346,11 +346,13 @@ def _host_galerkin(level: LevelStructure, a_values: np.ndarray,
     By the native kernel of the CPU's numeric products, so they are bit for bit those a
     numeric setup on the CPU computes.
     """
-    a_p = _native.csr_product_host(a_values, level.a, p_values, level.p, level.a_p.c)
+    a_p = _native.csr_product_host(a_values, level.a, p_values, level.p, level.a_p.c,
+                                   check=False)  # patterns the setup made
     r_values = p_values[level.r_from_p]
     if np.iscomplexobj(r_values):
         np.conjugate(r_values, out=r_values)
-    return _native.csr_product_host(r_values, level.r, a_p, level.a_p.c, level.galerkin.c)
+    return _native.csr_product_host(r_values, level.r, a_p, level.a_p.c, level.galerkin.c,
+                                    check=False)
 
 
 def _aggregation_levels(pattern: CsrStructure, values: np.ndarray | None, columns: int,

@@ -1331,13 +1331,15 @@ def multipass_values(indptr: Any, indices: Any, values: Any, plan: MultipassPatt
     return weights
 
 
-def csr_product_host(a_values: Any, a: Any, b_values: Any, b: Any, c: Any) -> np.ndarray:
+def csr_product_host(a_values: Any, a: Any, b_values: Any, b: Any, c: Any, *,
+                     check: bool = True) -> np.ndarray:
     """The values of ``C = A B`` on the host, for concrete NumPy values on fixed patterns.
 
     ``a``, ``b``, ``c``: the patterns (``indptr``, ``indices``, ``n_cols``, as
     ``CsrStructure``), ``c`` holding every column a product reaches
     (:func:`spgemm_symbolic`'s). Bit for bit :func:`csr_product_values` on the CPU, whose
-    core it runs.
+    core it runs. With ``check=False`` the patterns are trusted, not checked (see
+    :func:`spgemm_symbolic`); a product whose column ``c`` lacks is still refused.
 
     Examples:
       The product of :func:`spgemm_symbolic`'s example, ``[[1, 1], [0, 1]]`` times ``[[1,
@@ -1353,12 +1355,12 @@ def csr_product_host(a_values: Any, a: Any, b_values: Any, b: Any, c: Any) -> np
     """
     fn = "csr_product_host"
     b_indptr, b_indices = _check_pattern(fn, ("b.indptr", "b.indices"), b.indptr, b.indices,
-                                         b.n_cols)
+                                         b.n_cols, check)
     a_indptr, a_indices = _check_pattern(fn, ("a.indptr", "a.indices"), a.indptr, a.indices,
-                                         b_indptr.shape[0] - 1)
+                                         b_indptr.shape[0] - 1, check)
     m = a_indptr.shape[0] - 1
     c_indptr, c_indices = _check_pattern(fn, ("c.indptr", "c.indices"), c.indptr, c.indices,
-                                         b.n_cols)
+                                         b.n_cols, check)
     a_values = _values_dtype(fn, "a_values", a_values, a_indices.shape)
     b_values = _values_dtype(fn, "b_values", b_values, b_indices.shape)
     if b_values.dtype != a_values.dtype or c_indptr.shape != (m + 1,):
