@@ -347,9 +347,10 @@ class TestHostSetup:
                 level.a.row_ids, level.a.indices, values[level.diagonal])
             assert native.dtype == dtype
             np.testing.assert_array_equal(native, numpy)
-            values = _hierarchy._host_galerkin(level, values, native)
+            values = _hierarchy.galerkin_products(level.a, values, level.p, native, level.r,
+                                                  level.r_from_p)[2]
 
-    def test_host_galerkin_is_the_cpu_numeric_setups_bit_for_bit(self, x64):
+    def test_host_galerkin_products_are_the_cpu_numeric_setups_bit_for_bit(self, x64):
         pattern, values = host(PROBLEMS["airfoil"]())
         # On the CPU: a GPU's XLA contracts the interpolation weights' arithmetic otherwise.
         with jax.default_device(jax.devices("cpu")[0]):
@@ -358,11 +359,14 @@ class TestHostSetup:
                 structure, structure.arrays, jnp.asarray(values), None)
         operators = [level.a for level in numbers.levels] + [numbers.coarsest.a]
         for level, fine, coarse in zip(structure.levels, operators, operators[1:]):
-            np.testing.assert_array_equal(
-                _hierarchy._host_galerkin(level, np.asarray(fine.values),
-                                          _classical.host_values(level.interpolation, level.a,
-                                                                 np.asarray(fine.values))),
-                coarse.values)
+            weights = _classical.host_values(level.interpolation, level.a,
+                                             np.asarray(fine.values))
+            a_p, galerkin, values = _hierarchy.galerkin_products(
+                level.a, np.asarray(fine.values), level.p, weights, level.r, level.r_from_p)
+            np.testing.assert_array_equal(values, coarse.values)
+            for ours, theirs in ((a_p.c, level.a_p.c), (galerkin.c, level.galerkin.c)):
+                np.testing.assert_array_equal(ours.indptr, theirs.indptr)
+                np.testing.assert_array_equal(ours.indices, theirs.indices)
 
     @pytest.mark.parametrize("interpolator", ["D1", "D2"])
     def test_numeric_setup_weights_come_from_the_kernel_and_differentiate_as_the_formula(

@@ -53,6 +53,7 @@ from jaxsolve.sparse._native import (
     csr_transpose,
     find_in_rows,
     interpolation_weights,
+    spgemm_host,
     spgemm_symbolic,
 )
 
@@ -93,7 +94,7 @@ def test_docstring_examples_run():
                                "JaxsolveSparseMultipassPlan",
                                "JaxsolveSparseMultipassSizes", "JaxsolveSparseMultipassCopy",
                                "JaxsolveSparseMultipassValues",
-                               "JaxsolveSparseCsrProductHost"}),
+                               "JaxsolveSparseSpgemmValues"}),
     ("libjaxsolve_sparse_cuda12.so", {"JaxsolveSparseCsrMatvec", "JaxsolveSparseCsrProduct",
                                       "JaxsolveSparseInterpolationWeights"}),
     ("libjaxsolve_sparse_cuda13.so", {"JaxsolveSparseCsrMatvec", "JaxsolveSparseCsrProduct",
@@ -684,6 +685,39 @@ class TestSpgemmSymbolic:
         check_csr_product_vmap(csr_product_values, spgemm_symbolic, CPU,
                                random_csr((40, 30), dtype, 0.2, empty_rows=(3,)),
                                random_csr((30, 25), dtype, 0.2, seed=3))
+
+    @pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
+    def test_spgemm_host_is_the_pattern_and_the_cpu_products_values(self, dtype):
+        use_dtype(dtype)
+        for a, b in [  # several blocks of threads; shuffled rows; one long row of C
+                (random_csr((9000, 200), dtype, 0.03, empty_rows=(0,)),
+                 random_csr((200, 300), dtype, 0.01, seed=4, empty_rows=(5,))),
+                (shuffled_rows(random_csr((40, 30), dtype, 0.2), 1),
+                 shuffled_rows(random_csr((30, 25), dtype, 0.2, seed=3), 2)),
+                (scipy.sparse.csr_matrix(np.ones((1, 2), dtype)),
+                 scipy.sparse.csr_matrix((np.arange(5000, dtype=dtype),
+                                          (np.arange(5000) % 2, np.arange(5000))),
+                                         shape=(2, 5000)))]:
+            c, values = spgemm_host(a.data, a.indptr, a.indices, b.data, b.indptr, b.indices,
+                                    b.shape[1])
+            symbolic = spgemm_symbolic(a.indptr, a.indices, b.indptr, b.indices, b.shape[1])
+            for ours, theirs in zip(c, symbolic):
+                np.testing.assert_array_equal(ours, theirs)
+            assert values.dtype == dtype and values.shape == c.indices.shape
+            np.testing.assert_array_equal(values, csr_product_values(
+                *product_operands(CPU, a, b, c.indptr, c.indices), n_cols=b.shape[1]))
+
+    def test_spgemm_host_errors(self):
+        a = random_csr((4, 3), np.float64, 0.5)
+        with pytest.raises(ValueError, match="spgemm_host: A and B must have one dtype, got"
+                                             " float64 and float32"):
+            spgemm_host(a.data, a.indptr, a.indices, a.data.astype(np.float32), a.indptr,
+                        a.indices, 3)
+        with pytest.raises(TypeError, match="spgemm_host: a_values must be float32"):
+            spgemm_host(a.indices, a.indptr, a.indices, a.data, a.indptr, a.indices, 3)
+        with pytest.raises(ValueError, match=re.escape(
+                f"spgemm_host: b_values must have shape ({a.nnz},), got (2,)")):
+            spgemm_host(a.data, a.indptr, a.indices, a.data[:2], a.indptr, a.indices, 3)
 
     def test_csr_product_values_one_long_row(self, x64):
         # A = [1, 1] times B with two rows making one row of 70000 columns in C.

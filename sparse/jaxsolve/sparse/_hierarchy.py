@@ -48,7 +48,7 @@ from ._config import AMGConfig
 from ._csr_arrays import CsrArrays, CsrStructure
 from ._multicolor import (MULTICOLOR_SMOOTHERS, MulticolorArrays, MulticolorOrdering,
                           multicolor_ordering)
-from ._products import ProductPlan, plan_product
+from ._products import ProductPlan, plan_product, plan_product_with_values
 from ._relaxation import RelaxationData, relaxation_data, stored_diagonal
 
 MAX_DENSE_COARSE_ROWS = 8192
@@ -118,9 +118,9 @@ class HierarchyStructure:
       setup_seconds: the host time the build took, by phase: ``"aggregation"`` (coupling
         graphs and matching) or ``"splitting"`` (classical: strength, C/F splitting,
         interpolation plan and truncation), ``"sparse products"`` (the patterns and plans of
-        ``T``, ``P``, ``R``, ``A P`` and ``Pᵀ A P``), ``"coarse values"`` (classical: the
-        next level's values on the host, for its strength), ``"coloring"`` (the multicolor
-        smoothers' orderings) and ``"to the device"``.
+        ``T``, ``P``, ``R``, ``A P`` and ``Pᵀ A P``; classical: with the next level's
+        values, for its strength), ``"coloring"`` (the multicolor smoothers' orderings) and
+        ``"to the device"``.
       coarsest_ordering: the multicolor smoothers' ordering of the coarsest level, when it
         is smoothed (``coarse_solver`` ``NOSOLVER``), else None.
       pattern_key: a key of the finest pattern (:attr:`CsrMatrix.pattern_key`), which the
@@ -324,35 +324,32 @@ def _classical_levels(pattern: CsrStructure, values: np.ndarray | None, config: 
             break
         p = interpolation.p
         r, r_from_p = p.transposed()
-        a_p = plan_product(pattern, p)
-        level = LevelStructure(
+        a_p, galerkin, values = galerkin_products(pattern, values, p, interpolation.values,
+                                                  r, r_from_p)
+        levels.append(LevelStructure(
             a=pattern, diagonal=pattern.diagonal_positions(), aggregates=None,
             n_aggregates=interpolation.n_coarse, columns=1, tentative=None, smoothing=None,
-            tentative_in_p=None, p=p, r=r, r_from_p=r_from_p, a_p=a_p,
-            galerkin=plan_product(r, a_p.c), interpolation=interpolation,
-            block_dim=config.block_dim)
-        levels.append(level)
+            tentative_in_p=None, p=p, r=r, r_from_p=r_from_p, a_p=a_p, galerkin=galerkin,
+            interpolation=interpolation, block_dim=config.block_dim))
         phase("sparse products")
-        values = _host_galerkin(level, values, interpolation.values)
-        phase("coarse values")
-        pattern = level.galerkin.c
+        pattern = galerkin.c
     return pattern
 
 
-def _host_galerkin(level: LevelStructure, a_values: np.ndarray,
-                   p_values: np.ndarray) -> np.ndarray:
-    """The next level's values ``Pᴴ A P`` for concrete values, on the host.
+def galerkin_products(a: CsrStructure, a_values: np.ndarray, p: CsrStructure,
+                      p_values: np.ndarray, r: CsrStructure, r_from_p: np.ndarray,
+                      ) -> tuple[ProductPlan, ProductPlan, np.ndarray]:
+    """The plans of ``A P`` and ``R (A P)`` (``R = Pᴴ``), and the next level's values.
 
-    By the native kernel of the CPU's numeric products, so they are bit for bit those a
-    numeric setup on the CPU computes.
+    For concrete values, on the host, by the native products that plan the patterns, so
+    the values are bit for bit those a numeric setup on the CPU computes.
     """
-    a_p = _native.csr_product_host(a_values, level.a, p_values, level.p, level.a_p.c,
-                                   check=False)  # patterns the setup made
-    r_values = p_values[level.r_from_p]
+    a_p, a_p_values = plan_product_with_values(a, p, a_values, p_values)
+    r_values = p_values[r_from_p]
     if np.iscomplexobj(r_values):
         np.conjugate(r_values, out=r_values)
-    return _native.csr_product_host(r_values, level.r, a_p, level.a_p.c, level.galerkin.c,
-                                    check=False)
+    galerkin, values = plan_product_with_values(r, a_p.c, r_values, a_p_values)
+    return a_p, galerkin, values
 
 
 def _aggregation_levels(pattern: CsrStructure, values: np.ndarray | None, columns: int,

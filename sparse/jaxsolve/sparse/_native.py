@@ -20,10 +20,10 @@ JAX's CUDA major the first time a product runs on a GPU):
 * :func:`classical_strength`, :func:`classical_splitting`, :func:`interpolation_pattern`,
   :func:`multipass_pattern`, :func:`interpolation_values`, :func:`truncation` and
   :func:`truncated_values`: classical AMG's strong couplings, C/F splitting, the index
-  plans of its interpolations and their weights for concrete values; :func:`csr_product_host`, the values of a sparse product on
-  the host (the classical setup's next level).
+  plans of its interpolations and their weights for concrete values.
 * :func:`spgemm_symbolic`: the pattern of a sparse product ``C = A B``, on which the numeric
-  product (``A P``, ``Pᵀ A P`` in an AMG setup) runs.
+  product (``A P``, ``Pᵀ A P`` in an AMG setup) runs; :func:`spgemm_host`, the pattern
+  and the values for concrete values (the classical setup's next level).
 * :func:`csr_transpose` and :func:`find_in_rows`: a pattern's transpose (``R = Pᵀ``), and
   where given columns (the diagonal) sit in its rows.
 
@@ -87,6 +87,10 @@ _cpu.JaxsolveSparseSpgemmProducts.argtypes = [ctypes.c_int32] + [_I32] * 3
 _cpu.JaxsolveSparseSpgemmProducts.restype = ctypes.c_int64
 _cpu.JaxsolveSparseSpgemm.argtypes = [ctypes.c_int32] * 2 + [_I32] * 6
 _cpu.JaxsolveSparseSpgemm.restype = ctypes.c_int32
+_cpu.JaxsolveSparseSpgemmValues.argtypes = ([ctypes.c_int32] * 2 + [_I32] * 4
+                                            + [ctypes.c_void_p] * 2 + [ctypes.c_int32]
+                                            + [_I32] * 2 + [ctypes.c_void_p])
+_cpu.JaxsolveSparseSpgemmValues.restype = ctypes.c_int32
 _U8 = _array(np.uint8)
 _cpu.JaxsolveSparseClassicalStrength.argtypes = [ctypes.c_int32, _I32, _I32, ctypes.c_void_p,
                                                 ctypes.c_int32, ctypes.c_double,
@@ -122,10 +126,6 @@ _cpu.JaxsolveSparseMultipassValues.argtypes = [
     ctypes.c_int32, _I32, _I32, ctypes.c_void_p, ctypes.c_int32, _U8, _I32, _U8, ctypes.c_int32,
     _I32, _I32, _I32, _I32, ctypes.c_void_p]
 _cpu.JaxsolveSparseMultipassValues.restype = ctypes.c_int32
-_cpu.JaxsolveSparseCsrProductHost.argtypes = [
-    ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p, _I32, _I32, ctypes.c_void_p, _I32, _I32,
-    _I32, _I32, ctypes.c_int32, ctypes.c_void_p]
-_cpu.JaxsolveSparseCsrProductHost.restype = ctypes.c_int32
 
 _DTYPES = tuple(np.dtype(t) for t in (np.float32, np.float64, np.complex64, np.complex128))
 
@@ -912,7 +912,42 @@ def spgemm_symbolic(
       >>> c.indptr, c.indices, c.n_products
       (array([0, 3, 4], dtype=int32), array([0, 1, 2, 1], dtype=int32), 4)
     """
-    fn = "spgemm_symbolic"
+    return _spgemm("spgemm_symbolic", a_indptr, a_indices, b_indptr, b_indices, p, check)[0]
+
+
+def spgemm_host(
+    a_values: Any, a_indptr: Any, a_indices: Any, b_values: Any, b_indptr: Any,
+    b_indices: Any, p: int, *, check: bool = True,
+) -> tuple[SpgemmPattern, np.ndarray]:
+    """:func:`spgemm_symbolic` and ``C``'s values for concrete NumPy values, in one pass.
+
+    The values are bit for bit :func:`csr_product_values`'s on the CPU (each entry sums its
+    products in the same order, from zero); ``A`` and ``B`` share one dtype of
+    ``float32``, ``float64``, ``complex64`` or ``complex128``. Arguments and errors as
+    :func:`spgemm_symbolic`'s.
+
+    Examples:
+      ``[[1, 1], [0, 1]]`` times ``[[1, 0, 2], [0, 3, 0]]``:
+
+      >>> c, values = spgemm_host(np.ones(3), [0, 2, 3], [0, 1, 1], np.array([1.0, 2.0, 3.0]),
+      ...                         [0, 2, 3], [0, 2, 1], p=3)
+      >>> c.indptr.tolist(), c.indices.tolist(), values.tolist()
+      ([0, 3, 4], [0, 1, 2, 1], [1.0, 3.0, 2.0, 3.0])
+    """
+    fn = "spgemm_host"
+    a_values = _values_dtype(fn, "a_values", a_values, np.shape(a_indices))
+    b_values = _values_dtype(fn, "b_values", b_values, np.shape(b_indices))
+    if a_values.dtype != b_values.dtype:
+        raise ValueError(f"{fn}: A and B must have one dtype, got {a_values.dtype} and"
+                         f" {b_values.dtype}")
+    return _spgemm(fn, a_indptr, a_indices, b_indptr, b_indices, p, check,
+                   (a_values, b_values))
+
+
+def _spgemm(fn: str, a_indptr: Any, a_indices: Any, b_indptr: Any, b_indices: Any, p: int,
+            check: bool, values: tuple[np.ndarray, np.ndarray] | None = None,
+            ) -> tuple[SpgemmPattern, np.ndarray | None]:
+    """``C = A B``'s pattern, and its values when given ``A``'s and ``B``'s (checked)."""
     p = _check_size(fn, "p", p)
     n = np.shape(b_indptr)[0] - 1 if np.ndim(b_indptr) == 1 else 0
     b_indptr, b_indices = _check_pattern(fn, ("b_indptr", "b_indices"), b_indptr, b_indices,
@@ -928,11 +963,25 @@ def spgemm_symbolic(
         )
     c_indptr = np.empty(m + 1, np.int32)
     c_indices = np.empty(max(n_products, 0), np.int32)
-    if n_products < 0 or _cpu.JaxsolveSparseSpgemm(m, p, a_indptr, a_indices, b_indptr,
-                                                   b_indices, c_indptr, c_indices):
+    c_values = None
+    if n_products < 0:
+        status = -1
+    elif values is None:
+        status = _cpu.JaxsolveSparseSpgemm(m, p, a_indptr, a_indices, b_indptr, b_indices,
+                                           c_indptr, c_indices)
+    else:
+        a_values, b_values = values
+        c_values = np.empty(n_products, a_values.dtype)
+        status = _cpu.JaxsolveSparseSpgemmValues(
+            m, p, a_indptr, a_indices, b_indptr, b_indices, a_values.ctypes.data,
+            b_values.ctypes.data, _DTYPES.index(a_values.dtype), c_indptr, c_indices,
+            c_values.ctypes.data)
+    if status:
         raise MemoryError(f"{fn}: out of memory for the marker arrays of {p=} columns")
     c_indices.resize(c_indptr[-1], refcheck=False)  # shrinks in place: no copy
-    return SpgemmPattern(c_indptr, c_indices, int(n_products))
+    if c_values is not None:
+        c_values.resize(c_indptr[-1], refcheck=False)
+    return SpgemmPattern(c_indptr, c_indices, int(n_products)), c_values
 
 
 # ----------------------------------------------------------------------------------------
@@ -1329,47 +1378,3 @@ def multipass_values(indptr: Any, indices: Any, values: Any, plan: MultipassPatt
         raise ValueError(f"{fn}: the plan's passes read a weight that no earlier pass formed,"
                          " write outside P or leave the order of P's rows")
     return weights
-
-
-def csr_product_host(a_values: Any, a: Any, b_values: Any, b: Any, c: Any, *,
-                     check: bool = True) -> np.ndarray:
-    """The values of ``C = A B`` on the host, for concrete NumPy values on fixed patterns.
-
-    ``a``, ``b``, ``c``: the patterns (``indptr``, ``indices``, ``n_cols``, as
-    ``CsrStructure``), ``c`` holding every column a product reaches
-    (:func:`spgemm_symbolic`'s). Bit for bit :func:`csr_product_values` on the CPU, whose
-    core it runs. With ``check=False`` the patterns are trusted, not checked (see
-    :func:`spgemm_symbolic`); a product whose column ``c`` lacks is still refused.
-
-    Examples:
-      The product of :func:`spgemm_symbolic`'s example, ``[[1, 1], [0, 1]]`` times ``[[1,
-      0, 2], [0, 3, 0]]``:
-
-      >>> from jaxsolve.sparse._csr_arrays import CsrStructure
-      >>> a = CsrStructure(np.array([0, 2, 3]), np.array([0, 1, 1]), 2)
-      >>> b = CsrStructure(np.array([0, 2, 3]), np.array([0, 2, 1]), 3)
-      >>> c = spgemm_symbolic(a.indptr, a.indices, b.indptr, b.indices, p=3)
-      >>> csr_product_host(np.ones(3), a, np.array([1.0, 2.0, 3.0]), b,
-      ...                  CsrStructure(c.indptr, c.indices, 3)).tolist()
-      [1.0, 3.0, 2.0, 3.0]
-    """
-    fn = "csr_product_host"
-    b_indptr, b_indices = _check_pattern(fn, ("b.indptr", "b.indices"), b.indptr, b.indices,
-                                         b.n_cols, check)
-    a_indptr, a_indices = _check_pattern(fn, ("a.indptr", "a.indices"), a.indptr, a.indices,
-                                         b_indptr.shape[0] - 1, check)
-    m = a_indptr.shape[0] - 1
-    c_indptr, c_indices = _check_pattern(fn, ("c.indptr", "c.indices"), c.indptr, c.indices,
-                                         b.n_cols, check)
-    a_values = _values_dtype(fn, "a_values", a_values, a_indices.shape)
-    b_values = _values_dtype(fn, "b_values", b_values, b_indices.shape)
-    if b_values.dtype != a_values.dtype or c_indptr.shape != (m + 1,):
-        raise ValueError(f"{fn}: A and B must have one dtype and C {m} rows")
-    c_values = np.empty(c_indices.shape[0], a_values.dtype)
-    status = _cpu.JaxsolveSparseCsrProductHost(
-        m, b.n_cols, a_values.ctypes.data, a_indices, a_indptr, b_values.ctypes.data,
-        b_indices, b_indptr, c_indices, c_indptr, _DTYPES.index(a_values.dtype),
-        c_values.ctypes.data)
-    if status:
-        raise ValueError(f"{fn}: C's pattern lacks a product's column, or memory ran out")
-    return c_values

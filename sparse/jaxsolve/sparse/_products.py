@@ -26,6 +26,7 @@ import functools
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from . import _native
 from ._csr_arrays import CsrArrays, CsrStructure
@@ -128,12 +129,33 @@ def _multiply_jvp(plan, primals, tangents):
     return _multiply(plan, *primals), d_c
 
 
+def plan_product_with_values(a: CsrStructure, b: CsrStructure, a_values: np.ndarray,
+                             b_values: np.ndarray) -> tuple[ProductPlan, np.ndarray]:
+    """:func:`plan_product`, and ``C``'s values for concrete NumPy values of ``A`` and ``B``.
+
+    One native pass forms both (the classical setup's first Galerkin products), the values
+    bit for bit those :meth:`ProductPlan.multiply` computes on the CPU.
+    """
+    _check_fit(a, b)
+    product, values = _native.spgemm_host(a_values, a.indptr, a.indices, b_values, b.indptr,
+                                          b.indices, b.n_cols, check=False)
+    return _plan(a, b, product), values
+
+
 def plan_product(a: CsrStructure, b: CsrStructure) -> ProductPlan:
     """The :class:`ProductPlan` of ``A B`` for the patterns ``a`` (m × n) and ``b`` (n × p)."""
+    _check_fit(a, b)
+    product = _native.spgemm_symbolic(a.indptr, a.indices, b.indptr, b.indices, b.n_cols,
+                                      check=False)  # patterns the setup made
+    return _plan(a, b, product)
+
+
+def _check_fit(a: CsrStructure, b: CsrStructure) -> None:
     if a.n_cols != b.n_rows:
         raise ValueError(f"cannot multiply patterns of {a.n_rows}×{a.n_cols} and"
                          f" {b.n_rows}×{b.n_cols} matrices.")
-    product = _native.spgemm_symbolic(a.indptr, a.indices, b.indptr, b.indices, b.n_cols,
-                                      check=False)  # patterns the setup made
+
+
+def _plan(a: CsrStructure, b: CsrStructure, product: _native.SpgemmPattern) -> ProductPlan:
     return ProductPlan(a=a, b=b, c=CsrStructure(product.indptr, product.indices, b.n_cols),
                        n_products=product.n_products)
