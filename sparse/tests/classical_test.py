@@ -497,6 +497,12 @@ class TestAggressive:
         with pytest.raises(ValueError, match="read a weight that no earlier pass formed"):
             _native.multipass_values(pattern.indptr, pattern.indices, values,
                                      plan._replace(triple_sources=sources), structure.coarse)
+        # The first triple reads an entry of A in the last row, not its own.
+        entries = plan.triple_entries.copy()
+        entries[0] = pattern.nnz - 1
+        with pytest.raises(ValueError, match="an entry of A outside the row they write"):
+            _native.multipass_values(pattern.indptr, pattern.indices, values,
+                                     plan._replace(triple_entries=entries), structure.coarse)
         # The last pass's triples in reverse: its rows of P out of order.
         last = plan.pass_counts[-1]
         destinations = plan.triple_destinations.copy()

@@ -1375,6 +1375,7 @@ def multipass_values(indptr: Any, indices: Any, values: Any, plan: MultipassPatt
     if status == -1:
         raise MemoryError(f"{fn}: out of memory for a matrix of {n} rows")
     if status:
-        raise ValueError(f"{fn}: the plan's passes read a weight that no earlier pass formed,"
-                         " write outside P or leave the order of P's rows")
+        raise ValueError(f"{fn}: the plan's passes read a weight that no earlier pass formed"
+                         " or an entry of A outside the row they write, write outside P or"
+                         " leave the order of P's rows")
     return weights

@@ -841,42 +841,39 @@ void WriteTriples(const MultipassPlan& plan, const PassPart& part, int32_t* entr
   }
 }
 
-// Rows [begin, end) of multipass interpolation's coefficients c_e (zero off
-// the interpolatory entries), in _classical.py's _multipass_weights order:
-// per row, sums in double over its entries of the couplings of sign opposite
-// to a_ii's (-) and of its sign (+), over all of them and over P_i, then
+// Row i of multipass interpolation's coefficients c_e (zero off the
+// interpolatory entries), to coefficients[e - indptr[i]], in _classical.py's
+// _multipass_weights order: sums in double over the row's entries of the
+// couplings of sign opposite to a_ii's (-) and of its sign (+), over all of
+// them and over P_i, then
 // c_ik = -(sum_{j != i} a_ij^-+) / (sum_{k in P_i} a_ik^-+) / a~_ii.
 template <typename T>
-void MultipassCoefficientRows(int64_t begin, int64_t end, const int32_t* indptr,
-                              const int32_t* indices, const T* values,
-                              const uint8_t* interpolatory, T* coefficients) {
+void MultipassCoefficientRow(int32_t i, const int32_t* indptr, const int32_t* indices,
+                             const T* values, const uint8_t* interpolatory,
+                             T* coefficients) {
   using Sum = typename Scalar<T>::Sum;
-  for (int64_t i = begin; i < end; ++i) {
-    const T diagonal = Diagonal(static_cast<int32_t>(i), indptr, indices, values);
-    const auto opposite = [&](int32_t e) {
-      return RealPart(values[e] * Conj(diagonal)) < 0;
-    };
-    Sum negative_all{}, positive_all{}, negative{}, positive{};
-    for (int32_t e = indptr[i]; e < indptr[i + 1]; ++e) {
-      const T a = values[e], p = interpolatory[e] ? a : T{};
-      const bool minus = opposite(e);
-      negative_all = negative_all + ToSum(minus ? a : T{});
-      positive_all = positive_all + ToSum(minus ? T{} : a);
-      negative = negative + ToSum(minus ? p : T{});
-      positive = positive + ToSum(minus ? T{} : p);
-    }
-    const T off_positive = FromSum<T>(positive_all) - diagonal;
-    const T lumped = diagonal + (IsZero(FromSum<T>(positive)) ? off_positive : T{});
-    const auto ratio = [&](T numerator, T denominator) {
-      if (IsZero(denominator) || IsZero(lumped)) return T{};
-      return Divided(Divided(Negated(numerator), denominator), lumped);
-    };
-    const T scale_minus = ratio(FromSum<T>(negative_all), FromSum<T>(negative));
-    const T scale_plus = ratio(off_positive, FromSum<T>(positive));
-    for (int32_t e = indptr[i]; e < indptr[i + 1]; ++e) {
-      coefficients[e] = (interpolatory[e] ? values[e] : T{}) *
-                        (opposite(e) ? scale_minus : scale_plus);
-    }
+  const T diagonal = Diagonal(i, indptr, indices, values);
+  const auto opposite = [&](int32_t e) { return RealPart(values[e] * Conj(diagonal)) < 0; };
+  Sum negative_all{}, positive_all{}, negative{}, positive{};
+  for (int32_t e = indptr[i]; e < indptr[i + 1]; ++e) {
+    const T a = values[e], p = interpolatory[e] ? a : T{};
+    const bool minus = opposite(e);
+    negative_all = negative_all + ToSum(minus ? a : T{});
+    positive_all = positive_all + ToSum(minus ? T{} : a);
+    negative = negative + ToSum(minus ? p : T{});
+    positive = positive + ToSum(minus ? T{} : p);
+  }
+  const T off_positive = FromSum<T>(positive_all) - diagonal;
+  const T lumped = diagonal + (IsZero(FromSum<T>(positive)) ? off_positive : T{});
+  const auto ratio = [&](T numerator, T denominator) {
+    if (IsZero(denominator) || IsZero(lumped)) return T{};
+    return Divided(Divided(Negated(numerator), denominator), lumped);
+  };
+  const T scale_minus = ratio(FromSum<T>(negative_all), FromSum<T>(negative));
+  const T scale_plus = ratio(off_positive, FromSum<T>(positive));
+  for (int32_t e = indptr[i]; e < indptr[i + 1]; ++e) {
+    coefficients[e - indptr[i]] =
+        (interpolatory[e] ? values[e] : T{}) * (opposite(e) ? scale_minus : scale_plus);
   }
 }
 
@@ -887,18 +884,20 @@ inline int32_t RowOf(int32_t n, const int32_t* full_indptr, int32_t t) {
 }
 
 // Triples [begin, end) of one pass: weights[t] += sum over the triples (e, s,
-// t), in order, of c_e weights[s], summed in double. `ready` marks the
-// weights formed by earlier passes (the C points' and theirs). The triples
-// must write rows of P in increasing order; the caller splits a pass where a
-// row ends, so that blocks write disjoint weights. Returns the block's first
-// and last rows of P, or {-1, -1} if a triple reads a weight that is not
-// ready, writes out of P or goes back to an earlier row (or the block is
-// empty).
+// t), in order, of c_e weights[s], summed in double; a row's c_e are formed
+// (in `coefficients`, the block's) when its first triple comes. `ready`
+// marks the weights formed by earlier passes (the C points' and theirs). The
+// triples must write rows of P in increasing order; the caller
+// splits a pass where a row ends, so that blocks write disjoint weights.
+// Returns the block's first and last rows of P, or {-1, -1} if a triple reads
+// a weight that is not ready or an entry of A outside its row, writes out of
+// P or goes back to an earlier row (or the block is empty).
 template <typename T>
 std::pair<int32_t, int32_t> MultipassTriples(
-    int64_t begin, int64_t end, int32_t n, const int32_t* full_indptr,
+    int64_t begin, int64_t end, int32_t n, const int32_t* indptr, const int32_t* indices,
+    const T* values, const uint8_t* interpolatory, const int32_t* full_indptr,
     const int32_t* triple_entries, const int32_t* triple_sources,
-    const int32_t* triple_destinations, const T* coefficients, const uint8_t* ready,
+    const int32_t* triple_destinations, const uint8_t* ready, std::vector<T>& coefficients,
     typename Scalar<T>::Sum* sums, T* weights) {
   const int32_t full_nnz = full_indptr[n];
   int32_t first_row = -1, row = -1, row_end = 0;
@@ -914,9 +913,14 @@ std::pair<int32_t, int32_t> MultipassTriples(
       row = next;
       row_end = full_indptr[row + 1];
       if (first_row < 0) first_row = row;
+      coefficients.resize(std::max<size_t>(coefficients.size(), indptr[row + 1] - indptr[row]));
+      MultipassCoefficientRow(row, indptr, indices, values, interpolatory,
+                              coefficients.data());
     }
+    const int32_t e = triple_entries[t];
+    if (e < indptr[row] || e >= indptr[row + 1]) return {-1, -1};
     sums[destination] = sums[destination] +
-                        ToSum(coefficients[triple_entries[t]] * weights[source]);
+                        ToSum(coefficients[e - indptr[row]] * weights[source]);
   }
   for (int64_t t = begin; t < end; ++t) {
     const int32_t destination = triple_destinations[t];
@@ -1241,16 +1245,8 @@ JAXSOLVE_SPARSE_EXPORT int32_t JaxsolveSparseMultipassValues(
     return WithValueType(dtype, [&](auto type) -> int32_t {
       using T = decltype(type);
       using Sum = typename Scalar<T>::Sum;
-      const int64_t nnz = indptr[n], full_nnz = full_indptr[n];
+      const int64_t full_nnz = full_indptr[n];
       const int64_t row_blocks = BlocksFor(n, kMinRowsPerThread);
-      FilledLater<T> coefficients(nnz);  // every entry written by its row
-      if (!ForRowBlocks(n, row_blocks, [&](int64_t begin, int64_t end) {
-            MultipassCoefficientRows(begin, end, indptr, indices,
-                                     static_cast<const T*>(values), interpolatory,
-                                     coefficients.data());
-          })) {
-        return -1;
-      }
       T* out = static_cast<T*>(weights);
       FilledLater<uint8_t> ready(full_nnz);
       FilledLater<Sum> sums(full_nnz);
@@ -1286,10 +1282,11 @@ JAXSOLVE_SPARSE_EXPORT int32_t JaxsolveSparseMultipassValues(
         }
         std::vector<std::pair<int32_t, int32_t>> rows(blocks);
         if (!ForNumberedBlocks(blocks, blocks, [&](int64_t b, int64_t, int64_t) {
-              rows[b] = MultipassTriples(starts[b], starts[b + 1], n, full_indptr,
-                                         triple_entries, triple_sources,
-                                         triple_destinations, coefficients.data(),
-                                         ready.data(), sums.data(), out);
+              std::vector<T> coefficients;
+              rows[b] = MultipassTriples(
+                  starts[b], starts[b + 1], n, indptr, indices, static_cast<const T*>(values),
+                  interpolatory, full_indptr, triple_entries, triple_sources,
+                  triple_destinations, ready.data(), coefficients, sums.data(), out);
             })) {
           return -1;
         }
