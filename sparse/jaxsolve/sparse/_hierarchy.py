@@ -156,7 +156,7 @@ class HierarchyStructure:
             arrays += ([level.aggregates] if level.aggregates is not None
                        else [level.p.indptr, level.p.indices])
         for array in arrays:
-            digest.update(np.ascontiguousarray(array).tobytes())
+            digest.update(np.ascontiguousarray(array))  # hashed in place, not copied
             digest.update(b"|")
         digest.update(repr([self.pattern_key, finest.n_cols, self.coarsest.n_rows,
                             self.coarsest.nnz, self.coarsest_block_dim]
