@@ -107,6 +107,12 @@ constexpr int32_t kPmisInColor = 2;
 // Rows fewer than this are not worth a thread of their own.
 constexpr int64_t kMinRowsPerThread = 8192;
 
+// The blocks of rows of a kernel whose work grows with the rows' entries
+// (indptr[n] of them): coarse levels are few rows of many entries each.
+inline int64_t BlocksForEntries(int32_t n, const int32_t* indptr) {
+  return BlocksFor(indptr[n], 8 * kMinRowsPerThread);
+}
+
 template <typename R>
 R Magnitude(R x) { return std::abs(x); }
 template <typename R>
@@ -941,7 +947,7 @@ JAXSOLVE_SPARSE_EXPORT int32_t JaxsolveSparseClassicalStrength(
   return WithValueType(dtype, [&](auto type) {
     using T = decltype(type);
     const bool done = ForRowBlocks(
-        n, BlocksFor(n, kMinRowsPerThread), [&](int64_t begin, int64_t end) {
+        n, BlocksForEntries(n, indptr), [&](int64_t begin, int64_t end) {
           StrengthRows(begin, end, indptr, indices, static_cast<const T*>(values),
                        theta, max_row_sum, all != 0, strong);
         });
@@ -986,7 +992,7 @@ JAXSOLVE_SPARSE_EXPORT void* JaxsolveSparseInterpolationPlan(
     const int32_t* coarse_index, int32_t distance_two) {
   try {
     auto plan = std::make_unique<BlockedPlan>();
-    const int64_t blocks = BlocksFor(n, kMinRowsPerThread);
+    const int64_t blocks = BlocksForEntries(n, indptr);
     plan->n = n;
     plan->blocks.resize(blocks);
     for (int64_t b = 0; b <= blocks; ++b) {
@@ -1080,7 +1086,7 @@ JAXSOLVE_SPARSE_EXPORT int32_t JaxsolveSparseInterpolationValues(
     const int32_t* pair_triples, const int32_t* triple_entries,
     const int32_t* triple_destinations, void* weights) {
   try {
-    const int64_t blocks = BlocksFor(n, kMinRowsPerThread);
+    const int64_t blocks = BlocksForEntries(n, indptr);
     return WithValueType(dtype, [&](auto type) {
       using T = decltype(type);
       std::vector<T> diagonal(n);
@@ -1129,7 +1135,7 @@ JAXSOLVE_SPARSE_EXPORT int32_t JaxsolveSparseTruncation(
   return WithValueType(dtype, [&](auto type) {
     using T = decltype(type);
     const bool done = ForRowBlocks(
-        n, BlocksFor(n, kMinRowsPerThread), [&](int64_t begin, int64_t end) {
+        n, BlocksForEntries(n, indptr), [&](int64_t begin, int64_t end) {
           TruncationRows(static_cast<int32_t>(begin), static_cast<int32_t>(end), indptr,
                          static_cast<const T*>(weights), factor, most, kept);
         });
@@ -1152,7 +1158,7 @@ JAXSOLVE_SPARSE_EXPORT int32_t JaxsolveSparseTruncatedValues(
   const int32_t status = WithValueType(dtype, [&](auto type) {
     using T = decltype(type);
     const bool done = ForRowBlocks(
-        n, BlocksFor(n, kMinRowsPerThread), [&](int64_t begin, int64_t end) {
+        n, BlocksForEntries(n, full_indptr), [&](int64_t begin, int64_t end) {
           for (int64_t i = begin; i < end; ++i) {
             const int64_t first = full_indptr[i], last = full_indptr[i + 1];
             for (int64_t e = p_indptr[i]; e < p_indptr[i + 1]; ++e) {
