@@ -85,8 +85,13 @@ struct ProductValues {
   }
 };
 
-// Rows smaller than this are not worth a thread of their own.
-constexpr int64_t kMinRowsPerThread = 4096;
+// The blocks of A's m rows, at most one per core: fewer entries of A than
+// 2^15 (some 4096 rows of a 7-point stencil) are not worth a thread of their
+// own, and a coarse level's few rows of many entries get as many as their
+// products need.
+int64_t RowBlocks(int32_t m, const int32_t* a_indptr) {
+  return BlocksFor(a_indptr[m], int64_t{1} << 15);
+}
 
 // The number of products of rows [begin, end): an upper bound of their
 // entries in C.
@@ -149,7 +154,7 @@ int32_t Multiply(int32_t m, int32_t p, const int32_t* a_indptr, const int32_t* a
                  int32_t* c_indices, MakeValues make_values) {
   try {
     // Block b forms its rows from its first product's place on.
-    const int64_t blocks = BlocksFor(m, kMinRowsPerThread);
+    const int64_t blocks = RowBlocks(m, a_indptr);
     const std::vector<int64_t> first =
         BlockProducts(m, blocks, a_indptr, a_indices, b_indptr);
     std::vector<int64_t> begins(blocks), ends(blocks);
@@ -182,7 +187,7 @@ JAXSOLVE_SPARSE_EXPORT int64_t JaxsolveSparseSpgemmProducts(
     int32_t m, const int32_t* a_indptr, const int32_t* a_indices,
     const int32_t* b_indptr) {
   try {
-    return BlockProducts(m, BlocksFor(m, kMinRowsPerThread), a_indptr, a_indices,
+    return BlockProducts(m, RowBlocks(m, a_indptr), a_indptr, a_indices,
                          b_indptr).back();
   } catch (...) {
     return -1;
