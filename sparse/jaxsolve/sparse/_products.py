@@ -6,7 +6,9 @@ values on the same pattern (a Newton step, an optimizer step).  So a product is 
 two, as the rest of the engine is:
 
 * :func:`plan_product` (host, native code, once per pattern): the pattern of ``C``, its
-  columns sorted within each row.
+  columns sorted within each row; :func:`plan_product_with_values` also sums ``C``'s
+  values for concrete ones in the same pass (the classical setup's first Galerkin
+  products, whose values the next level's strength needs).
 * :meth:`ProductPlan.multiply` (jit-able, differentiable in the values).  On the CPU and on
   CUDA GPUs a native kernel walks the scalar products ``a_ij b_jl`` row by row of ``A`` and
   adds each into ``C[i, l]``, found in a table of row ``i``'s columns (CPU) or by a binary
