@@ -1,5 +1,6 @@
 """Tests for jaxsolve.sparse._csr: CsrMatrix and as_csr."""
 
+import gc
 import re
 
 import jax
@@ -9,6 +10,7 @@ import pytest
 import scipy.sparse
 from jax.experimental import sparse as jsparse
 
+from jaxsolve.sparse import _csr
 from jaxsolve.sparse._csr import CsrMatrix, as_csr
 from jaxsolve.sparse._csr_arrays import CsrStructure
 
@@ -294,6 +296,32 @@ class TestAsCsr:
         np.testing.assert_array_equal(A.indptr, [0, 2, 3])
         np.testing.assert_array_equal(A.values, [2.0, 4.0, 9.0])
         CsrMatrix(A.values, A.indices, A.indptr, A.shape)
+
+    def test_as_csr_remembers_a_bcsrs_pattern_while_its_arrays_live(self):
+        dense = jnp.array([[2.0, -1.0, 0.0], [-1.0, 2.0, -1.0], [0.0, -1.0, 2.0]])
+        A = jsparse.BCSR.fromdense(dense)
+        key = (id(A.indices), id(A.indptr), A.shape)
+        first = as_csr(A)
+        # New values on the same index arrays: the pattern is not read again.
+        second = as_csr(jsparse.BCSR((2 * A.data, A.indices, A.indptr), shape=A.shape))
+        assert second._pattern is first._pattern and key in _csr._BCSR_PATTERNS
+        np.testing.assert_array_equal(second.todense(), 2 * dense)
+        # Equal index arrays that are other arrays: read, checked and hashed again.
+        third = as_csr(jsparse.BCSR((A.data, jnp.array(A.indices), jnp.array(A.indptr)),
+                                    shape=A.shape))
+        assert third._pattern is not first._pattern and third._pattern == first._pattern
+        del A
+        gc.collect()
+        assert key not in _csr._BCSR_PATTERNS  # gone with its arrays
+        # NumPy index arrays: remembered when read-only (as sparse.matrices makes them).
+        indices, indptr = np.array([0, 0, 1]), np.array([0, 1, 3])
+        for writeable in (True, False):
+            indices.flags.writeable = indptr.flags.writeable = writeable
+            matrix = jsparse.BCSR.tree_unflatten(
+                {"shape": (2, 2), "indices_sorted": True, "unique_indices": True},
+                (jnp.ones(3), indices, indptr))
+            as_csr(matrix)
+            assert ((id(indices), id(indptr), (2, 2)) in _csr._BCSR_PATTERNS) != writeable
 
     def test_as_csr_from_csr_arrays_errors(self):
         with pytest.raises(ValueError, match=re.escape(

@@ -123,7 +123,7 @@ def solve(
       A: the ``(n, n)`` matrix: a :class:`CsrMatrix`, a dense array, a
         ``jax.experimental.sparse`` BCOO/BCSR, any ``scipy.sparse`` matrix, or a
         matrix-free operator ``x ↦ A x``.  A sparse or dense matrix is converted by
-        :func:`as_csr` on every call (0.1 s for a canonical BCSR of 14.6 M entries): to
+        :func:`as_csr` on every call (a BCSR's pattern is remembered, see there): to
         solve with one matrix repeatedly, convert it once.  An operator's matrix is recovered by colored
         probing (:func:`cache_coloring`; its structure cached by the operator's jaxpr);
         inside ``jax.jit`` attach the structure with :func:`with_cache`.  Derivatives
