@@ -539,6 +539,15 @@ Graph DistanceTwo(const Graph& s, const int32_t* state, bool as_sets) {
   return JoinedGraph(s.n, BlockParts<GraphRows>(s.n, [&](int64_t begin, int64_t end,
                                                          GraphRows& rows) {
     std::vector<int32_t> seen(s.n, -1);
+    int64_t most = 0;  // the block's candidates, at most its rows' entries
+    for (int64_t i = begin; i < end; ++i) {
+      if (state[i] != kCoarse) continue;
+      for (int64_t e = s.indptr[i]; e < s.indptr[i + 1]; ++e) {
+        const int32_t k = s.indices[e];
+        most += 1 + (state[k] == kFine ? s.indptr[k + 1] - s.indptr[k] : 0);
+      }
+    }
+    rows.indices.reserve(most);  // address space: only the entries written take memory
     const auto add = [&](int32_t i, int32_t j) {
       if (j != i && state[j] == kCoarse && seen[j] != i) {
         seen[j] = i;
