@@ -519,6 +519,7 @@ Graph StrengthGraph(int32_t n, const int32_t* indptr, const int32_t* indices,
                     const uint8_t* strong) {
   return JoinedGraph(n, BlockParts<GraphRows>(n, [&](int64_t begin, int64_t end,
                                                      GraphRows& rows) {
+    rows.lengths.reserve(end - begin);
     rows.indices.reserve(indptr[end] - indptr[begin]);
     for (int64_t i = begin; i < end; ++i) {
       const size_t before = rows.indices.size();
@@ -547,6 +548,7 @@ Graph DistanceTwo(const Graph& s, const int32_t* state, bool as_sets) {
         most += 1 + (state[k] == kFine ? s.indptr[k + 1] - s.indptr[k] : 0);
       }
     }
+    rows.lengths.reserve(end - begin);
     rows.indices.reserve(most);  // address space: only the entries written take memory
     const auto add = [&](int32_t i, int32_t j) {
       if (j != i && state[j] == kCoarse && seen[j] != i) {
