@@ -297,14 +297,14 @@ class TestAsCsr:
         np.testing.assert_array_equal(A.values, [2.0, 4.0, 9.0])
         CsrMatrix(A.values, A.indices, A.indptr, A.shape)
 
-    def test_as_csr_remembers_a_bcsrs_pattern_while_its_arrays_live(self):
+    def test_as_csr_remembers_a_pattern_while_its_arrays_live(self):
         dense = jnp.array([[2.0, -1.0, 0.0], [-1.0, 2.0, -1.0], [0.0, -1.0, 2.0]])
         A = jsparse.BCSR.fromdense(dense)
         key = (id(A.indices), id(A.indptr), A.shape)
         first = as_csr(A)
         # New values on the same index arrays: the pattern is not read again.
         second = as_csr(jsparse.BCSR((2 * A.data, A.indices, A.indptr), shape=A.shape))
-        assert second._pattern is first._pattern and key in _csr._BCSR_PATTERNS
+        assert second._pattern is first._pattern and key in _csr._PATTERNS
         np.testing.assert_array_equal(second.todense(), 2 * dense)
         # Equal index arrays that are other arrays: read, checked and hashed again.
         third = as_csr(jsparse.BCSR((A.data, jnp.array(A.indices), jnp.array(A.indptr)),
@@ -312,7 +312,14 @@ class TestAsCsr:
         assert third._pattern is not first._pattern and third._pattern == first._pattern
         del A
         gc.collect()
-        assert key not in _csr._BCSR_PATTERNS  # gone with its arrays
+        assert key not in _csr._PATTERNS  # gone with its arrays
+        # A BCOO's canonical pattern too.
+        coo = jsparse.BCOO.fromdense(dense)
+        first = as_csr(coo)
+        second = as_csr(jsparse.BCOO((3 * coo.data, coo.indices), shape=coo.shape))
+        assert second._pattern is first._pattern
+        assert (id(coo.indices), coo.shape) in _csr._PATTERNS
+        np.testing.assert_array_equal(second.todense(), 3 * dense)
         # NumPy index arrays: remembered when read-only (as sparse.matrices makes them).
         indices, indptr = np.array([0, 0, 1]), np.array([0, 1, 3])
         for writeable in (True, False):
@@ -321,7 +328,7 @@ class TestAsCsr:
                 {"shape": (2, 2), "indices_sorted": True, "unique_indices": True},
                 (jnp.ones(3), indices, indptr))
             as_csr(matrix)
-            assert ((id(indices), id(indptr), (2, 2)) in _csr._BCSR_PATTERNS) != writeable
+            assert ((id(indices), id(indptr), (2, 2)) in _csr._PATTERNS) != writeable
 
     def test_as_csr_from_csr_arrays_errors(self):
         with pytest.raises(ValueError, match=re.escape(

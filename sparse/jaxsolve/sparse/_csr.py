@@ -403,11 +403,13 @@ def as_csr(A: Any, *, check: bool = True) -> CsrMatrix:
     duplicates summed.  Its values keep differentiability with respect to the
     input's values (the reordering is a static gather and segment sum).
 
-    A canonical CSR input is taken as it is.  A BCSR's pattern is remembered
+    A canonical input (CSR rows that strictly increase, COO entries in row-major
+    order) is taken as it is.  A canonical BCSR's or BCOO's pattern is remembered
     while its index arrays live, when they cannot change (JAX arrays, or
     read-only NumPy arrays as :mod:`jaxsolve.sparse.matrices` makes): converting
-    it again, or a BCSR of new values on the same arrays, neither reads nor
-    checks them again (3D Poisson 128³: 0.11 s the first time, 7 ms after).
+    it again, or a matrix of new values on the same arrays, neither reads nor
+    checks them again (3D Poisson 128³ as a BCSR: 0.11 s the first time, 7 ms
+    after).
 
     Args:
         A: the matrix, ``(n_rows, n_cols)``.
@@ -442,8 +444,7 @@ def as_csr(A: Any, *, check: bool = True) -> CsrMatrix:
         return _from_coo(coo.row, coo.col, jnp.asarray(coo.data), coo.shape, check)
     if isinstance(A, jsparse.BCOO):
         _check_unbatched(A)
-        indices = _concrete(A.indices, "the indices of a BCOO")
-        return _from_coo(indices[:, 0], indices[:, 1], A.data, A.shape, check)
+        return _from_bcoo(A, check)
     if isinstance(A, jsparse.BCSR):
         _check_unbatched(A)
         return _from_bcsr(A, check)
@@ -465,28 +466,48 @@ def as_csr(A: Any, *, check: bool = True) -> CsrMatrix:
     )
 
 
-# The patterns of the canonical BCSRs that as_csr converted, by the identity of their index
-# arrays (and shape), when those cannot change: JAX arrays, or read-only NumPy arrays (as
-# sparse.matrices makes). A BCSR that shares them (new values on one pattern: a Newton or
-# optimizer step, a solve in a loop) is converted without reading its indices back from
-# the device, checking and hashing them again. An entry lives as long as both its arrays.
-_BCSR_PATTERNS: dict[tuple[int, int, tuple[int, ...]], _CsrPattern] = {}
+# The patterns of the canonical BCSRs and BCOOs that as_csr converted, by the identity of
+# their index arrays (and shape), when those cannot change: JAX arrays, or read-only NumPy
+# arrays (as sparse.matrices makes). A matrix that shares them (new values on one pattern:
+# a Newton or optimizer step, a solve in a loop) is converted without reading its indices
+# back from the device, checking and hashing them again. An entry lives as long as its
+# arrays.
+_PATTERNS: dict[tuple[Any, ...], _CsrPattern] = {}
+
+
+def _remember(key: tuple[Any, ...], arrays: tuple[Any, ...], pattern: _CsrPattern) -> None:
+    """Keeps ``pattern`` under ``key`` while ``arrays`` live, if they cannot change."""
+    if all(_immutable(array) for array in arrays):
+        _PATTERNS[key] = pattern
+        for array in arrays:
+            weakref.finalize(array, _PATTERNS.pop, key, None)
 
 
 def _from_bcsr(A: jsparse.BCSR, check: bool) -> CsrMatrix:
-    """:func:`_from_csr` of a BCSR, its pattern remembered (``_BCSR_PATTERNS``)."""
+    """:func:`_from_csr` of a BCSR, its canonical pattern remembered (``_PATTERNS``)."""
     key = (id(A.indices), id(A.indptr), A.shape)
-    pattern = _BCSR_PATTERNS.get(key)
+    pattern = _PATTERNS.get(key)
     if pattern is None:
         indices = _concrete(A.indices, "the indices of a BCSR")
         indptr = _concrete(A.indptr, "the indptr of a BCSR")
         pattern = _canonical_pattern(indptr, indices, len(A.data), A.shape)
         if pattern is None:
             return _sorted_csr(indptr, indices, A.data, A.shape, check)
-        if all(_immutable(array) for array in (A.indices, A.indptr)):
-            _BCSR_PATTERNS[key] = pattern
-            for array in (A.indices, A.indptr):
-                weakref.finalize(array, _BCSR_PATTERNS.pop, key, None)
+        _remember(key, (A.indices, A.indptr), pattern)
+    return _on_canonical(A.data, pattern, check)
+
+
+def _from_bcoo(A: jsparse.BCOO, check: bool) -> CsrMatrix:
+    """:func:`_from_coo` of a BCOO, its canonical pattern remembered (``_PATTERNS``)."""
+    key = (id(A.indices), A.shape)
+    pattern = _PATTERNS.get(key)
+    if pattern is None:
+        indices = _concrete(A.indices, "the indices of a BCOO")
+        rows, cols = indices[:, 0], indices[:, 1]
+        pattern = _canonical_coo_pattern(rows, cols, len(A.data), A.shape)
+        if pattern is None:
+            return _from_coo(rows, cols, A.data, A.shape, check)
+        _remember(key, (A.indices,), pattern)
     return _on_canonical(A.data, pattern, check)
 
 
@@ -571,28 +592,45 @@ def _from_coo(
     dropped.  The values are reordered with a static gather and summed with a
     static segment sum, so the result is differentiable in ``values``.
     """
+    pattern = _canonical_coo_pattern(rows, cols, len(values), shape)
+    if pattern is not None:  # nothing to sort, merge or gather
+        return _on_canonical(values, pattern, check)
     n_rows, n_cols = shape = _checked_shape(shape, "as_csr")
     rows = np.asarray(rows, np.int64)
     cols = np.asarray(cols, np.int64)
     inside = np.flatnonzero((rows < n_rows) & (cols < n_cols))
     keys = rows[inside] * n_cols + cols[inside]
-    if len(inside) == len(rows) == len(values) and np.all(keys[1:] > keys[:-1]):
-        # Already canonical (a CSR's usual case): nothing to sort, merge or gather.
-        unique_keys, canonical = keys, values
-    else:
-        order = np.argsort(keys, kind="stable")
-        unique_keys, segments = np.unique(keys[order], return_inverse=True)
-        canonical = jax.ops.segment_sum(
-            values[inside[order]],
-            segments,
-            num_segments=len(unique_keys),
-            indices_are_sorted=True,
-        )
-    counts = np.bincount(unique_keys // max(n_cols, 1), minlength=n_rows)
-    pattern = _CsrPattern(
-        unique_keys % max(n_cols, 1), np.concatenate([[0], np.cumsum(counts)]), shape
+    order = np.argsort(keys, kind="stable")
+    unique_keys, segments = np.unique(keys[order], return_inverse=True)
+    canonical = jax.ops.segment_sum(
+        values[inside[order]],
+        segments,
+        num_segments=len(unique_keys),
+        indices_are_sorted=True,
     )
+    pattern = _pattern_of_keys(unique_keys, shape)
     return CsrMatrix._on_pattern(_checked_values(canonical, pattern, check, "as_csr"), pattern)
+
+
+def _canonical_coo_pattern(rows: np.ndarray, cols: np.ndarray, n_values: int,
+                           shape: tuple[int, int]) -> _CsrPattern | None:
+    """The pattern of COO indices in row-major order without repeats or padding (one
+    value each), else None."""
+    n_rows, n_cols = shape = _checked_shape(shape, "as_csr")
+    rows = np.asarray(rows, np.int64)
+    cols = np.asarray(cols, np.int64)
+    keys = rows * n_cols + cols
+    if (len(keys) == n_values and np.all(keys[1:] > keys[:-1])
+            and np.all(rows < n_rows) and np.all(cols < n_cols)):
+        return _pattern_of_keys(keys, shape)
+    return None
+
+
+def _pattern_of_keys(keys: np.ndarray, shape: tuple[int, int]) -> _CsrPattern:
+    """The pattern of the increasing row-major keys ``row * n_cols + col``."""
+    n_rows, n_cols = shape
+    counts = np.bincount(keys // max(n_cols, 1), minlength=n_rows)
+    return _CsrPattern(keys % max(n_cols, 1), np.concatenate([[0], np.cumsum(counts)]), shape)
 
 
 def _check_unbatched(A: jsparse.JAXSparse) -> None:

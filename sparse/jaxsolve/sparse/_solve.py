@@ -123,15 +123,15 @@ def solve(
       A: the ``(n, n)`` matrix: a :class:`CsrMatrix`, a dense array, a
         ``jax.experimental.sparse`` BCOO/BCSR, any ``scipy.sparse`` matrix, or a
         matrix-free operator ``x ↦ A x``.  A sparse or dense matrix is converted by
-        :func:`as_csr` on every call (a BCSR's pattern is remembered, see there): to
-        solve with one matrix repeatedly, convert it once.  An operator's matrix is recovered by colored
-        probing (:func:`cache_coloring`; its structure cached by the operator's jaxpr);
-        inside ``jax.jit`` attach the structure with :func:`with_cache`.  Derivatives
-        then flow on to what the operator closes over.  Or a
-        ``jaxsolve.sharding.ShardedCsrMatrix`` (``shard_rows``), solved on all the devices
-        of its mesh under ``jax.shard_map`` with ``b`` split like its rows (Krylov methods
-        with block-Jacobi AMG and a coarse space; ``x0``, ``config``, ``reuse_setup`` and
-        ``derivative`` only; see ``_distributed.py``).
+        :func:`as_csr` on every call (a BCSR's or BCOO's pattern is remembered, see
+        there): to solve with one matrix repeatedly, convert it once.  An operator's
+        matrix is recovered by colored probing (:func:`cache_coloring`; its structure
+        cached by the operator's jaxpr); inside ``jax.jit`` attach the structure with
+        :func:`with_cache`.  Derivatives then flow on to what the operator closes
+        over.  Or a ``jaxsolve.sharding.ShardedCsrMatrix`` (``shard_rows``), solved on
+        all the devices of its mesh under ``jax.shard_map`` with ``b`` split like its
+        rows (Krylov methods with block-Jacobi AMG and a coarse space; ``x0``,
+        ``config``, ``reuse_setup`` and ``derivative`` only; see ``_distributed.py``).
       b: ``(n,)`` or ``(n, k)`` right-hand side(s).
       x0: initial guess of ``b``'s shape (zeros by default).
       config: an AmgX configuration (dict, JSON text or file path) or a
