@@ -618,7 +618,8 @@ void BuildPlanRows(int32_t begin, int32_t end, int32_t n, const int32_t* indptr,
   plan.triple_destinations.reserve(entries);
   int32_t* a_destination = plan.a_destination.data() - indptr[begin];
   // position[j]: j's position in the row of P being built (-1: not in it);
-  // common[j]: the row i for which j is a strong C point of i.
+  // common[j]: the row i for which j is a strong C point of i (D2: or one of
+  // its strong F neighbours', so that each is listed once).
   std::vector<int32_t> position(n, -1), common(n, -1), columns, pairs;
   for (int32_t i = begin; i < end; ++i) {
     const int32_t row_begin = static_cast<int32_t>(plan.p_indices.size());
@@ -631,7 +632,7 @@ void BuildPlanRows(int32_t begin, int32_t end, int32_t n, const int32_t* indptr,
     pairs.clear();
     for (int32_t e = indptr[i]; e < indptr[i + 1]; ++e) {
       const int32_t j = indices[e];
-      if (j != i && strong[e] && coarse_index[j] >= 0) {
+      if (j != i && strong[e] && coarse_index[j] >= 0 && common[j] != i) {
         columns.push_back(j);
         common[j] = i;
       }
@@ -644,15 +645,17 @@ void BuildPlanRows(int32_t begin, int32_t end, int32_t n, const int32_t* indptr,
         const int32_t l = indices[f];
         if (!strong[f] || coarse_index[l] < 0 || l == k) continue;
         if (distance_two) {
-          columns.push_back(l);
+          if (common[l] != i) {
+            common[l] = i;
+            columns.push_back(l);
+          }
         } else if (common[l] == i) {
           distributed = true;
         }
       }
       if (distributed) pairs.push_back(e);
     }
-    std::sort(columns.begin(), columns.end());
-    columns.erase(std::unique(columns.begin(), columns.end()), columns.end());
+    std::sort(columns.begin(), columns.end());  // each listed once
     for (size_t c = 0; c < columns.size(); ++c) {
       position[columns[c]] = row_begin + static_cast<int32_t>(c);
       plan.p_indices.push_back(coarse_index[columns[c]]);
