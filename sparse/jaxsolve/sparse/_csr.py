@@ -30,6 +30,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import weakref
+from collections.abc import Callable
 from typing import Any
 
 import jax
@@ -475,40 +476,51 @@ def as_csr(A: Any, *, check: bool = True) -> CsrMatrix:
 _PATTERNS: dict[tuple[Any, ...], _CsrPattern] = {}
 
 
-def _remember(key: tuple[Any, ...], arrays: tuple[Any, ...], pattern: _CsrPattern) -> None:
-    """Keeps ``pattern`` under ``key`` while ``arrays`` live, if they cannot change."""
-    if all(_immutable(array) for array in arrays):
-        _PATTERNS[key] = pattern
-        for array in arrays:
-            weakref.finalize(array, _PATTERNS.pop, key, None)
+def _remembered(
+    arrays: tuple[Any, ...],
+    A: jsparse.JAXSparse,
+    check: bool,
+    pattern_or_matrix: Callable[[], _CsrPattern | CsrMatrix],
+) -> CsrMatrix:
+    """``A`` on the canonical pattern remembered for its index ``arrays``, else on the one
+    ``pattern_or_matrix()`` finds (remembered while ``arrays`` live, if they cannot
+    change), or the matrix it converts when ``A`` is not canonical."""
+    key = (*map(id, arrays), A.shape)
+    pattern = _PATTERNS.get(key)
+    if pattern is None:
+        found = pattern_or_matrix()
+        if isinstance(found, CsrMatrix):
+            return found
+        pattern = found
+        if all(_immutable(array) for array in arrays):
+            _PATTERNS[key] = pattern
+            for array in arrays:
+                weakref.finalize(array, _PATTERNS.pop, key, None)
+    return _on_canonical(A.data, pattern, check)
 
 
 def _from_bcsr(A: jsparse.BCSR, check: bool) -> CsrMatrix:
-    """:func:`_from_csr` of a BCSR, its canonical pattern remembered (``_PATTERNS``)."""
-    key = (id(A.indices), id(A.indptr), A.shape)
-    pattern = _PATTERNS.get(key)
-    if pattern is None:
+    """:func:`_from_csr` of a BCSR, its canonical pattern remembered."""
+
+    def pattern_or_matrix() -> _CsrPattern | CsrMatrix:
         indices = _concrete(A.indices, "the indices of a BCSR")
         indptr = _concrete(A.indptr, "the indptr of a BCSR")
-        pattern = _canonical_pattern(indptr, indices, len(A.data), A.shape)
-        if pattern is None:
-            return _sorted_csr(indptr, indices, A.data, A.shape, check)
-        _remember(key, (A.indices, A.indptr), pattern)
-    return _on_canonical(A.data, pattern, check)
+        return (_canonical_pattern(indptr, indices, len(A.data), A.shape)
+                or _sorted_csr(indptr, indices, A.data, A.shape, check))
+
+    return _remembered((A.indices, A.indptr), A, check, pattern_or_matrix)
 
 
 def _from_bcoo(A: jsparse.BCOO, check: bool) -> CsrMatrix:
-    """:func:`_from_coo` of a BCOO, its canonical pattern remembered (``_PATTERNS``)."""
-    key = (id(A.indices), A.shape)
-    pattern = _PATTERNS.get(key)
-    if pattern is None:
+    """:func:`_from_coo` of a BCOO, its canonical pattern remembered."""
+
+    def pattern_or_matrix() -> _CsrPattern | CsrMatrix:
         indices = _concrete(A.indices, "the indices of a BCOO")
         rows, cols = indices[:, 0], indices[:, 1]
-        pattern = _canonical_coo_pattern(rows, cols, len(A.data), A.shape)
-        if pattern is None:
-            return _from_coo(rows, cols, A.data, A.shape, check)
-        _remember(key, (A.indices,), pattern)
-    return _on_canonical(A.data, pattern, check)
+        return (_canonical_coo_pattern(rows, cols, len(A.data), A.shape)
+                or _from_coo(rows, cols, A.data, A.shape, check))
+
+    return _remembered((A.indices,), A, check, pattern_or_matrix)
 
 
 def _immutable(array: Any) -> bool:

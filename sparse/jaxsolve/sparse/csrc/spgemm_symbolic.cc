@@ -57,6 +57,7 @@ void ForEachProduct(int32_t i, int32_t* marker, const int32_t* a_indptr,
 
 // The symbolic product's values: none.
 struct NoValues {
+  void Prepare(int32_t) {}
   void Start(int32_t) {}
   void Add(int32_t, int32_t, int32_t) {}
   void Write(const int32_t*, int32_t, int64_t) {}
@@ -64,7 +65,8 @@ struct NoValues {
 };
 
 // C's values, written where its columns are: sums[column] holds the sum of
-// the row's products in that column so far (a thread's table of p).
+// the row's products in that column so far (a thread's table of p, which
+// Prepare makes: packing values needs none).
 template <typename T>
 struct ProductValues {
   const T* a_values;
@@ -72,6 +74,7 @@ struct ProductValues {
   T* c_values;
   std::vector<T> sums;
 
+  void Prepare(int32_t p) { sums.resize(p); }
   void Start(int32_t column) { sums[column] = T{}; }
   void Add(int32_t column, int32_t t, int32_t s) {
     sums[column] = sums[column] + a_values[t] * b_values[s];
@@ -113,6 +116,7 @@ int64_t FillRows(int64_t begin, int64_t end, int32_t p, const int32_t* a_indptr,
                  const int32_t* b_indices, int32_t* c_indptr, int32_t* c_indices,
                  int64_t at, Values& values) {
   std::vector<int32_t> marker(p, -1);
+  values.Prepare(p);
   for (int32_t i = static_cast<int32_t>(begin); i < end; ++i) {
     int32_t* row = c_indices + at;
     int32_t length = 0;
@@ -220,7 +224,7 @@ JAXSOLVE_SPARSE_EXPORT int32_t JaxsolveSparseSpgemmValues(
                     [&] {
                       return ProductValues<T>{static_cast<const T*>(a_values),
                                               static_cast<const T*>(b_values),
-                                              static_cast<T*>(c_values), std::vector<T>(p)};
+                                              static_cast<T*>(c_values), {}};
                     });
   });
 }
