@@ -4,6 +4,7 @@ The product's checks are shared with native_gpu_test.py (native_cases.py); the s
 run on the host only and are checked here against references written from their definitions.
 """
 
+import concurrent.futures
 import doctest
 import os
 import pathlib
@@ -414,6 +415,48 @@ def test_host_threads_follow_the_affinity_mask():
         capture_output=True, text=True, check=True,
         env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
     assert one_cpu.stdout.split() == ["1"]
+
+
+def test_host_threads_serve_concurrent_callers():
+    # Python threads (ctypes releases the GIL) share the host threads' pool: every call
+    # gets its own blocks back, whoever ran them.
+    indptr = np.arange(0, 600001, 2, dtype=np.int32)
+    patterns = [np.random.default_rng(seed).integers(0, 50, 600000).astype(np.int32)
+                for seed in range(4)]
+    expected = [_native.csr_transpose(indptr, indices, 50) for indices in patterns]
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        for _ in range(5):
+            got = list(pool.map(lambda indices: _native.csr_transpose(indptr, indices, 50),
+                                patterns))
+            for g, e in zip(got, expected):
+                for g_array, e_array in zip(g, e):
+                    np.testing.assert_array_equal(g_array, e_array)
+
+
+def test_host_threads_in_a_forked_child():
+    # A forked child has none of its parent's pool threads: it starts its own (the forking
+    # thread plus host_threads() - 1 of them are all its threads), never waiting on the
+    # parent's.
+    script = """if True:
+        import os, warnings
+        import numpy as np
+        from jaxsolve.sparse import _native
+        warnings.simplefilter("ignore")  # JAX's warning that forking a threaded process is risky
+        indptr = np.arange(0, 600001, 2, dtype=np.int32)
+        indices = np.random.default_rng(8).integers(0, 50, 600000).astype(np.int32)
+        expected = _native.csr_transpose(indptr, indices, 50)
+        pid = os.fork()
+        if pid == 0:
+            got = _native.csr_transpose(indptr, indices, 50)
+            if not all(np.array_equal(g, e) for g, e in zip(got, expected)):
+                os._exit(3)
+            os._exit(0 if len(os.listdir("/proc/self/task")) == _native.host_threads() else 4)
+        print(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))
+    """
+    child = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                           timeout=120, env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    assert child.returncode == 0, child.stderr
+    assert child.stdout.split() == ["0"]
 
 
 # ----------------------------------------------------------------------------------------

@@ -1,6 +1,8 @@
 // Work split over the machine's cores by contiguous blocks of rows, shared by
-// the host setup kernels and the CPU FFI handlers. Threads are started per
-// call, so callers ask for several blocks only when the work pays for them.
+// the host setup kernels and the CPU FFI handlers. The blocks run on the
+// process's host threads (host_threads.cc), which are started once; a block
+// still costs a wake-up and a share of the caller's memory traffic, so callers
+// ask for several only when the work pays for them.
 #ifndef JAXSOLVE_SPARSE_CSRC_ROW_BLOCKS_H_
 #define JAXSOLVE_SPARSE_CSRC_ROW_BLOCKS_H_
 
@@ -12,7 +14,6 @@
 #include <fstream>
 #include <string>
 #include <thread>
-#include <vector>
 
 namespace jaxsolve::sparse {
 
@@ -47,23 +48,31 @@ inline int64_t BlocksFor(int64_t work, int64_t min_work) {
   return std::clamp<int64_t>(work / std::max<int64_t>(min_work, 1), 1, Cores());
 }
 
+// Runs task(context, b) for each b in [0, count) on the host threads: a pool
+// of Cores() - 1 threads started on first use and kept for the process's life
+// (a forked child starts its own), the calling thread running its share.
+// Returns when every call has returned; a task may itself call
+// RunOnHostThreads, and must not throw.
+void RunOnHostThreads(int64_t count, void (*task)(void*, int64_t), void* context);
+
 // Calls body(b, begin, end) for the `blocks` contiguous blocks b of [0, n),
-// each on a thread of its own (the last in the calling thread); false if a
-// call threw.
+// over the host threads; false if a call threw.
 template <typename Body>
 bool ForNumberedBlocks(int64_t n, int64_t blocks, Body body) {
   std::atomic<bool> failed{false};
-  const auto run = [&](int64_t b) {
+  auto run = [&](int64_t b) {
     try {
       body(b, n * b / blocks, n * (b + 1) / blocks);
     } catch (...) {
       failed = true;
     }
   };
-  std::vector<std::thread> threads;
-  for (int64_t b = 0; b + 1 < blocks; ++b) threads.emplace_back(run, b);
-  run(blocks - 1);
-  for (std::thread& thread : threads) thread.join();
+  if (blocks == 1) {
+    run(0);
+  } else {
+    RunOnHostThreads(
+        blocks, [](void* f, int64_t b) { (*static_cast<decltype(run)*>(f))(b); }, &run);
+  }
   return !failed;
 }
 
