@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <deque>
 #include <mutex>
+#include <system_error>
 #include <thread>
 
 #include "export.h"
@@ -45,8 +46,13 @@ struct Job {
 
 class Pool {
  public:
-  explicit Pool(int64_t threads) : threads_(threads) {
-    for (int64_t t = 0; t < threads; ++t) std::thread([this] { Serve(); }).detach();
+  // Starts up to `threads` threads: as many as the system grants (a caller
+  // runs whatever no thread claims).
+  explicit Pool(int64_t threads) {
+    try {
+      for (; threads_ < threads; ++threads_) std::thread([this] { Serve(); }).detach();
+    } catch (const std::system_error&) {
+    }
   }
 
   void Run(Job& job) {
@@ -85,7 +91,7 @@ class Pool {
     }
   }
 
-  const int64_t threads_;
+  int64_t threads_ = 0;
   std::mutex mutex_;
   std::condition_variable wake_, done_;
   std::deque<Job*> jobs_;  // jobs with tasks maybe left to claim, oldest first
