@@ -67,12 +67,8 @@ bool ForNumberedBlocks(int64_t n, int64_t blocks, Body body) {
       failed = true;
     }
   };
-  if (blocks == 1) {
-    run(0);
-  } else {
-    RunOnHostThreads(
-        blocks, [](void* f, int64_t b) { (*static_cast<decltype(run)*>(f))(b); }, &run);
-  }
+  RunOnHostThreads(
+      blocks, [](void* f, int64_t b) { (*static_cast<decltype(run)*>(f))(b); }, &run);
   return !failed;
 }
 
