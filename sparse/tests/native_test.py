@@ -92,6 +92,7 @@ def test_docstring_examples_run():
                                "JaxsolveSparseInterpolationCopy",
                                "JaxsolveSparseInterpolationValues",
                                "JaxsolveSparseTruncation", "JaxsolveSparseTruncatedValues",
+                               "JaxsolveSparseKeptPattern",
                                "JaxsolveSparseMultipassPlan",
                                "JaxsolveSparseMultipassSizes", "JaxsolveSparseMultipassCopy",
                                "JaxsolveSparseMultipassValues",
@@ -851,8 +852,11 @@ class TestInterpolationWeights:
         weights_of = random_csr((20000, 40), dtype, 0.1, empty_rows=(0, 7, 19999))
         indptr, weights = weights_of.indptr.astype(np.int32), weights_of.data
         kept = _native.truncation(indptr, weights, 0.5, 3)
-        keep = np.flatnonzero(kept).astype(np.int32)
-        kept_indptr = np.searchsorted(keep, indptr).astype(np.int32)
+        kept_indptr, keep, kept_indices = _native.kept_pattern(
+            indptr, weights_of.indices.astype(np.int32), kept)
+        np.testing.assert_array_equal(keep, np.flatnonzero(kept))
+        np.testing.assert_array_equal(kept_indptr, np.searchsorted(keep, indptr))
+        np.testing.assert_array_equal(kept_indices, weights_of.indices[keep])
         assert 0 < keep.size < weights.size
         ours = _native.truncated_values(indptr, weights, keep, kept_indptr)
         numpy = _classical._truncated(np, weights, indptr, keep)

@@ -113,6 +113,8 @@ _cpu.JaxsolveSparseInterpolationValues.restype = ctypes.c_int32
 _cpu.JaxsolveSparseTruncation.argtypes = [ctypes.c_int32, _I32, ctypes.c_void_p, ctypes.c_int32,
                                          ctypes.c_double, ctypes.c_int32, _U8]
 _cpu.JaxsolveSparseTruncation.restype = ctypes.c_int32
+_cpu.JaxsolveSparseKeptPattern.argtypes = [ctypes.c_int32, _I32, _I32, _U8, _I32, _I32, _I32]
+_cpu.JaxsolveSparseKeptPattern.restype = None
 _cpu.JaxsolveSparseTruncatedValues.argtypes = [ctypes.c_int32, _I32, ctypes.c_void_p,
                                                ctypes.c_int32, _I32, _I32, ctypes.c_void_p]
 _cpu.JaxsolveSparseTruncatedValues.restype = ctypes.c_int32
@@ -1230,6 +1232,31 @@ def truncation(indptr: Any, weights: Any, factor: float, most: int) -> np.ndarra
                                      _DTYPES.index(weights.dtype), factor, most, kept):
         raise MemoryError(f"{fn}: out of memory for {n} rows")
     return kept.view(bool)
+
+
+def kept_pattern(indptr: np.ndarray, indices: np.ndarray,
+                 kept: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The pattern :func:`truncation`'s ``kept`` keeps of the CSR pattern ``(indptr,
+    indices)``: ``(kept_indptr, keep, kept_indices)``, its row pointers, and each kept
+    entry's position in ``indices`` and its column.
+
+    What ``np.flatnonzero`` and a running count give, over the cores.  Unchecked: for the
+    int32 patterns the AMG setup made itself.
+
+    Examples:
+      >>> kept_indptr, keep, kept_indices = kept_pattern(
+      ...     np.array([0, 3, 3, 5], np.int32), np.array([4, 6, 9, 1, 2], np.int32),
+      ...     np.array([True, False, True, False, True]))
+      >>> kept_indptr.tolist(), keep.tolist(), kept_indices.tolist()
+      ([0, 2, 2, 3], [0, 2, 4], [4, 9, 2])
+    """
+    kept = np.ascontiguousarray(kept, np.uint8)
+    n = indptr.shape[0] - 1
+    count = int(np.count_nonzero(kept))
+    kept_indptr = np.empty(n + 1, np.int32)
+    keep, kept_indices = np.empty(count, np.int32), np.empty(count, np.int32)
+    _cpu.JaxsolveSparseKeptPattern(n, indptr, indices, kept, kept_indptr, keep, kept_indices)
+    return kept_indptr, keep, kept_indices
 
 
 def truncated_values(indptr: Any, weights: Any, keep: Any, kept_indptr: Any) -> np.ndarray:

@@ -63,6 +63,7 @@
 #include <limits>
 #include <memory>
 #include <new>
+#include <numeric>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -1264,6 +1265,38 @@ JAXSOLVE_SPARSE_EXPORT void JaxsolveSparseMultipassCopy(
         });
     for (const PassPart& part : parts) first += part.triples;
   }
+}
+
+// The pattern truncation keeps (kept[e] != 0 for the weights it keeps, of the
+// n rows of indptr): its row pointers kept_indptr[0..n] and, for each kept
+// weight in order, its position e (keep) and column indices[e]
+// (kept_indices), which must hold as many as are kept. Over the cores: each
+// block counts its rows' kept weights, then writes them from its first place.
+JAXSOLVE_SPARSE_EXPORT void JaxsolveSparseKeptPattern(int32_t n, const int32_t* indptr,
+                                                      const int32_t* indices,
+                                                      const uint8_t* kept, int32_t* kept_indptr,
+                                                      int32_t* keep, int32_t* kept_indices) {
+  const int64_t blocks = BlocksForEntries(n, indptr);
+  std::vector<int64_t> first(blocks + 1, 0);  // each block's first kept weight
+  ForNumberedBlocks(n, blocks, [&](int64_t b, int64_t begin, int64_t end) {  // no throw
+    int64_t count = 0;
+    for (int32_t e = indptr[begin]; e < indptr[end]; ++e) count += kept[e] != 0;
+    first[b + 1] = count;
+  });
+  std::partial_sum(first.begin(), first.end(), first.begin());
+  kept_indptr[0] = 0;
+  ForNumberedBlocks(n, blocks, [&](int64_t b, int64_t begin, int64_t end) {  // no throw
+    int64_t at = first[b];
+    for (int64_t i = begin; i < end; ++i) {
+      for (int32_t e = indptr[i]; e < indptr[i + 1]; ++e) {
+        if (!kept[e]) continue;
+        keep[at] = e;
+        kept_indices[at] = indices[e];
+        ++at;
+      }
+      kept_indptr[i + 1] = static_cast<int32_t>(at);
+    }
+  });
 }
 
 // Multipass interpolation's untruncated weights (of `dtype`, full_indptr[n]
