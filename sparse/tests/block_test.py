@@ -54,6 +54,24 @@ class TestElasticity:
         assert int(info.iterations) <= 40
         np.testing.assert_allclose(x, reference, rtol=1e-6, atol=1e-8 * np.abs(reference).max())
 
+    def test_damped_jacobi_smoothing_is_reported_not_positive_definite(self, x64):
+        # ρ(D⁻¹A) ≈ 2.33 on Q1 elasticity (ν = 0.3), so the default smoother, damped Jacobi
+        # with ω = 0.9, diverges and the AMG cycle is indefinite: CG must say so and point to
+        # JACOBI_L1, with which the same solve converges (24² nodes: at 16² the default
+        # hierarchy is too shallow for the divergent smoothing to show).
+        A, _ = matrices.elasticity_matrix_2d(24, dtype=np.float64)
+        b = jnp.ones(A.shape[0])
+        config = {"solver": "PCG", "preconditioner": {"solver": "AMG"}}
+        _, info = sparse.solve(A, b, config=config, block_dim=2)
+        reason = sparse.FailureReason(int(info.failure_reason))
+        assert reason is sparse.FailureReason.PRECONDITIONER_NOT_POSITIVE_DEFINITE
+        assert "JACOBI_L1" in reason.advice
+        with pytest.raises(sparse.SolveError, match="JACOBI_L1"):
+            sparse.raise_on_failure(info)
+        l1 = {"solver": "PCG", "preconditioner": {"solver": "AMG", "smoother": "JACOBI_L1"}}
+        _, info = sparse.solve(A, b, config=l1, block_dim=2)
+        assert status(info) == "SUCCESS"
+
     def test_hierarchy_is_a_block_system_on_every_level(self):
         A, modes = matrices.elasticity_matrix_2d(16)
         smoothed = sparse.describe(A, {"preconditioner": SMOOTHED}, near_nullspace=modes,

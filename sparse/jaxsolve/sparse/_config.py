@@ -706,7 +706,11 @@ def parse_amgx_config(
     inverse of up to 256 rows costs less than more levels), ``coarse_solver:
     DENSE_LU_SOLVER``, ``coarsest_sweeps: 2``.
     Relaxations: ``relaxation_factor: 0.9``, ``chebyshev_polynomial_order: 5``,
-    ``symmetric_GS: 0``.
+    ``symmetric_GS: 0``.  Damped Jacobi with ``ω = 0.9`` converges only where
+    ``ρ(D⁻¹A) < 2 / 0.9``: true of Poisson problems, not of elasticity (Q1
+    elements, ``ρ ≈ 2.3``), where the default AMG cycle is indefinite and CG
+    reports ``PRECONDITIONER_NOT_POSITIVE_DEFINITE``; ``smoother: JACOBI_L1``
+    converges on every symmetric positive definite matrix.
     Reporting flags ``print_solve_stats``, ``print_grid_stats``,
     ``store_res_history``: 0.
 

@@ -137,7 +137,11 @@ _REASONS = {
         "CG found rᴴMr <= 0: the preconditioner is not Hermitian positive"
         " definite",
         "Use a symmetric positive definite preconditioner (e.g. jacobi on a"
-        " positive diagonal), or bicgstab/gmres.",
+        " positive diagonal), or bicgstab/gmres. An AMG preconditioner is"
+        " positive definite only when its smoother converges: damped Jacobi"
+        " (BLOCK_JACOBI, relaxation_factor 0.9 by default) diverges where"
+        " ω ρ(D⁻¹A) >= 2, as on elasticity (ρ ≈ 2.3); use JACOBI_L1 or a smaller"
+        " relaxation_factor there.",
     ),
     FailureReason.BICGSTAB_BREAKDOWN: (
         Status.FAILED,
