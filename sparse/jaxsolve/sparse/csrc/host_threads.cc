@@ -7,11 +7,12 @@
 // threads for each cost more than some of the loops themselves on a machine
 // of many cores (the H200 host's 16: 3D Poisson 128^3's host structure took
 // 0.88-0.97 s with threads started per loop, 0.83-0.90 s with the pool, and
-// page-faulted half as much memory, the pool's threads keeping their heaps). The pool's threads wait on a condition variable between
-// jobs. A job's tasks are claimed by index, by its caller first and by any
-// idle pool thread, so a caller never waits on a task nobody runs: it runs
-// them all itself when the pool is busy, and a task that starts a job of its
-// own (on a pool thread) cannot deadlock the pool.
+// page-faulted half as much memory, the pool's threads keeping their heaps).
+// The pool's threads wait on a condition variable between jobs. A job's tasks
+// are claimed by index, by its caller first and by any idle pool thread, so a
+// caller never waits on a task nobody runs: it runs them all itself when the
+// pool is busy, and a task that starts a job of its own (on a pool thread)
+// cannot deadlock the pool.
 #include <pthread.h>
 
 #include <atomic>
