@@ -13,7 +13,9 @@ JAX_REQUIREMENT = "jax>=0.10.2,<0.12"
 def jaxsolve_py_tests(srcs, deps = [], data = [], size = "medium", shard_counts = {}, **kwargs):
     """One pytest-driven `py_test` per `*_test.py` file, named after it.
 
-    The other Python files beside the tests (`conftest.py`, shared helpers) travel as data.
+    The other Python files beside the tests (`conftest.py`, shared helpers) travel as data;
+    `//tests/support:jaxsolve_testing`, the fixtures and checks all packages' tests share, is a
+    dependency of each.
     Files named `*_gpu_test.py` hold only tests marked `gpu`; Bazel runs on machines without
     GPUs, so they get no target here and run on a GPU host through `tools/dev gpu-test`.
     No `__init__.py` is generated (`legacy_create_init = False`): one would break the
@@ -33,7 +35,7 @@ def jaxsolve_py_tests(srcs, deps = [], data = [], size = "medium", shard_counts 
             main = "//tools:pytest_main.py",
             args = ["-c", "$(rootpath //:pytest.ini)", "$(rootpath %s)" % src],
             data = data + conftests + ["//:pytest.ini"],
-            deps = deps,
+            deps = deps + ["//tests/support:jaxsolve_testing"],
             legacy_create_init = False,
             size = size,
             shard_count = shard_counts.get(src),

@@ -7,44 +7,15 @@
   float64 and complex128 only.
 """
 
-import os
+from jaxsolve_testing import strict_config, use_cpu_devices, x64  # noqa: F401  (fixtures)
 
-os.environ["XLA_FLAGS"] = " ".join(
-    filter(None, [os.environ.get("XLA_FLAGS"), "--xla_force_host_platform_device_count=8"])
-)
+use_cpu_devices(8)
 
 import jax  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
 from helpers import COVERING, DTYPES, GRIDS, grid_mesh, is_wide  # noqa: E402
-
-
-def _set_config(name, value):
-    previous = getattr(jax.config, name)
-    jax.config.update(name, value)
-    return previous
-
-
-@pytest.fixture(autouse=True)
-def strict_config():
-    """x64 off, strict dtype promotion, rank promotion raises; then restores."""
-    settings = {
-        "jax_enable_x64": False,
-        "jax_numpy_dtype_promotion": "strict",
-        "jax_numpy_rank_promotion": "raise",
-    }
-    previous = {name: _set_config(name, value) for name, value in settings.items()}
-    yield
-    for name, value in previous.items():
-        jax.config.update(name, value)
-
-
-@pytest.fixture
-def x64(strict_config):
-    """Enables ``jax_enable_x64`` for one test."""
-    del strict_config
-    jax.config.update("jax_enable_x64", True)
 
 
 @pytest.fixture(params=DTYPES, ids=[np.dtype(d).name for d in DTYPES])

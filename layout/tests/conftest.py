@@ -2,37 +2,33 @@
 
 * 8 virtual CPU devices (the flag must be in ``XLA_FLAGS`` before JAX starts its backend), so that
   grids up to 4 × 2 run on any machine; tests take submeshes of them.
-* Strict dtype promotion and rank promotion errors, as users with those settings would have them.
+* Every test starts with x64 off, strict dtype promotion and rank promotion errors
+  (`strict_config`), as users with those settings would have them.
 * A `dtype` fixture over float32, complex64 (x64 off, users' default) and float64, complex128
   (x64 on).
 * `block_cyclic_model`: the block-cyclic layout in NumPy, straight from its definition, which the
   package's index maps and conversions are checked against; `submesh` for meshes over a few devices.
 """
 
-import os
+from jaxsolve_testing import strict_config, use_cpu_devices, x64  # noqa: F401  (fixtures)
 
-os.environ["XLA_FLAGS"] = " ".join(
-    filter(None, [os.environ.get("XLA_FLAGS"), "--xla_force_host_platform_device_count=8"])
-)
+use_cpu_devices(8)
 
 import jax  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
-jax.config.update("jax_numpy_dtype_promotion", "strict")
-jax.config.update("jax_numpy_rank_promotion", "raise")
-
 DTYPES = [np.dtype(t) for t in (np.float32, np.complex64, np.float64, np.complex128)]
 
 
 @pytest.fixture(params=DTYPES, ids=[d.name for d in DTYPES])
-def dtype(request):
-    """Each supported dtype, with x64 on exactly for the 64-bit ones; restores x64 afterwards."""
+def dtype(request, strict_config):
+    """Each supported dtype, with x64 on exactly for the 64-bit ones (`strict_config` restores
+    it)."""
+    del strict_config
     dtype = request.param
-    was_enabled = jax.config.jax_enable_x64
     jax.config.update("jax_enable_x64", dtype in (np.float64, np.complex128))
-    yield dtype
-    jax.config.update("jax_enable_x64", was_enabled)
+    return dtype
 
 
 @pytest.fixture(scope="session")
@@ -90,12 +86,3 @@ def _submesh(grid_rows, grid_cols, axis_names=("x", "y"), axis_types=None):
     count = grid_rows * grid_cols
     shape = (grid_rows, grid_cols) if len(axis_names) == 2 else (count,)
     return jax.make_mesh(shape, axis_names, axis_types=axis_types, devices=jax.devices()[:count])
-
-
-@pytest.fixture
-def x64():
-    """Enables 64-bit types for the test, restoring the previous setting afterwards."""
-    previous = jax.config.jax_enable_x64
-    jax.config.update("jax_enable_x64", True)
-    yield
-    jax.config.update("jax_enable_x64", previous)

@@ -3,19 +3,20 @@
 * 8 virtual CPU devices (the flag must be in ``XLA_FLAGS`` before JAX starts its backend), so that
   meshes up to 8 devices build on any machine; mesh tests take them from ``jax.devices("cpu")``,
   which has them even on a GPU host.
+* Every test starts with x64 off, strict dtype promotion and rank promotion errors
+  (`strict_config`), as users with those settings would have them.
 * `single_process_environment`: this process's environment without any launcher's variables, so
   that `jaxsolve.sharding.initialize` sees a single process even when the tests themselves run
   under Slurm or MPI.
 * `run_launcher`: runs ``python -m jaxsolve.sharding.launch`` on a script, as a user would.
 """
 
-import os
+from jaxsolve_testing import strict_config, use_cpu_devices  # noqa: F401  (fixtures)
 
-os.environ["XLA_FLAGS"] = " ".join(
-    filter(None, [os.environ.get("XLA_FLAGS"), "--xla_force_host_platform_device_count=8"])
-)
+use_cpu_devices(8)
 
 import dataclasses  # noqa: E402
+import os  # noqa: E402
 import pathlib  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
