@@ -348,13 +348,13 @@ class AMGConfig:
     On large 3D problems ``selector="PMISC"`` with ``aggressive_levels=1`` is
     the lean classical configuration: on the 128³ Poisson matrix (f64, PCG to
     1e-8, one H200 and its host's 16 cores) it takes 14 iterations and 8 ms
-    after a first setup of 0.8–1.0 s (a tenth of PyAMG's smoothed
-    aggregation setup), and the arrays the solver keeps come to 2.9 times the
+    after a first setup of 0.56–1.0 s (a tenth of PyAMG's smoothed aggregation
+    setup or less), and the arrays the solver keeps come to 2.9 times the
     matrix's bytes (`describe`; operator complexity 1.32). The default (PMIS,
-    D2) takes 16 iterations and 15 ms after a 1.8 s first setup and keeps 8.5
-    times (operator complexity 3.3); HMIS with one aggressive level also takes
-    14 iterations, in 9.2 ms, with 3.4 times (its first pass is sequential);
-    PMIS with one takes 22.
+    D2) takes 16 iterations and 14 ms after a 1.5–1.8 s first setup and keeps
+    8.5 times (operator complexity 3.3); HMIS with one aggressive level also
+    takes 14 iterations, in 9.2 ms, with 3.4 times (its first pass is
+    sequential); PMIS with one takes 22.
 
     **Aggregation AMG** (``algorithm="AGGREGATION"``) matches strongly coupled
     unknowns into aggregates of about 2, 4 or 8 (``SIZE_2``, ``SIZE_4``,
