@@ -332,10 +332,34 @@ class TestAsCsr:
 
     def test_as_csr_from_csr_arrays_errors(self):
         with pytest.raises(ValueError, match=re.escape(
-                "as_csr: indptr must be 3 nondecreasing offsets from 0 for 2 rows, got shape"
-                " (3,).")):
+                "as_csr: indptr must be 3 nondecreasing offsets from 0 for 2 rows, got"
+                " indptr[1] = 2 > indptr[2] = 1.")):
             as_csr(scipy.sparse.csr_array(
                 (np.ones(2), np.array([0, 1]), np.array([0, 2, 1])), shape=(2, 2)))
+
+    @pytest.mark.parametrize("make", [
+        lambda data, cols, indptr: scipy.sparse.csr_array((data, cols, indptr), shape=(2, 2)),
+        lambda data, cols, indptr: jsparse.BCSR((jnp.asarray(data), jnp.asarray(cols),
+                                                 jnp.asarray(indptr)), shape=(2, 2)),
+        lambda data, cols, indptr: jsparse.BCOO(
+            (jnp.asarray(data), jnp.array([[0, cols[0]], [1, cols[1]], [1, cols[2]]])),
+            shape=(2, 2)),
+    ], ids=["scipy", "BCSR", "BCOO"])
+    def test_as_csr_refuses_negative_columns(self, make):
+        # Row 1's column -1 must not land in row 0 (row * n + col arithmetic).
+        with pytest.raises(ValueError, match=r"as_csr: .* has 1 entries whose column index"
+                           r" (is negative|lies outside 0 \.\. 1) \(the first: entry 1,"
+                           r" column -1\)\."):
+            as_csr(make(np.array([4., 1., 4.]), np.array([0, -1, 1]), np.array([0, 1, 3])))
+
+    def test_as_csr_refuses_scipy_columns_outside_the_shape(self):
+        # scipy has no padding convention (BCOO/BCSR's out-of-range entries are padding).
+        message = ("as_csr: a scipy.sparse matrix has 1 entries whose column index lies outside"
+                   " 0 .. 1 (the first: entry 1, column 5).")
+        csr = scipy.sparse.csr_array((np.array([4., 1., 4.]), np.array([0, 5, 1]),
+                                      np.array([0, 1, 3])), shape=(2, 2))
+        with pytest.raises(ValueError, match=re.escape(message)):
+            as_csr(csr)
         with pytest.raises(ValueError, match=re.escape(
                 "as_csr: indptr stores 3 entries, but there are 2 column indices and 2 values.")):
             as_csr(jsparse.BCSR((jnp.ones(2), jnp.array([0, 1]), jnp.array([0, 1, 3])),

@@ -389,10 +389,11 @@ def as_csr(A: Any, *, check: bool = True) -> CsrMatrix:
     * a :class:`CsrMatrix`: returned as it is;
     * any ``scipy.sparse`` matrix or array (``csr``, ``csc``, ``coo``,
       ``bsr``, ...): explicit zeros stay in the pattern (a BSR block's zeros
-      included);
+      included); an index outside the shape is an error;
     * a ``jax.experimental.sparse.BCOO`` or ``BCSR`` without batch or dense
       dimensions, whose indices must be concrete (its values may be traced);
-      padding entries (indices out of range) are dropped;
+      padding entries (indices past the shape) are dropped, a negative index is
+      an error;
     * a dense 2-D NumPy or JAX array.  A concrete one stores its nonzeros.
       A traced one (inside ``jit``, ``vmap`` or ``grad``) stores **every**
       entry, since a pattern cannot depend on traced values; gradients then
@@ -422,8 +423,8 @@ def as_csr(A: Any, *, check: bool = True) -> CsrMatrix:
     Raises:
         TypeError: for an unsupported input type, or BCOO/BCSR indices that
             are traced.
-        ValueError: for inputs that are not 2-D matrices, or (with ``check``)
-            values that are not finite.
+        ValueError: for inputs that are not 2-D matrices, indices as above, a
+            malformed ``indptr``, or (with ``check``) values that are not finite.
 
     Examples:
         >>> import jax.numpy as jnp, scipy.sparse
@@ -439,9 +440,11 @@ def as_csr(A: Any, *, check: bool = True) -> CsrMatrix:
     if isinstance(A, CsrMatrix):
         return A
     if scipy.sparse.issparse(A) and A.format == "csr":
+        _check_in_shape(None, A.indices[:A.indptr[-1]], A.shape, "a scipy.sparse matrix")
         return _from_csr(A.indptr, A.indices, jnp.asarray(A.data), A.shape, check)
     if scipy.sparse.issparse(A):
         coo = A.tocoo()
+        _check_in_shape(coo.row, coo.col, coo.shape, "a scipy.sparse matrix")
         return _from_coo(coo.row, coo.col, jnp.asarray(coo.data), coo.shape, check)
     if isinstance(A, jsparse.BCOO):
         _check_unbatched(A)
@@ -557,10 +560,19 @@ def _canonical_pattern(indptr: np.ndarray, indices: np.ndarray, n_values: int,
     """
     n_rows, n_cols = shape = _checked_shape(shape, "as_csr")
     indptr = np.asarray(indptr)
-    if indptr.shape != (n_rows + 1,) or indptr[0] != 0 or np.any(np.diff(indptr) < 0):
+    if indptr.shape != (n_rows + 1,):
+        problem = f"got shape {indptr.shape}"
+    elif indptr[0] != 0:
+        problem = f"got indptr[0] = {indptr[0]}"
+    elif np.any(drops := np.diff(indptr) < 0):
+        k = int(np.argmax(drops))
+        problem = f"got indptr[{k}] = {indptr[k]} > indptr[{k + 1}] = {indptr[k + 1]}"
+    else:
+        problem = None
+    if problem:
         raise ValueError(
             f"as_csr: indptr must be {n_rows + 1} nondecreasing offsets from 0 for"
-            f" {n_rows} rows, got shape {indptr.shape}."
+            f" {n_rows} rows, {problem}."
         )
     nnz = int(indptr[-1])
     if min(len(indices), n_values) < nnz:
@@ -600,10 +612,12 @@ def _from_coo(
 ) -> CsrMatrix:
     """Canonical CSR from static COO indices: sorted, duplicates summed.
 
-    Entries whose indices fall outside ``shape`` (BCOO/BCSR padding) are
-    dropped.  The values are reordered with a static gather and summed with a
-    static segment sum, so the result is differentiable in ``values``.
+    Entries whose indices lie past ``shape`` (BCOO/BCSR padding) are dropped; a
+    negative index is an error.  The values are reordered with a static gather
+    and summed with a static segment sum, so the result is differentiable in
+    ``values``.
     """
+    _check_in_shape(rows, cols, (None, None), "the matrix")
     pattern = _canonical_coo_pattern(rows, cols, len(values), shape)
     if pattern is not None:  # nothing to sort, merge or gather
         return _on_canonical(values, pattern, check)
@@ -624,6 +638,24 @@ def _from_coo(
     return CsrMatrix._on_pattern(_checked_values(canonical, pattern, check, "as_csr"), pattern)
 
 
+def _check_in_shape(rows: np.ndarray | None, cols: np.ndarray, shape: tuple[Any, Any],
+                    what: str) -> None:
+    """Raises a ValueError naming the first entry of ``what`` whose row or column index is
+    negative, or not below its bound in ``shape`` (None: no upper bound)."""
+    for axis, indices, bound in (("row", rows, shape[0]), ("column", cols, shape[1])):
+        if indices is None or len(indices) == 0:
+            continue
+        indices = np.asarray(indices)
+        outside = indices < 0 if bound is None else (indices < 0) | (indices >= bound)
+        bad = np.flatnonzero(outside)
+        if bad.size:
+            where = "is negative" if bound is None else f"lies outside 0 .. {bound - 1}"
+            raise ValueError(
+                f"as_csr: {what} has {bad.size} entries whose {axis} index {where} (the"
+                f" first: entry {bad[0]}, {axis} {indices[bad[0]]})."
+            )
+
+
 def _canonical_coo_pattern(rows: np.ndarray, cols: np.ndarray, n_values: int,
                            shape: tuple[int, int]) -> _CsrPattern | None:
     """The pattern of COO indices in row-major order without repeats or padding (one
@@ -633,7 +665,7 @@ def _canonical_coo_pattern(rows: np.ndarray, cols: np.ndarray, n_values: int,
     cols = np.asarray(cols, np.int64)
     keys = rows * n_cols + cols
     if (len(keys) == n_values and np.all(keys[1:] > keys[:-1])
-            and np.all(rows < n_rows) and np.all(cols < n_cols)):
+            and np.all((rows >= 0) & (rows < n_rows)) and np.all((cols >= 0) & (cols < n_cols))):
         return _pattern_of_keys(keys, shape)
     return None
 
