@@ -166,6 +166,24 @@ class TestPotrs:
         dense.potrs(kept, jnp.ones(8))
         assert not kept.is_deleted()
 
+    def test_donate_is_ignored_under_transformations(self, x64):
+        # Reverse mode needs the primal a again, and b here is the caller's array closed
+        # over: neither may be deleted; the results are those without donation.
+        a, b = 2 * jnp.eye(4) + 1, jnp.arange(1.0, 5.0)
+        expected = jax.grad(lambda a: dense.potrs(a, b).sum())(a)
+        np.testing.assert_allclose(
+            jax.grad(lambda a: dense.potrs(a, b, donate=True).sum())(a), expected)
+        jax.grad(lambda b: dense.potrs(a, b, donate=True).sum())(b)
+        jax.jvp(lambda a: dense.syevd(a, donate=True)[0], (a,), (jnp.eye(4),))
+        jax.vmap(lambda a: dense.potrs(a, b, donate=True))(jnp.stack([a, 2 * a]))
+        assert not a.is_deleted() and not b.is_deleted()
+
+    def test_donating_one_array_twice_is_refused(self, x64):
+        a = 2 * jnp.eye(4)
+        with pytest.raises(ValueError, match="the same array is passed twice"):
+            dense.lu_solve(a, a, donate=True)
+        assert not a.is_deleted()
+
 
 class TestFactor:
     def test_cho_factor_solve_logdet(self, dtype_and_mesh):

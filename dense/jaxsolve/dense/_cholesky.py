@@ -79,7 +79,8 @@ def potrs(
         factor is written over ``a`` and ``x`` over ``b``, so that no second ``n × n`` matrix
         is allocated; both inputs are deleted and must not be used afterwards. Unlike JAXMg,
         off by default (JAX's convention). Ignored inside ``jax.jit`` (donate the outer
-        function's arguments instead) and when differentiating.
+        function's arguments instead), ``jax.grad``, ``jax.jvp`` and ``jax.vmap``: no array of
+        the caller's is deleted then.
 
     Returns:
       ``x`` (the shape and sharding of ``b``); ``(x, logdet)`` with `return_logdet`;

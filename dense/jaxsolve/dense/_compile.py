@@ -32,7 +32,10 @@ def run(body: Callable[..., Any], statics: tuple[Any, ...], arrays: tuple[Any, .
     shardings and dtypes (a factor that takes the input's place), returned only with `donate`
     so that XLA can write them into the donated buffers, and deleted at once. With `donate`,
     every input is deleted afterwards, also one that no output could reuse (XLA's warning about
-    it is silenced: the caller asked for the buffer to go). The program is built once per
+    it is silenced: the caller asked for the buffer to go). `donate` is ignored when any input
+    is traced (inside ``jax.jit``, ``jax.grad``, ``jax.jvp``, ``jax.vmap``): a transformation
+    may need the inputs again (reverse mode keeps the primal), and the concrete arrays beside
+    the traced ones are the caller's, never ours to delete. The program is built once per
     `body`, `statics` (hashable: layouts, flags), `donate` and preferred backend
     (`use_backend`); ``jax.jit`` then compiles it once per shape and dtype. Backends first
     ready what they cannot make while traced (`prepare_backends`).
@@ -40,15 +43,21 @@ def run(body: Callable[..., Any], statics: tuple[Any, ...], arrays: tuple[Any, .
     for static in statics:
         if isinstance(static, Layout):
             prepare_backends(static)
+    leaves = jax.tree.leaves(arrays)
+    donate = donate and not any(isinstance(leaf, jax.core.Tracer) for leaf in leaves)
+    if donate and len({id(leaf) for leaf in leaves}) < len(leaves):
+        raise ValueError(
+            "donate=True, but the same array is passed twice (e.g. as both a and b): a"
+            " buffer can be donated once. Pass a copy, or donate=False."
+        )
     program = _program(body, statics, len(arrays), donate, preferred_backend())
     if not donate:
         return program(*arrays)
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="Some donated buffers were not usable")
         outputs, work = program(*arrays)
-    for leaf in [*jax.tree.leaves(work), *jax.tree.leaves(arrays)]:
-        if isinstance(leaf, jax.Array) and not isinstance(leaf, jax.core.Tracer) and (
-                not leaf.is_deleted()):
+    for leaf in [*jax.tree.leaves(work), *leaves]:
+        if isinstance(leaf, jax.Array) and not leaf.is_deleted():
             leaf.delete()
     return outputs
 
