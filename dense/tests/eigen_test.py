@@ -3,6 +3,7 @@
 import jax
 import jax.numpy as jnp
 import numpy as np
+import scipy.linalg
 from jax.sharding import PartitionSpec as P
 from jax.test_util import check_grads
 
@@ -87,6 +88,19 @@ class TestSygvd:
         assert max_error(a_host @ v, b_host @ v * w) < scale * 10
         assert max_error(v.conj().T @ b_host @ v, np.eye(8)) < scale * 10
         assert int(status.info) == 0
+
+    def test_sygvd_reads_the_lower_triangles(self, dtype_and_mesh):
+        # As syevd and potrs do, and scipy.linalg.eigh(a, b): the upper triangles are unused.
+        dtype, mesh = dtype_and_mesh
+        rng = np.random.default_rng(35)
+        a_host = hermitian(rng, 8, dtype)
+        b_host = hermitian_positive_definite(rng, 8, dtype)
+        garbage = np.triu(hermitian(rng, 8, dtype) + 5, 1)
+        spec = P("pr", "pc")
+        w = dense.sygvd(put(np.tril(a_host) + garbage, mesh, spec),
+                        put(np.tril(b_host) + garbage, mesh, spec), return_eigenvectors=False)
+        expected = scipy.linalg.eigh(a_host, b_host, eigvals_only=True)
+        assert max_error(np.asarray(w), expected) < tolerance(dtype) * 1000
 
     def test_sygvd_grad(self, x64):
         rng = np.random.default_rng(34)

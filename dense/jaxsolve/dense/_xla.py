@@ -32,6 +32,13 @@ def _h(a: jax.Array) -> jax.Array:
     return jnp.conj(a).T
 
 
+def _hermitian_from_lower(a: jax.Array) -> jax.Array:
+    """The Hermitian matrix whose lower triangle is ``a``'s (the diagonal's real part): what
+    LAPACK's ``uplo='L'`` routines read of ``a``."""
+    lower = jnp.tril(a, -1)
+    return lower + _h(lower) + jnp.diag(jnp.real(jnp.diagonal(a))).astype(a.dtype)
+
+
 def _nan_unless(ok: jax.Array, x: jax.Array) -> jax.Array:
     return jnp.where(ok, x, jnp.nan)
 
@@ -163,9 +170,12 @@ def syevd_info(inputs, outputs) -> jax.Array:
 
 
 def sygvd(a: jax.Array, b: jax.Array) -> tuple[jax.Array, jax.Array]:
-    """``A V = B V diag(w)``, ``Vᴴ B V = I``: reduced with ``B = L Lᴴ`` to ``C = L⁻¹ A L⁻ᴴ``."""
+    """``A V = B V diag(w)``, ``Vᴴ B V = I``: reduced with ``B = L Lᴴ`` to ``C = L⁻¹ A L⁻ᴴ``.
+
+    Reads the lower triangles of ``A`` and ``B`` only, as ``sygvd`` does.
+    """
     l = jax.lax.linalg.cholesky(b, symmetrize_input=False)
-    c = jax.lax.linalg.triangular_solve(l, a, left_side=True, lower=True)
+    c = jax.lax.linalg.triangular_solve(l, _hermitian_from_lower(a), left_side=True, lower=True)
     c = jax.lax.linalg.triangular_solve(
         l, c, left_side=False, lower=True, transpose_a=True, conjugate_a=True)
     w, y = jnp.linalg.eigh(c, symmetrize_input=True)
