@@ -233,6 +233,15 @@ class TestFactor:
         factors = jax.vmap(dense.cho_factor)(np.stack([a, 2 * a]))
         np.testing.assert_allclose(jax.vmap(dense.logdet)(factors),
                                    np.linalg.slogdet(np.stack([a, 2 * a]))[1], atol=1e-12)
+        # Outside vmap a stack of factors is refused (its diagonal would be read wrongly).
+        for use in (dense.logdet, lambda f: dense.cho_solve(f, jnp.ones(4))):
+            with pytest.raises(ValueError, match=re.escape(
+                    "the factor is a stack of (2,) factors (its matrix has shape (2, 4, 4)), from"
+                    " jax.vmap(cho_factor); call")):
+                use(factors)
+        lu_factors = jax.vmap(dense.lu_factor)(np.stack([a, 2 * a]))
+        with pytest.raises(ValueError, match=re.escape("from jax.vmap(lu_factor)")):
+            dense.lu_solve(lu_factors, jnp.ones(4))
 
     def test_cho_solve_rejects_lu_factor(self):
         factor = dense.lu_factor(jnp.eye(2))

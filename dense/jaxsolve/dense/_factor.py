@@ -84,6 +84,12 @@ def check_factor(caller: str, factor: object, kind: str) -> DenseFactor:
         else:
             got = type(factor).__name__
         raise ValueError(f"{caller}: expected a factor from {maker}, got {got}.")
+    shape = factor.matrix.shape
+    if len(shape) != 2:
+        raise ValueError(
+            f"{caller}: the factor is a stack of {shape[:-2]} factors (its matrix has shape"
+            f" {shape}), from jax.vmap({maker}); call {caller} inside jax.vmap too."
+        )
     return factor
 
 
