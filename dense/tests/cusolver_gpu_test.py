@@ -295,7 +295,7 @@ class TestFailures:
         assert np.all(np.isnan(np.asarray(w))) and np.all(np.isnan(np.asarray(v)))
 
     def test_bad_arguments_fail_before_gpu_work(self):
-        with pytest.raises(ValueError, match=r"^potrs: a must be a square"):
+        with pytest.raises(ValueError, match=r"^potrs: a must be a non-empty square"):
             dense.potrs(gpu(jnp.ones((3, 4))), gpu(jnp.ones(3)))
         with pytest.raises(ValueError, match=r"^lu_solve: b must have shape"):
             dense.lu_solve(gpu(jnp.eye(3)), gpu(jnp.ones(4)))

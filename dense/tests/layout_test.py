@@ -47,9 +47,15 @@ class TestArgumentErrors:
         assert not jax.config.jax_enable_x64
 
     def test_shape_errors(self):
-        with raises("potrs: a must be a square (n, n) matrix, got shape (2, 3); use jax.vmap "
-                    "for stacks of matrices."):
+        with raises("potrs: a must be a non-empty square (n, n) matrix, got shape (2, 3); use "
+                    "jax.vmap for stacks of matrices."):
             dense.potrs(jnp.ones((2, 3)), jnp.ones(2))
+        for routine in (lambda a: dense.potrs(a, jnp.zeros(0)),
+                        lambda a: dense.lu_solve(a, jnp.zeros(0)),
+                        dense.cho_factor, dense.slogdet, lambda a: dense.sygvd(a, a)):
+            with pytest.raises(ValueError, match=re.escape(
+                    ": a must be a non-empty square (n, n) matrix, got shape (0, 0)")):
+                routine(jnp.zeros((0, 0)))
         with raises("lu_solve: b must have shape (2,) or (2, k) for a of shape (2, 2), got (3,)."):
             dense.lu_solve(jnp.eye(2), jnp.ones(3))
         with raises("qr: a must be a non-empty (m, n) matrix, got shape (3,); use jax.vmap for "

@@ -177,10 +177,10 @@ def checked_array(caller: str, name: str, x: Any) -> Any:
 
 
 def check_square(caller: str, a: Any) -> None:
-    if a.ndim != 2 or a.shape[0] != a.shape[1]:
+    if a.ndim != 2 or a.shape[0] != a.shape[1] or a.shape[0] == 0:
         raise ValueError(
-            f"{caller}: a must be a square (n, n) matrix, got shape {a.shape}; use jax.vmap "
-            "for stacks of matrices."
+            f"{caller}: a must be a non-empty square (n, n) matrix, got shape {a.shape}; use "
+            "jax.vmap for stacks of matrices."
         )
 
 
