@@ -325,6 +325,15 @@ def matrix_layout(
             matrix_specs = named.spec
     elif matrix_specs is None and named is not None and named.mesh == mesh and any(named.spec):
         matrix_specs = named.spec
+    explicit = [name for name, kind in zip(mesh.axis_names, mesh.axis_types)
+                if kind == jax.sharding.AxisType.Explicit]
+    if explicit:
+        raise ValueError(
+            f"{caller}: mesh axes {tuple(explicit)} are Explicit (jax.make_mesh's default), "
+            "whose sharding-in-types the dense routines do not support; use a mesh of Auto "
+            "axes: jaxsolve.sharding.make_grid_mesh, or jax.make_mesh(shape, names, "
+            "axis_types=(jax.sharding.AxisType.Auto,) * len(names))."
+        )
     if matrix_specs is None:
         matrix_specs = _default_spec(caller, mesh)
     layout = Layout(mesh=mesh, matrix_spec=_normalized_matrix_spec(caller, matrix_specs, mesh),
