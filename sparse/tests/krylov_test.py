@@ -266,6 +266,23 @@ class TestCg:
         expected = scipy.sparse.linalg.spsolve(reference.tocsc(), np.asarray(b))
         np.testing.assert_allclose(x, expected, rtol=1e-5, atol=1e-12)
 
+    @pytest.mark.parametrize("config", [None, {"solver": "BLOCK_JACOBI"}])
+    def test_real_preconditioner_on_a_complex_residual(self, config, x64):
+        # M⁻¹ of a real matrix is real: it acts on the real and imaginary parts alike (the
+        # imaginary part was dropped), so CG solves A x = i b as it solves A x = b.
+        A = csr(poisson(8), np.float64)
+        M = jaxsolve.sparse.make_preconditioner(A, config)
+        b = np.asarray(rhs(64, np.float64))
+        r = b + 2j * b[::-1]
+        Mb, Mb_reversed = np.asarray(M(b)), np.asarray(M(b[::-1].copy()))
+        np.testing.assert_allclose(M(r), Mb + 2j * Mb_reversed, rtol=1e-12)
+        np.testing.assert_allclose(M(np.stack([r, 1j * b], axis=1))[:, 1], 1j * Mb,
+                                   rtol=1e-12)
+        x, info = cg(A.matvec, jnp.asarray(1j * b), precondition=M, tolerance=1e-10)
+        assert int(info.status) == Status.SUCCESS
+        np.testing.assert_allclose(x, 1j * scipy.sparse.linalg.spsolve(poisson(8), b),
+                                   rtol=1e-7)
+
     def test_cg_indefinite_fails(self):
         A = as_csr(np.diag([1.0, -1.0]).astype(np.float32))
         _, info = cg(A.matvec, jnp.ones(2))

@@ -118,7 +118,11 @@ class Preconditioner:
     config: SolverConfig
 
     def __call__(self, r: jax.Array) -> jax.Array:
-        """``M⁻¹ r`` for ``r`` of shape ``(n,)`` or ``(n, k)``."""
+        """``M⁻¹ r`` for ``r`` of shape ``(n,)`` or ``(n, k)``.
+
+        A complex ``r`` for a real matrix is preconditioned part by part (``M⁻¹`` is real:
+        ``M⁻¹ r = M⁻¹ Re r + i M⁻¹ Im r``); otherwise ``r`` takes the matrix's dtype.
+        """
         r = jnp.asarray(r)
         if r.ndim not in (1, 2) or r.shape[0] != self.matrix.n_rows:
             raise ValueError(f"Preconditioner: r must have shape ({self.matrix.n_rows},) or"
@@ -127,7 +131,12 @@ class Preconditioner:
                                   self.hierarchy if self.relaxation is None else self.relaxation)
         if apply is None:
             return r
-        r = r.astype(self.matrix.values.dtype)
+        dtype = self.matrix.values.dtype
+        if jnp.iscomplexobj(r) and not jnp.issubdtype(dtype, jnp.complexfloating):
+            parts = self(jnp.stack([jnp.real(r), jnp.imag(r)], axis=-1).reshape(r.shape[0], -1))
+            parts = parts.reshape(*r.shape, 2)
+            return jax.lax.complex(parts[..., 0], parts[..., 1])
+        r = r.astype(dtype)
         return apply(r) if r.ndim == 1 else jax.vmap(apply, in_axes=1, out_axes=1)(r)
 
     @property
