@@ -218,3 +218,8 @@ class TestSolveMatrixFree:
                          jnp.ones(8))
         with pytest.raises(TypeError, match="coloring must be a ColoringInfo"):
             sparse.with_cache(tridiagonal_operator(4.0), coloring="no")
+        # A coloring of another operator (here: the diagonal alone, from d's zero pattern
+        # of a different closure) would recover a wrong matrix: checked with concrete values.
+        diagonal = sparse.cache_coloring(lambda x: 4.0 * x, N)
+        with pytest.raises(ValueError, match="does not reproduce it"):
+            sparse.solve(sparse.with_cache(tridiagonal_operator(4.0), coloring=diagonal), b)

@@ -200,7 +200,11 @@ def cache_coloring(operator: Callable[[jax.Array], jax.Array], shape: Any,
     for integer and boolean ones, which can be indices).  An operator rebuilt with new
     coefficients (a new closure) finds the same entry.
 
-    Call it outside ``jax.jit``; pass the result to :func:`with_cache` inside.
+    Call it outside ``jax.jit``; pass the result to :func:`with_cache` inside.  The pattern
+    is that of the coefficients it sees: a closed-over array whose entries are zero here
+    leaves their couplings out, so build the operator for it with the coefficients it will
+    have nonzero (a structure used inside ``jit`` with other values is not checked there;
+    outside, ``solve`` checks it).
 
     Args:
       operator: ``x ↦ A x`` for ``x`` of shape ``(n_cols,)``; linear, with concrete
@@ -394,7 +398,9 @@ def operator_matrix(caller: str, operator: Any, n: int | None, dtype: Any) -> Cs
     """The matrix of a matrix-free ``A``, for :func:`solve` and :func:`make_preconditioner`.
 
     Its structure is the attached one (:func:`with_cache`), else :func:`cache_coloring`'s,
-    which needs the operator's constants concrete (outside ``jit``).
+    which needs the operator's constants concrete (outside ``jit``). With concrete values the
+    matrix is checked against the operator either way (:func:`check_materialized`): an
+    attached coloring of another operator would otherwise give a wrong matrix silently.
     """
     cached = operator if isinstance(operator, CachedOperator) else None
     coloring = None if cached is None else cached.coloring
@@ -417,6 +423,5 @@ def operator_matrix(caller: str, operator: Any, n: int | None, dtype: Any) -> Cs
         raise ValueError(f"{caller}: A's attached coloring has shape {coloring.shape}, but b"
                          f" needs ({n}, {n}).")
     matrix = materialize(operator, coloring, dtype)
-    if cached is None:  # a structure from the cache: make sure it fits this operator
-        check_materialized(caller, operator, coloring, matrix)
+    check_materialized(caller, operator, coloring, matrix)
     return matrix
