@@ -337,6 +337,10 @@ class TestFailures:
             sparse.solve(lambda x: x * x, jnp.ones(16))  # a matrix-free A must be linear
         with pytest.raises(ValueError, match="near_nullspace must have shape"):
             sparse.solve(A, jnp.ones(16), near_nullspace=jnp.ones((15, 2)))
+        half = sparse.as_csr(A).with_values(sparse.as_csr(A).values.astype(jnp.float16))
+        with pytest.raises(TypeError, match=re.escape(
+                "A, b and x0 promote to float16, which the solvers do not compute in")):
+            sparse.solve(half, jnp.ones(16, jnp.float16))
 
     @pytest.mark.parametrize("keyword, value, says", [
         # The distributed keywords work together (mpi_solve_test.py); alone they say so.

@@ -62,6 +62,11 @@ def checked_inputs(
         dtype = jnp.result_type(matrix.values, b, *([] if x0 is None else [x0]))
     if not jnp.issubdtype(dtype, jnp.inexact):
         dtype = jnp.result_type(float)
+    if jnp.finfo(dtype).bits < 32:
+        raise TypeError(
+            f"{caller}: A, b and x0 promote to {jnp.dtype(dtype).name}, which the solvers do"
+            " not compute in (float32, float64, complex64, complex128); convert A's values,"
+            " e.g. A.with_values(A.values.astype(jnp.float32)).")
     matrix = matrix.with_values(matrix.values.astype(dtype))
     b = b.astype(dtype)
     x0 = None if x0 is None else x0.astype(dtype)
