@@ -83,6 +83,9 @@ class TestTridiagonalMatrix:
         with pytest.raises(ValueError, match=re.escape(
                 "tridiagonal_matrix: diagonal_value must be a scalar, got shape (2,).")):
             matrices.tridiagonal_matrix(4, jnp.ones(2))
+        with pytest.raises(ValueError, match=re.escape(
+                "tridiagonal_matrix: diagonal_value must be finite in float32, got nan.")):
+            matrices.tridiagonal_matrix(4, np.nan)
 
 
 class TestPoissonMatrix:
@@ -220,6 +223,9 @@ class TestConvectionDiffusionMatrix2d:
         with pytest.raises(ValueError, match=re.escape(
                 "convection_diffusion_matrix_2d: peclet must be >= 0, got -1.0.")):
             matrices.convection_diffusion_matrix_2d(3, -1.0)
+        with pytest.raises(ValueError, match=re.escape(
+                "convection_diffusion_matrix_2d: peclet must be finite in float32, got 1e+39.")):
+            matrices.convection_diffusion_matrix_2d(3, 1e39)  # inf in float32
 
 
 def _pyamg_elasticity(n, **kwargs):

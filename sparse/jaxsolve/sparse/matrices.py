@@ -115,17 +115,21 @@ def _checked_scalar(
     holds: Callable[[float], bool] | None = None,
 ) -> jax.Array:
     """``value`` as a 0-d array of ``dtype``; raises if it is not a scalar, or if it is
-    concrete and fails ``holds`` (traced values cannot be checked and pass through)."""
+    concrete and not finite in ``dtype`` or fails ``holds`` (traced values cannot be
+    checked and pass through)."""
     if np.ndim(value) != 0:
         raise ValueError(f"{caller}: {name} must be a scalar, got shape {np.shape(value)}.")
-    if holds is not None:
-        try:
-            concrete = float(value)
-        except jax.errors.ConcretizationTypeError:
-            concrete = None
-        if concrete is not None and not holds(concrete):
-            raise ValueError(f"{caller}: {name} must be {requirement}, got {concrete}.")
-    return jnp.asarray(value, dtype)
+    with np.errstate(over="ignore"):  # too large for dtype: inf, refused below
+        scalar = jnp.asarray(value, dtype)
+    try:
+        concrete = np.asarray(scalar)
+    except (jax.errors.TracerArrayConversionError, jax.errors.ConcretizationTypeError):
+        return scalar
+    if not np.isfinite(concrete):
+        raise ValueError(f"{caller}: {name} must be finite in {dtype.name}, got {value}.")
+    if holds is not None and not holds(float(concrete)):
+        raise ValueError(f"{caller}: {name} must be {requirement}, got {float(concrete)}.")
+    return scalar
 
 
 def _check_int32_capacity(caller: str, nnz_bound: int) -> None:
