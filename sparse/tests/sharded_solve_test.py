@@ -5,11 +5,11 @@ backend, so this file sets it at import (Bazel runs each test file in its own pr
 in one process after other files have started JAX with one device, the tests skip.
 """
 
-import os
+import re
 
-os.environ["XLA_FLAGS"] = " ".join(
-    filter(None, [os.environ.get("XLA_FLAGS"), "--xla_force_host_platform_device_count=8"])
-)
+from jaxsolve_testing import use_cpu_devices
+
+use_cpu_devices(8)
 
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
@@ -136,6 +136,18 @@ class TestSolveSharded:
             sparse.solve(A_sharded, b, near_nullspace=jnp.ones(256))
         with pytest.raises(ValueError, match="Krylov method"):
             sparse.solve(A_sharded, b, config={"solver": "AMG"})
+
+    def test_solve_names_nonfinite_inputs(self, systems):
+        A, b, config, _, _ = systems("poisson2d")
+        A_sharded = sharding.shard_rows(A, _mesh(2))
+        bad_b = b.at[3].set(jnp.nan)
+        with pytest.raises(ValueError, match=re.escape("solve: b holds NaN or Inf (1 entries).")):
+            sparse.solve(A_sharded, bad_b, config=config)
+        bad_A = A_sharded.with_values(A_sharded.values.at[0, 5].set(jnp.inf))
+        with pytest.raises(ValueError, match=re.escape("solve: A holds NaN or Inf (1 entries).")):
+            sparse.solve(bad_A, b, config=config)
+        _, info = sparse.solve(A_sharded, bad_b, config=config, check=False)
+        assert int(info.status) != sparse.Status.SUCCESS
 
     @pytest.mark.parametrize("make,solver,smoother,coarse_solver", [
         (lambda: matrices.poisson_matrix(18), "PCG",

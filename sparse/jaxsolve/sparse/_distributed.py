@@ -89,8 +89,8 @@ from ._multicolor import (MULTICOLOR_SMOOTHERS, MulticolorPadding, common_color_
                           multicolor_padding, padded_data, safe_inverse)
 from ._native import csr_matvec
 from ._relaxation import RelaxationData, finest_diagonal
-from ._setup import is_concrete
-from ._status import SolveInfo
+from ._setup import check_finite, is_concrete
+from ._status import SolveInfo, Status
 
 COARSE_PER_PART = 32
 """The most coarse unknowns per device in the coarse space that couples the blocks."""
@@ -787,8 +787,13 @@ def solve_sharded(
     *,
     reuse_setup: bool = False,
     derivative: Literal["implicit", "adjoint"] = "implicit",
+    check: bool = True,
 ) -> tuple[jax.Array, SolveInfo]:
-    """`jaxsolve.sparse.solve` for a `jaxsolve.sharding.ShardedCsrMatrix` (see the module)."""
+    """`jaxsolve.sparse.solve` for a `jaxsolve.sharding.ShardedCsrMatrix` (see the module).
+
+    With `check`, a solve of concrete inputs that did not succeed looks for NaN or Inf in
+    ``A``, ``b`` and ``x0`` and raises naming it (a successful solve pays nothing).
+    """
     config = parse_amgx_config(config)
     if config.solver not in _KRYLOV:
         raise ValueError(
@@ -836,6 +841,10 @@ def solve_sharded(
     x, info = solve_from(operator, b, x0, matvec=matvec, solve=_service(config, forward),
                          transpose_solve=transpose_service, hermitian=hermitian,
                          symmetrize=symmetrize, derivative=derivative)
+    inputs = {"A": values, "b": b, "x0": x0}
+    if check and all(map(is_concrete, jax.tree.leaves((inputs, info.status)))) and (
+            np.any(np.asarray(info.status) != Status.SUCCESS)):
+        check_finite("solve", inputs)
     if layout.padded_size == layout.shape[0]:
         return x, info
     if given[0] == layout.shape[0]:  # b of the n rows: x too

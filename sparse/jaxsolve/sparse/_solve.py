@@ -204,7 +204,8 @@ def solve(
         if derivative not in ("implicit", "adjoint"):
             raise ValueError(
                 f"solve: derivative must be 'implicit' or 'adjoint', got {derivative!r}.")
-        return solve_sharded(A, b, x0, config, reuse_setup=reuse_setup, derivative=derivative)
+        return solve_sharded(A, b, x0, config, reuse_setup=reuse_setup, derivative=derivative,
+                             check=check)
     if comm is not None or nglobal is not None or partition_info is not None:
         return solve_mpi(A, b, x0, config, comm=comm, nglobal=nglobal,
                          partition_info=partition_info, reuse_setup=reuse_setup,
