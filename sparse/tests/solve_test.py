@@ -331,6 +331,9 @@ class TestFailures:
             sparse.solve(jnp.ones((16, 4)), jnp.ones(16))
         with pytest.raises(ValueError, match=re.escape("b must have shape (16,) or (16, k)")):
             sparse.solve(A, jnp.ones(15))
+        with pytest.raises(ValueError, match=re.escape("(16, k), k >= 1, to match A (16, 16),"
+                                                       " got (16, 0)")):
+            sparse.solve(A, jnp.ones((16, 0)))
         with pytest.raises(ValueError, match="x0 must have b's shape"):
             sparse.solve(A, jnp.ones(16), x0=jnp.ones(3))
         with pytest.raises(ValueError, match="does not reproduce it"):

@@ -1,5 +1,6 @@
 """Tests of trace_sparsity: the pattern of x ↦ A x from its jaxpr, primitive by primitive."""
 
+import re
 import warnings
 
 import hypothesis
@@ -162,6 +163,11 @@ class TestTraceSparsity:
             sparse.trace_sparsity(lambda x: x[:3], N)
         with pytest.raises(ValueError, match="shape must be n or"):
             sparse.trace_sparsity(lambda x: x, (2, 2, 2))
+        for shape in (0, -3, (4, 0)):
+            with pytest.raises(ValueError, match=re.escape(
+                    f"cache_coloring: shape must be n or (n_rows, n_cols), sizes >= 1, got"
+                    f" {shape!r}.")):
+                sparse.cache_coloring(lambda x: x, shape)
 
     def test_primitive_vocabulary_matches_installed_jax(self):
         """The version test: the primitive names and parameters this module reads exist."""

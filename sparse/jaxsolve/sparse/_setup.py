@@ -51,8 +51,8 @@ def checked_inputs(
     if matrix.shape[0] != matrix.shape[1]:
         raise ValueError(f"{caller}: A must be square, got shape {matrix.shape}.")
     b = jnp.asarray(b)
-    if b.ndim not in (1, 2) or b.shape[0] != n:
-        raise ValueError(f"{caller}: b must have shape ({n},) or ({n}, k) to match A"
+    if b.ndim not in (1, 2) or b.shape[0] != n or b.shape[1:] == (0,):
+        raise ValueError(f"{caller}: b must have shape ({n},) or ({n}, k), k >= 1, to match A"
                          f" {matrix.shape}, got {b.shape}.")
     if x0 is not None:
         x0 = jnp.asarray(x0)

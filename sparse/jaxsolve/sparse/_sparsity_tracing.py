@@ -616,14 +616,16 @@ def _live_equations(jaxpr: Any) -> list[Any]:
 
 
 def normalized_shape(caller: str, shape: Any) -> tuple[int, int]:
-    """``shape`` as ``(n_rows, n_cols)``: an int ``n`` means ``(n, n)``."""
+    """``shape`` as ``(n_rows, n_cols)`` of positive sizes: an int ``n`` means ``(n, n)``."""
+    given = shape
     if isinstance(shape, (int, np.integer)):
-        return int(shape), int(shape)
+        shape = (shape,)
     shape = tuple(int(s) for s in shape)
     if len(shape) == 1:
-        return shape[0], shape[0]
-    if len(shape) != 2:
-        raise ValueError(f"{caller}: shape must be n or (n_rows, n_cols), got {shape}.")
+        shape = shape * 2
+    if len(shape) != 2 or min(shape) < 1:
+        raise ValueError(
+            f"{caller}: shape must be n or (n_rows, n_cols), sizes >= 1, got {given!r}.")
     return shape
 
 
