@@ -9,6 +9,7 @@ import pytest
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
 from helpers import grid_mesh, put
+import jaxsolve.sharding as js
 from jaxsolve import dense
 
 
@@ -53,6 +54,22 @@ class TestArgumentErrors:
         with pytest.raises(ValueError, match=re.escape(
                 "potrs: mesh axes ('pr', 'pc') are Explicit (jax.make_mesh's default)")):
             dense.potrs(a, jnp.ones(4))
+
+    def test_operands_on_other_devices_are_refused(self):
+        first = grid_mesh(2, 2)
+        last = js.make_grid_mesh(2, 2, devices=jax.devices("cpu")[4:8])
+        a = put(4 * jnp.eye(8), first, P("pr", "pc"))
+        b = put(jnp.ones(8), last, P("pr"))
+        with raises("potrs: b lies on devices [4, 5, 6, 7], but the mesh is over devices "
+                    "[0, 1, 2, 3]; put b on the mesh's devices (jax.device_put with a "
+                    "NamedSharding of that mesh)."):
+            dense.potrs(a, b)
+        with pytest.raises(ValueError, match=re.escape("potrs: a lies on devices [0, 1, 2, 3]")):
+            dense.potrs(a, jnp.ones(8), mesh=last)
+        with pytest.raises(ValueError, match=re.escape("sygvd: b lies on devices [4, 5, 6, 7]")):
+            dense.sygvd(a, put(4 * jnp.eye(8), last, P("pr", "pc")))
+        # An uncommitted b (jnp.ones) goes where the mesh is.
+        np.testing.assert_allclose(dense.lu_solve(a, jnp.ones(8)), np.full(8, 0.25))
 
     def test_shape_errors(self):
         with raises("potrs: a must be a non-empty square (n, n) matrix, got shape (2, 3); use "

@@ -10,7 +10,7 @@ from jaxsolve import autodiff
 
 from . import _backend
 from ._compile import run
-from ._layout import checked_array, constrain, prepare_matrix
+from ._layout import check_on_mesh, checked_array, constrain, prepare_matrix
 from ._status import fill_failed, with_status
 
 
@@ -141,6 +141,8 @@ def sygvd(
             f"{caller}: a and b must have the same shape and dtype, got {a.shape} {a.dtype} "
             f"and {b.shape} {b.dtype}."
         )
+    if layout.mesh is not None:
+        check_on_mesh(caller, "b", b, layout.mesh)
     w, v, info = run(_eigen_body, ("sygvd", layout), (a, b), bool(donate))
     return with_status(caller, [w, v] if return_eigenvectors else [w], info, return_status,
                        n=a.shape[0])

@@ -334,6 +334,7 @@ def matrix_layout(
             "axes: jaxsolve.sharding.make_grid_mesh, or jax.make_mesh(shape, names, "
             "axis_types=(jax.sharding.AxisType.Auto,) * len(names))."
         )
+    check_on_mesh(caller, "a", a, mesh)
     if matrix_specs is None:
         matrix_specs = _default_spec(caller, mesh)
     layout = Layout(mesh=mesh, matrix_spec=_normalized_matrix_spec(caller, matrix_specs, mesh),
@@ -342,10 +343,27 @@ def matrix_layout(
     return layout
 
 
+def check_on_mesh(caller: str, name: str, x: Any, mesh: Mesh) -> None:
+    """Raises if a concrete `x` committed to devices lies on others than `mesh`'s (where
+    ``jax.jit`` would refuse it); an uncommitted array goes where the mesh is."""
+    if isinstance(x, jax.core.Tracer) or not isinstance(x, jax.Array) or not x.committed:
+        return
+    devices = set(mesh.devices.flat)
+    if x.sharding.device_set != devices:
+        def ids(group):
+            return sorted(device.id for device in group)
+        raise ValueError(
+            f"{caller}: {name} lies on devices {ids(x.sharding.device_set)}, but the mesh is "
+            f"over devices {ids(devices)}; put {name} on the mesh's devices (jax.device_put "
+            "with a NamedSharding of that mesh)."
+        )
+
+
 def rhs_layout(caller: str, layout: Layout, b: Any, in_specs: Any = None) -> Layout:
     """`layout` with the spec of the right-hand side `b`: given, read off `b`, or replicated."""
     if layout.mesh is None:
         return layout
+    check_on_mesh(caller, "b", b, layout.mesh)
     spec = None
     if in_specs is not None:
         spec = in_specs[1]
