@@ -283,6 +283,10 @@ class TestCg:
         np.testing.assert_allclose(x, 1j * scipy.sparse.linalg.spsolve(poisson(8), b),
                                    rtol=1e-7)
 
+    def test_preconditioner_keeps_a_float32_matrix_float32_with_x64(self, x64):
+        M = jaxsolve.sparse.make_preconditioner(csr(poisson(8), np.float32))
+        assert M(np.ones(64, np.float32)).dtype == np.float32
+
     def test_cg_indefinite_fails(self):
         A = as_csr(np.diag([1.0, -1.0]).astype(np.float32))
         _, info = cg(A.matvec, jnp.ones(2))

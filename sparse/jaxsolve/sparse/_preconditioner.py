@@ -195,12 +195,16 @@ def make_preconditioner(
     """
     preconditioner = _preconditioner_config(config)
     block_dim = _blocks.block_dim_of("make_preconditioner", A, block_dim)
-    probe = jnp.zeros(np.shape(A)[0]) if not _matrix_free.is_operator(A) else None
-    if probe is None:  # a matrix-free A: its size and dtype are those of its attached structure
+    if _matrix_free.is_operator(A):  # its size and dtype are those of its attached structure
         if getattr(A, "shape", None) is None:
             raise ValueError("make_preconditioner: A is a matrix-free operator of unknown size;"
                              " pass with_cache(A, coloring=cache_coloring(A, n)).")
         probe = jnp.zeros(A.shape[0], A.dtype)
+    else:  # a probe of A's dtype, which promotes nothing (a float32 A stays float32 with x64)
+        dtype = getattr(A, "dtype", None)
+        if dtype is None or not jnp.issubdtype(dtype, jnp.inexact):
+            dtype = float
+        probe = jnp.zeros(np.shape(A)[0], jnp.result_type(dtype))
     matrix, _, _, near_nullspace = checked_inputs(
         "make_preconditioner", A, probe, None, near_nullspace, check)
     preconditioner = _blocks.block_config("make_preconditioner", preconditioner,
