@@ -55,3 +55,23 @@ class TestStatus:
             *outputs, status = call()
             assert status.routine == routine and int(status.info) == 1, routine
             assert all(np.all(np.isnan(np.asarray(x))) for x in outputs), routine
+
+    def test_nonfinite_inputs_are_reported(self):
+        # LAPACK factors NaN and Inf without an info; the status must not say success.
+        a = jnp.array([[4.0, 1.0, 0.0], [1.0, 3.0, jnp.nan], [0.0, jnp.nan, 2.0]])
+        b = jnp.ones(3)
+        for routine, call in [
+            ("lu_solve", lambda: dense.lu_solve(a, b, return_status=True)),
+            ("lu_solve", lambda: dense.lu_solve(jnp.eye(3), b.at[1].set(jnp.inf),
+                                                return_status=True)),
+            ("potrs", lambda: dense.potrs(jnp.eye(3), b.at[0].set(jnp.nan), return_status=True)),
+        ]:
+            x, status = call()
+            assert status.routine == routine and int(status.info) == dense.Status.NOT_FINITE
+            with pytest.raises(dense.SolverError, match=f"^{routine} failed: info=-1: the result "
+                               "is not finite although the factorization reported no failure: "
+                               "an input holds NaN or Inf$"):
+                dense.raise_on_failure(status)
+        assert int(dense.lu_factor(a).status.info) == dense.Status.NOT_FINITE
+        assert int(dense.lu_factor(jnp.eye(3)).status.info) == 0
+        assert int(dense.lu_solve(jnp.eye(3), b, return_status=True)[1].info) == 0

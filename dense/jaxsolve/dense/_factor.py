@@ -72,7 +72,8 @@ class DenseFactor:
     def status(self) -> Status:
         """The factorization's `Status` (``cho_factor`` or ``lu_factor``)."""
         routine = "cho_factor" if self.kind == "cholesky" else "lu_factor"
-        return status_of(routine, self.factorization.factor.info)
+        return status_of(routine, self.factorization.factor.info,
+                         outputs=self.factorization.matrix)  # NaN or Inf in A: NOT_FINITE
 
 
 def check_factor(caller: str, factor: object, kind: str) -> DenseFactor:

@@ -10,7 +10,7 @@ outside ``jax.jit``.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import Any, ClassVar
 
 import jax
 import jax.numpy as jnp
@@ -76,6 +76,10 @@ class Status:
                                                     XLA does not expose LAPACK's info here)
     ==============================================  =============================================
 
+    ``info == -1`` (``Status.NOT_FINITE``), any routine: the factorization reported success
+    but the result is not finite, because an input holds NaN or Inf (LAPACK and cuSOLVER
+    factor them without a word).
+
     A `Status` is a pytree: it can be returned from ``jax.jit``, and under ``jax.vmap`` over a
     stack of matrices ``info`` has one entry per matrix.
 
@@ -94,6 +98,10 @@ class Status:
       >>> status.message()
       'potrs failed: info=2: the leading minor of order 2 is not positive definite'
     """
+
+    # The ``info`` of a run whose factorization reported success but whose result is not
+    # finite: an input held NaN or Inf.
+    NOT_FINITE: ClassVar[int] = -1
 
     info: jax.Array
     routine: str = dataclasses.field(metadata=dict(static=True))
@@ -128,6 +136,9 @@ class Status:
 
 
 def _meaning(routine: str, info: int, n: int) -> str:
+    if info == Status.NOT_FINITE:
+        return ("the result is not finite although the factorization reported no failure: an "
+                "input holds NaN or Inf")
     if info < 0:
         return f"argument {-info} had an illegal value"
     if routine == "sygvd":
@@ -184,9 +195,20 @@ def raise_on_failure(status: Status) -> None:
         raise SolverError(status.message())
 
 
-def status_of(routine: str, info: jax.Array, n: int = 0) -> Status:
-    """A `Status` of `routine` (on matrices of order `n`) with ``info`` as ``int32``."""
-    return Status(info=jnp.asarray(info, jnp.int32), routine=routine, n=n)
+def status_of(routine: str, info: jax.Array, n: int = 0, outputs: Any = ()) -> Status:
+    """A `Status` of `routine` (on matrices of order `n`) with ``info`` as ``int32``.
+
+    Where ``info`` reports success but an inexact array among `outputs` (a routine's
+    results, or a factor's matrix) is not finite, the status says so with ``info =
+    Status.NOT_FINITE``: NaN or Inf went in, which LAPACK factors without a word.
+    """
+    info = jnp.asarray(info, jnp.int32)
+    arrays = [x for x in jax.tree.leaves(outputs) if jnp.issubdtype(x.dtype, jnp.inexact)]
+    if arrays:
+        finite = jnp.all(jnp.stack([jnp.all(jnp.isfinite(x)) for x in arrays]))
+        info = jnp.where(jnp.equal(info, 0) & ~finite, jnp.int32(Status.NOT_FINITE), info)
+    return Status(info=info, routine=routine, n=n)
+
 
 
 def fill_failed(info: jax.Array, *outputs: jax.Array) -> tuple[jax.Array, ...]:
@@ -205,5 +227,5 @@ def with_status(routine: str, outputs: list[Any], info: jax.Array, return_status
     and ``w, v, status = syevd(..., return_status=True)`` read alike.
     """
     if return_status:
-        outputs = [*outputs, status_of(routine, info, n)]
+        outputs = [*outputs, status_of(routine, info, n, outputs)]
     return outputs[0] if len(outputs) == 1 else tuple(outputs)
