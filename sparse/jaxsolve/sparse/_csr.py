@@ -440,12 +440,12 @@ def as_csr(A: Any, *, check: bool = True) -> CsrMatrix:
     if isinstance(A, CsrMatrix):
         return A
     if scipy.sparse.issparse(A) and A.format == "csr":
-        _check_in_shape(None, A.indices[:A.indptr[-1]], A.shape, "a scipy.sparse matrix")
-        return _from_csr(A.indptr, A.indices, jnp.asarray(A.data), A.shape, check)
+        return _from_csr(A.indptr, A.indices, jnp.asarray(A.data), A.shape, check,
+                         padding=False)
     if scipy.sparse.issparse(A):
         coo = A.tocoo()
-        _check_in_shape(coo.row, coo.col, coo.shape, "a scipy.sparse matrix")
-        return _from_coo(coo.row, coo.col, jnp.asarray(coo.data), coo.shape, check)
+        return _from_coo(coo.row, coo.col, jnp.asarray(coo.data), coo.shape, check,
+                         padding=False)
     if isinstance(A, jsparse.BCOO):
         _check_unbatched(A)
         return _from_bcoo(A, check)
@@ -539,15 +539,16 @@ def _from_csr(
     values: jax.Array,
     shape: tuple[int, int],
     check: bool,
+    padding: bool = True,
 ) -> CsrMatrix:
     """Canonical CSR from static CSR indices (entries past ``indptr[-1]`` are padding).
 
     Taken as they are when each row's columns strictly increase within ``shape``;
-    otherwise sorted and merged by :func:`_from_coo`.
+    otherwise sorted and merged by :func:`_from_coo` (``padding`` as there).
     """
     pattern = _canonical_pattern(indptr, indices, len(values), shape)
     if pattern is None:
-        return _sorted_csr(indptr, indices, values, shape, check)
+        return _sorted_csr(indptr, indices, values, shape, check, padding)
     return _on_canonical(values, pattern, check)
 
 
@@ -596,11 +597,11 @@ def _on_canonical(values: jax.Array, pattern: _CsrPattern, check: bool) -> CsrMa
 
 
 def _sorted_csr(indptr: np.ndarray, indices: np.ndarray, values: jax.Array,
-                shape: tuple[int, int], check: bool) -> CsrMatrix:
+                shape: tuple[int, int], check: bool, padding: bool = True) -> CsrMatrix:
     """CSR indices sorted and merged (:func:`_from_coo`), padding past ``indptr[-1]`` dropped."""
     nnz = int(indptr[-1])
     rows = np.repeat(np.arange(shape[0]), np.diff(indptr))
-    return _from_coo(rows, np.asarray(indices)[:nnz], values[:nnz], shape, check)
+    return _from_coo(rows, np.asarray(indices)[:nnz], values[:nnz], shape, check, padding)
 
 
 def _from_coo(
@@ -609,19 +610,21 @@ def _from_coo(
     values: jax.Array,
     shape: tuple[int, int],
     check: bool,
+    padding: bool = True,
 ) -> CsrMatrix:
     """Canonical CSR from static COO indices: sorted, duplicates summed.
 
-    Entries whose indices lie past ``shape`` (BCOO/BCSR padding) are dropped; a
-    negative index is an error.  The values are reordered with a static gather
+    With ``padding`` (BCOO/BCSR's convention), entries whose indices lie past
+    ``shape`` are dropped; without (a scipy matrix), they are an error, and a
+    negative index always is.  The values are reordered with a static gather
     and summed with a static segment sum, so the result is differentiable in
     ``values``.
     """
-    _check_in_shape(rows, cols, (None, None), "the matrix")
     pattern = _canonical_coo_pattern(rows, cols, len(values), shape)
     if pattern is not None:  # nothing to sort, merge or gather
         return _on_canonical(values, pattern, check)
     n_rows, n_cols = shape = _checked_shape(shape, "as_csr")
+    _check_in_shape(rows, cols, shape, padding)
     rows = np.asarray(rows, np.int64)
     cols = np.asarray(cols, np.int64)
     inside = np.flatnonzero((rows < n_rows) & (cols < n_cols))
@@ -638,18 +641,16 @@ def _from_coo(
     return CsrMatrix._on_pattern(_checked_values(canonical, pattern, check, "as_csr"), pattern)
 
 
-def _check_in_shape(rows: np.ndarray | None, cols: np.ndarray, shape: tuple[Any, Any],
-                    what: str) -> None:
-    """Raises a ValueError naming the first entry of ``what`` whose row or column index is
-    negative, or not below its bound in ``shape`` (None: no upper bound)."""
-    for axis, indices, bound in (("row", rows, shape[0]), ("column", cols, shape[1])):
-        if indices is None or len(indices) == 0:
-            continue
+def _check_in_shape(rows: np.ndarray, cols: np.ndarray, shape: tuple[int, int],
+                    padding: bool) -> None:
+    """Raises a ValueError naming the first entry whose row or column index is negative or,
+    without ``padding`` (a scipy matrix), not below ``shape``'s."""
+    what = "the matrix" if padding else "a scipy.sparse matrix"
+    for axis, indices, size in (("row", rows, shape[0]), ("column", cols, shape[1])):
         indices = np.asarray(indices)
-        outside = indices < 0 if bound is None else (indices < 0) | (indices >= bound)
-        bad = np.flatnonzero(outside)
+        bad = np.flatnonzero(indices < 0 if padding else (indices < 0) | (indices >= size))
         if bad.size:
-            where = "is negative" if bound is None else f"lies outside 0 .. {bound - 1}"
+            where = "is negative" if padding else f"lies outside 0 .. {size - 1}"
             raise ValueError(
                 f"as_csr: {what} has {bad.size} entries whose {axis} index {where} (the"
                 f" first: entry {bad[0]}, {axis} {indices[bad[0]]})."
