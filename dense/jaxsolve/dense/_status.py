@@ -210,7 +210,6 @@ def status_of(routine: str, info: jax.Array, n: int = 0, outputs: Any = ()) -> S
     return Status(info=info, routine=routine, n=n)
 
 
-
 def fill_failed(info: jax.Array, *outputs: jax.Array) -> tuple[jax.Array, ...]:
     """`outputs` with NaN everywhere when ``info != 0`` (the failure contract of every routine)."""
     ok = jnp.equal(info, 0)

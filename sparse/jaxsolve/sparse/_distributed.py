@@ -792,7 +792,8 @@ def solve_sharded(
     """`jaxsolve.sparse.solve` for a `jaxsolve.sharding.ShardedCsrMatrix` (see the module).
 
     With `check`, a solve of concrete inputs that did not succeed looks for NaN or Inf in
-    ``A``, ``b`` and ``x0`` and raises naming it (a successful solve pays nothing).
+    ``A``, ``b`` and ``x0`` and raises naming it (a successful one reads its status only,
+    as the single-device solve does, and makes no pass over the inputs).
     """
     config = parse_amgx_config(config)
     if config.solver not in _KRYLOV:
