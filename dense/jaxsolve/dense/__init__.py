@@ -6,7 +6,7 @@ sharded over a 2D device mesh (``P('pr', 'pc')``) or a single axis (``P('x', Non
 * linear systems: `potrs` (Cholesky, optionally with ``log det A``), `lu_solve` (LU),
   `least_squares` (QR), and `solve`/`slogdet` in ``jax.numpy.linalg``'s shape;
 * decompositions: `syevd` (Hermitian eigen), `sygvd` (generalized Hermitian-definite eigen),
-  `qr`, `gesvd` (SVD) and `polar`;
+  `qr`, `gesvd` (SVD) and `polar`; `eigh_tridiagonal` (with eigenvectors, which JAX's lacks);
 * factor once, use many times: `cho_factor` with `cho_solve`, `logdet` and `cho_inverse`;
   `lu_factor` with `lu_solve`. The factor (`DenseFactor`) is a pytree that the derivative rules
   reuse: each derivative is one more solve, never a second factorization.
@@ -99,6 +99,7 @@ from ._lu import solve as solve
 from ._status import SolverError as SolverError
 from ._status import Status as Status
 from ._status import raise_on_failure as raise_on_failure
+from ._tridiagonal import eigh_tridiagonal as eigh_tridiagonal
 
 try:
     __version__ = _metadata.version("jaxsolve-dense")
@@ -113,6 +114,7 @@ __all__ = [
     "cho_inverse",
     "cho_solve",
     "clear_cache",
+    "eigh_tridiagonal",
     "gesvd",
     "least_squares",
     "logdet",

@@ -34,6 +34,7 @@ _MEANINGS = {
         "diagonal element {info} of the triangular factor of A is zero (1-based), so A does "
         "not have full rank"
     ),
+    "eigh_tridiagonal": "{info} eigenvectors did not converge",
     "syevd": _NOT_FINITE,
     "gesvd": _NOT_FINITE,
     "qr": _NOT_FINITE,
@@ -74,6 +75,7 @@ class Status:
                                                     definite; ``info <= n``: as ``syevd``
     ``syevd``, ``gesvd``, ``qr``, ``polar``         ``1``: the result is not finite (a NaN check;
                                                     XLA does not expose LAPACK's info here)
+    ``eigh_tridiagonal``                            ``info`` eigenvectors did not converge
     ==============================================  =============================================
 
     ``info == -1`` (``Status.NOT_FINITE``), any routine: the factorization reported success

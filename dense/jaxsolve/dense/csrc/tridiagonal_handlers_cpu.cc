@@ -1,0 +1,78 @@
+// The CPU entry of the tridiagonal eigensolver (libjaxsolve_dense.so):
+// tridiagonal_eigh.h's core as plain loops, the eigenvalues sorted with
+// std::stable_sort, the clusters' Gram-Schmidt on a team of one.
+#include <algorithm>
+#include <cstdint>
+#include <numeric>
+#include <vector>
+
+#include "tridiagonal_eigh.h"
+#include "tridiagonal_eigh_ffi.h"
+#include "xla/ffi/api/ffi.h"
+
+namespace jaxsolve::dense {
+namespace {
+
+namespace td = tridiagonal;
+
+template <typename Real>
+int TridiagonalEigh(const Real* d, const Real* e, int64_t n, Real* w, Real* z) {
+  std::vector<double> lambda(n);
+  std::vector<td::Block> blocks(n);
+  for (int64_t i = 0; i < n; ++i) lambda[i] = td::RowEigenvalue(d, e, n, i, &blocks[i]);
+  std::vector<int64_t> order(n), rank(n);
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int64_t a, int64_t b) { return lambda[a] < lambda[b]; });
+  for (int64_t k = 0; k < n; ++k) {
+    w[k] = static_cast<Real>(lambda[order[k]]);
+    rank[order[k]] = k;
+  }
+  if (z == nullptr) return 0;
+  std::fill(z, z + n * n, Real{0});
+  constexpr double kGap = td::Precision<Real>::kClusterGap;
+  auto column = [&](int64_t row) { return td::Column<Real>{z + rank[row] * n, 1}; };
+  std::vector<td::DD> pivots(n), partial(n);
+  td::SerialTeam team;
+  int unconverged = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const td::Block& b = blocks[i];
+    if (td::StartsCluster(lambda.data(), b, i, kGap)) {
+      td::ClusterVectors<Real>(team, d, e, b, lambda.data(), i, column, pivots.data(),
+                               partial.data());
+    } else if (!td::InCluster(lambda.data(), b, i, kGap)) {
+      double gap = INFINITY;
+      if (i > b.start) gap = std::min(gap, lambda[i] - lambda[i - 1]);
+      if (i + 1 < b.end) gap = std::min(gap, lambda[i + 1] - lambda[i]);
+      unconverged += !td::SingletonVector(d, e, b, lambda[i] * b.scale, gap * b.scale, column(i));
+    }
+  }
+  return unconverged;
+}
+
+ffi::Error TridiagonalEighEntry(ffi::AnyBuffer d, ffi::AnyBuffer e, ffi::Result<ffi::AnyBuffer> w,
+                                ffi::Result<ffi::AnyBuffer> z,
+                                ffi::Result<ffi::Buffer<ffi::S32>> info) {
+  int64_t n = 0;
+  bool vectors = false;
+  if (auto error = CheckTridiagonalEigh(d, e, *w, *z, &n, &vectors); error.failure()) {
+    return error;
+  }
+  auto run = [&](auto tag) {
+    using Real = decltype(tag);
+    return TridiagonalEigh(static_cast<const Real*>(d.untyped_data()),
+                           static_cast<const Real*>(e.untyped_data()), n,
+                           static_cast<Real*>(w->untyped_data()),
+                           vectors ? static_cast<Real*>(z->untyped_data()) : nullptr);
+  };
+  info->typed_data()[0] = d.element_type() == ffi::DataType::F32 ? run(float{}) : run(double{});
+  return ffi::Error::Success();
+}
+
+}  // namespace
+}  // namespace jaxsolve::dense
+
+JAXSOLVE_DENSE_TRIDIAGONAL_EXPORT XLA_FFI_Error* JaxsolveDenseTridiagonalEigh(
+    XLA_FFI_CallFrame* call_frame);
+XLA_FFI_DEFINE_HANDLER_SYMBOL(JaxsolveDenseTridiagonalEigh, jaxsolve::dense::TridiagonalEighEntry,
+                              jaxsolve::dense::BindTridiagonalEigh(::xla::ffi::Ffi::Bind()));
