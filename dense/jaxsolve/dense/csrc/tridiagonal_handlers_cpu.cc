@@ -1,9 +1,12 @@
 // The CPU entry of the tridiagonal eigensolver (libjaxsolve_dense.so):
-// tridiagonal_eigh.h's core as plain loops, the eigenvalues sorted with
-// std::stable_sort, the clusters' Gram-Schmidt on a team of one.
+// tridiagonal_eigh.h's core over the machine's cores (rows dealt out in
+// chunks), the eigenvalues sorted with std::stable_sort, each cluster's
+// Gram-Schmidt on a team of one.
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <numeric>
+#include <thread>
 #include <vector>
 
 #include "tridiagonal_eigh.h"
@@ -15,11 +18,34 @@ namespace {
 
 namespace td = tridiagonal;
 
+// Calls row(i, worker) for every i in [0, n), on up to hardware_concurrency()
+// threads that take chunks of rows as they finish (rows differ in cost).
+template <typename Row>
+void ForRows(int64_t n, int workers, Row&& row) {
+  constexpr int64_t kChunk = 16;
+  std::atomic<int64_t> next{0};
+  auto work = [&](int worker) {
+    for (int64_t begin = next.fetch_add(kChunk); begin < n; begin = next.fetch_add(kChunk)) {
+      for (int64_t i = begin; i < std::min(n, begin + kChunk); ++i) row(i, worker);
+    }
+  };
+  std::vector<std::thread> threads;
+  for (int worker = 1; worker < workers; ++worker) threads.emplace_back(work, worker);
+  work(0);
+  for (auto& thread : threads) thread.join();
+}
+
+int Workers(int64_t n) {
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  return n < 256 ? 1 : cores;  // small matrices: not worth a thread
+}
+
 template <typename Real>
 int TridiagonalEigh(const Real* d, const Real* e, int64_t n, Real* w, Real* z) {
+  const int workers = Workers(n);
   std::vector<double> lambda(n);
   std::vector<td::Block> blocks(n);
-  for (int64_t i = 0; i < n; ++i) lambda[i] = td::RowEigenvalue(d, e, n, i, &blocks[i]);
+  ForRows(n, workers, [&](int64_t i, int) { lambda[i] = td::RowEigenvalue(d, e, n, i, &blocks[i]); });
   std::vector<int64_t> order(n), rank(n);
   std::iota(order.begin(), order.end(), 0);
   std::stable_sort(order.begin(), order.end(),
@@ -32,21 +58,25 @@ int TridiagonalEigh(const Real* d, const Real* e, int64_t n, Real* w, Real* z) {
   std::fill(z, z + n * n, Real{0});
   constexpr double kGap = td::Precision<Real>::kClusterGap;
   auto column = [&](int64_t row) { return td::Column<Real>{z + rank[row] * n, 1}; };
-  std::vector<td::DD> pivots(n), partial(n);
-  td::SerialTeam team;
-  int unconverged = 0;
-  for (int64_t i = 0; i < n; ++i) {
+  std::vector<std::vector<td::DD>> pivots(workers), partial(workers);  // per worker
+  std::atomic<int> unconverged{0};
+  ForRows(n, workers, [&](int64_t i, int worker) {
     const td::Block& b = blocks[i];
     if (td::StartsCluster(lambda.data(), b, i, kGap)) {
-      td::ClusterVectors<Real>(team, d, e, b, lambda.data(), i, column, pivots.data(),
-                               partial.data());
+      pivots[worker].resize(n);
+      partial[worker].resize(n);
+      td::SerialTeam team;
+      td::ClusterVectors<Real>(team, d, e, b, lambda.data(), i, column, pivots[worker].data(),
+                               partial[worker].data());
     } else if (!td::InCluster(lambda.data(), b, i, kGap)) {
       double gap = INFINITY;
       if (i > b.start) gap = std::min(gap, lambda[i] - lambda[i - 1]);
       if (i + 1 < b.end) gap = std::min(gap, lambda[i + 1] - lambda[i]);
-      unconverged += !td::SingletonVector(d, e, b, lambda[i] * b.scale, gap * b.scale, column(i));
+      if (!td::SingletonVector(d, e, b, lambda[i] * b.scale, gap * b.scale, column(i))) {
+        ++unconverged;
+      }
     }
-  }
+  });
   return unconverged;
 }
 
