@@ -75,3 +75,23 @@ def bounds(dtype, n):
     """What the solver must meet: LAPACK's O(n ε) (eigenvalues, residual, orthogonality)."""
     eps = np.finfo(dtype).eps
     return 4 * eps * max(n, 10) ** 0.5 * 10, 10 * eps * n ** 0.5, 2 * eps * n
+
+
+def case(name, dtype):
+    """`CASES[name]` in `dtype`; float32 takes the extreme scales as far as its range goes."""
+    d, e = CASES[name]
+    if dtype == np.float32 and name in ("huge", "tiny"):
+        factor = 1e-170 if name == "huge" else 1e170
+        d, e = d * factor, e * factor
+    return d.astype(dtype), e.astype(dtype)
+
+
+def check_accuracy(d, e, w, z, status):
+    """Asserts success, ascending eigenvalues and LAPACK's accuracy (`bounds`)."""
+    dtype = np.dtype(d.dtype)
+    assert w.dtype == dtype and z.dtype == dtype and int(status.info) == 0
+    value, residual, orthogonality = errors(d, e, w, z)
+    value_bound, residual_bound, orthogonality_bound = bounds(dtype, len(d))
+    assert value <= value_bound and residual <= residual_bound, (value, residual)
+    assert orthogonality <= orthogonality_bound, orthogonality
+    assert np.all(np.diff(np.asarray(w)) >= 0)

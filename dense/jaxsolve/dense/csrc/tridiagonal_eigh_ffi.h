@@ -1,7 +1,8 @@
 // The XLA FFI face of the tridiagonal eigensolver, shared by its CPU entry
 // (tridiagonal_handlers_cpu.cc) and its CUDA entry
-// (tridiagonal_handlers_cuda.cu): the binding and the checks of what XLA
-// hands over. jaxsolve/dense/_tridiagonal.py builds the call.
+// (tridiagonal_handlers_cuda.cu): the binding, the checks of what XLA hands
+// over and the switch on its dtype. jaxsolve/dense/_tridiagonal.py builds the
+// call.
 //
 // Operands:  d (n,) F32/F64, the diagonal; e (n - 1,) the same dtype, the
 //            off-diagonal (empty for n <= 1).
@@ -33,30 +34,38 @@ auto BindTridiagonalEigh(Binding binding) {
       .template Ret<ffi::Buffer<ffi::S32>>();  // info
 }
 
-// n, and whether the vectors are asked for; an error for buffers that do not fit.
-inline ffi::Error CheckTridiagonalEigh(const ffi::AnyBuffer& d, const ffi::AnyBuffer& e,
-                                       const ffi::AnyBuffer& w, const ffi::AnyBuffer& z,
-                                       int64_t* n, bool* vectors) {
+// Checks what XLA hands over and calls solve(d, e, n, w, z) with the pointers
+// typed by the dtype (float or double), z null without vectors; returns its error.
+template <typename Solve>
+ffi::Error DispatchTridiagonalEigh(const ffi::AnyBuffer& d, const ffi::AnyBuffer& e,
+                                   ffi::AnyBuffer& w, ffi::AnyBuffer& z, Solve&& solve) {
   auto invalid = [](const std::string& what) {
     return ffi::Error::InvalidArgument("eigh_tridiagonal: " + what);
   };
   if (d.dimensions().size() != 1) return invalid("d must be a vector");
-  *n = d.dimensions()[0];
-  const int64_t off = *n > 0 ? *n - 1 : 0;
+  const int64_t n = d.dimensions()[0];
+  const int64_t off = n > 0 ? n - 1 : 0;
   if (e.dimensions().size() != 1 || e.dimensions()[0] != off) {
     return invalid("e must be a vector of n - 1 = " + std::to_string(off) + " entries");
   }
-  if (d.element_type() != e.element_type() || d.element_type() != w.element_type() ||
-      (d.element_type() != ffi::DataType::F32 && d.element_type() != ffi::DataType::F64)) {
+  const ffi::DataType dtype = d.element_type();
+  if (e.element_type() != dtype || w.element_type() != dtype ||
+      (dtype != ffi::DataType::F32 && dtype != ffi::DataType::F64)) {
     return invalid("d, e and w must all be float32 or all float64");
   }
-  if (w.element_count() != static_cast<size_t>(*n)) return invalid("w must have n entries");
-  *vectors = z.element_count() != 0;
-  if (*vectors && (z.element_type() != d.element_type() ||
-                   z.element_count() != static_cast<size_t>(*n * *n))) {
+  if (w.element_count() != static_cast<size_t>(n)) return invalid("w must have n entries");
+  const bool vectors = z.element_count() != 0;
+  if (vectors && (z.element_type() != dtype || z.element_count() != static_cast<size_t>(n * n))) {
     return invalid("z must be an n x n matrix of d's dtype, or empty");
   }
-  return ffi::Error::Success();
+  auto typed = [&](auto tag) {
+    using Real = decltype(tag);
+    return solve(static_cast<const Real*>(d.untyped_data()),
+                 static_cast<const Real*>(e.untyped_data()), n,
+                 static_cast<Real*>(w.untyped_data()),
+                 vectors ? static_cast<Real*>(z.untyped_data()) : nullptr);
+  };
+  return dtype == ffi::DataType::F32 ? typed(float{}) : typed(double{});
 }
 
 }  // namespace jaxsolve::dense

@@ -83,20 +83,10 @@ int TridiagonalEigh(const Real* d, const Real* e, int64_t n, Real* w, Real* z) {
 ffi::Error TridiagonalEighEntry(ffi::AnyBuffer d, ffi::AnyBuffer e, ffi::Result<ffi::AnyBuffer> w,
                                 ffi::Result<ffi::AnyBuffer> z,
                                 ffi::Result<ffi::Buffer<ffi::S32>> info) {
-  int64_t n = 0;
-  bool vectors = false;
-  if (auto error = CheckTridiagonalEigh(d, e, *w, *z, &n, &vectors); error.failure()) {
-    return error;
-  }
-  auto run = [&](auto tag) {
-    using Real = decltype(tag);
-    return TridiagonalEigh(static_cast<const Real*>(d.untyped_data()),
-                           static_cast<const Real*>(e.untyped_data()), n,
-                           static_cast<Real*>(w->untyped_data()),
-                           vectors ? static_cast<Real*>(z->untyped_data()) : nullptr);
-  };
-  info->typed_data()[0] = d.element_type() == ffi::DataType::F32 ? run(float{}) : run(double{});
-  return ffi::Error::Success();
+  return DispatchTridiagonalEigh(d, e, *w, *z, [&](auto d, auto e, int64_t n, auto w, auto z) {
+    info->typed_data()[0] = TridiagonalEigh(d, e, n, w, z);
+    return ffi::Error::Success();
+  });
 }
 
 }  // namespace

@@ -16,25 +16,14 @@ ffi::Error TridiagonalEighEntry(cudaStream_t stream, ffi::ScratchAllocator scrat
                                 ffi::AnyBuffer d, ffi::AnyBuffer e, ffi::Result<ffi::AnyBuffer> w,
                                 ffi::Result<ffi::AnyBuffer> z,
                                 ffi::Result<ffi::Buffer<ffi::S32>> info) {
-  int64_t n = 0;
-  bool vectors = false;
-  if (auto error = CheckTridiagonalEigh(d, e, *w, *z, &n, &vectors); error.failure()) {
-    return error;
-  }
-  auto memory = scratch.Allocate(TridiagonalScratchBytes(n));
-  if (!memory.has_value()) {
-    return ffi::Error::Internal("eigh_tridiagonal: XLA gave no scratch memory");
-  }
-  auto run = [&](auto tag) {
-    using Real = decltype(tag);
-    return TridiagonalEighGpu<Real>(stream, static_cast<const Real*>(d.untyped_data()),
-                                    static_cast<const Real*>(e.untyped_data()), n,
-                                    static_cast<Real*>(w->untyped_data()),
-                                    vectors ? static_cast<Real*>(z->untyped_data()) : nullptr, 1,
-                                    *memory, info->typed_data());
-  };
-  d.element_type() == ffi::DataType::F32 ? run(float{}) : run(double{});
-  return LastCudaError();
+  return DispatchTridiagonalEigh(d, e, *w, *z, [&](auto d, auto e, int64_t n, auto w, auto z) {
+    auto memory = scratch.Allocate(TridiagonalScratchBytes(n));
+    if (!memory.has_value()) {
+      return ffi::Error::Internal("eigh_tridiagonal: XLA gave no scratch memory");
+    }
+    TridiagonalEighGpu(stream, d, e, n, w, z, 1, *memory, info->typed_data());
+    return LastCudaError();
+  });
 }
 
 }  // namespace
