@@ -5,6 +5,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 import scipy.linalg
+from jax.test_util import check_grads
 
 from tridiagonal_cases import CASES, case, check_accuracy
 from jaxsolve import dense
@@ -23,6 +24,24 @@ def test_eigvals_only_and_scipy(x64):
     np.testing.assert_allclose(w, scipy.linalg.eigh_tridiagonal(d, e, eigvals_only=True),
                                rtol=0, atol=1e-13)
     np.testing.assert_array_equal(w, dense.eigh_tridiagonal(d, e)[0])
+
+
+def _sign_invariant(w, z):
+    return jnp.sum(w ** 3) + jnp.sum((z ** 2) @ jnp.arange(z.shape[0], dtype=z.dtype))
+
+
+def test_derivatives_are_jax_eigh_rule(x64):
+    rng = np.random.default_rng(4)
+    d, e = jnp.asarray(rng.standard_normal(7)), jnp.asarray(rng.standard_normal(6))
+    ours = jax.grad(lambda d, e: _sign_invariant(*dense.eigh_tridiagonal(d, e)), (0, 1))(d, e)
+    dense_t = lambda d, e: jnp.diag(d) + jnp.diag(e, 1) + jnp.diag(e, -1)
+    jax_eigh = jax.grad(lambda d, e: _sign_invariant(*jnp.linalg.eigh(dense_t(d, e))), (0, 1))
+    for got, expected in zip(ours, jax_eigh(d, e)):
+        np.testing.assert_allclose(got, expected, rtol=1e-10, atol=1e-12)
+    check_grads(lambda d, e: _sign_invariant(*dense.eigh_tridiagonal(d, e)), (d, e), order=2,
+                modes=("fwd", "rev"))
+    check_grads(lambda d, e: jnp.sum(dense.eigh_tridiagonal(d, e, eigvals_only=True) ** 2),
+                (d, e), order=1, modes=("fwd", "rev"))
 
 
 def test_jit_and_vmap():

@@ -19,6 +19,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxsolve import autodiff
 from jaxsolve.layout import NativeLibrary
 
 from ._layout import check_flag
@@ -44,6 +45,49 @@ def _vector(caller: str, name: str, x: Any) -> jax.Array:
             "(a Hermitian tridiagonal matrix can be made real by a diagonal unitary scaling)."
         )
     return x
+
+
+def _solve(d: jax.Array, e: jax.Array, vectors: bool) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """The handler: ``(w, Zᵀ, info)``, or ``(w, (0, 0) array, info)`` without vectors."""
+    n = d.shape[0]
+    z_shape = (n, n) if vectors else (0, 0)
+    return jax.ffi.ffi_call(
+        TARGET,
+        (jax.ShapeDtypeStruct((n,), d.dtype), jax.ShapeDtypeStruct(z_shape, d.dtype),
+         jax.ShapeDtypeStruct((), jnp.int32)),
+        vmap_method="sequential",
+    )(d, e)
+
+
+def _dense(d: jax.Array, e: jax.Array) -> jax.Array:
+    return jnp.diag(d) + jnp.diag(e, 1) + jnp.diag(e, -1)
+
+
+@functools.partial(jax.custom_jvp, nondiff_argnums=(2,))
+def _eigenpairs(d: jax.Array, e: jax.Array, vectors: bool) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """``(w, Z, info)``: the handler's results, differentiated as ``eigh`` of the dense ``T``."""
+    w, zt, info = _solve(d, e, vectors)
+    return w, zt.T, info
+
+
+def _decompose_dense(t: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """``(w, Z)`` of a dense tridiagonal ``T`` by the handler: `autodiff.eigh`'s service."""
+    w, z, _ = _eigenpairs(jnp.diagonal(t), jnp.diagonal(t, 1), True)
+    return w, z
+
+
+@_eigenpairs.defjvp
+def _eigenpairs_jvp(vectors, primals, tangents):
+    # JAX's eigh rule (jaxsolve.autodiff.eigh) on the dense T: its tangents need Z even when
+    # only w is returned, and cost O(n³) like any eigenvector JVP. The rule decomposes T again
+    # (the same values: the handler is deterministic), so that it stays differentiable.
+    d, e = primals
+    w, z, info = _eigenpairs(d, e, vectors)
+    _, (w_dot, z_dot) = jax.jvp(lambda t: autodiff.eigh(t, decompose=_decompose_dense),
+                                (_dense(d, e),), (_dense(*tangents),))
+    if not vectors:
+        z_dot = jnp.zeros((0, 0), d.dtype)
+    return (w, z, info), (w_dot, z_dot, np.zeros((), jax.dtypes.float0))
 
 
 def eigh_tridiagonal(
@@ -72,8 +116,10 @@ def eigh_tridiagonal(
       whose vectors come from inverse iteration in double-double with modified Gram-Schmidt
       (LAPACK's ``stein`` remedy), one cluster after another per GPU thread block.
 
-    Eigenvalues of a float32 ``T`` are computed in float64 and rounded. Not differentiable (use
-    `syevd` on the dense matrix for derivatives). ``jax.vmap`` loops over a stack.
+    Eigenvalues of a float32 ``T`` are computed in float64 and rounded. Derivatives (forward and
+    reverse) are JAX's ``eigh`` rule on the dense ``T`` (`jaxsolve.autodiff.eigh`), which needs
+    ``Z`` and O(n²) memory even for ``w`` alone; as there, eigenvector derivatives of repeated
+    eigenvalues are not finite. ``jax.vmap`` loops over a stack.
 
     Args:
       d: ``(n,)`` diagonal, float32 or float64.
@@ -110,17 +156,7 @@ def eigh_tridiagonal(
     if e.dtype != d.dtype:
         raise TypeError(f"{caller}: d and e must have the same dtype, got {d.dtype} and "
                         f"{e.dtype}.")
-    library = _library()
-    library.require_platform(caller, d)
-    z_shape = (0, 0) if eigvals_only else (n, n)
-    w, zt, info = jax.ffi.ffi_call(
-        TARGET,
-        (jax.ShapeDtypeStruct((n,), d.dtype), jax.ShapeDtypeStruct(z_shape, d.dtype),
-         jax.ShapeDtypeStruct((), jnp.int32)),
-        vmap_method="sequential",
-    )(d, e)
-    if eigvals_only:
-        (w,) = fill_failed(info, w)
-        return with_status(caller, [w], info, return_status, n)
-    w, z = fill_failed(info, w, zt.T)  # the handler writes Z column-major: zt = Zᵀ
-    return with_status(caller, [w, z], info, return_status, n)
+    _library().require_platform(caller, d)
+    w, z, info = _eigenpairs(d, e, not eigvals_only)
+    outputs = fill_failed(info, w) if eigvals_only else fill_failed(info, w, z)
+    return with_status(caller, list(outputs), info, return_status, n)
