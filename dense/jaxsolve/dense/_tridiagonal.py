@@ -4,9 +4,8 @@ JAX's ``jax.scipy.linalg.eigh_tridiagonal`` computes eigenvalues only. This one 
 eigenvectors, with O(n) workspace besides them, on the CPU and on CUDA GPUs, from one native
 core (``csrc/tridiagonal_eigh.h``): bisection for the eigenvalues, then, per eigenvalue,
 Rayleigh quotient iteration on twisted factorizations in double-double arithmetic (MRRR's vector
-kernel), and inverse iteration with Gram-Schmidt for clusters of nearly equal eigenvalues. The
-same core serves `syevd`'s cuSOLVER path, where it keeps the eigensolver's extra memory to one
-matrix.
+kernel), and inverse iteration with Gram-Schmidt for clusters of nearly equal eigenvalues. Its
+GPU driver is shared, so that `syevd` on one GPU can use it with one matrix of workspace.
 """
 
 from __future__ import annotations
@@ -64,7 +63,8 @@ def _dense(d: jax.Array, e: jax.Array) -> jax.Array:
 
 
 @functools.partial(jax.custom_jvp, nondiff_argnums=(2,))
-def _eigenpairs(d: jax.Array, e: jax.Array, vectors: bool) -> tuple[jax.Array, jax.Array, jax.Array]:
+def _eigenpairs(d: jax.Array, e: jax.Array,
+                vectors: bool) -> tuple[jax.Array, jax.Array, jax.Array]:
     """``(w, Z, info)``: the handler's results, differentiated as ``eigh`` of the dense ``T``."""
     w, zt, info = _solve(d, e, vectors)
     return w, zt.T, info
