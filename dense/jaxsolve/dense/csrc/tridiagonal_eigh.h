@@ -300,20 +300,20 @@ struct Column {
 
 // Eigenvalues (unscaled) of rows i and i + 1 (same block, i + 1 < end) closer
 // than the cluster gap.
-JAXSOLVE_DENSE_HD inline bool Linked(const double* lambda, const Block& b, int64_t i,
-                                     double cluster_gap) {
+template <typename Real>
+JAXSOLVE_DENSE_HD inline bool Linked(const double* lambda, const Block& b, int64_t i) {
   return i >= b.start && i + 1 < b.end &&
-         (lambda[i + 1] - lambda[i]) * b.scale < cluster_gap * b.norm;
+         (lambda[i + 1] - lambda[i]) * b.scale < Precision<Real>::kClusterGap * b.norm;
 }
 
-// Whether row i's eigenvalue belongs to a cluster, and the first row of it.
-JAXSOLVE_DENSE_HD inline bool InCluster(const double* lambda, const Block& b, int64_t i,
-                                        double cluster_gap) {
-  return Linked(lambda, b, i, cluster_gap) || Linked(lambda, b, i - 1, cluster_gap);
+// Whether row i's eigenvalue belongs to a cluster, and whether it is the first row of one.
+template <typename Real>
+JAXSOLVE_DENSE_HD inline bool InCluster(const double* lambda, const Block& b, int64_t i) {
+  return Linked<Real>(lambda, b, i) || Linked<Real>(lambda, b, i - 1);
 }
-JAXSOLVE_DENSE_HD inline bool StartsCluster(const double* lambda, const Block& b, int64_t i,
-                                            double cluster_gap) {
-  return Linked(lambda, b, i, cluster_gap) && !Linked(lambda, b, i - 1, cluster_gap);
+template <typename Real>
+JAXSOLVE_DENSE_HD inline bool StartsCluster(const double* lambda, const Block& b, int64_t i) {
+  return Linked<Real>(lambda, b, i) && !Linked<Real>(lambda, b, i - 1);
 }
 
 JAXSOLVE_DENSE_HD inline DD Shifted(double diagonal, DD sigma, double pivmin) {
@@ -350,39 +350,49 @@ JAXSOLVE_DENSE_HD bool SingletonVector(const Real* d, const Real* e, const Block
   auto D = [&](int64_t k) { return b.Diagonal(d, k); };
   auto E = [&](int64_t k) { return b.OffDiagonal(e, k); };
   DD sigma{lambda, 0.0};
+  // Bottom-up (progressive) pivots m_k; z[k] = e[k-1] / m_k for stop < k < t.
+  auto bottom_up = [&](int64_t stop) {
+    DD m = Shifted(D(t - 1), sigma, pivmin);
+    for (int64_t k = t - 1; k > stop; --k) {
+      z.Set(k, E(k - 1) / m.hi);
+      m = NextPivot(D(k - 1), E(k - 1), sigma, m, pivmin);
+    }
+  };
+  // Top-down pivots p_k; z[k] = e[k] / p_k for s <= k < stop; visit(k, p_k)
+  // sees each pivot (p_stop too) before z[k] is written.
+  auto top_down = [&](int64_t stop, auto&& visit) {
+    DD p = Shifted(D(s), sigma, pivmin);
+    for (int64_t k = s; k < stop; ++k) {
+      visit(k, p);
+      z.Set(k, E(k) / p.hi);
+      p = NextPivot(D(k + 1), E(k), sigma, p, pivmin);
+    }
+    visit(stop, p);
+  };
   int64_t twist = -1;
   double norm2 = 1.0;
   bool converged = false;
   for (int iteration = 0; iteration < kRayleighIterations && !converged; ++iteration) {
-    // Bottom-up (progressive) pivots m_k; z[k] = e[k-1] / m_k for k > s.
-    DD m = Shifted(D(t - 1), sigma, pivmin);
-    for (int64_t k = t - 1; k > s; --k) {
-      z.Set(k, E(k - 1) / m.hi);
-      m = NextPivot(D(k - 1), E(k - 1), sigma, m, pivmin);
-    }
-    // Top-down pivots p_k; the twist's gamma_k = p_k - e_k² / m_{k+1} (in
-    // double: it only picks the twist of the first iteration, later ones take
-    // the largest entry of the previous vector); z[k] = e[k] / p_k for k < t-1.
-    DD p = Shifted(D(s), sigma, pivmin);
-    double smallest = INFINITY;
-    int64_t r = t - 1;
-    for (int64_t k = s; k < t; ++k) {
-      const double gamma = k + 1 < t ? p.hi - E(k) * z(k + 1) : p.hi;
-      if (fabs(gamma) < smallest) {
-        smallest = fabs(gamma);
-        r = k;
-      }
-      if (k + 1 < t) {
-        z.Set(k, E(k) / p.hi);
-        p = NextPivot(D(k + 1), E(k), sigma, p, pivmin);
-      }
-    }
-    if (twist >= 0) r = twist;
-    // Below the twist z[k] must hold the bottom-up ratios again.
-    m = Shifted(D(t - 1), sigma, pivmin);
-    for (int64_t k = t - 1; k > r; --k) {
-      z.Set(k, E(k - 1) / m.hi);
-      m = NextPivot(D(k - 1), E(k - 1), sigma, m, pivmin);
+    int64_t r = twist;
+    if (r < 0) {
+      // The first twist is where gamma_k = p_k - e_k² / m_{k+1} is smallest (in
+      // double: it only picks the twist), read off the bottom-up ratios that
+      // the top-down pass has not yet overwritten; below the twist the
+      // bottom-up ratios are written again after.
+      bottom_up(s);
+      double smallest = INFINITY;
+      r = t - 1;
+      top_down(t - 1, [&](int64_t k, DD p) {
+        const double gamma = k + 1 < t ? p.hi - E(k) * z(k + 1) : p.hi;
+        if (fabs(gamma) < smallest) {
+          smallest = fabs(gamma);
+          r = k;
+        }
+      });
+      bottom_up(r);
+    } else {  // later twists: the largest entry of the previous vector
+      bottom_up(r);
+      top_down(r, [](int64_t, DD) {});
     }
     // z_r = 1 and the ratios outward; the largest entry is the next twist.
     z.Set(r, 1.0);
@@ -416,6 +426,17 @@ JAXSOLVE_DENSE_HD bool SingletonVector(const Real* d, const Real* e, const Block
   const double scale = 1.0 / sqrt(norm2);
   for (int64_t i = s; i < t; ++i) z.Set(i, z(i) * scale);
   return converged;
+}
+
+// Row i's eigenvector when its eigenvalue is not InCluster: SingletonVector
+// with the distance to the block's neighbouring eigenvalues (`lambda`, unscaled).
+template <typename Real>
+JAXSOLVE_DENSE_HD bool SeparatedVector(const Real* d, const Real* e, const Block& b,
+                                       const double* lambda, int64_t i, Column<Real> z) {
+  double gap = INFINITY;
+  if (i > b.start) gap = fmin(gap, lambda[i] - lambda[i - 1]);
+  if (i + 1 < b.end) gap = fmin(gap, lambda[i + 1] - lambda[i]);
+  return SingletonVector(d, e, b, lambda[i] * b.scale, gap * b.scale, z);
 }
 
 // A pseudo-random start in [-1, 1) for row i of the vector of `row`.
@@ -459,9 +480,10 @@ JAXSOLVE_DENSE_HD void Orthonormalize(Team& team, const Block& b, Column<Real> z
   team.Sync();
 }
 
-// Solves (T_block - sigma) y = z (the scaled block) in double-double (LU without pivoting, pivots
-// kept away from zero by `floor`), y written over z. `pivots` and `partial`
-// hold the block's pivots and forward-substituted right-hand side.
+// Solves (T_block - sigma) y = z (the scaled block) in double-double (LU
+// without pivoting, pivots kept away from zero by `floor`), y written over z.
+// `pivots` and `partial` hold the block's pivots and forward-substituted
+// right-hand side.
 template <typename Real>
 JAXSOLVE_DENSE_HD void ShiftedSolve(const Real* d, const Real* e, const Block& b, DD sigma,
                                     double floor, Column<Real> z, DD* pivots, DD* partial) {
@@ -496,10 +518,9 @@ template <typename Real, typename Team, typename ColumnOf>
 JAXSOLVE_DENSE_HD void ClusterVectors(Team& team, const Real* d, const Real* e, const Block& b,
                                       const double* lambda, int64_t first, ColumnOf column,
                                       DD* pivots, DD* partial) {
-  const double gap = Precision<Real>::kClusterGap;
   auto earlier = [&](int64_t c) { return column(first + c); };
   const double floor = DBL_EPSILON * DBL_EPSILON * b.norm + b.pivmin;
-  for (int64_t row = first; row == first || Linked(lambda, b, row - 1, gap); ++row) {
+  for (int64_t row = first; row == first || Linked<Real>(lambda, b, row - 1); ++row) {
     const Column<Real> z = column(row);
     for (int64_t i = b.start + team.rank(); i < b.end; i += team.size()) {
       z.Set(i, StartEntry(row, i));

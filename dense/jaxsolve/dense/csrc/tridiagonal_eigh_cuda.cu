@@ -111,13 +111,9 @@ __global__ void SingletonsKernel(const Real* d, const Real* e, int64_t n, const 
   const int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
   if (i >= n) return;
   const td::Block b = blocks[i];
-  constexpr double kGap = td::Precision<Real>::kClusterGap;
-  if (td::InCluster(lambda, b, i, kGap)) return;
-  double gap = INFINITY;
-  if (i > b.start) gap = fmin(gap, lambda[i] - lambda[i - 1]);
-  if (i + 1 < b.end) gap = fmin(gap, lambda[i + 1] - lambda[i]);
+  if (td::InCluster<Real>(lambda, b, i)) return;
   const td::Column<Real> column{z + rank[i] * n * stride, stride};
-  if (!td::SingletonVector(d, e, b, lambda[i] * b.scale, gap * b.scale, column)) atomicAdd(unconverged, 1);
+  if (!td::SeparatedVector(d, e, b, lambda, i, column)) atomicAdd(unconverged, 1);
 }
 
 // The threads of a block as a team of tridiagonal.h's ClusterVectors.
@@ -145,15 +141,15 @@ __global__ void ClustersKernel(const Real* d, const Real* e, int64_t n, const do
                                int64_t stride, td::DD* pivots, td::DD* partial) {
   __shared__ double sums[kClusterThreads];
   BlockTeam team{sums};
-  constexpr double kGap = td::Precision<Real>::kClusterGap;
   td::DD* my_pivots = pivots + blockIdx.x * n;
   td::DD* my_partial = partial + blockIdx.x * n;
   for (int64_t i = blockIdx.x; i < n; i += gridDim.x) {
     const td::Block b = blocks[i];
-    if (!td::StartsCluster(lambda, b, i, kGap)) continue;
-    auto column = [&](int64_t row) { return td::Column<Real>{z + rank[row] * n * stride, stride}; };
-    td::ClusterVectors<Real>(team, d, e, b, lambda, i, column, my_pivots + b.start,
-                             my_partial + b.start);
+    if (!td::StartsCluster<Real>(lambda, b, i)) continue;
+    auto column = [&](int64_t row) {
+      return td::Column<Real>{z + rank[row] * n * stride, stride};
+    };
+    td::ClusterVectors<Real>(team, d, e, b, lambda, i, column, my_pivots, my_partial);
   }
 }
 

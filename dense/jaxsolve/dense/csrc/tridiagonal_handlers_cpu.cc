@@ -45,7 +45,8 @@ int TridiagonalEigh(const Real* d, const Real* e, int64_t n, Real* w, Real* z) {
   const int workers = Workers(n);
   std::vector<double> lambda(n);
   std::vector<td::Block> blocks(n);
-  ForRows(n, workers, [&](int64_t i, int) { lambda[i] = td::RowEigenvalue(d, e, n, i, &blocks[i]); });
+  ForRows(n, workers,
+          [&](int64_t i, int) { lambda[i] = td::RowEigenvalue(d, e, n, i, &blocks[i]); });
   std::vector<int64_t> order(n), rank(n);
   std::iota(order.begin(), order.end(), 0);
   std::stable_sort(order.begin(), order.end(),
@@ -56,25 +57,20 @@ int TridiagonalEigh(const Real* d, const Real* e, int64_t n, Real* w, Real* z) {
   }
   if (z == nullptr) return 0;
   std::fill(z, z + n * n, Real{0});
-  constexpr double kGap = td::Precision<Real>::kClusterGap;
   auto column = [&](int64_t row) { return td::Column<Real>{z + rank[row] * n, 1}; };
   std::vector<std::vector<td::DD>> pivots(workers), partial(workers);  // per worker
   std::atomic<int> unconverged{0};
   ForRows(n, workers, [&](int64_t i, int worker) {
     const td::Block& b = blocks[i];
-    if (td::StartsCluster(lambda.data(), b, i, kGap)) {
+    if (td::StartsCluster<Real>(lambda.data(), b, i)) {
       pivots[worker].resize(n);
       partial[worker].resize(n);
       td::SerialTeam team;
       td::ClusterVectors<Real>(team, d, e, b, lambda.data(), i, column, pivots[worker].data(),
                                partial[worker].data());
-    } else if (!td::InCluster(lambda.data(), b, i, kGap)) {
-      double gap = INFINITY;
-      if (i > b.start) gap = std::min(gap, lambda[i] - lambda[i - 1]);
-      if (i + 1 < b.end) gap = std::min(gap, lambda[i + 1] - lambda[i]);
-      if (!td::SingletonVector(d, e, b, lambda[i] * b.scale, gap * b.scale, column(i))) {
-        ++unconverged;
-      }
+    } else if (!td::InCluster<Real>(lambda.data(), b, i) &&
+               !td::SeparatedVector(d, e, b, lambda.data(), i, column(i))) {
+      ++unconverged;
     }
   });
   return unconverged;
