@@ -3,7 +3,8 @@
 Every routine for all four dtypes, under ``jax.jit`` and ``jax.vmap``; ``check_grads`` on potrs,
 logdet, lu_solve and syevd; donation really in place (peak memory of a fresh process, from
 ``device.memory_stats()``); failure statuses (not positive definite, singular); JAXMg's README
-example; the handle and workspace cache. Every test is marked ``gpu`` and skipped where JAX has
+example; the handle and workspace cache; the lean syevd (backend ``"cusolver_lean"``: several
+blocks of reflectors, a clustered spectrum, a workspace of one matrix). Every test is marked ``gpu`` and skipped where JAX has
 no GPU (run them with ``tools/dev gpu-test``).
 """
 
@@ -133,17 +134,38 @@ class TestAgainstScipy:
         expected = np.linalg.solve(a.T, np.ones(N, dtype))  # JAX's cotangent: A⁻ᵀ x̄
         assert relative(np.asarray(cotangent) - expected, expected) < rtol(dtype) * N
 
-    def test_syevd(self, dtype):
+    @pytest.mark.parametrize("backend", ["cusolver", "cusolver_lean"])
+    def test_syevd(self, dtype, backend):
         rng = np.random.default_rng(5)
         a = hermitian(rng, N, dtype)
-        w, v, status = dense.syevd(gpu(a), return_status=True)
+        with dense.use_backend(backend):
+            w, v, status = dense.syevd(gpu(a), return_status=True)
+            only = dense.syevd(gpu(a), return_eigenvectors=False)
         v = np.asarray(v)
         np.testing.assert_allclose(w, scipy.linalg.eigvalsh(a), atol=rtol(dtype) * N)
         assert relative(a @ v - v * np.asarray(w)[None], a) < rtol(dtype) * N
         assert relative(v.conj().T @ v - np.eye(N), np.ones(1)) < rtol(dtype) * N
         assert int(status.info) == 0
-        only = dense.syevd(gpu(a), return_eigenvectors=False)
         np.testing.assert_allclose(only, w, rtol=0, atol=rtol(dtype) * N)
+
+    @pytest.mark.parametrize("spectrum", ["random", "clustered"])
+    def test_lean_syevd_several_reflector_blocks(self, dtype, spectrum):
+        """n = 300: the lean syevd's back-transformation applies three blocks of reflectors,
+        the last one partial; a clustered spectrum (eigenvalues of multiplicity 20) takes the
+        tridiagonal solver's cluster path."""
+        n = 300
+        rng = np.random.default_rng(7)
+        a = hermitian(rng, n, dtype)
+        if spectrum == "clustered":
+            q, _ = np.linalg.qr(a)
+            a = ((q * np.repeat(np.arange(15.0), 20)[None]) @ q.conj().T).astype(dtype)
+        with dense.use_backend("cusolver_lean"):
+            w, v, status = dense.syevd(gpu(a), return_status=True)
+        v = np.asarray(v)
+        np.testing.assert_allclose(w, scipy.linalg.eigvalsh(a), atol=rtol(dtype) * n)
+        assert relative(a @ v - v * np.asarray(w)[None], a) < rtol(dtype) * n
+        assert relative(v.conj().T @ v - np.eye(n), np.ones(1)) < rtol(dtype) * n
+        assert int(status.info) == 0
 
     def test_sygvd(self, dtype):
         rng = np.random.default_rng(6)
@@ -383,6 +405,25 @@ def test_donated_results_are_the_same(routine):
     donated = np.asarray(call(donated_a, gpu(b), True))
     assert donated_a.is_deleted()
     np.testing.assert_allclose(donated, kept, rtol=1e-5, atol=1e-5 * np.abs(kept).max())
+
+
+@pytest.mark.parametrize("element_type", [np.float64, np.complex64])
+def test_lean_syevd_workspace_is_one_matrix(element_type, x64):
+    """The lean syevd's whole workspace is one n × n matrix and O(n) (cusolverDnXsyevd asks
+    for about 4 n × n). Bound: n² elements, 3 reflector blocks of 128 × n, and 1 KiB per row
+    for the tridiagonal solver's scratch, T's diagonals and τ."""
+    n = 4096
+    rng = np.random.default_rng(8)
+    a = hermitian(rng, n, element_type)
+    dense.clear_cache()
+    with dense.use_backend("cusolver_lean"):
+        w, v, status = dense.syevd(gpu(a), donate=True, return_status=True)
+    assert int(status.info) == 0
+    itemsize = np.dtype(element_type).itemsize
+    assert _cusolver.workspace_bytes() <= (n * n + 3 * 128 * n) * itemsize + 1024 * n
+    residual = jnp.matmul(gpu(a), v, precision="highest") - v * w[None]
+    assert relative(residual, a) < rtol(element_type) * n
+    dense.clear_cache()
 
 
 def test_handles_and_workspaces_are_cached_and_cleared(x64):

@@ -52,6 +52,22 @@ class TestSelection:
             layout = _layout.Layout(mesh=grid_mesh(rows, cols), matrix_spec=P("pr", "pc"))
             assert _backend.backend_name(family, layout, np.float32) == "xla"
 
+    @pytest.mark.parametrize("family", _backend.FAMILIES)
+    def test_lean_syevd_is_asked_for_by_name(self, family):
+        """"cusolver_lean" computes syevd on one GPU when use_backend names it; every other
+        family keeps cuSOLVER, and off a GPU it refuses syevd, saying why."""
+        on_gpu = _layout.Layout(device_platform="gpu")
+        assert _backend.backend_name("syevd", on_gpu, np.float64) == "cusolver"
+        with dense.use_backend("cusolver_lean"):
+            expected = "cusolver_lean" if family == "syevd" else "cusolver"
+            assert _backend.backend_name(family, on_gpu, np.float64) == expected
+            on_cpu = _layout.Layout(device_platform="cpu")
+            if family == "syevd":
+                with pytest.raises(ValueError, match="'cusolver_lean'.*cannot compute 'syevd'"):
+                    _backend.backend_name(family, on_cpu, np.float64)
+            else:
+                assert _backend.backend_name(family, on_cpu, np.float64) == "xla"
+
     def test_layout_knows_where_the_matrix_is(self):
         a = jnp.eye(4)
         layout = _layout.matrix_layout("potrs", a, None, None)
@@ -155,6 +171,14 @@ class TestLoweringForCuda:
             text = self.lowered(body, statics, arrays)
             found = set(re.findall(r"custom_call @jaxsolve_dense_cusolver_(\w+)", text))
             assert found <= routines and found, (body.__name__, found)
+
+    def test_lean_syevd_lowers_to_its_handler_in_place(self, on_gpu):
+        with dense.use_backend("cusolver_lean"):
+            text = self.lowered(_eigen._eigen_body, ("syevd", on_gpu), (jnp.zeros((6, 6)),),
+                                donate=True)
+        calls = re.findall(r"custom_call @(\w+)\((.*)", text)
+        assert [target for target, _ in calls] == [_cusolver.LEAN_SYEVD]
+        assert "output_tuple_indices = [0], operand_index = 0" in calls[0][1]
 
 
 def _both_plugins_installed() -> int:

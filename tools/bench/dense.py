@@ -11,6 +11,9 @@ implementation  call
                 ``jnp.linalg.eigh(a)``
 ``cusolver``    ``jaxsolve.dense.potrs``/``lu_solve``/``syevd`` with ``donate=True`` under
                 ``use_backend("cusolver")``: cuSOLVER through our FFI handlers, in place
+``cusolver_lean`` syevd only: ``jaxsolve.dense.syevd`` under ``use_backend("cusolver_lean")``, in
+                one matrix of workspace (sytrd, our tridiagonal eigensolver, blocked
+                back-transformation on cuBLAS)
 ``cusolvermp``  the same under ``use_backend("cusolvermp")``: cuSOLVERMp on a 1 × 1 grid,
                 tile ``--tile``
 ``jaxmg``       JAXMg 1.4.1's ``potrs``/``lu_solve``/``syevd`` (``T_A = --tile``,
@@ -38,8 +41,7 @@ workspaces, ``_cusolver.workspace_bytes()`` / ``_cusolvermp.workspace_bytes()``;
 status vector reports it, the larger of its two routines' for the solves); **×native** and
 **×jaxmg**, that implementation's time over this one's (above 1: this one is faster). Every
 result is checked (the residual ``max |A x - b|``, or ``|Σ w - tr A|`` relative) before it is
-timed; a bad one is flagged with ``!``. For syevd the ``ws`` of cuSOLVER is the size
-``cusolverDnXsyevd_bufferSize`` asked for (the workspace grows to the largest request).
+timed; a bad one is flagged with ``!``.
 
 ``--workspaces`` adds cuSOLVER's own answer to how much device workspace its Hermitian
 eigensolvers with vectors need at each ``N`` (``Xsyevd``, ``Xsyevdx``, ``syevj``, and
@@ -57,7 +59,8 @@ no Bazel, after ``tools/dev gpu-pack`` (the pack carries our wheels, cuSOLVERMp,
 NCCL they need) with ``tools/dev gpu-run``, which installs the pack and preloads its NCCL::
 
     tools/dev gpu-run python3 tools/bench/dense.py --dtypes float64 --budget 420
-    tools/dev gpu-run python3 tools/bench/dense.py --routines syevd --sizes 8192 16384
+    tools/dev gpu-run python3 tools/bench/dense.py --routines syevd --sizes 8192 16384 \\
+        --impls native cusolver cusolver_lean
     tools/dev gpu-run python3 tools/bench/dense.py --routines --overhead \\
         --largest 57344 65536 98304 126976
 """
@@ -74,7 +77,9 @@ import sys
 import time
 
 ROUTINES = ("potrs", "lu_solve", "syevd")
-GPU_IMPLEMENTATIONS = ("native", "cusolver", "cusolvermp", "jaxmg")
+GPU_IMPLEMENTATIONS = ("native", "cusolver", "cusolver_lean", "cusolvermp", "jaxmg")
+# Implementations that compute only some routines (the others compute every one).
+ONLY_ROUTINES = {"cusolver_lean": ("syevd",)}
 CPU_IMPLEMENTATIONS = ("native", "xla")
 GPU_SIZES = (8192, 16384, 32768)
 CPU_SIZES = (256,)
@@ -85,6 +90,10 @@ JAXMG_WORKSPACE_FIELDS = {
     "lu_solve": ("LU_SOLVE", ("getrf_device_workspace_kib", "getrs_device_workspace_kib")),
     "syevd": ("SYEVD", ("syevd_device_workspace_kib",)),
 }
+
+
+def computes(implementation: str, routine: str) -> bool:
+    return routine in ONLY_ROUTINES.get(implementation, ROUTINES)
 
 
 def nominal_flops(routine: str, n: int) -> float:
@@ -174,7 +183,7 @@ def outside_workspace(implementation: str, routine: str, status) -> int:
     """Device bytes the implementation holds outside XLA's allocator."""
     import numpy as np
 
-    if implementation == "cusolver":
+    if implementation in ("cusolver", "cusolver_lean"):
         from jaxsolve.dense import _cusolver
 
         return _cusolver.workspace_bytes()
@@ -244,7 +253,7 @@ def run_overhead(implementation: str, calls: int) -> dict:
 
     mesh = _mesh()
     result = {}
-    for routine in ROUTINES:
+    for routine in filter(lambda routine: computes(implementation, routine), ROUTINES):
         call = make_call(implementation, routine, OVERHEAD_N)
         times = []
         for _ in range(calls + 1):
@@ -260,7 +269,7 @@ def cusolver_workspaces(sizes: list[int]) -> dict:
     """cuSOLVER's device workspace for a Hermitian eigensolver with vectors, per variant.
 
     Asked from cuSOLVER itself (its ``*_bufferSize`` functions, through ctypes on the wheel's
-    ``libcusolver``), without running anything: ``Xsyevd`` (what our handler calls),
+    ``libcusolver``), without running anything: ``Xsyevd`` (the divide-and-conquer driver),
     ``Xsyevdx`` over the whole spectrum, Jacobi ``syevj``, and ``sytrd`` + ``orgtr`` (the
     reduction to tridiagonal form and its ``Q``, the steps a split eigensolver would take).
     In bytes, per ``f"{variant} {dtype} {n}"``.
@@ -390,7 +399,7 @@ def ratio(reference: dict | None, result: dict) -> str:
 
 
 def print_table(args, implementations: list[str], run: Runner) -> None:
-    print(f"\n{'routine':<9}{'dtype':<8}{'N':>6}  {'impl':<11}{'s':>9}{'TFLOP/s':>8}"
+    print(f"\n{'routine':<9}{'dtype':<8}{'N':>6}  {'impl':<14}{'s':>9}{'TFLOP/s':>8}"
           f"{'extra':>7}{'ws':>6}{'×native':>8}{'×jaxmg':>7}  first s  residual")
     for routine in args.routines:
         sizes = [n for n in args.sizes if routine != "syevd" or n <= args.eigen_max]
@@ -398,12 +407,14 @@ def print_table(args, implementations: list[str], run: Runner) -> None:
             for n in sizes:
                 row = {}
                 for implementation in implementations:
+                    if not computes(implementation, routine):
+                        continue
                     row[implementation] = run(dict(
                         kind="case", routine=routine, implementation=implementation,
                         dtype_name=dtype, n=n, repeats=args.repeats, tile=args.tile,
                         check=True))
                 for implementation, result in row.items():
-                    head = f"{routine:<9}{dtype:<8}{n:>6}  {implementation:<11}"
+                    head = f"{routine:<9}{dtype:<8}{n:>6}  {implementation:<14}"
                     if "failed" in result:
                         print(f"{head}failed: {result['failed']}", flush=True)
                         continue
@@ -420,14 +431,15 @@ def print_table(args, implementations: list[str], run: Runner) -> None:
 def print_overhead(implementations: list[str], run: Runner) -> None:
     print(f"\nPer-call cost at N = {OVERHEAD_N}, float64, ms: the first call (trace, compile, "
           "handles, workspaces), then the median of 10 later calls with the same shapes")
-    print(f"{'impl':<11}" + "".join(f"{r + ' first':>16}{'later':>8}" for r in ROUTINES))
+    print(f"{'impl':<14}" + "".join(f"{r + ' first':>16}{'later':>8}" for r in ROUTINES))
     for implementation in implementations:
         result = run(dict(kind="overhead", implementation=implementation, calls=10))
         if "failed" in result:
-            print(f"{implementation:<11}failed: {result['failed']}")
+            print(f"{implementation:<14}failed: {result['failed']}")
             continue
-        print(f"{implementation:<11}" + "".join(
-            f"{result[r][0]:>16.1f}{result[r][1]:>8.2f}" for r in ROUTINES), flush=True)
+        print(f"{implementation:<14}" + "".join(
+            f"{result[r][0]:>16.1f}{result[r][1]:>8.2f}" if r in result else f"{'-':>16}{'-':>8}"
+            for r in ROUTINES), flush=True)
 
 
 def print_workspaces(sizes: list[int], run: Runner) -> None:
@@ -505,7 +517,7 @@ def main() -> None:
     implementations = available_implementations(platform, args.impls)
     args.sizes = args.sizes or list(GPU_SIZES if platform == "gpu" else CPU_SIZES)
     args.largest_impls = [i for i in args.largest_impls or implementations
-                          if i in implementations]
+                          if i in implementations and computes(i, "potrs")]
     print(f"{about['kind']} ({platform}), JAX {about['jax']}; each case in a fresh process; "
           f"median of {args.repeats}; extra and ws in units of A's bytes; T_A = {args.tile}")
     print("jaxsolve.dense's default backends here: " + ", ".join(

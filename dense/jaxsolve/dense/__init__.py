@@ -40,7 +40,8 @@ and workspaces until `clear_cache`. Everything else (the CPU) is computed by the
 reference backend**: XLA's own linear algebra (``jax.lax.linalg``, LAPACK on CPU) on the
 sharded operands, the correctness reference, not the scalable path (XLA gathers the matrix
 onto each device to factor it). `use_backend` (or ``JAXSOLVE_DENSE_BACKEND``) picks a backend
-explicitly, e.g. cuSOLVERMp on a 1 × 1 grid of one GPU.
+explicitly, e.g. cuSOLVERMp on a 1 × 1 grid of one GPU, or ``"cusolver_lean"``: a `syevd`
+on one GPU whose workspace is one matrix instead of cuSOLVER's four.
 
 Examples:
   JAXMg's README example, ``A = diag(1..N)``, ``b = 1``, over a 2 × 2 mesh of (virtual CPU)

@@ -154,7 +154,9 @@ def use_backend(name: str | None) -> Iterator[None]:
     part of the compilation cache key: programs are traced again under another backend.
 
     Args:
-      name: a backend name (``"xla"``, ``"cusolvermp"``), or None.
+      name: a backend name (``"xla"``, ``"cusolver"``, ``"cusolvermp"``, or
+        ``"cusolver_lean"``, which computes only ``syevd``, on one GPU, in one matrix of
+        workspace), or None.
 
     Examples:
       >>> import jax.numpy as jnp

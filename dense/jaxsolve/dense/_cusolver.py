@@ -9,7 +9,8 @@ family                 cuSOLVER
 =====================  ============================================================
 ``"cholesky"``         ``cusolverDnXpotrf``, ``cusolverDnXpotrs``; log det from L's diagonal
 ``"lu"``               ``cusolverDnXgetrf``, ``cusolverDnXgetrs``
-``"syevd"``            ``cusolverDnXsyevd``
+``"syevd"``            ``cusolverDnXsyevd``; or, as backend ``"cusolver_lean"``,
+                       ``cusolverDn<t>sytrd`` (``hetrd``), our tridiagonal eigensolver, cuBLAS
 ``"sygvd"``            ``cusolverDn<t>sygvd`` (``hegvd`` for complex)
 ``"qr"``               ``cusolverDnXgeqrf`` + ``<t>orgqr`` (``ungqr``)
 ``"least_squares"``    that QR, then a triangular solve (XLA's, cuBLAS)
@@ -24,10 +25,22 @@ outer ``jax.jit``), XLA gives the handler ``A``'s own buffer and no second ``n �
 allocated; otherwise XLA copies ``A`` first. JAX's arrays are row-major and cuSOLVER's
 column-major, so cuSOLVER sees ``Aᵀ``; the handlers use that instead of transposing: for a
 Hermitian ``A``, ``Aᵀ = conj(A)`` and its upper triangle is ``A``'s lower one (the eigenvectors
-come out in place, conjugate-transposed in place by a small kernel); Cholesky mirrors ``A``'s
-lower triangle into its upper one in place and factors with cuSOLVER's faster ``LOWER``
-variant; an LU of ``Aᵀ`` solves ``A x = b`` with ``getrs('T')``. Only QR, least squares and the SVD of a
+come out in place, conjugate-transposed in place by a small kernel); Cholesky (and the lean
+``syevd``) mirror ``A``'s lower triangle into its upper one in place and use cuSOLVER's faster
+``LOWER`` variants; an LU of ``Aᵀ`` solves ``A x = b`` with ``getrs('T')``. Only QR, least squares and the SVD of a
 tall matrix transpose ``A`` once, out of place.
+
+**syevd in one matrix of workspace** (``with dense.use_backend("cusolver_lean"):``, or
+``JAXSOLVE_DENSE_BACKEND=cusolver_lean``; the other routines keep their backends).
+``cusolverDnXsyevd`` asks for about four ``n × n`` matrices of workspace beside ``A`` (its
+``ormtr`` alone three). The lean ``syevd`` reduces ``A`` to a real tridiagonal ``T = Qᴴ A Q`` in
+place (``sytrd``, whose workspace is small), computes ``T``'s eigenvalues and eigenvectors ``Z``
+with `jaxsolve.dense.eigh_tridiagonal`'s solver (bisection and inverse iteration, O(n) scratch)
+into one ``n × n`` matrix of workspace, applies ``Q`` to ``Z`` there in blocks of 128 reflectors
+(LAPACK's compact ``I - V S Vᴴ`` form, three cuBLAS products a block, O(128 n) workspace), and
+transposes the result into ``A``'s buffer: with ``donate=True`` a call holds ``A``, one more
+matrix and O(n). It is not the default: it has not yet run on a GPU (none was lent since it was
+written); ``dense/tests/cusolver_gpu_test.py`` holds its GPU tests.
 
 **Handles and workspaces** are cached per CUDA stream (so per device), in the native library:
 a cusolverDn handle, one device workspace that grows to the largest size a call has needed, and
@@ -78,6 +91,7 @@ POTRS = "jaxsolve_dense_cusolver_potrs"
 GETRF = "jaxsolve_dense_cusolver_getrf"
 GETRS = "jaxsolve_dense_cusolver_getrs"
 SYEVD = "jaxsolve_dense_cusolver_syevd"
+LEAN_SYEVD = "jaxsolve_dense_cusolver_lean_syevd"
 SYGVD = "jaxsolve_dense_cusolver_sygvd"
 QR = "jaxsolve_dense_cusolver_qr"
 GESVD = "jaxsolve_dense_cusolver_gesvd"
@@ -92,6 +106,7 @@ LIBRARY = NativeLibrary(
         GETRF: "JaxsolveDenseCusolverGetrf",
         GETRS: "JaxsolveDenseCusolverGetrs",
         SYEVD: "JaxsolveDenseCusolverSyevd",
+        LEAN_SYEVD: "JaxsolveDenseCusolverLeanSyevd",
         SYGVD: "JaxsolveDenseCusolverSygvd",
         QR: "JaxsolveDenseCusolverQr",
         GESVD: "JaxsolveDenseCusolverGesvd",
@@ -255,9 +270,9 @@ def getrs(factor: LUFactor, rhs: jax.Array, transpose: bool) -> jax.Array:
 # -------------------------------------------------------------------- eigensolvers
 
 
-def syevd(a: jax.Array) -> tuple[jax.Array, jax.Array]:
+def syevd(a: jax.Array, target: str = SYEVD) -> tuple[jax.Array, jax.Array]:
     n = a.shape[0]
-    v, w = _call(SYEVD, (_like(a.shape, a.dtype), _like((n,), _real(a.dtype))), a,
+    v, w = _call(target, (_like(a.shape, a.dtype), _like((n,), _real(a.dtype))), a,
                  aliases={0: 0})
     return w, v
 
@@ -336,5 +351,10 @@ _SERVICES = {
     "polar": Decomposition(functools.partial(_xla.polar, svd=gesvd), _xla.decomposition_info),
 }
 
+# Registered first, so that "cusolver" stays the default on one GPU: use_backend picks it.
+register("syevd", "cusolver_lean",
+         _loaded(Decomposition(functools.partial(syevd, target=LEAN_SYEVD),
+                               eigenvalues_info(_xla.syevd_info))),
+         applies=on_one_gpu, clear=clear_cache)
 for _family, _services in _SERVICES.items():
     register(_family, "cusolver", _loaded(_services), applies=on_one_gpu, clear=clear_cache)

@@ -1,6 +1,7 @@
 // The per-stream cache of cusolver_context.h, and the two plain C functions
 // Python calls besides the handlers: JaxsolveDenseCusolverClear() and
 // JaxsolveDenseCusolverWorkspaceBytes().
+#include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <cusolverDn.h>
 
@@ -35,6 +36,7 @@ ffi::Error Context::Of(cudaStream_t stream, Context** context,
   if (slot == nullptr) {
     auto fresh = std::make_unique<Context>();
     JAXSOLVE_CUDA(cudaGetDevice(&fresh->device_));
+    fresh->stream_ = stream;
     JAXSOLVE_CUSOLVER(cusolverDnCreate(&fresh->handle_));
     JAXSOLVE_CUSOLVER(cusolverDnSetStream(fresh->handle_, stream));
     JAXSOLVE_CUSOLVER(cusolverDnCreateParams(&fresh->params_));
@@ -42,6 +44,21 @@ ffi::Error Context::Of(cudaStream_t stream, Context** context,
   }
   *context = slot.get();
   *lock = std::unique_lock<std::mutex>(slot->mutex_);
+  return ffi::Error::Success();
+}
+
+ffi::Error Context::Blas(cublasHandle_t* handle) {
+  if (blas_ == nullptr) {
+    cublasHandle_t fresh = nullptr;
+    JAXSOLVE_CUBLAS(cublasCreate(&fresh));
+    const cublasStatus_t bound = cublasSetStream(fresh, stream_);
+    if (bound != CUBLAS_STATUS_SUCCESS) {
+      cublasDestroy(fresh);
+      return CublasError(bound, "cublasSetStream");
+    }
+    blas_ = fresh;
+  }
+  *handle = blas_;
   return ffi::Error::Success();
 }
 
@@ -74,10 +91,12 @@ void Context::Release() {
     cudaDeviceSynchronize();
     if (device_workspace_ != nullptr) cudaFree(device_workspace_);
   }
+  if (blas_ != nullptr) cublasDestroy(blas_);
   if (params_ != nullptr) cusolverDnDestroyParams(params_);
   if (handle_ != nullptr) cusolverDnDestroy(handle_);
   device_workspace_ = nullptr;
   device_bytes_ = 0;
+  blas_ = nullptr;
   params_ = nullptr;
   handle_ = nullptr;
   host_workspace_.clear();

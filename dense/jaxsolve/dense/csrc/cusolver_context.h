@@ -3,7 +3,9 @@
 // across calls, and the mapping from XLA's element types to cuSOLVER's.
 //
 // A Context belongs to one CUDA stream (XLA's compute stream of one device):
-// it holds a cusolverDn handle bound to that stream, its 64-bit API params,
+// it holds a cusolverDn handle bound to that stream, its 64-bit API params, a
+// cuBLAS handle on the same stream (created on first use: only syevd's
+// back-transformation needs one),
 // one device workspace that grows to the largest size any call on the stream
 // has asked for, a host workspace likewise, and the sizes cuSOLVER's
 // *_bufferSize functions returned, per routine, element type and shape. So the
@@ -17,6 +19,7 @@
 #define JAXSOLVE_DENSE_CSRC_CUSOLVER_CONTEXT_H_
 
 #include <cuComplex.h>
+#include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <cusolverDn.h>
 
@@ -58,25 +61,33 @@ inline ffi::Error CudaError(cudaError_t error, const char* what) {
     if (jaxsolve_error_.failure()) return jaxsolve_error_; \
   } while (0)
 
+inline ffi::Error CublasError(cublasStatus_t status, const char* what) {
+  if (status == CUBLAS_STATUS_SUCCESS) return ffi::Error::Success();
+  return ffi::Error::Internal(std::string(what) + " failed with cublasStatus_t " +
+                              std::to_string(static_cast<int>(status)));
+}
+
 #define JAXSOLVE_CUSOLVER(call) JAXSOLVE_RETURN_IF_ERROR(CusolverError((call), #call))
+#define JAXSOLVE_CUBLAS(call) JAXSOLVE_RETURN_IF_ERROR(CublasError((call), #call))
 #define JAXSOLVE_CUDA(call) JAXSOLVE_RETURN_IF_ERROR(CudaError((call), #call))
 
 // The element types of the four supported dtypes, as the kernels and the
-// typed (32-bit) cuSOLVER API see them.
+// typed (32-bit) cuSOLVER API see them, with cuBLAS's compute type for them.
 template <typename T>
 struct Scalar;
 
-#define JAXSOLVE_SCALAR(T, R, TYPE, REAL_TYPE)           \
-  template <>                                            \
-  struct Scalar<T> {                                     \
-    using Real = R;                                      \
-    static constexpr cudaDataType kType = TYPE;          \
-    static constexpr cudaDataType kRealType = REAL_TYPE; \
+#define JAXSOLVE_SCALAR(T, R, TYPE, REAL_TYPE, COMPUTE)            \
+  template <>                                                      \
+  struct Scalar<T> {                                               \
+    using Real = R;                                                \
+    static constexpr cudaDataType kType = TYPE;                    \
+    static constexpr cudaDataType kRealType = REAL_TYPE;           \
+    static constexpr cublasComputeType_t kCompute = COMPUTE;       \
   };
-JAXSOLVE_SCALAR(float, float, CUDA_R_32F, CUDA_R_32F)
-JAXSOLVE_SCALAR(double, double, CUDA_R_64F, CUDA_R_64F)
-JAXSOLVE_SCALAR(cuFloatComplex, float, CUDA_C_32F, CUDA_R_32F)
-JAXSOLVE_SCALAR(cuDoubleComplex, double, CUDA_C_64F, CUDA_R_64F)
+JAXSOLVE_SCALAR(float, float, CUDA_R_32F, CUDA_R_32F, CUBLAS_COMPUTE_32F)
+JAXSOLVE_SCALAR(double, double, CUDA_R_64F, CUDA_R_64F, CUBLAS_COMPUTE_64F)
+JAXSOLVE_SCALAR(cuFloatComplex, float, CUDA_C_32F, CUDA_R_32F, CUBLAS_COMPUTE_32F)
+JAXSOLVE_SCALAR(cuDoubleComplex, double, CUDA_C_64F, CUDA_R_64F, CUBLAS_COMPUTE_64F)
 #undef JAXSOLVE_SCALAR
 
 template <typename T>
@@ -123,6 +134,9 @@ class Context {
   cusolverDnParams_t params() const { return params_; }
   std::mutex& mutex() { return mutex_; }
 
+  // The cuBLAS handle on this context's stream, created the first time.
+  ffi::Error Blas(cublasHandle_t* handle);
+
   // The workspace sizes of `key`, from `query` (which fills a WorkspaceSizes
   // through cuSOLVER's *_bufferSize) the first time only.
   template <typename Query>
@@ -152,6 +166,8 @@ class Context {
   int device_ = 0;
   cusolverDnHandle_t handle_ = nullptr;
   cusolverDnParams_t params_ = nullptr;
+  cudaStream_t stream_ = nullptr;
+  cublasHandle_t blas_ = nullptr;
   void* device_workspace_ = nullptr;
   size_t device_bytes_ = 0;
   std::vector<char> host_workspace_;

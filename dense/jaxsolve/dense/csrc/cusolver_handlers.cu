@@ -9,6 +9,8 @@
 //   Getrf  A -> LU, pivots, info         cusolverDnXgetrf
 //   Getrs  LU, pivots, B -> X            cusolverDnXgetrs
 //   Syevd  A -> V, w                     cusolverDnXsyevd
+//   LeanSyevd  A -> V, w                 cusolverDn<t>sytrd / <t>hetrd, our
+//                                        tridiagonal eigensolver, cuBLAS
 //   Sygvd  A, B -> V, L, w               cusolverDn<t>sygvd / <t>hegvd
 //   Qr     A -> Q, R                     cusolverDnXgeqrf + <t>orgqr / <t>ungqr
 //   Gesvd  A -> U, s, Vᴴ                 cusolverDnXgesvd
@@ -23,11 +25,18 @@
 // of Aᵀ serves A x = b with getrs('T'). Right-hand sides arrive as (k, n) arrays, i.e.
 // column-major n x k. Each handler documents what its buffers mean.
 //
+// Memory. Beside its operands, each handler uses the stream's cached
+// workspace: what cuSOLVER's *_bufferSize asks for (about four n x n for
+// Xsyevd), and for LeanSyevd one n x n matrix plus O(n): it reduces A to
+// tridiagonal form in place, solves the tridiagonal problem into that one
+// matrix and applies the reflectors to it in blocks.
+//
 // The first operand's buffer is aliased to the first result
 // (input_output_aliases), so with a donated input the factor takes the
 // matrix's place. No handler synchronizes with the host: cuSOLVER's info
 // stays on the device, where a small kernel turns failed outputs into NaN.
 #include <cuComplex.h>
+#include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <cusolverDn.h>
 
@@ -39,13 +48,14 @@
 #include <string>
 
 #include "cusolver_context.h"
+#include "tridiagonal_eigh_cuda.h"
 #include "xla/ffi/api/ffi.h"
 
 namespace jaxsolve::dense {
 namespace {
 
 // Routine numbers in the keys of the workspace-size cache.
-enum Routine : int64_t { kPotrf, kGetrf, kSyevd, kSygvd, kQr, kGesvd };
+enum Routine : int64_t { kPotrf, kGetrf, kSyevd, kLeanSyevd, kSygvd, kQr, kGesvd };
 
 constexpr int kThreads = 256;
 constexpr int64_t kMaxBlocks = 65535;
@@ -69,6 +79,29 @@ __device__ inline cuDoubleComplex Nan<cuDoubleComplex>() { return make_cuDoubleC
 
 template <typename T>
 __device__ T Zero() { return T{}; }
+
+// The little complex arithmetic the kernels need, for real and complex T.
+template <typename T>
+__host__ __device__ T FromReal(double x) { return static_cast<T>(x); }
+template <>
+__host__ __device__ inline cuFloatComplex FromReal<cuFloatComplex>(double x) {
+  return make_cuFloatComplex(static_cast<float>(x), 0.0f);
+}
+template <>
+__host__ __device__ inline cuDoubleComplex FromReal<cuDoubleComplex>(double x) {
+  return make_cuDoubleComplex(x, 0.0);
+}
+
+__device__ float Add(float x, float y) { return x + y; }
+__device__ double Add(double x, double y) { return x + y; }
+__device__ cuFloatComplex Add(cuFloatComplex x, cuFloatComplex y) { return cuCaddf(x, y); }
+__device__ cuDoubleComplex Add(cuDoubleComplex x, cuDoubleComplex y) { return cuCadd(x, y); }
+__device__ float Mul(float x, float y) { return x * y; }
+__device__ double Mul(double x, double y) { return x * y; }
+__device__ cuFloatComplex Mul(cuFloatComplex x, cuFloatComplex y) { return cuCmulf(x, y); }
+__device__ cuDoubleComplex Mul(cuDoubleComplex x, cuDoubleComplex y) { return cuCmul(x, y); }
+template <typename T>
+__device__ T Negate(T x) { return Mul(FromReal<T>(-1.0), x); }
 
 __device__ float Conj(float x) { return x; }
 __device__ double Conj(double x) { return x; }
@@ -195,6 +228,30 @@ void MirrorLower(cudaStream_t stream, T* a, int64_t n) {
   MirrorLowerKernel<T><<<dim3(tiles, tiles), dim3(kTile, kTileRows), 0, stream>>>(a, n);
 }
 
+// out (n x n, row-major) = in (n x n, column-major), i.e. out = inᵀ as
+// stored arrays: tile (by, bx) of `out` from tile (bx, by) of `in` through
+// shared memory, reads and writes coalesced.
+template <typename T>
+__global__ void TransposeKernel(const T* in, T* out, int64_t n) {
+  __shared__ T tile[kTile][kTile + 1];
+  const int64_t r0 = blockIdx.y * int64_t{kTile}, c0 = blockIdx.x * int64_t{kTile};
+  for (int y = threadIdx.y; y < kTile; y += kTileRows) {
+    const int64_t c = c0 + y, r = r0 + threadIdx.x;  // in[c * n + r]: out's (r, c)
+    if (r < n && c < n) tile[y][threadIdx.x] = in[c * n + r];
+  }
+  __syncthreads();
+  for (int y = threadIdx.y; y < kTile; y += kTileRows) {
+    const int64_t r = r0 + y, c = c0 + threadIdx.x;
+    if (r < n && c < n) out[r * n + c] = tile[threadIdx.x][y];
+  }
+}
+
+template <typename T>
+void Transpose(cudaStream_t stream, const T* in, T* out, int64_t n) {
+  const int64_t tiles = (n + kTile - 1) / kTile;
+  TransposeKernel<T><<<dim3(tiles, tiles), dim3(kTile, kTileRows), 0, stream>>>(in, out, n);
+}
+
 // r (column-major k x n) = the upper trapezoid of a (column-major, lda rows).
 template <typename T>
 __global__ void UpperTrapezoidKernel(const T* a, int64_t lda, T* r, int64_t k, int64_t n) {
@@ -208,13 +265,24 @@ __global__ void UpperTrapezoidKernel(const T* a, int64_t lda, T* r, int64_t k, i
 // ------------------------------------------------------------ typed API
 
 // cuSOLVER's 32-bit typed routines that the 64-bit API lacks in CUDA 13.0:
-// the generalized eigensolver and forming Q of a QR.
+// the reduction to tridiagonal form, the generalized eigensolver and forming
+// Q of a QR.
 template <typename T>
 struct Typed;
 
-#define JAXSOLVE_TYPED(T, R, SYGVD, ORGQR)                                                    \
+#define JAXSOLVE_TYPED(T, R, SYTRD, SYGVD, ORGQR)                                             \
   template <>                                                                                 \
   struct Typed<T> {                                                                           \
+    static cusolverStatus_t SytrdSize(cusolverDnHandle_t h, int n, T* a, R* d, R* e, T* tau,  \
+                                      int* lwork) {                                           \
+      return cusolverDn##SYTRD##_bufferSize(h, CUBLAS_FILL_MODE_LOWER, n, a, n, d, e, tau,    \
+                                            lwork);                                           \
+    }                                                                                         \
+    static cusolverStatus_t Sytrd(cusolverDnHandle_t h, int n, T* a, R* d, R* e, T* tau,      \
+                                  T* work, int lwork, int* info) {                            \
+      return cusolverDn##SYTRD(h, CUBLAS_FILL_MODE_LOWER, n, a, n, d, e, tau, work, lwork,    \
+                               info);                                                         \
+    }                                                                                         \
     static cusolverStatus_t SygvdSize(cusolverDnHandle_t h, int n, T* a, T* b, R* w,          \
                                       int* lwork) {                                           \
       return cusolverDn##SYGVD##_bufferSize(h, CUSOLVER_EIG_TYPE_1, CUSOLVER_EIG_MODE_VECTOR, \
@@ -235,10 +303,10 @@ struct Typed;
     }                                                                                         \
   };
 
-JAXSOLVE_TYPED(float, float, Ssygvd, Sorgqr)
-JAXSOLVE_TYPED(double, double, Dsygvd, Dorgqr)
-JAXSOLVE_TYPED(cuFloatComplex, float, Chegvd, Cungqr)
-JAXSOLVE_TYPED(cuDoubleComplex, double, Zhegvd, Zungqr)
+JAXSOLVE_TYPED(float, float, Ssytrd, Ssygvd, Sorgqr)
+JAXSOLVE_TYPED(double, double, Dsytrd, Dsygvd, Dorgqr)
+JAXSOLVE_TYPED(cuFloatComplex, float, Chetrd, Chegvd, Cungqr)
+JAXSOLVE_TYPED(cuDoubleComplex, double, Zhetrd, Zhegvd, Zungqr)
 #undef JAXSOLVE_TYPED
 
 // ----------------------------------------------------------------- helpers
@@ -267,6 +335,15 @@ ffi::Error CopyIfNotAliased(cudaStream_t stream, const ffi::AnyBuffer& in, ffi::
   JAXSOLVE_CUDA(cudaMemcpyAsync(out->untyped_data(), in.untyped_data(), in.size_bytes(),
                                 cudaMemcpyDeviceToDevice, stream));
   return ffi::Error::Success();
+}
+
+// The start of a 32-bit cuSOLVER routine on a square A written over `out`: n
+// (below 2^31), and A copied into `out` unless XLA aliased them.
+ffi::Error StartSquare32(const char* routine, cudaStream_t stream, const ffi::AnyBuffer& a,
+                         ffi::AnyBuffer* out, int64_t* n) {
+  JAXSOLVE_RETURN_IF_ERROR(CheckSquare(routine, a, n));
+  JAXSOLVE_RETURN_IF_ERROR(CheckInt32(routine, *n));
+  return CopyIfNotAliased(stream, a, out);
 }
 
 // The start of a factorization of a square A into `out`: n, and A copied into
@@ -313,6 +390,135 @@ struct Call {
 };
 
 ffi::Error NoQuery(WorkspaceSizes*) { return ffi::Error::Success(); }
+
+// --------------------------------------------- syevd's back-transformation
+//
+// sytrd(LOWER) leaves A = Q T Qᴴ with Q = H(0) H(1) ... H(n-2), H(i) =
+// I - tau_i v_i v_iᴴ, v_i zero above row i + 1, one there, and rows i + 2 on
+// stored below the diagonal in column i of A's buffer (column-major). The
+// eigenvectors of A are Q Z for those Z of T, applied kReflectorBlock
+// reflectors at a time, the last block first: a block's product is
+// I - V S Vᴴ (S upper triangular, LAPACK's larft), so that
+//   Z <- Z - V (S (Vᴴ Z))
+// is three matrix products on cuBLAS and O(kReflectorBlock n) workspace.
+
+constexpr int kReflectorBlock = 128;
+
+// V (column-major m x kb, m = n - 1 - j) of reflectors j .. j + kb - 1 from
+// A's buffer, with its implicit ones and zeros made explicit.
+template <typename T>
+__global__ void ReflectorBlockKernel(const T* a, int64_t n, int64_t j, int64_t kb, T* v) {
+  const int64_t m = n - 1 - j;
+  for (int64_t c = blockIdx.y; c < kb; c += gridDim.y) {
+    const T* column = a + (j + c) * n + (j + 1);
+    for (int64_t r = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; r < m;
+         r += int64_t{gridDim.x} * blockDim.x) {
+      v[c * m + r] = r < c ? Zero<T>() : r == c ? FromReal<T>(1.0) : column[r];
+    }
+  }
+}
+
+// S (column-major kb x kb, upper triangular) with V's block product
+// I - V S Vᴴ, from G = Vᴴ V and tau: S(c, c) = tau_c and
+// S(0:c, c) = -tau_c S(0:c, 0:c) G(0:c, c), column after column. One thread
+// block of kReflectorBlock threads, a row each.
+template <typename T>
+__global__ void LarftKernel(const T* g, const T* tau, int kb, T* s) {
+  __shared__ T scaled[kReflectorBlock];
+  const int i = threadIdx.x;
+  for (int c = 0; c < kb; ++c) {
+    if (i < c) scaled[i] = Negate(Mul(tau[c], g[c * kb + i]));
+    __syncthreads();
+    if (i < kb) {
+      T sum = Zero<T>();
+      if (i < c) {
+        for (int l = i; l < c; ++l) sum = Add(sum, Mul(s[l * kb + i], scaled[l]));
+      } else if (i == c) {
+        sum = tau[c];
+      }
+      s[c * kb + i] = sum;  // row i of column c: only thread i reads it later
+    }
+    __syncthreads();
+  }
+}
+
+// C = alpha op(A) B + beta C on cuBLAS, column-major.
+template <typename T>
+ffi::Error Gemm(cublasHandle_t blas, cublasOperation_t op, int64_t m, int64_t n, int64_t k,
+                double alpha, const T* a, int64_t lda, const T* b, int64_t ldb, double beta, T* c,
+                int64_t ldc) {
+  constexpr cudaDataType kType = Scalar<T>::kType;
+  const T alpha_t = FromReal<T>(alpha), beta_t = FromReal<T>(beta);
+  return CublasError(
+      cublasGemmEx(blas, op, CUBLAS_OP_N, static_cast<int>(m), static_cast<int>(n),
+                   static_cast<int>(k), &alpha_t, a, kType, static_cast<int>(lda), b, kType,
+                   static_cast<int>(ldb), &beta_t, c, kType, static_cast<int>(ldc),
+                   Scalar<T>::kCompute, CUBLAS_GEMM_DEFAULT),
+      "cublasGemmEx");
+}
+
+// The workspace of ApplyReflectors, carved from `base`: V (n x kb), G and S
+// (kb x kb), Vᴴ Z and S Vᴴ Z (kb x n).
+template <typename T>
+struct ReflectorWorkspace {
+  T* v;
+  T* g;
+  T* s;
+  T* product;
+  T* scaled;
+
+  static size_t Bytes(int64_t n) {
+    const int64_t kb = kReflectorBlock;
+    return AuxBytes(n * kb * sizeof(T)) + 2 * AuxBytes(kb * kb * sizeof(T)) +
+           2 * AuxBytes(kb * n * sizeof(T));
+  }
+
+  explicit ReflectorWorkspace(void* base, int64_t n) {
+    const int64_t kb = kReflectorBlock;
+    char* at = static_cast<char*>(base);
+    auto take = [&](size_t bytes) {
+      T* here = reinterpret_cast<T*>(at);
+      at += AuxBytes(bytes);
+      return here;
+    };
+    v = take(n * kb * sizeof(T));
+    g = take(kb * kb * sizeof(T));
+    s = take(kb * kb * sizeof(T));
+    product = take(kb * n * sizeof(T));
+    scaled = take(kb * n * sizeof(T));
+  }
+};
+
+// Z (column-major n x n) <- Q Z, Q from the reflectors sytrd(LOWER) left in
+// `a` and `tau`.
+template <typename T>
+ffi::Error ApplyReflectors(cudaStream_t stream, cublasHandle_t blas, const T* a, const T* tau,
+                           int64_t n, T* z, const ReflectorWorkspace<T>& work) {
+  if (n < 2) return ffi::Error::Success();  // Q = I
+  for (int64_t j = (n - 2) / kReflectorBlock * kReflectorBlock; j >= 0; j -= kReflectorBlock) {
+    const int64_t kb = std::min<int64_t>(kReflectorBlock, n - 1 - j), m = n - 1 - j;
+    T* rows = z + (j + 1);  // Z(j + 1:n, :), leading dimension n
+    const dim3 grid(static_cast<unsigned>(std::min<int64_t>((m + kThreads - 1) / kThreads, 64)),
+                    static_cast<unsigned>(kb));
+    ReflectorBlockKernel<T><<<grid, kThreads, 0, stream>>>(a, n, j, kb, work.v);
+    JAXSOLVE_RETURN_IF_ERROR(
+        Gemm<T>(blas, CUBLAS_OP_C, kb, kb, m, 1.0, work.v, m, work.v, m, 0.0, work.g, kb));
+    LarftKernel<T><<<1, kReflectorBlock, 0, stream>>>(work.g, tau + j, static_cast<int>(kb),
+                                                      work.s);
+    JAXSOLVE_RETURN_IF_ERROR(
+        Gemm<T>(blas, CUBLAS_OP_C, kb, n, m, 1.0, work.v, m, rows, n, 0.0, work.product, kb));
+    JAXSOLVE_RETURN_IF_ERROR(Gemm<T>(blas, CUBLAS_OP_N, kb, n, kb, 1.0, work.s, kb, work.product,
+                                     kb, 0.0, work.scaled, kb));
+    JAXSOLVE_RETURN_IF_ERROR(
+        Gemm<T>(blas, CUBLAS_OP_N, m, n, kb, -1.0, work.v, m, work.scaled, kb, 1.0, rows, n));
+  }
+  JAXSOLVE_CUDA(cudaGetLastError());
+  return ffi::Error::Success();
+}
+
+// info += unconverged (both device ints), so that one info says whether
+// either step failed.
+__global__ void AccumulateInfoKernel(int* info, const int* unconverged) { *info += *unconverged; }
 
 // -------------------------------------------------------------------- cores
 
@@ -452,6 +658,72 @@ ffi::Error Syevd(cudaStream_t stream, ffi::AnyBuffer a, ffi::Result<ffi::AnyBuff
   return FinishEigenvectors(stream, data, values, n, d_info);
 }
 
+// Syevd's results in one n x n matrix of workspace (Xsyevd asks for about
+// four):
+//   1. A's lower triangle is mirrored into its upper one, so that read
+//      column-major the buffer holds A itself (not conj(A));
+//   2. sytrd(LOWER) reduces it in place, A = Q T Qᴴ (T real tridiagonal, the
+//      reflectors of Q below the diagonal);
+//   3. the tridiagonal eigensolver (tridiagonal_eigh_cuda.h) writes w and T's
+//      eigenvectors Z into the workspace matrix;
+//   4. Z <- Q Z there, in blocks of reflectors (ApplyReflectors);
+//   5. the column-major V is transposed into A's buffer, row-major.
+// NaN on failure (an eigenvector whose iteration did not converge).
+template <typename T>
+ffi::Error LeanSyevd(cudaStream_t stream, ffi::AnyBuffer a, ffi::Result<ffi::AnyBuffer> v,
+                     ffi::Result<ffi::AnyBuffer> w) {
+  constexpr cudaDataType kType = Scalar<T>::kType;
+  using Real = typename Scalar<T>::Real;
+  int64_t n;
+  JAXSOLVE_RETURN_IF_ERROR(StartSquare32("lean syevd", stream, a, &*v, &n));
+  if (n == 0) return ffi::Error::Success();
+  T* data = static_cast<T*>(v->untyped_data());
+  Real* values = static_cast<Real*>(w->untyped_data());
+  // The handler's part of the workspace: two infos, T's diagonals, tau, and
+  // then the tridiagonal solver's scratch, later the reflector blocks'.
+  const size_t infos = AuxBytes(2 * sizeof(int)), diagonal = AuxBytes(n * sizeof(Real)),
+               taus = AuxBytes(n * sizeof(T));
+  const size_t scratch = std::max(TridiagonalScratchBytes(n), ReflectorWorkspace<T>::Bytes(n));
+  Call call;
+  JAXSOLVE_RETURN_IF_ERROR(call.Begin(
+      stream, {kLeanSyevd, kType, n, 0, 0}, infos + 2 * diagonal + taus + scratch,
+      [&](WorkspaceSizes* sizes) {
+        int lwork = 0;
+        JAXSOLVE_CUSOLVER(Typed<T>::SytrdSize(call.handle(), static_cast<int>(n), data, values,
+                                              values, data, &lwork));
+        // sytrd's workspace, then Z: one n x n matrix serves both.
+        sizes->device = std::max<size_t>(static_cast<size_t>(n) * n, std::max(lwork, 0)) *
+                        sizeof(T);
+        return ffi::Error::Success();
+      }));
+  char* aux = static_cast<char*>(call.aux);
+  int* d_info = reinterpret_cast<int*>(aux);
+  int* unconverged = d_info + 1;
+  Real* diag = reinterpret_cast<Real*>(aux + infos);
+  Real* offdiag = reinterpret_cast<Real*>(aux + infos + diagonal);
+  T* tau = reinterpret_cast<T*>(aux + infos + 2 * diagonal);
+  void* scratch_base = aux + infos + 2 * diagonal + taus;
+  T* z = static_cast<T*>(call.device);
+  cublasHandle_t blas;
+  JAXSOLVE_RETURN_IF_ERROR(call.context->Blas(&blas));
+
+  MirrorLower(stream, data, n);
+  const int lwork = static_cast<int>(std::min<size_t>(call.sizes.device / sizeof(T), INT_MAX));
+  JAXSOLVE_CUSOLVER(Typed<T>::Sytrd(call.handle(), static_cast<int>(n), data, diag, offdiag, tau,
+                                    z, lwork, d_info));
+  JAXSOLVE_CUDA(TridiagonalEighGpu<Real>(stream, diag, offdiag, n, values,
+                                         reinterpret_cast<Real*>(z), sizeof(T) / sizeof(Real),
+                                         scratch_base, unconverged));
+  JAXSOLVE_RETURN_IF_ERROR(
+      ApplyReflectors<T>(stream, blas, data, tau, n, z, ReflectorWorkspace<T>(scratch_base, n)));
+  Transpose(stream, z, data, n);
+  AccumulateInfoKernel<<<1, 1, 0, stream>>>(d_info, unconverged);
+  NanIfFailed(stream, data, n * n, d_info);
+  NanIfFailed(stream, values, n, d_info);
+  JAXSOLVE_CUDA(cudaGetLastError());
+  return ffi::Error::Success();
+}
+
 // A, B (n x n, Hermitian, B positive definite, lower triangles read) -> V
 // over A with A V = B V diag(w), Vᴴ B V = I; B's Cholesky factor over B; w
 // ascending. As Syevd, cuSOLVER solves the conjugate problem and V is
@@ -463,9 +735,7 @@ ffi::Error Sygvd(cudaStream_t stream, ffi::AnyBuffer a, ffi::AnyBuffer b,
   constexpr cudaDataType kType = Scalar<T>::kType;
   using Real = typename Scalar<T>::Real;
   int64_t n;
-  JAXSOLVE_RETURN_IF_ERROR(CheckSquare("sygvd", a, &n));
-  JAXSOLVE_RETURN_IF_ERROR(CheckInt32("sygvd", n));
-  JAXSOLVE_RETURN_IF_ERROR(CopyIfNotAliased(stream, a, &*v));
+  JAXSOLVE_RETURN_IF_ERROR(StartSquare32("sygvd", stream, a, &*v, &n));
   JAXSOLVE_RETURN_IF_ERROR(CopyIfNotAliased(stream, b, &*l));
   if (n == 0) return ffi::Error::Success();
   T* data = static_cast<T*>(v->untyped_data());
@@ -601,6 +871,11 @@ ffi::Error SyevdEntry(cudaStream_t stream, ffi::AnyBuffer a, ffi::Result<ffi::An
   return JAXSOLVE_DISPATCH(Syevd, "syevd", a, stream, a, v, w);
 }
 
+ffi::Error LeanSyevdEntry(cudaStream_t stream, ffi::AnyBuffer a, ffi::Result<ffi::AnyBuffer> v,
+                          ffi::Result<ffi::AnyBuffer> w) {
+  return JAXSOLVE_DISPATCH(LeanSyevd, "lean syevd", a, stream, a, v, w);
+}
+
 ffi::Error SygvdEntry(cudaStream_t stream, ffi::AnyBuffer a, ffi::AnyBuffer b,
                       ffi::Result<ffi::AnyBuffer> v, ffi::Result<ffi::AnyBuffer> l,
                       ffi::Result<ffi::AnyBuffer> w) {
@@ -652,6 +927,8 @@ JAXSOLVE_HANDLER(JaxsolveDenseCusolverGetrs, jd::GetrsEntry,
                      .Attr<int64_t>("transpose")
                      .Ret<xffi::AnyBuffer>());
 JAXSOLVE_HANDLER(JaxsolveDenseCusolverSyevd, jd::SyevdEntry,
+                 jd::Bind().Arg<xffi::AnyBuffer>().Ret<xffi::AnyBuffer>().Ret<xffi::AnyBuffer>());
+JAXSOLVE_HANDLER(JaxsolveDenseCusolverLeanSyevd, jd::LeanSyevdEntry,
                  jd::Bind().Arg<xffi::AnyBuffer>().Ret<xffi::AnyBuffer>().Ret<xffi::AnyBuffer>());
 JAXSOLVE_HANDLER(JaxsolveDenseCusolverSygvd, jd::SygvdEntry,
                  jd::Bind()
