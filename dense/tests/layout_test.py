@@ -47,14 +47,6 @@ class TestArgumentErrors:
             dense.potrs(np.eye(2), np.ones(2, np.float32))
         assert not jax.config.jax_enable_x64
 
-    def test_explicit_mesh_axes_are_refused(self):
-        mesh = jax.make_mesh((2, 2), ("pr", "pc"),
-                             axis_types=(jax.sharding.AxisType.Explicit,) * 2)
-        a = jax.device_put(jnp.eye(4), NamedSharding(mesh, P("pr", "pc")))
-        with pytest.raises(ValueError, match=re.escape(
-                "potrs: mesh axes ('pr', 'pc') are Explicit (jax.make_mesh's default)")):
-            dense.potrs(a, jnp.ones(4))
-
     def test_operands_on_other_devices_are_refused(self):
         first = grid_mesh(2, 2)
         last = js.make_grid_mesh(2, 2, devices=jax.devices("cpu")[4:8])

@@ -24,7 +24,11 @@ LAPACK's ``info``; `raise_on_failure` raises `SolverError` outside ``jax.jit``. 
 **Placement.** ``mesh`` and ``matrix_specs`` are read off the arrays' shardings when not
 given; ``b`` is split by rows like ``a`` or replicated; outputs come back in the caller's
 sharding. Meshes come from `jaxsolve.sharding` (`~jaxsolve.sharding.make_grid_mesh`,
-`~jaxsolve.sharding.row_mesh`), and several processes from its launcher.
+`~jaxsolve.sharding.row_mesh`), and several processes from its launcher. Meshes of ``Explicit``
+axes (``jax.make_mesh``'s default) work too, inside and outside ``jax.jit``: outputs come back
+typed on the caller's mesh, solutions split like ``b``, matrices like ``a``, eigenvalues and
+log-determinants replicated (``jax.grad`` of Explicit-typed arrays wants ``jax.set_mesh``, as
+everywhere in JAX).
 
 **Backends.** Three compute the routines today. A matrix on **one CUDA GPU** (unsharded, or on
 a mesh of one device) is computed by **cuSOLVER**, called directly through XLA FFI, in place:

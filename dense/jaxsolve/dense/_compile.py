@@ -9,6 +9,7 @@ from typing import Any
 
 import jax
 
+from . import _explicit
 from ._backend import clear_backends, preferred_backend, prepare_backends
 from ._layout import Layout
 
@@ -38,7 +39,8 @@ def run(body: Callable[..., Any], statics: tuple[Any, ...], arrays: tuple[Any, .
     the traced ones are the caller's, never ours to delete. The program is built once per
     `body`, `statics` (hashable: layouts, flags), `donate` and preferred backend
     (`use_backend`); ``jax.jit`` then compiles it once per shape and dtype. Backends first
-    ready what they cannot make while traced (`prepare_backends`).
+    ready what they cannot make while traced (`prepare_backends`). Arrays typed on a mesh of
+    ``Explicit`` axes go through the program on its Auto view (`jaxsolve.dense._explicit`).
     """
     for static in statics:
         if isinstance(static, Layout):
@@ -51,15 +53,30 @@ def run(body: Callable[..., Any], statics: tuple[Any, ...], arrays: tuple[Any, .
             " buffer can be donated once. Pass a copy, or donate=False."
         )
     program = _program(body, statics, len(arrays), donate, preferred_backend())
+    call = functools.partial(_call, program, donate)
+    mesh = _explicit.explicit_mesh(leaves)
+    if mesh is None:
+        return call(*arrays)
+    outputs = _explicit.call(call, arrays, mesh)
+    if donate:  # the donated buffers were the Auto views'; these arrays held them too
+        _delete(leaves)
+    return outputs
+
+
+def _call(program: Callable[..., Any], donate: bool, *arrays: Any) -> Any:
     if not donate:
         return program(*arrays)
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="Some donated buffers were not usable")
         outputs, work = program(*arrays)
-    for leaf in [*jax.tree.leaves(work), *leaves]:
+    _delete([*jax.tree.leaves(work), *jax.tree.leaves(arrays)])
+    return outputs
+
+
+def _delete(leaves: list[Any]) -> None:
+    for leaf in leaves:
         if isinstance(leaf, jax.Array) and not leaf.is_deleted():
             leaf.delete()
-    return outputs
 
 
 def clear_cache() -> None:

@@ -17,8 +17,10 @@ replicated.
 
 When ``mesh`` and the specs are not given they are read off the arrays' shardings (a
 `jax.sharding.NamedSharding`). An array without one (a NumPy array, an array on one device, a
-value traced by ``jax.jit`` over an ``Auto`` mesh) leaves the placement to XLA: inside
-``jax.jit``, pass ``mesh`` and ``matrix_specs`` (and ``in_specs`` for ``b``'s spec) to fix it.
+value traced by ``jax.jit``) leaves the placement to XLA: inside ``jax.jit``, pass ``mesh`` and
+``matrix_specs`` (and ``in_specs`` for ``b``'s spec) to fix it. A mesh of ``Explicit`` axes
+(``jax.make_mesh``'s default) is taken as its `auto_view`, on which the routines' programs run;
+`jaxsolve.dense._explicit` says how arrays typed on it go in and come out.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.sharding import Mesh, NamedSharding, PartitionSpec
+from jax.sharding import AxisType, Mesh, NamedSharding, PartitionSpec
 
 SUPPORTED_DTYPES = (
     np.dtype(np.float32),
@@ -206,12 +208,22 @@ def check_rhs(caller: str, a: Any, b: Any) -> None:
 # ------------------------------------------------------------------------- layout
 
 
+def auto_view(mesh: Mesh) -> Mesh:
+    """`mesh` with every axis ``Auto``: the same devices and axis names (`mesh` itself when its
+    axes are all ``Auto`` already)."""
+    if all(kind == AxisType.Auto for kind in mesh.axis_types):
+        return mesh
+    return Mesh(mesh.devices, mesh.axis_names, axis_types=(AxisType.Auto,) * len(mesh.axis_names))
+
+
 def _named(x: Any) -> NamedSharding | None:
-    """`x`'s NamedSharding over a concrete mesh, if it has one."""
+    """`x`'s NamedSharding over a concrete mesh (its `auto_view`), if it has one."""
     if isinstance(x, jax.core.Tracer) or not isinstance(x, jax.Array):
         return None
     sharding = x.sharding
-    return sharding if isinstance(sharding, NamedSharding) else None
+    if not isinstance(sharding, NamedSharding):
+        return None
+    return NamedSharding(auto_view(sharding.mesh), sharding.spec)
 
 
 def _device_platform(x: Any) -> str | None:
@@ -311,6 +323,8 @@ def matrix_layout(
             f"{caller}: mesh must be a jax.sharding.Mesh (e.g. from "
             f"jaxsolve.sharding.make_grid_mesh), got {type(mesh).__name__}."
         )
+    if mesh is not None:
+        mesh = auto_view(mesh)
     named = _named(a)
     if mesh is None:
         if named is None:
@@ -325,15 +339,6 @@ def matrix_layout(
             matrix_specs = named.spec
     elif matrix_specs is None and named is not None and named.mesh == mesh and any(named.spec):
         matrix_specs = named.spec
-    explicit = [name for name, kind in zip(mesh.axis_names, mesh.axis_types)
-                if kind == jax.sharding.AxisType.Explicit]
-    if explicit:
-        raise ValueError(
-            f"{caller}: mesh axes {tuple(explicit)} are Explicit (jax.make_mesh's default), "
-            "whose sharding-in-types the dense routines do not support; use a mesh of Auto "
-            "axes: jaxsolve.sharding.make_grid_mesh, or jax.make_mesh(shape, names, "
-            "axis_types=(jax.sharding.AxisType.Auto,) * len(names))."
-        )
     check_on_mesh(caller, "a", a, mesh)
     if matrix_specs is None:
         matrix_specs = _default_spec(caller, mesh)
