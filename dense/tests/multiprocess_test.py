@@ -1,4 +1,5 @@
-"""potrs over two processes, started by jaxsolve.sharding's launcher on virtual CPU devices."""
+"""potrs over two processes, started by jaxsolve.sharding's launcher on virtual CPU devices,
+on a grid mesh of Auto axes and on the same grid with Explicit axes."""
 
 import os
 import pathlib
@@ -40,6 +41,18 @@ for shard in x.addressable_shards:
 np.testing.assert_allclose(logdet.addressable_data(0), np.sum(np.log(np.arange(1.0, n + 1))))
 _, failed = dense.potrs(-a, b, return_status=True)
 assert int(failed.info.addressable_data(0)) == 1
+
+# The same grid with Explicit axes (jax.make_mesh's default): x comes back typed on it.
+explicit = jax.sharding.Mesh(mesh.devices, mesh.axis_names,
+                             axis_types=(jax.sharding.AxisType.Explicit,) * 2)
+a = jax.make_array_from_callback((n, n), NamedSharding(explicit, P("pr", "pc")),
+                                 lambda index: a_global[index])
+b = jax.make_array_from_callback((n,), NamedSharding(explicit, P("pr")),
+                                 lambda index: np.ones(n)[index])
+x = dense.potrs(a, b, T_A=3, donate=True)
+assert a.is_deleted() and x.sharding.mesh == explicit and x.sharding.spec == P("pr")
+for shard in x.addressable_shards:
+    np.testing.assert_allclose(shard.data, 1 / np.arange(1.0, n + 1)[shard.index], rtol=1e-14)
 print("ok", info.process_id, jax.process_count(), jax.device_count())
 """
 
