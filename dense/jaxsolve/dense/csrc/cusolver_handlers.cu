@@ -357,16 +357,23 @@ ffi::Error StartFactorization(const char* routine, cudaStream_t stream, const ff
   return ffi::Error::Success();
 }
 
+// V (n x n) and w NaN when info != 0; the last step of every eigensolver.
+template <typename T, typename Real>
+ffi::Error NanEigenpairsIfFailed(cudaStream_t stream, T* v, Real* w, int64_t n,
+                                 const int* info) {
+  NanIfFailed(stream, v, n * n, info);
+  NanIfFailed(stream, w, n, info);
+  JAXSOLVE_CUDA(cudaGetLastError());
+  return ffi::Error::Success();
+}
+
 // After cuSOLVER's eigensolver of conj(A): the column-major eigenvectors of
 // conj(A) (row-major, Vᴴ) conjugate-transposed in place into V, and V and w
 // NaN when info != 0.
 template <typename T, typename Real>
 ffi::Error FinishEigenvectors(cudaStream_t stream, T* v, Real* w, int64_t n, const int* info) {
   ConjugateTranspose(stream, v, n);
-  NanIfFailed(stream, v, n * n, info);
-  NanIfFailed(stream, w, n, info);
-  JAXSOLVE_CUDA(cudaGetLastError());
-  return ffi::Error::Success();
+  return NanEigenpairsIfFailed(stream, v, w, n, info);
 }
 
 // The stream's context, its workspace sizes for `key` (from `query` the first
@@ -718,10 +725,7 @@ ffi::Error LeanSyevd(cudaStream_t stream, ffi::AnyBuffer a, ffi::Result<ffi::Any
       ApplyReflectors<T>(stream, blas, data, tau, n, z, ReflectorWorkspace<T>(scratch_base, n)));
   Transpose(stream, z, data, n);
   AccumulateInfoKernel<<<1, 1, 0, stream>>>(d_info, unconverged);
-  NanIfFailed(stream, data, n * n, d_info);
-  NanIfFailed(stream, values, n, d_info);
-  JAXSOLVE_CUDA(cudaGetLastError());
-  return ffi::Error::Success();
+  return NanEigenpairsIfFailed(stream, data, values, n, d_info);
 }
 
 // A, B (n x n, Hermitian, B positive definite, lower triangles read) -> V
