@@ -5,8 +5,8 @@ its sharding in its type (``jax.typeof(a)`` is ``f32[8@pr,8@pc]``): ``jax.numpy`
 ``jax.lax`` then propagate shardings by type rules, and refuse what the rules cannot decide. The
 dense routines' programs are written for ``Auto`` axes (XLA places what is not constrained;
 ``lax.linalg`` of a sharded matrix gathers it), so they run on the **Auto view** of the mesh —
-the same devices and axis names with every axis ``Auto`` (`auto_view`) — and their outputs are
-typed back onto the caller's mesh:
+the same devices and axis names with every axis ``Auto`` (`_layout.auto_view`) — and their
+outputs are typed back onto the caller's mesh:
 
 * concrete arrays (a call outside ``jax.jit``) are viewed on the Auto mesh with
   ``jax.device_put``, which moves no data (same devices, same split), so ``donate=True`` is
@@ -29,7 +29,7 @@ from typing import Any
 import jax
 from jax.sharding import AxisType, NamedSharding, PartitionSpec
 
-from ._layout import auto_view
+from ._layout import named_sharding
 
 
 def _typed_sharding(x: Any) -> NamedSharding | None:
@@ -90,4 +90,4 @@ def _on_auto_view(x: Any) -> Any:
     """A concrete array typed on an Explicit mesh, viewed on that mesh's Auto view (no copy)."""
     if _typed_sharding(x) is None:
         return x
-    return jax.device_put(x, NamedSharding(auto_view(x.sharding.mesh), x.sharding.spec))
+    return jax.device_put(x, named_sharding(x))

@@ -216,7 +216,7 @@ def auto_view(mesh: Mesh) -> Mesh:
     return Mesh(mesh.devices, mesh.axis_names, axis_types=(AxisType.Auto,) * len(mesh.axis_names))
 
 
-def _named(x: Any) -> NamedSharding | None:
+def named_sharding(x: Any) -> NamedSharding | None:
     """`x`'s NamedSharding over a concrete mesh (its `auto_view`), if it has one."""
     if isinstance(x, jax.core.Tracer) or not isinstance(x, jax.Array):
         return None
@@ -325,7 +325,7 @@ def matrix_layout(
         )
     if mesh is not None:
         mesh = auto_view(mesh)
-    named = _named(a)
+    named = named_sharding(a)
     if mesh is None:
         if named is None:
             if matrix_specs is not None:
@@ -377,7 +377,7 @@ def rhs_layout(caller: str, layout: Layout, b: Any, in_specs: Any = None) -> Lay
         # propagation; in_specs fixes it.
         return layout.with_rhs_spec(None)
     else:
-        named = _named(b)
+        named = named_sharding(b)
         if named is not None and named.mesh == layout.mesh:
             spec = named.spec
     spec = PartitionSpec() if spec is None else spec
