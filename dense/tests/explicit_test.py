@@ -168,3 +168,39 @@ def test_inputs_on_two_explicit_meshes_are_refused(meshes):
     b = on(renamed, np.ones(N), P("x"))
     with pytest.raises(ValueError, match="typed on different Explicit meshes"):
         dense.potrs(a, b)
+
+
+# ------------------------------------------------------------------ jax.set_mesh
+
+
+@pytest.mark.parametrize("kind", [AxisType.Explicit, AxisType.Auto], ids=["explicit", "auto"])
+@pytest.mark.parametrize("routine", sorted(ROUTINES))
+def test_every_routine_under_set_mesh(x64, kind, routine):
+    """JAXMg's examples call ``jax.set_mesh(mesh)`` first; every routine runs under it."""
+    mesh = make_mesh(kind)
+    expected = leaves(ROUTINES[routine](operands(make_mesh(AxisType.Auto))))
+    with jax.set_mesh(mesh):
+        got = leaves(ROUTINES[routine](operands(mesh)))
+    for x, y in zip(got, expected, strict=True):
+        assert x.sharding.mesh.axis_types == mesh.axis_types
+        np.testing.assert_allclose(np.asarray(x), np.asarray(y), rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("kind", [AxisType.Explicit, AxisType.Auto], ids=["explicit", "auto"])
+def test_the_issues_reproducer_in_and_out_of_jit_under_grad_and_vmap(x64, kind):
+    """A 4 × 1 grid of ``jax.make_mesh``, ``A = diag(1..12)``, ``b = 1``, ``T_A = 3``."""
+    mesh = jax.make_mesh((4, 1), ("pr", "pc"), axis_types=(kind,) * 2,
+                         devices=jax.devices("cpu")[:4])
+    d = np.arange(1.0, 13.0)
+    a = on(mesh, np.diag(d), P("pr", "pc"))
+    b = on(mesh, np.ones((12, 1)), P("pr", None))
+    with jax.set_mesh(mesh):
+        x = dense.potrs(a, b, T_A=3)
+        x_jit = jax.jit(lambda a, b: dense.potrs(a, b, T_A=3))(a, b)
+        grad = jax.grad(lambda a: jnp.sum(dense.potrs(a, b, T_A=3)))(a)
+        columns = jax.vmap(lambda c: dense.potrs(a, c, T_A=3), in_axes=1, out_axes=1)(
+            on(mesh, np.ones((12, 2)), P("pr", None)))
+    np.testing.assert_allclose(np.asarray(x)[:, 0], 1 / d, rtol=1e-14)
+    np.testing.assert_allclose(np.asarray(x_jit)[:, 0], 1 / d, rtol=1e-14)
+    np.testing.assert_allclose(np.asarray(grad), -np.outer(1 / d, 1 / d), rtol=1e-12)
+    np.testing.assert_allclose(np.asarray(columns), np.stack([1 / d, 1 / d], 1), rtol=1e-14)

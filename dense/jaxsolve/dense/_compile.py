@@ -40,7 +40,8 @@ def run(body: Callable[..., Any], statics: tuple[Any, ...], arrays: tuple[Any, .
     `body`, `statics` (hashable: layouts, flags), `donate` and preferred backend
     (`use_backend`); ``jax.jit`` then compiles it once per shape and dtype. Backends first
     ready what they cannot make while traced (`prepare_backends`). Arrays typed on a mesh of
-    ``Explicit`` axes go through the program on its Auto view (`jaxsolve.dense._explicit`).
+    ``Explicit`` axes, or called under a context mesh of them (``jax.set_mesh``), go through the
+    program on its Auto view (`jaxsolve.dense._explicit`).
     """
     for static in statics:
         if isinstance(static, Layout):
@@ -56,7 +57,10 @@ def run(body: Callable[..., Any], statics: tuple[Any, ...], arrays: tuple[Any, .
     call = functools.partial(_call, program, donate)
     mesh = _explicit.explicit_mesh(leaves)
     if mesh is None:
-        return call(*arrays)
+        if any(isinstance(leaf, jax.core.Tracer) for leaf in leaves):
+            return call(*arrays)
+        with _explicit.auto_context():
+            return call(*arrays)
     outputs = _explicit.call(call, arrays, mesh)
     if donate:  # the donated buffers were the Auto views'; these arrays held them too
         _delete(leaves)

@@ -14,6 +14,11 @@ outputs are typed back onto the caller's mesh:
 * traced arrays (inside ``jax.jit``, ``jax.grad``, ``jax.vmap``) enter the program through
   ``jax.sharding.auto_axes``, which drops the sharding from their types for its duration.
 
+A context mesh of ``Explicit`` axes (``jax.set_mesh(jax.make_mesh(...))``, as JAXMg's examples
+do) types every array a program makes on it, and ``with_sharding_constraint`` turns into an
+assertion there; so a call outside ``jax.jit`` runs its program under the context's Auto view
+(`auto_context`). Inside ``jax.jit``, ``jax.sharding.auto_axes`` switches the context itself.
+
 Either way an output gets the spec `output_spec` gives it: the spec of the (last) input of its
 shape, so that a solution comes back split like ``b`` and eigenvectors, factors and ``Q`` like
 ``a``; another matrix is split like ``a`` where its dimensions divide evenly (``R``, ``Vᴴ``, as
@@ -23,7 +28,8 @@ values, log-determinants, statuses) are replicated.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import contextlib
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import jax
@@ -69,13 +75,29 @@ def output_spec(shape: tuple[int, ...], inputs: Sequence[Any]) -> PartitionSpec:
                            for size, axis in zip(shape, entries)])
 
 
+@contextlib.contextmanager
+def auto_context() -> Iterator[None]:
+    """Runs its body with the context mesh's ``Explicit`` axes made ``Auto`` (the same
+    devices, names and sizes; ``Manual`` axes of an enclosing ``shard_map`` stay), where
+    ``jax.set_mesh`` set a mesh with ``Explicit`` axes; otherwise changes nothing."""
+    context = jax.sharding.get_abstract_mesh()
+    explicit = {name: AxisType.Auto for name, kind in zip(context.axis_names, context.axis_types)
+                if kind == AxisType.Explicit}
+    if not explicit:
+        yield
+        return
+    with jax.sharding.use_abstract_mesh(context.update_axis_types(explicit)):
+        yield
+
+
 def call(program: Callable[..., Any], arrays: tuple[Any, ...], mesh: Any) -> Any:
     """``program(*arrays)`` (an Auto-mesh program) on `arrays` typed on the Explicit `mesh`
     (`explicit_mesh`), outputs typed back onto it (see the module's docstring)."""
     leaves = jax.tree.leaves(arrays)
     if not any(isinstance(leaf, jax.core.Tracer) for leaf in leaves):
         concrete = next(x.sharding.mesh for x in leaves if _typed_sharding(x) is not None)
-        outputs = program(*jax.tree.map(_on_auto_view, arrays))
+        with auto_context():
+            outputs = program(*jax.tree.map(_on_auto_view, arrays))
         return jax.tree.map(lambda out: jax.device_put(
             out, NamedSharding(concrete, output_spec(out.shape, leaves))), outputs)
     # The outputs' shapes first (any out_sharding serves to trace it), then their specs.
