@@ -421,7 +421,7 @@ def test_lean_syevd_workspace_is_one_matrix(element_type, x64):
     assert int(status.info) == 0
     itemsize = np.dtype(element_type).itemsize
     assert _cusolver.workspace_bytes() <= (n * n + 3 * 128 * n) * itemsize + 1024 * n
-    residual = jnp.matmul(gpu(a), v, precision="highest") - v * w[None]
+    residual = jnp.matmul(gpu(a), v, precision="highest") - v * w[None].astype(v.dtype)
     assert relative(residual, a) < rtol(element_type) * n
     dense.clear_cache()
 
