@@ -74,6 +74,20 @@ class TestPotrs:
         assert_failure_reported(status, [x, logdet], r"^potrs failed: info=2: the leading minor "
                                 r"of order 2 is not positive definite$")
 
+    def test_potrs_nonfinite_matrix(self):
+        # NaN or Inf in the lower triangle, the one potrs reads: NOT_FINITE, not the order of a
+        # leading minor (which would call a matrix of NaN "not positive definite").
+        a = 2 * jnp.eye(4)
+        for bad in (jnp.nan, jnp.inf):
+            x, status = dense.potrs(a.at[2, 1].set(bad), jnp.ones(4), return_status=True)
+            assert int(status.info) == dense.Status.NOT_FINITE
+            assert np.all(np.isnan(np.asarray(x)))
+            x, status = dense.potrs(a.at[1, 2].set(bad), jnp.ones(4), return_status=True)
+            assert int(status.info) == 0  # the upper triangle is not read
+            np.testing.assert_allclose(np.asarray(x), 0.5)
+        factor = dense.cho_factor(a.at[3, 3].set(jnp.nan))
+        assert int(factor.status.info) == dense.Status.NOT_FINITE
+
     def test_potrs_grad(self, x64):
         rng = np.random.default_rng(2)
         a = hermitian_positive_definite(rng, 4, np.float64)

@@ -297,6 +297,22 @@ class TestFailures:
         assert int(factor.status.info) == 8
         assert np.all(np.isnan(np.asarray(factor.factorization.factor.lt)))
 
+    @pytest.mark.parametrize("bad", [np.nan, np.inf], ids=["nan", "inf"])
+    def test_not_finite_matrix(self, dtype, bad):
+        """NaN or Inf in A's lower triangle: NOT_FINITE (checked in the pass that mirrors the
+        triangle, at no extra memory traffic), not a leading minor's order; the upper triangle,
+        which potrs does not read, may hold anything."""
+        a = 2 * np.eye(N, dtype=dtype)
+        a[9, 3] = bad
+        x, status = dense.potrs(gpu(a), gpu(np.ones(N, dtype)), return_status=True)
+        assert int(status.info) == dense.Status.NOT_FINITE
+        assert np.all(np.isnan(np.asarray(x)))
+        a = 2 * np.eye(N, dtype=dtype)
+        a[3, 9] = bad
+        x, status = dense.potrs(gpu(a), gpu(np.ones(N, dtype)), return_status=True)
+        assert int(status.info) == 0
+        np.testing.assert_allclose(np.asarray(x), 0.5)
+
     def test_singular(self, dtype):
         a = np.eye(N, dtype=dtype)
         a[:, 5] = 0

@@ -7,7 +7,8 @@ so memory and time are those of one device. ``T_A`` and ``pad`` do not apply her
 
 ``info`` follows LAPACK where XLA lets us know it: ``potrf``'s (the order of the first leading
 minor that is not positive definite, recomputed by an unpivoted Cholesky only after XLA's
-factor came back NaN), ``getrf``'s (the first exactly zero pivot of ``U``), ``gels``'s (the first
+factor came back NaN; ``-1``, ``Status.NOT_FINITE``, where ``A``'s lower triangle holds NaN or
+Inf), ``getrf``'s (the first exactly zero pivot of ``U``), ``gels``'s (the first
 zero diagonal element of ``R``) and ``sygvd``'s ``n + potrf(B)``; elsewhere a NaN check (``1``
 when an output is not finite).
 """
@@ -85,13 +86,16 @@ def _unpivoted_cholesky_info(a: jax.Array) -> jax.Array:
 
 
 def potrf_info(a: jax.Array, l: jax.Array) -> jax.Array:
-    """``potrf``'s info for ``a`` given XLA's factor ``l`` (recomputed only on failure)."""
+    """``potrf``'s info for ``a`` given XLA's factor ``l``, recomputed only on failure: ``-1``
+    (``Status.NOT_FINITE``) where ``a``'s lower triangle holds NaN or Inf, else the first
+    leading minor that is not positive definite."""
     failed = ~jnp.all(jnp.isfinite(jnp.diagonal(l)))
-    return jax.lax.cond(
-        failed,
-        lambda: jnp.maximum(_unpivoted_cholesky_info(a), 1),
-        lambda: jnp.zeros((), jnp.int32),
-    )
+
+    def failure_info():
+        finite = jnp.all(jnp.isfinite(jnp.tril(a)))
+        return jnp.where(finite, jnp.maximum(_unpivoted_cholesky_info(a), 1), -1).astype(jnp.int32)
+
+    return jax.lax.cond(failed, failure_info, lambda: jnp.zeros((), jnp.int32))
 
 
 def potrf(a: jax.Array) -> CholeskyFactor:

@@ -141,6 +141,12 @@ __global__ void FinishCholeskyKernel(T* a, int64_t n, const int* info) {
   }
 }
 
+// info = -1 (the Status's NOT_FINITE) where the input held NaN or Inf,
+// whatever the factorization said of it.
+__global__ void MarkNotFiniteKernel(int* info, const int* not_finite) {
+  if (*not_finite) *info = -1;
+}
+
 template <typename T>
 void FinishCholesky(cudaStream_t stream, T* a, int64_t n, const int* info) {
   const dim3 grid(static_cast<unsigned>(std::min<int64_t>((n + kThreads - 1) / kThreads, 8)),
@@ -199,21 +205,33 @@ void ConjugateTranspose(cudaStream_t stream, T* a, int64_t n) {
   ConjugateTransposeKernel<T><<<dim3(tiles, tiles), dim3(kTile, kTileRows), 0, stream>>>(a, n);
 }
 
+__device__ bool IsFinite(float x) { return isfinite(x); }
+__device__ bool IsFinite(double x) { return isfinite(x); }
+__device__ bool IsFinite(cuFloatComplex x) { return isfinite(x.x) && isfinite(x.y); }
+__device__ bool IsFinite(cuDoubleComplex x) { return isfinite(x.x) && isfinite(x.y); }
+
 // Copies the strict lower triangle of the row-major n x n matrix `a` into
 // its strict upper triangle, transposed: afterwards the column-major lower
 // triangle is the row-major lower triangle's, so that potrf(LOWER), cuSOLVER's
 // faster variant, factors the lower triangle of the caller's A. Thread block
 // (bj, bi), bi <= bj, fills tile (bi, bj) from tile (bj, bi); coalesced.
+// With `not_finite`, sets *not_finite = 1 where the lower triangle holds NaN
+// or Inf: the check rides on the pass, at no extra memory traffic.
 template <typename T>
-__global__ void MirrorLowerKernel(T* a, int64_t n) {
+__global__ void MirrorLowerKernel(T* a, int64_t n, int* not_finite) {
   const int64_t bi = blockIdx.y, bj = blockIdx.x;
   if (bi > bj) return;
   __shared__ T lower[kTile][kTile + 1];
   const int64_t r0 = bi * kTile, c0 = bj * kTile;
+  bool finite = true;
   for (int y = threadIdx.y; y < kTile; y += kTileRows) {
     const int64_t r = c0 + y, c = r0 + threadIdx.x;  // tile (bj, bi)
-    if (r < n && c < n) lower[y][threadIdx.x] = a[r * n + c];
+    if (r < n && c < n) {
+      lower[y][threadIdx.x] = a[r * n + c];
+      finite &= c > r || IsFinite(lower[y][threadIdx.x]);
+    }
   }
+  if (not_finite != nullptr && !finite) *not_finite = 1;
   __syncthreads();
   for (int y = threadIdx.y; y < kTile; y += kTileRows) {
     const int64_t r = r0 + y, c = c0 + threadIdx.x;  // tile (bi, bj), above the diagonal
@@ -222,10 +240,11 @@ __global__ void MirrorLowerKernel(T* a, int64_t n) {
 }
 
 template <typename T>
-void MirrorLower(cudaStream_t stream, T* a, int64_t n) {
+void MirrorLower(cudaStream_t stream, T* a, int64_t n, int* not_finite = nullptr) {
   const int64_t tiles = (n + kTile - 1) / kTile;
   if (tiles == 0) return;
-  MirrorLowerKernel<T><<<dim3(tiles, tiles), dim3(kTile, kTileRows), 0, stream>>>(a, n);
+  MirrorLowerKernel<T><<<dim3(tiles, tiles), dim3(kTile, kTileRows), 0, stream>>>(a, n,
+                                                                               not_finite);
 }
 
 // out (n x n, row-major) = in (n x n, column-major), i.e. out = inᵀ as
@@ -531,7 +550,8 @@ __global__ void AccumulateInfoKernel(int* info, const int* unconverged) { *info 
 
 // A (n x n, Hermitian, its lower triangle read) -> Lᵀ, where A = L Lᴴ, written
 // over A (row-major; column-major it is L, lower, zero above the diagonal);
-// info as potrf's. NaN on failure.
+// info as potrf's, or -1 (NOT_FINITE) where that triangle holds NaN or Inf.
+// NaN on failure.
 template <typename T>
 ffi::Error Potrf(cudaStream_t stream, ffi::AnyBuffer a, ffi::Result<ffi::AnyBuffer> l,
                  ffi::Result<ffi::Buffer<ffi::S32>> info) {
@@ -543,16 +563,20 @@ ffi::Error Potrf(cudaStream_t stream, ffi::AnyBuffer a, ffi::Result<ffi::AnyBuff
   if (empty) return ffi::Error::Success();
   T* data = static_cast<T*>(l->untyped_data());
   Call call;
-  JAXSOLVE_RETURN_IF_ERROR(call.Begin(stream, {kPotrf, kType, n, 0, 0}, 0, [&](WorkspaceSizes* s) {
+  JAXSOLVE_RETURN_IF_ERROR(call.Begin(stream, {kPotrf, kType, n, 0, 0}, sizeof(int),
+                                      [&](WorkspaceSizes* s) {
     return CusolverError(
         cusolverDnXpotrf_bufferSize(call.handle(), call.params(), CUBLAS_FILL_MODE_LOWER, n, kType,
                                     data, n, kType, &s->device, &s->host),
         "cusolverDnXpotrf_bufferSize");
   }));
-  MirrorLower(stream, data, n);
+  int* not_finite = static_cast<int*>(call.aux);
+  JAXSOLVE_CUDA(cudaMemsetAsync(not_finite, 0, sizeof(int), stream));
+  MirrorLower(stream, data, n, not_finite);
   JAXSOLVE_CUSOLVER(cusolverDnXpotrf(call.handle(), call.params(), CUBLAS_FILL_MODE_LOWER, n,
                                      kType, data, n, kType, call.device, call.sizes.device,
                                      call.host, call.sizes.host, d_info));
+  MarkNotFiniteKernel<<<1, 1, 0, stream>>>(d_info, not_finite);
   FinishCholesky(stream, data, n, d_info);
   JAXSOLVE_CUDA(cudaGetLastError());
   return ffi::Error::Success();
