@@ -1,0 +1,94 @@
+"""The sparse robustness suite: its matrices are what it says they are, and its table is whole."""
+
+import importlib.util
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+SCRIPT = pathlib.Path(__file__).absolute().parent / "sparse_suite.py"
+_spec = importlib.util.spec_from_file_location("sparse_suite", SCRIPT)
+suite = sys.modules["sparse_suite"] = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(suite)
+
+
+def test_fourteen_problems_at_every_size():
+    names = list(suite.SIZES["tiny"])
+    assert len(names) >= 14
+    assert all(list(sizes) == names for sizes in suite.SIZES.values())
+
+
+@pytest.mark.parametrize("name", list(suite.SIZES["tiny"]))
+def test_matrix_is_what_the_problem_claims(name):
+    problem = suite.build(name, suite.SIZES["tiny"][name])
+    A, b = problem.A, problem.b
+    n = A.shape[0]
+    assert A.shape == (n, n) and b.shape == (n,) and n % problem.block_dim == 0
+    assert A.dtype == (np.complex128 if problem.kind == suite.COMPLEX else np.float64)
+    dense = A.toarray()
+    scale = np.abs(dense).max()
+    symmetric = np.abs(dense - dense.T).max() <= 1e-14 * scale
+    hermitian = np.abs(dense - dense.conj().T).max() <= 1e-14 * scale
+    if problem.kind == suite.NONSYMMETRIC:
+        assert not symmetric
+    elif problem.kind == suite.COMPLEX:
+        assert symmetric and not hermitian  # complex symmetric: K − k²M − ik M_Γ
+    else:
+        assert hermitian
+        eigenvalues = np.linalg.eigvalsh(dense)
+        if problem.kind == suite.SPD:
+            assert eigenvalues[0] > 1e-8 * eigenvalues[-1]
+        else:  # singular: A·1 = 0, semidefinite, b consistent (orthogonal to 1)
+            assert problem.kind == suite.SINGULAR
+            assert np.abs(dense @ np.ones(n)).max() <= 1e-14 * scale
+            assert eigenvalues[0] >= -1e-12 * eigenvalues[-1]
+            assert abs(b.sum()) <= 1e-12 * np.abs(b).sum()
+    if problem.jacobi_radius_above:
+        radius = np.abs(np.linalg.eigvals(dense / dense.diagonal()[:, None])).max()
+        assert radius > problem.jacobi_radius_above
+    if problem.block_dim > 1:
+        assert problem.modes.shape == (n, 3 if problem.block_dim == 2 else 6)
+
+
+def test_elasticity_3d_modes_are_the_rigid_body_motions():
+    """Unclamped, the assembled P1 operator annihilates the six modes the suite hands to SA."""
+    points = np.random.default_rng(0).random((40, 3))
+    mesh = suite.scipy.spatial.Delaunay(points)
+    A = suite.p1_elasticity(points, mesh.simplices)
+    modes = suite.rigid_body_modes_3d(points)
+    assert np.abs(A @ modes).max() <= 1e-12 * np.abs(A).max()
+    assert np.linalg.matrix_rank(modes) == 6
+
+
+def test_tiny_run_prints_every_column_for_every_configuration(tmp_path):
+    out = tmp_path / "rows.json"
+    problems = ["elasticity2d", "helmholtz"]
+    done = subprocess.run(
+        [sys.executable, str(SCRIPT), "--size", "tiny", "--problems", *problems,
+         "--json", str(out)],
+        capture_output=True, text=True, timeout=600, env=dict(os.environ, JAX_PLATFORMS="cpu"))
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    header = "| " + " | ".join(suite.COLUMNS) + " |"
+    table = lines[lines.index(header) + 2:]
+    cells = [[cell.strip() for cell in line.strip("|").split("|")] for line in table]
+    assert [(row[0], row[2]) for row in cells] == [
+        (problem, config) for problem in problems for config in suite.CONFIGS]
+    assert all(len(row) == len(suite.COLUMNS) for row in cells)
+    rows = json.loads(out.read_text())
+    assert [(row["problem"], row["config"]) for row in rows] == [
+        (row[0], row[2]) for row in cells]
+    for row in rows:
+        if row["config"] in ("default", "best"):  # jaxsolve solves both at this size
+            assert row["status"] == "SUCCESS" and row["converged"], row
+            assert row["true_residual"] <= 1e-7 and row["its"] >= 1
+        if row["converged"]:
+            assert row["true_residual"] <= 10 * 1e-8
+    # PyAMG's classical AMG refuses complex matrices: the row says so instead of a number.
+    helmholtz_rs = next(row for row in rows
+                        if (row["problem"], row["config"]) == ("helmholtz", "pyamg_rs"))
+    assert helmholtz_rs["status"].startswith("raised") and helmholtz_rs["its"] == -1
