@@ -40,16 +40,17 @@ iterations by the configurations of ``--configs``:
   is not Hermitian), accelerated by PyAMG's ``cg`` for SPD and singular problems, ``gmres``
   for the others.
 
-**Columns.** ``its``: iterations (GMRES: inner steps). ``setup``: jaxsolve: a cold-cache
-call (``clear_cache()`` then ``solve``, compiled) minus a solve with ``reuse_setup=True``;
-PyAMG: the hierarchy's construction. ``solve``: jaxsolve: the smaller of two
-``reuse_setup=True`` calls; PyAMG: its solve. ``first``: the very first call (jaxsolve: with
-compilation and the host setup; PyAMG: setup + solve). ``true res``: ``‖b − A x‖ / ‖b‖``
-recomputed by SciPy. ``conv``: ``y`` when the true residual is at most ``10 · tol``.
-``ratio``: iterations over the fewest of the PyAMG rows that converged (by the true
-residual: PyAMG's GMRES tests the preconditioned one, and can report ``info 0`` far from
-``tol``). ``status``:
-jaxsolve's ``Status`` and ``FailureReason`` (PyAMG: its Krylov method's ``info``).
+**Columns.** ``its``: iterations as the method counts them (GMRES: inner steps; a
+BiCGSTAB iteration applies ``A`` and the preconditioner twice, a CG or GMRES one once).
+``setup``: jaxsolve: a cold-cache call (``clear_cache()`` then ``solve``, compiled) minus a
+solve with ``reuse_setup=True``; PyAMG: the hierarchy's construction. ``solve``: jaxsolve:
+the smaller of two ``reuse_setup=True`` calls; PyAMG: its solve. ``first``: the very first
+call (jaxsolve: with compilation and the host setup; PyAMG: setup + solve). ``true res``:
+``‖b − A x‖ / ‖b‖`` recomputed by SciPy. ``conv``: ``y`` when the true residual is at most
+``2 · tol``. ``ratio``: iterations over the fewest of the PyAMG rows that converged (by the
+true residual: PyAMG's GMRES tests the preconditioned one, and can report ``info 0`` far
+from ``tol``). ``status``: jaxsolve's ``Status`` and ``FailureReason`` (PyAMG: its Krylov
+method's ``info``).
 
     tools/dev bench sparse_suite                         # small: a couple of minutes
     tools/dev bench sparse_suite --size medium --json suite.json
@@ -74,6 +75,9 @@ import scipy.spatial
 
 SPD, SINGULAR, NONSYMMETRIC, COMPLEX = "SPD", "singular", "nonsymmetric", "complex"
 CONFIGS = ("default", "best", "pyamg_rs", "pyamg_sa")
+# A run converged when its true relative residual is at most this many times the tolerance
+# (a recurrence residual may drift a little from the true one).
+CONVERGED_SLACK = 2
 PYAMG_CONFIGS = ("pyamg_rs", "pyamg_sa")
 # A problem's size parameter per --size ("tiny" is the smoke test's).
 SIZES: dict[str, dict[str, int]] = {
@@ -454,7 +458,8 @@ def run_jaxsolve(name: str, problem: Problem, tol: float, max_iters: int) -> Row
     reason = jsp.FailureReason(int(info.failure_reason))
     residual = true_residual(problem, x)
     return Row(problem.name, problem.A.shape[0], name, int(info.iterations),
-               max(cold - solve, 0.0), solve, first, residual, residual <= 10 * tol,
+               max(cold - solve, 0.0), solve, first, residual,
+               residual <= CONVERGED_SLACK * tol,
                status=status if reason == jsp.FailureReason.NONE else f"{status} {reason.name}")
 
 
@@ -481,7 +486,7 @@ def run_pyamg(name: str, problem: Problem, tol: float, max_iters: int) -> Row:
         solve = time.perf_counter() - start
     residual = true_residual(problem, x)
     return Row(problem.name, A.shape[0], name, len(residuals) - 1, setup, solve, setup + solve,
-               residual, residual <= 10 * tol, status=f"info {info}")
+               residual, residual <= CONVERGED_SLACK * tol, status=f"info {info}")
 
 
 def run(problem: Problem, configs: list[str], tol: float, max_iters: int) -> list[Row]:
