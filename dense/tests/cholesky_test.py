@@ -35,7 +35,7 @@ class TestPotrs:
         b = put(b_host, mesh, P("pr", None))
         x, logdet, status = dense.potrs(a, b, return_logdet=True, return_status=True)
         assert x.dtype == dtype and x.shape == (8, 3)
-        assert x.sharding.is_equivalent_to(b.sharding, x.ndim)
+        assert x.sharding.is_fully_replicated  # JAXMg's placement of x
         assert max_error(a_host @ np.asarray(x), b_host) < tolerance(dtype) * 10
         assert logdet.dtype == np.finfo(dtype).dtype and logdet.shape == ()
         assert logdet.sharding.is_fully_replicated
@@ -65,7 +65,7 @@ class TestPotrs:
         x = dense.potrs(a, b)
         assert x.sharding.is_fully_replicated
         np.testing.assert_allclose(a_host @ np.asarray(x), np.ones(8), atol=1e-12)
-        x = dense.potrs(a, put(np.ones(8), mesh, P("x")))
+        x = dense.potrs(a, put(np.ones(8), mesh, P("x")), replicate_x=False)
         assert x.sharding.spec == P("x")
 
     def test_potrs_not_positive_definite(self):
@@ -150,7 +150,7 @@ class TestPotrs:
         @jax.jit
         def f(a, b):
             return dense.potrs(a, b, mesh=mesh, in_specs=(P("pr", "pc"), P("pr")),
-                               return_status=True)
+                               return_status=True, replicate_x=False)
 
         x, status = f(a, b)
         np.testing.assert_allclose(a_host @ np.asarray(x), np.ones(8), atol=1e-12)

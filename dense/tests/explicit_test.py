@@ -54,6 +54,7 @@ def operands(mesh):
 
 ROUTINES = {
     "potrs": lambda o: dense.potrs(o["a"], o["b"], return_logdet=True),
+    "potrs_split": lambda o: dense.potrs(o["a"], o["b"], return_logdet=True, replicate_x=False),
     "lu_solve": lambda o: dense.lu_solve(o["a"], o["b"]),
     "syevd": lambda o: dense.syevd(o["a"]),
     "sygvd": lambda o: dense.sygvd(o["a"], o["bb"]),
@@ -65,10 +66,12 @@ ROUTINES = {
     "slogdet": lambda o: dense.slogdet(o["a"]),
 }
 
-# The specs the outputs come back with: like b, like a, or replicated.
+# The specs the outputs come back with: like b, like a, or replicated (JAXMg's solvers' x,
+# unless replicate_x=False).
 EXPECTED_SPECS = {
-    "potrs": (P("pr"), P()),
-    "lu_solve": (P("pr"),),
+    "potrs": (P(), P()),
+    "potrs_split": (P("pr"), P()),
+    "lu_solve": (P(),),
     "syevd": (P(), P("pr", "pc")),
     "sygvd": (P(), P("pr", "pc")),
     "qr": (P("pr", "pc"), P("pr", "pc")),
@@ -96,7 +99,7 @@ def test_every_routine_matches_the_auto_mesh_and_keeps_the_callers_types(meshes,
         np.testing.assert_allclose(np.asarray(x), np.asarray(y), rtol=1e-12, atol=1e-12)
 
 
-@pytest.mark.parametrize("routine", ["potrs", "syevd", "qr", "cho_solve"])
+@pytest.mark.parametrize("routine", ["potrs", "potrs_split", "syevd", "qr", "cho_solve"])
 def test_under_jit(meshes, routine):
     explicit, auto = meshes
     got = leaves(jax.jit(ROUTINES[routine])(operands(explicit)))
@@ -109,8 +112,8 @@ def test_under_jit(meshes, routine):
 def test_mesh_given_inside_jit(meshes):
     explicit, _ = meshes
     o = operands(explicit)
-    x = jax.jit(lambda a, b: dense.potrs(a, b, mesh=explicit, matrix_specs=P("pr", "pc")))(
-        o["a"], o["b"])
+    x = jax.jit(lambda a, b: dense.potrs(a, b, mesh=explicit, matrix_specs=P("pr", "pc"),
+                                         replicate_x=False))(o["a"], o["b"])
     assert spec_of(x) == P("pr")
     np.testing.assert_allclose(np.asarray(o["a"]) @ np.asarray(x), np.ones(N), atol=1e-12)
 

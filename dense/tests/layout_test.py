@@ -134,11 +134,11 @@ class TestMeshErrors:
 
     def test_in_specs_errors(self):
         mesh = grid_mesh(2, 2)
-        with raises("potrs: in_specs must be a pair (matrix spec, rhs spec), got "
-                    "P('pr', 'pc')."):
-            dense.potrs(jnp.eye(4), jnp.ones(4), mesh=mesh, in_specs=P("pr", "pc"))
-        with raises("potrs: matrix_specs=P('pr', 'pc') and "
-                    "in_specs[0]=P('pc', 'pr') differ; pass one of them."):
+        with raises("potrs: in_specs must be the matrix's PartitionSpec, a sequence of one, or "
+                    "the pair (matrix spec, rhs spec); got ('pr', 'pc')."):
+            dense.potrs(jnp.eye(4), jnp.ones(4), mesh=mesh, in_specs=("pr", "pc"))
+        with raises("potrs: matrix_specs=P('pr', 'pc') and the matrix spec of in_specs, "
+                    "P('pc', 'pr'), differ; pass one of them."):
             dense.potrs(jnp.eye(4), jnp.ones(4), mesh=mesh, matrix_specs=P("pr", "pc"),
                         in_specs=(P("pc", "pr"), P()))
         with raises("potrs: b's spec P('pr', 'pc') must split b's rows like a's "
@@ -160,11 +160,26 @@ class TestInference:
         mesh = grid_mesh(2, 2)
         a = put(4 * jnp.eye(4), mesh, P("pc", "pr"))
         b = put(jnp.ones((4, 2)), mesh, P("pc", None))
-        x = dense.potrs(a, b)
+        x = dense.potrs(a, b, replicate_x=False)
         assert x.sharding.is_equivalent_to(b.sharding, 2)
         np.testing.assert_allclose(x, np.full((4, 2), 0.25))
+        assert dense.potrs(a, b).sharding.is_fully_replicated  # JAXMg's placement
         inverse = dense.cho_inverse(a)
         assert inverse.sharding.spec == P("pc", "pr")
+
+    def test_jaxmg_in_specs_alias_and_replicated_solutions(self):
+        mesh = grid_mesh(2, 2)
+        a = 4 * jnp.eye(4)
+        _, v = dense.syevd(a, mesh=mesh, in_specs=P("pc", "pr"))
+        assert v.sharding.spec == P("pc", "pr")
+        inverse = dense.cho_inverse(a, mesh=mesh, in_specs=(P("pc", "pr"),))
+        assert inverse.sharding.spec == P("pc", "pr")
+        a, b = put(a, mesh, P("pr", "pc")), put(jnp.ones(4), mesh, P("pr"))
+        for solver in (dense.lu_solve, dense.least_squares):
+            assert solver(a, b).sharding.is_fully_replicated
+            split = solver(a, b, replicate_x=False)
+            assert split.sharding.spec == P("pr")
+            np.testing.assert_allclose(split, np.full(4, 0.25))
 
     def test_mesh_given_places_unsharded_inputs(self):
         mesh = grid_mesh(2, 2)

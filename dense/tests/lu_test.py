@@ -27,7 +27,7 @@ class TestLuSolve:
         a = put(a_host, mesh, P("pr", "pc"))
         b = put(b_host, mesh, P("pr"))
         x, status = dense.lu_solve(a, b, T_A=4, return_status=True)
-        assert x.dtype == dtype and x.sharding.is_equivalent_to(b.sharding, 2)
+        assert x.dtype == dtype and x.sharding.is_fully_replicated  # JAXMg's placement
         assert max_error(a_host @ np.asarray(x), b_host) < tolerance(dtype) * 10
         assert status.routine == "lu_solve" and int(status.info) == 0
 

@@ -33,14 +33,18 @@ a = jax.make_array_from_callback((n, n), NamedSharding(mesh, P("pr", "pc")),
                                  lambda index: a_global[index])
 b = jax.make_array_from_callback((n,), NamedSharding(mesh, P("pr")),
                                  lambda index: np.ones(n)[index])
-x, logdet, status = dense.potrs(a, b, T_A=3, return_logdet=True, return_status=True)
+x, logdet, status = dense.potrs(a, b, T_A=3, return_logdet=True, return_status=True,
+                                replicate_x=False)
 dense.raise_on_failure(status)
 assert not x.is_fully_addressable and x.sharding.spec == P("pr")
 for shard in x.addressable_shards:
     np.testing.assert_allclose(shard.data, 1 / np.arange(1.0, n + 1)[shard.index], rtol=1e-14)
 np.testing.assert_allclose(logdet.addressable_data(0), np.sum(np.log(np.arange(1.0, n + 1))))
 _, failed = dense.potrs(-a, b, return_status=True)
-assert int(failed.info.addressable_data(0)) == 1
+assert int(failed.info.addressable_data(0)) == 1 and int(failed) == 1
+x = dense.potrs(a, b, T_A=3)  # JAXMg's placement: every process holds all of x
+assert x.sharding.is_fully_replicated
+np.testing.assert_allclose(x.addressable_data(0), 1 / np.arange(1.0, n + 1), rtol=1e-14)
 
 # The same grid with Explicit axes (jax.make_mesh's default): x comes back typed on it.
 explicit = jax.sharding.Mesh(mesh.devices, mesh.axis_names,
@@ -49,7 +53,7 @@ a = jax.make_array_from_callback((n, n), NamedSharding(explicit, P("pr", "pc")),
                                  lambda index: a_global[index])
 b = jax.make_array_from_callback((n,), NamedSharding(explicit, P("pr")),
                                  lambda index: np.ones(n)[index])
-x = dense.potrs(a, b, T_A=3, donate=True)
+x = dense.potrs(a, b, T_A=3, donate=True, replicate_x=False)
 assert a.is_deleted() and x.sharding.mesh == explicit and x.sharding.spec == P("pr")
 for shard in x.addressable_shards:
     np.testing.assert_allclose(shard.data, 1 / np.arange(1.0, n + 1)[shard.index], rtol=1e-14)

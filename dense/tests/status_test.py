@@ -17,6 +17,22 @@ class TestStatus:
         assert dense.raise_on_failure(status) is None
         assert repr(status) == "Status(routine='potrs', info=0)"
 
+    def test_status_behaves_as_its_int32_info(self):
+        """JAXMg returns its status as an int32 array: code that reads it keeps working."""
+        _, failed = dense.lu_solve(jnp.zeros((2, 2)), jnp.ones(2), return_status=True)
+        _, fine = dense.potrs(jnp.eye(2), jnp.ones(2), return_status=True)
+        assert int(failed) == 1 and int(fine) == 0
+        assert bool(failed == 1) and bool(fine == 0) and bool(failed != 0)
+        assert bool(fine == failed) is False
+        assert failed.block_until_ready() is failed
+        np.testing.assert_array_equal(np.asarray(failed), np.int32(1))
+        assert np.asarray(failed).dtype == np.int32
+        stack = jax.vmap(lambda a: dense.potrs(a, jnp.ones(2), return_status=True)[1])(
+            jnp.stack([jnp.eye(2), -jnp.eye(2)]))
+        np.testing.assert_array_equal(np.asarray(stack == 0), [True, False])
+        with pytest.raises(TypeError):
+            int(stack)
+
     def test_status_is_a_pytree_through_jit(self):
         @jax.jit
         def f(a):

@@ -21,9 +21,15 @@ is singular (`lu_solve`) gives NaN outputs and, with ``return_status=True``, a `
 LAPACK's ``info``; `raise_on_failure` raises `SolverError` outside ``jax.jit``. Bad arguments
 (shapes, dtypes, meshes, specs, ``T_A``) raise ``ValueError`` before any work.
 
-**Placement.** ``mesh`` and ``matrix_specs`` are read off the arrays' shardings when not
-given; ``b`` is split by rows like ``a`` or replicated; outputs come back in the caller's
-sharding. Meshes come from `jaxsolve.sharding` (`~jaxsolve.sharding.make_grid_mesh`,
+**Placement.** ``mesh`` and ``matrix_specs`` (or JAXMg's alias ``in_specs``) are read off the
+arrays' shardings when not given; ``b`` is split by rows like ``a`` or replicated. One rule
+for the outputs: **what JAXMg returns, JAXMg's names return**; the solution ``x`` of `potrs`,
+`lu_solve` and `least_squares` comes back replicated over the mesh (as JAXMg's ``potrs``
+returns it, so that every process can read it), unless ``replicate_x=False``, which keeps it
+split like ``b`` (no all-gather), as jaxsolve's own `cho_solve` and `solve` always do;
+matrices (factors, eigenvectors, ``Q``, ``U``) come back split like ``a``, and eigenvalues,
+singular values, log-determinants and statuses replicated. A `Status` behaves as the int32
+array JAXMg returns as its status (``int()``, ``==``, ``block_until_ready``). Meshes come from `jaxsolve.sharding` (`~jaxsolve.sharding.make_grid_mesh`,
 `~jaxsolve.sharding.row_mesh`), and several processes from its launcher. Meshes of ``Explicit``
 axes (``jax.make_mesh``'s default) work too, inside and outside ``jax.jit``: outputs come back
 typed on the caller's mesh, solutions split like ``b``, matrices like ``a``, eigenvalues and
@@ -59,8 +65,10 @@ Examples:
   >>> a = jax.device_put(jnp.diag(jnp.arange(1., 9.)), NamedSharding(mesh, P("pr", "pc")))
   >>> b = jax.device_put(jnp.ones(8), NamedSharding(mesh, P("pr")))
   >>> x, logdet = dense.potrs(a, b, T_A=3, return_logdet=True)
-  >>> bool(jnp.allclose(x, 1 / jnp.arange(1., 9.))), x.sharding.spec == P("pr")
+  >>> bool(jnp.allclose(x, 1 / jnp.arange(1., 9.))), x.sharding.is_fully_replicated
   (True, True)
+  >>> dense.potrs(a, b, T_A=3, replicate_x=False).sharding.spec == P("pr")
+  True
   >>> bool(jnp.allclose(logdet, jnp.sum(jnp.log(jnp.arange(1., 9.)))))
   True
 
@@ -89,16 +97,23 @@ from ._cholesky import cho_inverse as cho_inverse
 from ._cholesky import cho_solve as cho_solve
 from ._cholesky import logdet as logdet
 from ._cholesky import potrs as potrs
+from ._cholesky import potrs_shardmap_ctx as potrs_shardmap_ctx
 from ._compile import clear_cache as clear_cache
 from ._decompositions import gesvd as gesvd
+from ._decompositions import gesvd_shardmap_ctx as gesvd_shardmap_ctx
 from ._decompositions import least_squares as least_squares
+from ._decompositions import least_squares_shardmap_ctx as least_squares_shardmap_ctx
 from ._decompositions import polar as polar
+from ._decompositions import polar_shardmap_ctx as polar_shardmap_ctx
 from ._decompositions import qr as qr
+from ._decompositions import qr_shardmap_ctx as qr_shardmap_ctx
 from ._eigen import syevd as syevd
+from ._eigen import syevd_shardmap_ctx as syevd_shardmap_ctx
 from ._eigen import sygvd as sygvd
 from ._factor import DenseFactor as DenseFactor
 from ._lu import lu_factor as lu_factor
 from ._lu import lu_solve as lu_solve
+from ._lu import lu_solve_shardmap_ctx as lu_solve_shardmap_ctx
 from ._lu import slogdet as slogdet
 from ._lu import solve as solve
 from ._status import SolverError as SolverError
@@ -121,17 +136,24 @@ __all__ = [
     "clear_cache",
     "eigh_tridiagonal",
     "gesvd",
+    "gesvd_shardmap_ctx",
     "least_squares",
+    "least_squares_shardmap_ctx",
     "logdet",
     "lu_factor",
     "lu_solve",
+    "lu_solve_shardmap_ctx",
     "polar",
+    "polar_shardmap_ctx",
     "potrs",
+    "potrs_shardmap_ctx",
     "qr",
+    "qr_shardmap_ctx",
     "raise_on_failure",
     "slogdet",
     "solve",
     "syevd",
+    "syevd_shardmap_ctx",
     "sygvd",
     "use_backend",
 ]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import jax
@@ -10,7 +11,7 @@ import jax.numpy as jnp
 from jaxsolve import autodiff
 
 from . import _backend, _factor
-from ._compile import run
+from ._compile import run, run_for_context
 from ._factor import DenseFactor, check_factor
 from ._layout import Layout, check_flag, constrain, prepare_matrix, prepare_rhs, work_matrix
 from ._status import fill_failed, with_status
@@ -44,6 +45,7 @@ def potrs(
     return_status: bool = False,
     pad: bool = True,
     donate: bool = False,
+    replicate_x: bool = True,
 ) -> Any:
     r"""Solves ``A x = b`` for a Hermitian positive definite ``A`` (Cholesky, ``potrf``+``potrs``).
 
@@ -70,7 +72,8 @@ def potrs(
       mesh: the `jax.sharding.Mesh` of ``a``; read off ``a``'s sharding when omitted.
       matrix_specs: ``a``'s `jax.sharding.PartitionSpec`; read off ``a`` when omitted, else
         ``P(*mesh.axis_names)`` for a 2D mesh and ``P(axis, None)`` for a 1D one.
-      in_specs: JAXMg's older form, the pair ``(matrix spec, rhs spec)``.
+      in_specs: JAXMg's alias of `matrix_specs` (a spec, or a sequence of one), or its older
+        form, the pair ``(matrix spec, rhs spec)``.
       return_logdet: also return ``log det A``, a real scalar, replicated.
       return_status: also return the `Status`.
       pad: whether the native backends may pad ``a`` to whole tiles; checked, and accepted for
@@ -81,10 +84,12 @@ def potrs(
         off by default (JAX's convention). Ignored inside ``jax.jit`` (donate the outer
         function's arguments instead), ``jax.grad``, ``jax.jvp`` and ``jax.vmap``: no array of
         the caller's is deleted then.
+      replicate_x: return ``x`` replicated over the mesh, as JAXMg's ``potrs`` does, so that
+        every process can read all of it; False keeps ``x`` split like ``b`` (no all-gather).
 
     Returns:
-      ``x`` (the shape and sharding of ``b``); ``(x, logdet)`` with `return_logdet`;
-      ``(..., status)`` with `return_status`.
+      ``x`` (the shape of ``b``; replicated, or split like ``b``, see `replicate_x`);
+      ``(x, logdet)`` with `return_logdet`; ``(..., status)`` with `return_status`.
 
     Raises:
       ValueError: for bad shapes, dtypes, meshes, specs, ``T_A`` or flags, before any work.
@@ -103,13 +108,67 @@ def potrs(
       >>> bool(jnp.allclose(logdet, jnp.log(24.)))
       True
     """
-    caller = "potrs"
+    *values, info = _potrs("potrs", a, b, T_A, mesh, matrix_specs, in_specs, return_logdet,
+                           pad, replicate_x, dict(return_status=return_status, donate=donate),
+                           functools.partial(run, donate=bool(donate)))
+    return with_status("potrs", values, info, return_status)
+
+
+def _potrs(caller, a, b, T_A, mesh, matrix_specs, in_specs, return_logdet, pad, replicate_x,
+           flags, runner):
+    """`potrs`'s and `potrs_shardmap_ctx`'s checks, then their program by `runner` (`run`, or
+    `run_for_context`)."""
     a, layout = prepare_matrix(caller, a, T_A, mesh, matrix_specs, in_specs=in_specs, flags=dict(
-        return_logdet=return_logdet, return_status=return_status, pad=pad, donate=donate))
-    b, layout = prepare_rhs(caller, a, b, layout, in_specs)
-    outputs = run(_potrs_body, (layout, bool(return_logdet)), (a, b), bool(donate))
-    *values, info = outputs
-    return with_status(caller, values, info, return_status)
+        return_logdet=return_logdet, pad=pad, replicate_x=replicate_x, **flags))
+    b, layout = prepare_rhs(caller, a, b, layout, in_specs, replicate_x=replicate_x)
+    return runner(_potrs_body, (layout, bool(return_logdet)), (a, b),
+                  replicated_outputs=(0,) if replicate_x else ())
+
+
+def potrs_shardmap_ctx(
+    a: Any,
+    b: Any,
+    T_A: int = 256,
+    mesh: jax.sharding.Mesh | None = None,
+    matrix_specs: jax.sharding.PartitionSpec | None = None,
+    *,
+    in_specs: tuple[Any, Any] | None = None,
+    return_logdet: bool = False,
+    pad: bool = True,
+) -> tuple[Any, ...]:
+    """`potrs` for a caller-owned ``jax.jit`` that donates ``a``: ``(a_work, x, status)``.
+
+    JAXMg's ``potrs_shardmap_ctx`` (1.4), with its names, argument order and return order:
+    the same solve as `potrs`, returning first ``a_work``, a buffer of ``a``'s shape, dtype and
+    sharding (the factor, where the backend factors in place; else ``a`` itself) so that an
+    outer ``jax.jit(..., donate_argnums=...)`` has an ``A``-sized output to alias the donated
+    ``a`` into. Treat it as opaque. ``x`` comes back split like ``b`` (as JAXMg's context
+    forms return it), so that a donated ``b`` is reused for it. Called outside ``jax.jit`` it
+    simply computes; nothing is donated by this function itself.
+
+    Args:
+      a, b, T_A, mesh, matrix_specs, in_specs, return_logdet, pad: as for `potrs`.
+
+    Returns:
+      ``(a_work, x, status)``, or ``(a_work, x, logdet, status)`` with `return_logdet`;
+      ``status`` is a `Status`.
+
+    Examples:
+      >>> import functools, jax, jax.numpy as jnp
+      >>> from jaxsolve import dense
+      >>> @functools.partial(jax.jit, donate_argnums=(0, 1))
+      ... def solve(a, b):
+      ...     a_work, x, status = dense.potrs_shardmap_ctx(a, b, T_A=2)
+      ...     return a_work, 2 * x, status
+      >>> a_work, x, status = solve(jnp.diag(jnp.array([1., 4.])), jnp.ones(2))
+      >>> x, int(status)
+      (Array([2. , 0.5], dtype=float32), 0)
+    """
+    caller = "potrs_shardmap_ctx"
+    work, *values, info = _potrs(caller, a, b, T_A, mesh, matrix_specs, in_specs,
+                                 return_logdet, pad, False, {},
+                                 functools.partial(run_for_context, work_count=1))
+    return (work, *with_status("potrs", values, info, True))
 
 
 def cho_factor(
@@ -118,6 +177,7 @@ def cho_factor(
     mesh: jax.sharding.Mesh | None = None,
     matrix_specs: jax.sharding.PartitionSpec | None = None,
     *,
+    in_specs: Any = None,
     pad: bool = True,
 ) -> DenseFactor:
     """Factors a Hermitian positive definite matrix once (``potrf``), for reuse.
@@ -133,6 +193,7 @@ def cho_factor(
       T_A: as for `potrs`.
       mesh: as for `potrs`.
       matrix_specs: as for `potrs`.
+      in_specs: JAXMg's alias of `matrix_specs` (as for `potrs`).
       pad: as for `potrs`.
 
     Returns:
@@ -157,7 +218,8 @@ def cho_factor(
       True
     """
     caller = "cho_factor"
-    a, layout = prepare_matrix(caller, a, T_A, mesh, matrix_specs, flags=dict(pad=pad))
+    a, layout = prepare_matrix(caller, a, T_A, mesh, matrix_specs,
+                               in_specs=in_specs, flags=dict(pad=pad))
     return run(_factor.factor_body, ("cholesky", layout), (a,))
 
 
@@ -244,6 +306,7 @@ def cho_inverse(
     mesh: jax.sharding.Mesh | None = None,
     matrix_specs: jax.sharding.PartitionSpec | None = None,
     *,
+    in_specs: Any = None,
     return_status: bool = False,
     pad: bool = True,
     donate: bool = False,
@@ -259,6 +322,7 @@ def cho_inverse(
       T_A: as for `potrs`.
       mesh: as for `potrs`.
       matrix_specs: as for `potrs`.
+      in_specs: JAXMg's alias of `matrix_specs` (as for `potrs`).
       return_status: also return the `Status` (routine ``"cho_inverse"``).
       pad: as for `potrs`.
       donate: donate ``a``'s buffer; ``A⁻¹`` is written over it.
@@ -278,7 +342,7 @@ def cho_inverse(
              [0.    , 0.0625]], dtype=float32)
     """
     caller = "cho_inverse"
-    a, layout = prepare_matrix(caller, a, T_A, mesh, matrix_specs, flags=dict(
+    a, layout = prepare_matrix(caller, a, T_A, mesh, matrix_specs, in_specs=in_specs, flags=dict(
         return_status=return_status, pad=pad, donate=donate))
     inverse, info = run(_cho_inverse_body, (layout,), (a,), bool(donate))
     return with_status(caller, [inverse], info, return_status)

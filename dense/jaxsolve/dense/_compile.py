@@ -16,17 +16,19 @@ from ._layout import Layout
 
 @functools.lru_cache(maxsize=None)
 def _program(body: Callable[..., Any], statics: tuple[Any, ...], arity: int,
-             donate: bool, backend: str | None = None) -> Callable[..., Any]:
+             donate: bool, backend: str | None = None, return_work: bool = False
+             ) -> Callable[..., Any]:
     del backend  # only a cache key: the preferred backend the program was traced under
     def program(*arrays):
         outputs, work = body(*statics, *arrays)
-        return (outputs, work) if donate else outputs
+        return (outputs, work) if donate or return_work else outputs
 
     return jax.jit(program, donate_argnums=tuple(range(arity)) if donate else ())
 
 
 def run(body: Callable[..., Any], statics: tuple[Any, ...], arrays: tuple[Any, ...],
-        donate: bool = False) -> Any:
+        donate: bool = False, *, replicated_outputs: tuple[int, ...] = (),
+        return_work: bool = False) -> Any:
     """``body(*statics, *arrays)``'s outputs, computed by one ``jax.jit`` program.
 
     `body` returns ``(outputs, work)``: ``work`` holds arrays of the donated inputs' shapes,
@@ -41,7 +43,10 @@ def run(body: Callable[..., Any], statics: tuple[Any, ...], arrays: tuple[Any, .
     (`use_backend`); ``jax.jit`` then compiles it once per shape and dtype. Backends first
     ready what they cannot make while traced (`prepare_backends`). Arrays typed on a mesh of
     ``Explicit`` axes, or called under a context mesh of them (``jax.set_mesh``), go through the
-    program on its Auto view (`jaxsolve.dense._explicit`).
+    program on its Auto view (`jaxsolve.dense._explicit`); there the outputs at the positions
+    `replicated_outputs` come back replicated (the body replicates them on Auto meshes).
+    With `return_work` (and without `donate`) the result is ``(outputs, work)``, for the
+    ``*_shardmap_ctx`` forms, whose caller's ``jax.jit`` donates.
     """
     for static in statics:
         if isinstance(static, Layout):
@@ -53,7 +58,7 @@ def run(body: Callable[..., Any], statics: tuple[Any, ...], arrays: tuple[Any, .
             "donate=True, but the same array is passed twice (e.g. as both a and b): a"
             " buffer can be donated once. Pass a copy, or donate=False."
         )
-    program = _program(body, statics, len(arrays), donate, preferred_backend())
+    program = _program(body, statics, len(arrays), donate, preferred_backend(), return_work)
     call = functools.partial(_call, program, donate)
     mesh = _explicit.explicit_mesh(leaves)
     if mesh is None:
@@ -61,14 +66,29 @@ def run(body: Callable[..., Any], statics: tuple[Any, ...], arrays: tuple[Any, .
             return call(*arrays)
         with _explicit.auto_context():
             return call(*arrays)
-    outputs = _explicit.call(call, arrays, mesh)
+    outputs = _explicit.call(call, arrays, mesh, tuple(
+        (*([0] if return_work else []), position) for position in replicated_outputs))
     if donate:  # the donated buffers were the Auto views'; these arrays held them too
         _delete(leaves)
     return outputs
 
 
+def run_for_context(body: Callable[..., Any], statics: tuple[Any, ...],
+                    arrays: tuple[Any, ...], work_count: int, *,
+                    replicated_outputs: tuple[int, ...] = ()) -> tuple[Any, ...]:
+    """`run` for a ``*_shardmap_ctx`` form: ``(*work, *outputs)``, nothing donated here.
+
+    ``work`` are `work_count` buffers of the first inputs' shapes, dtypes and shardings, for the
+    caller's ``jax.jit`` to alias its donated inputs into (JAXMg returns them first): the
+    body's work (a factor computed in place of ``a``) where it has one, else the input itself.
+    """
+    outputs, work = run(body, statics, arrays, replicated_outputs=replicated_outputs,
+                        return_work=True)
+    return (*work, *arrays[len(work):work_count], *outputs)
+
+
 def _call(program: Callable[..., Any], donate: bool, *arrays: Any) -> Any:
-    if not donate:
+    if not donate:  # (with return_work, the program's own (outputs, work))
         return program(*arrays)
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="Some donated buffers were not usable")

@@ -19,7 +19,10 @@ from ._status import fill_failed, with_status
 
 
 def _solution_sharding(layout: Layout, rows: int) -> NamedSharding | None:
-    """``x`` (``rows`` rows) split like ``b`` where its rows divide evenly, else replicated."""
+    """``x`` (``rows`` rows) replicated (`Layout.replicate_solution`), else split like ``b``
+    where its rows divide evenly, else replicated."""
+    if layout.replicate_solution:
+        return layout.replicated()
     if layout.mesh is None or layout.rhs_spec is None:
         return None
     row_axis, *rest = tuple(layout.rhs_spec)
@@ -50,6 +53,7 @@ def least_squares(
     return_status: bool = False,
     pad: bool = True,
     donate: bool = False,
+    replicate_x: bool = True,
 ) -> Any:
     r"""Least-squares (``m >= n``) or minimum-norm (``m < n``) solution of ``A x = b`` (``gels``).
 
@@ -69,9 +73,11 @@ def least_squares(
       return_status: also return the `Status`.
       pad: as for `potrs`.
       donate: donate ``a``'s and ``b``'s buffers; both are deleted.
+      replicate_x: as for `potrs`: ``x`` replicated (JAXMg's placement), or with False split
+        like ``b`` where ``n`` allows.
 
     Returns:
-      ``x``, ``(n,)`` or ``(n, k)``, split like ``b`` where ``n`` allows; or ``(x, status)``.
+      ``x``, ``(n,)`` or ``(n, k)`` (see `replicate_x`); or ``(x, status)``.
 
     Raises:
       ValueError: for bad arguments, before any work.
@@ -87,10 +93,49 @@ def least_squares(
     caller = "least_squares"
     a, layout = prepare_matrix(caller, a, T_A, mesh, matrix_specs, square=False,
                                in_specs=in_specs, flags=dict(
-                                   return_status=return_status, pad=pad, donate=donate))
-    b, layout = prepare_rhs(caller, a, b, layout, in_specs)
-    x, info = run(_least_squares_body, (layout,), (a, b), bool(donate))
+                                   return_status=return_status, pad=pad, donate=donate,
+                                   replicate_x=replicate_x))
+    b, layout = prepare_rhs(caller, a, b, layout, in_specs, replicate_x=replicate_x)
+    x, info = run(_least_squares_body, (layout,), (a, b), bool(donate),
+                  replicated_outputs=(0,) if replicate_x else ())
     return with_status(caller, [x], info, return_status)
+
+
+def least_squares_shardmap_ctx(
+    a: Any,
+    b: Any,
+    T_A: int = 256,
+    mesh: jax.sharding.Mesh | None = None,
+    matrix_specs: jax.sharding.PartitionSpec | None = None,
+    *,
+    in_specs: tuple[Any, Any] | None = None,
+    pad: bool = True,
+) -> tuple[Any, Any, Any, Any]:
+    """`least_squares` for a caller-owned ``jax.jit`` that donates ``a`` and ``b``.
+
+    JAXMg's ``least_squares_shardmap_ctx`` (1.4): ``(a_work, b_work, x, status)``, where
+    ``a_work`` and ``b_work`` are outputs of ``a``'s and ``b``'s shapes (here ``a`` and ``b``
+    themselves) for the outer ``jax.jit(..., donate_argnums=(0, 1))`` to alias them into;
+    treat them as opaque. ``x`` comes back split like ``b`` where ``n`` allows. Nothing is
+    donated by this function itself.
+
+    Args:
+      a, b, T_A, mesh, matrix_specs, in_specs, pad: as for `least_squares`.
+
+    Returns:
+      ``(a_work, b_work, x, status)``.
+
+    Examples:
+      >>> import jax, jax.numpy as jnp
+      >>> from jaxsolve import dense
+      >>> a = jnp.array([[1., 0.], [1., 1.], [1., 2.], [1., 3.]])
+      >>> _, _, x, status = jax.jit(dense.least_squares_shardmap_ctx)(a, 1 + jnp.arange(4.))
+      >>> bool(jnp.allclose(x, jnp.array([1., 1.]))), int(status)
+      (True, 0)
+    """
+    x, status = least_squares(a, b, T_A, mesh, matrix_specs, in_specs=in_specs,
+                              return_status=True, pad=pad, replicate_x=False)
+    return a, b, x, status
 
 
 # ------------------------------------------------------------------------------- qr
@@ -114,6 +159,7 @@ def qr(
     mesh: jax.sharding.Mesh | None = None,
     matrix_specs: jax.sharding.PartitionSpec | None = None,
     *,
+    in_specs: Any = None,
     return_status: bool = False,
     pad: bool = True,
     donate: bool = False,
@@ -131,6 +177,7 @@ def qr(
       T_A: as for `potrs`.
       mesh: as for `potrs`.
       matrix_specs: as for `potrs`.
+      in_specs: JAXMg's alias of `matrix_specs` (as for `potrs`).
       return_status: also return the `Status`.
       pad: as for `potrs`.
       donate: donate ``a``'s buffer; ``a`` is deleted.
@@ -150,10 +197,42 @@ def qr(
       True
     """
     caller = "qr"
-    a, layout = prepare_matrix(caller, a, T_A, mesh, matrix_specs, square=False, flags=dict(
+    a, layout = prepare_matrix(caller, a, T_A, mesh, matrix_specs,
+                               in_specs=in_specs, square=False, flags=dict(
         return_status=return_status, pad=pad, donate=donate))
     q, r, info = run(_qr_body, (layout,), (a,), bool(donate))
     return with_status(caller, [q, r], info, return_status)
+
+
+def qr_shardmap_ctx(
+    a: Any,
+    T_A: int = 256,
+    mesh: jax.sharding.Mesh | None = None,
+    matrix_specs: jax.sharding.PartitionSpec | None = None,
+    *,
+    in_specs: Any = None,
+    pad: bool = True,
+) -> tuple[Any, Any, Any]:
+    """`qr` for a caller-owned ``jax.jit``: ``(Q, R, status)``.
+
+    JAXMg's ``qr_shardmap_ctx`` (1.4). ``Q`` has ``a``'s shape (``m >= n``), so the outer
+    ``jax.jit(..., donate_argnums=...)`` can alias a donated ``a`` into it; no work output is
+    needed. Nothing is donated by this function itself.
+
+    Args:
+      a, T_A, mesh, matrix_specs, in_specs, pad: as for `qr`.
+
+    Returns:
+      ``(Q, R, status)``.
+
+    Examples:
+      >>> import jax, jax.numpy as jnp
+      >>> from jaxsolve import dense
+      >>> q, r, status = jax.jit(dense.qr_shardmap_ctx)(jnp.array([[3., 0.], [4., 5.]]))
+      >>> int(status), r.shape
+      (0, (2, 2))
+    """
+    return qr(a, T_A, mesh, matrix_specs, in_specs=in_specs, return_status=True, pad=pad)
 
 
 # ------------------------------------------------------------------------------ svd
@@ -176,6 +255,7 @@ def gesvd(
     mesh: jax.sharding.Mesh | None = None,
     matrix_specs: jax.sharding.PartitionSpec | None = None,
     *,
+    in_specs: Any = None,
     compute_u: bool = True,
     compute_vh: bool = True,
     full_matrices: bool = False,
@@ -195,6 +275,7 @@ def gesvd(
       T_A: as for `potrs`.
       mesh: as for `potrs`.
       matrix_specs: as for `potrs`.
+      in_specs: JAXMg's alias of `matrix_specs` (as for `potrs`).
       compute_u: return ``U`` (``(m, k)``, ``k = min(m, n)``).
       compute_vh: return ``Vᴴ`` (``(k, n)``).
       full_matrices: must be False: only the reduced SVD is provided (its derivative is the
@@ -217,7 +298,8 @@ def gesvd(
       Array([3., 2.], dtype=float32)
     """
     caller = "gesvd"
-    a, layout = prepare_matrix(caller, a, T_A, mesh, matrix_specs, square=False, flags=dict(
+    a, layout = prepare_matrix(caller, a, T_A, mesh, matrix_specs,
+                               in_specs=in_specs, square=False, flags=dict(
         compute_u=compute_u, compute_vh=compute_vh, full_matrices=full_matrices,
         return_status=return_status, pad=pad, donate=donate))
     if full_matrices:
@@ -231,6 +313,46 @@ def gesvd(
     if compute_vh:
         outputs.append(vh)
     return with_status(caller, outputs, info, return_status)
+
+
+def gesvd_shardmap_ctx(
+    a: Any,
+    T_A: int = 256,
+    mesh: jax.sharding.Mesh | None = None,
+    matrix_specs: jax.sharding.PartitionSpec | None = None,
+    *,
+    in_specs: Any = None,
+    compute_u: bool = True,
+    compute_vh: bool = True,
+    full_matrices: bool = False,
+    pad: bool = True,
+) -> tuple[Any, ...]:
+    """`gesvd` for a caller-owned ``jax.jit`` that donates ``a``: ``(a_work, U, s, Vᴴ,
+    status)``.
+
+    JAXMg's ``gesvd_shardmap_ctx`` (1.4), with its names, argument and return order.
+    ``a_work`` is an ``A``-sized output (``a`` itself: ``U`` and ``Vᴴ`` take buffers of their
+    own) for the outer ``jax.jit(..., donate_argnums=...)`` to alias the donated ``a`` into;
+    treat it as opaque. Nothing is donated by this function itself.
+
+    Args:
+      a, T_A, mesh, matrix_specs, in_specs, compute_u, compute_vh, full_matrices, pad: as for
+        `gesvd`.
+
+    Returns:
+      ``(a_work, U, s, Vᴴ, status)`` without the vectors not asked for.
+
+    Examples:
+      >>> import jax, jax.numpy as jnp
+      >>> from jaxsolve import dense
+      >>> _, u, s, vh, status = jax.jit(dense.gesvd_shardmap_ctx)(jnp.array([[0., 2.], [3., 0.]]))
+      >>> s, int(status)
+      (Array([3., 2.], dtype=float32), 0)
+    """
+    outputs = gesvd(a, T_A, mesh, matrix_specs, in_specs=in_specs, compute_u=compute_u,
+                    compute_vh=compute_vh, full_matrices=full_matrices, return_status=True,
+                    pad=pad)
+    return (a, *outputs)
 
 
 # ---------------------------------------------------------------------------- polar
@@ -254,6 +376,7 @@ def polar(
     mesh: jax.sharding.Mesh | None = None,
     matrix_specs: jax.sharding.PartitionSpec | None = None,
     *,
+    in_specs: Any = None,
     compute_h: bool = True,
     return_status: bool = False,
     pad: bool = True,
@@ -271,6 +394,7 @@ def polar(
       T_A: as for `potrs`.
       mesh: as for `potrs`.
       matrix_specs: as for `potrs`.
+      in_specs: JAXMg's alias of `matrix_specs` (as for `potrs`).
       compute_h: also return ``H``.
       return_status: also return the `Status`.
       pad: as for `potrs`.
@@ -291,7 +415,8 @@ def polar(
              [1., 0.]], dtype=float32)
     """
     caller = "polar"
-    a, layout = prepare_matrix(caller, a, T_A, mesh, matrix_specs, square=False, flags=dict(
+    a, layout = prepare_matrix(caller, a, T_A, mesh, matrix_specs,
+                               in_specs=in_specs, square=False, flags=dict(
         compute_h=compute_h, return_status=return_status, pad=pad, donate=donate))
     if a.shape[0] < a.shape[1]:
         raise ValueError(
@@ -300,4 +425,38 @@ def polar(
         )
     u, h, info = run(_polar_body, (layout,), (a,), bool(donate))
     return with_status(caller, [u, h] if compute_h else [u], info, return_status)
+
+
+def polar_shardmap_ctx(
+    a: Any,
+    T_A: int = 256,
+    mesh: jax.sharding.Mesh | None = None,
+    matrix_specs: jax.sharding.PartitionSpec | None = None,
+    *,
+    in_specs: Any = None,
+    compute_h: bool = True,
+    pad: bool = True,
+) -> tuple[Any, ...]:
+    """`polar` for a caller-owned ``jax.jit``: ``(U, H, status)``.
+
+    JAXMg's ``polar_shardmap_ctx`` (1.4). ``U`` has ``a``'s shape, so the outer ``jax.jit(...,
+    donate_argnums=...)`` can alias a donated ``a`` into it; no work output is needed.
+    Nothing is donated by this function itself.
+
+    Args:
+      a, T_A, mesh, matrix_specs, in_specs, compute_h, pad: as for `polar`.
+
+    Returns:
+      ``(U, H, status)``, or ``(U, status)`` without ``H``.
+
+    Examples:
+      >>> import jax, jax.numpy as jnp
+      >>> from jaxsolve import dense
+      >>> u, h, status = jax.jit(dense.polar_shardmap_ctx)(jnp.array([[0., 2.], [3., 0.]]))
+      >>> u, int(status)
+      (Array([[0., 1.],
+             [1., 0.]], dtype=float32), 0)
+    """
+    return polar(a, T_A, mesh, matrix_specs, in_specs=in_specs, compute_h=compute_h,
+                 return_status=True, pad=pad)
 

@@ -35,6 +35,7 @@ def syevd(
     mesh: jax.sharding.Mesh | None = None,
     matrix_specs: jax.sharding.PartitionSpec | None = None,
     *,
+    in_specs: Any = None,
     return_eigenvectors: bool = True,
     return_status: bool = False,
     pad: bool = True,
@@ -54,6 +55,7 @@ def syevd(
       T_A: as for `potrs` (checked; the XLA reference backend does not tile).
       mesh: as for `potrs`.
       matrix_specs: as for `potrs`.
+      in_specs: JAXMg's alias of `matrix_specs` (as for `potrs`).
       return_eigenvectors: return ``(w, V)``; with False, ``w`` alone (the XLA reference
         backend still computes ``V``, which derivatives of ``w`` need).
       return_status: also return the `Status` (``info == 1``: the result is not finite).
@@ -74,11 +76,46 @@ def syevd(
       Array([1., 3.], dtype=float32)
     """
     caller = "syevd"
-    a, layout = prepare_matrix(caller, a, T_A, mesh, matrix_specs, flags=dict(
+    a, layout = prepare_matrix(caller, a, T_A, mesh, matrix_specs, in_specs=in_specs, flags=dict(
         return_eigenvectors=return_eigenvectors, return_status=return_status, pad=pad,
         donate=donate))
     w, v, info = run(_eigen_body, ("syevd", layout), (a,), bool(donate))
     return with_status(caller, [w, v] if return_eigenvectors else [w], info, return_status)
+
+
+def syevd_shardmap_ctx(
+    a: Any,
+    T_A: int = 256,
+    mesh: jax.sharding.Mesh | None = None,
+    matrix_specs: jax.sharding.PartitionSpec | None = None,
+    *,
+    in_specs: Any = None,
+    return_eigenvectors: bool = True,
+    pad: bool = True,
+) -> tuple[Any, ...]:
+    """`syevd` for a caller-owned ``jax.jit`` that donates ``a``: ``(a_work, w, V, status)``.
+
+    JAXMg's ``syevd_shardmap_ctx`` (1.4), with its names, argument and return order.
+    ``a_work`` is an ``A``-sized output (``a`` itself: the eigenvectors take a buffer of their
+    own) for the outer ``jax.jit(..., donate_argnums=...)`` to alias the donated ``a`` into;
+    treat it as opaque. Nothing is donated by this function itself.
+
+    Args:
+      a, T_A, mesh, matrix_specs, in_specs, return_eigenvectors, pad: as for `syevd`.
+
+    Returns:
+      ``(a_work, w, V, status)``, or ``(a_work, w, status)`` without eigenvectors.
+
+    Examples:
+      >>> import jax, jax.numpy as jnp
+      >>> from jaxsolve import dense
+      >>> _, w, v, status = jax.jit(dense.syevd_shardmap_ctx)(jnp.array([[2., 1.], [1., 2.]]))
+      >>> w, int(status)
+      (Array([1., 3.], dtype=float32), 0)
+    """
+    outputs = syevd(a, T_A, mesh, matrix_specs, in_specs=in_specs,
+                    return_eigenvectors=return_eigenvectors, return_status=True, pad=pad)
+    return (a, *outputs)
 
 
 def sygvd(
@@ -88,6 +125,7 @@ def sygvd(
     mesh: jax.sharding.Mesh | None = None,
     matrix_specs: jax.sharding.PartitionSpec | None = None,
     *,
+    in_specs: Any = None,
     return_eigenvectors: bool = True,
     return_status: bool = False,
     pad: bool = True,
@@ -108,6 +146,7 @@ def sygvd(
       T_A: as for `potrs`.
       mesh: as for `potrs`.
       matrix_specs: as for `potrs`, for both matrices.
+      in_specs: JAXMg's alias of `matrix_specs` (as for `potrs`).
       return_eigenvectors: as for `syevd`.
       return_status: also return the `Status`.
       pad: as for `potrs`.
@@ -132,7 +171,7 @@ def sygvd(
       True
     """
     caller = "sygvd"
-    a, layout = prepare_matrix(caller, a, T_A, mesh, matrix_specs, flags=dict(
+    a, layout = prepare_matrix(caller, a, T_A, mesh, matrix_specs, in_specs=in_specs, flags=dict(
         return_eigenvectors=return_eigenvectors, return_status=return_status, pad=pad,
         donate=donate))
     b = checked_array(caller, "b", b)  # placed like a (same shape: it divides the same way)

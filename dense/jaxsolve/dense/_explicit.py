@@ -90,21 +90,32 @@ def auto_context() -> Iterator[None]:
         yield
 
 
-def call(program: Callable[..., Any], arrays: tuple[Any, ...], mesh: Any) -> Any:
+def call(program: Callable[..., Any], arrays: tuple[Any, ...], mesh: Any,
+         replicated: tuple[tuple[int, ...], ...] = ()) -> Any:
     """``program(*arrays)`` (an Auto-mesh program) on `arrays` typed on the Explicit `mesh`
-    (`explicit_mesh`), outputs typed back onto it (see the module's docstring)."""
+    (`explicit_mesh`), outputs typed back onto it (see the module's docstring); the outputs
+    under the tuple positions in `replicated` (``(0,)`` is the first output, ``(0, 1)`` the
+    second element of the first) come back replicated."""
     leaves = jax.tree.leaves(arrays)
+    prefixes = [tuple(map(jax.tree_util.SequenceKey, position)) for position in replicated]
+
+    def place(outputs, put):  # put(output, its spec) for every output leaf
+        def spec(path, out):
+            if any(tuple(path[:len(prefix)]) == prefix for prefix in prefixes):
+                return PartitionSpec()
+            return output_spec(out.shape, leaves)
+        return jax.tree_util.tree_map_with_path(lambda path, out: put(out, spec(path, out)),
+                                                outputs)
+
     if not any(isinstance(leaf, jax.core.Tracer) for leaf in leaves):
         concrete = next(x.sharding.mesh for x in leaves if _typed_sharding(x) is not None)
         with auto_context():
             outputs = program(*jax.tree.map(_on_auto_view, arrays))
-        return jax.tree.map(lambda out: jax.device_put(
-            out, NamedSharding(concrete, output_spec(out.shape, leaves))), outputs)
+        return place(outputs, lambda out, spec: jax.device_put(out, NamedSharding(concrete, spec)))
     # The outputs' shapes first (any out_sharding serves to trace it), then their specs.
     replicated = NamedSharding(mesh, PartitionSpec())
     shapes = jax.eval_shape(jax.sharding.auto_axes(program, out_sharding=replicated), *arrays)
-    out_sharding = jax.tree.map(
-        lambda out: NamedSharding(mesh, output_spec(out.shape, leaves)), shapes)
+    out_sharding = place(shapes, lambda out, spec: NamedSharding(mesh, spec))
     return jax.sharding.auto_axes(program, out_sharding=out_sharding)(*arrays)
 
 

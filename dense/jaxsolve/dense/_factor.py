@@ -120,7 +120,8 @@ def factorize(kind: str, layout: Layout, a: jax.Array
 
 def solve_with(kind: str, services: _backend.FactorServices,
                factorization: autodiff.Factorization, b: jax.Array, layout: Layout) -> jax.Array:
-    """``x = A⁻¹ b`` with a kept factor of family `kind`: split like ``b``, NaN if it failed.
+    """``x = A⁻¹ b`` with a kept factor of family `kind`: NaN if it failed, split like ``b`` or
+    replicated (`Layout.solution_sharding`).
 
     The solve is `jaxsolve.autodiff`'s rule for the family, so its derivatives are solves with
     the same factor (for LU's reverse mode, transposed ones).
@@ -129,7 +130,7 @@ def solve_with(kind: str, services: _backend.FactorServices,
     _, solve_rule = _RULES[kind]
     x = solve_rule(factorization, b, solve_with_factor=services.solve)
     (x,) = fill_failed(factorization.factor.info, x)
-    return constrain(x, layout.rhs_sharding())
+    return constrain(x, layout.solution_sharding())
 
 
 def replicated_info(factorization: autodiff.Factorization, layout: Layout) -> jax.Array:

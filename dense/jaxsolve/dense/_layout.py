@@ -58,6 +58,7 @@ class Layout:
     tile: int = 256
     pad: bool = True
     device_platform: str | None = None  # without a mesh: the device's of a concrete matrix
+    replicate_solution: bool = False  # x replicated (JAXMg's placement), else split like b
 
     @property
     def platform(self) -> str:
@@ -98,6 +99,11 @@ class Layout:
             return None
         return NamedSharding(self.mesh, self.rhs_spec)
 
+    def solution_sharding(self) -> NamedSharding | None:
+        """The sharding of the solution ``x``: replicated with ``replicate_solution``, else
+        ``b``'s."""
+        return self.replicated() if self.replicate_solution else self.rhs_sharding()
+
     def rows_sharding(self, ndim: int) -> NamedSharding | None:
         """A ``(n,)`` or ``(n, k)`` array split by rows like the matrix's rows."""
         if self.mesh is None:
@@ -110,6 +116,9 @@ class Layout:
 
     def with_rhs_spec(self, rhs_spec: PartitionSpec | None) -> Layout:
         return dataclasses.replace(self, rhs_spec=rhs_spec)
+
+    def with_replicated_solution(self, replicate: bool) -> Layout:
+        return dataclasses.replace(self, replicate_solution=bool(replicate))
 
 
 def show_spec(spec: Any) -> str:
@@ -294,6 +303,23 @@ def _check_divisible(caller: str, name: str, shape: tuple[int, ...], layout: Lay
             )
 
 
+def split_in_specs(caller: str, in_specs: Any) -> tuple[Any, Any]:
+    """JAXMg's ``in_specs`` as ``(matrix spec, rhs spec or None)``.
+
+    JAXMg 1.x takes it as an alias of ``matrix_specs``: a `PartitionSpec`, or a sequence of
+    one; JAXMg 0.x took the pair ``(matrix spec, rhs spec)``. All three are accepted.
+    """
+    if isinstance(in_specs, PartitionSpec):
+        return in_specs, None
+    if isinstance(in_specs, (tuple, list)) and len(in_specs) in (1, 2) and all(
+            isinstance(spec, (PartitionSpec, tuple)) for spec in in_specs):
+        return in_specs[0], (in_specs[1] if len(in_specs) == 2 else None)
+    raise ValueError(
+        f"{caller}: in_specs must be the matrix's PartitionSpec, a sequence of one, or the pair "
+        f"(matrix spec, rhs spec); got {in_specs!r}."
+    )
+
+
 def matrix_layout(
     caller: str,
     a: Any,
@@ -306,18 +332,13 @@ def matrix_layout(
 ) -> Layout:
     """The `Layout` of a routine's matrix `a` (the rhs spec left unset)."""
     if in_specs is not None:
-        if not isinstance(in_specs, (tuple, list)) or len(in_specs) != 2:
+        matrix_in_specs, _ = split_in_specs(caller, in_specs)
+        if matrix_specs is not None and tuple(matrix_specs) != tuple(matrix_in_specs):
             raise ValueError(
-                f"{caller}: in_specs must be a pair (matrix spec, rhs spec), got "
-                f"{show_spec(in_specs)}."
+                f"{caller}: matrix_specs={show_spec(matrix_specs)} and the matrix spec of "
+                f"in_specs, {show_spec(matrix_in_specs)}, differ; pass one of them."
             )
-        if matrix_specs is not None and tuple(matrix_specs) != tuple(in_specs[0]):
-            raise ValueError(
-                f"{caller}: matrix_specs={show_spec(matrix_specs)} and "
-                f"in_specs[0]={show_spec(in_specs[0])} differ; "
-                "pass one of them."
-            )
-        matrix_specs = in_specs[0]
+        matrix_specs = matrix_in_specs
     if mesh is not None and not isinstance(mesh, Mesh):
         raise ValueError(
             f"{caller}: mesh must be a jax.sharding.Mesh (e.g. from "
@@ -369,14 +390,12 @@ def rhs_layout(caller: str, layout: Layout, b: Any, in_specs: Any = None) -> Lay
     if layout.mesh is None:
         return layout
     check_on_mesh(caller, "b", b, layout.mesh)
-    spec = None
-    if in_specs is not None:
-        spec = in_specs[1]
-    elif isinstance(b, jax.core.Tracer):
+    spec = None if in_specs is None else split_in_specs(caller, in_specs)[1]
+    if spec is None and isinstance(b, jax.core.Tracer):
         # Traced (inside jax.jit): b's sharding is not known here, so x's is left to XLA's
         # propagation; in_specs fixes it.
         return layout.with_rhs_spec(None)
-    else:
+    if spec is None:
         named = named_sharding(b)
         if named is not None and named.mesh == layout.mesh:
             spec = named.spec
@@ -426,12 +445,13 @@ def prepare_matrix(
                             pad=bool(flags.get("pad", True)))
 
 
-def prepare_rhs(caller: str, a: Any, b: Any, layout: Layout, in_specs: Any = None
-                ) -> tuple[Any, Layout]:
-    """Checks a right-hand side against `a` and `layout`; returns ``(b, layout)``."""
+def prepare_rhs(caller: str, a: Any, b: Any, layout: Layout, in_specs: Any = None, *,
+                replicate_x: bool = False) -> tuple[Any, Layout]:
+    """Checks a right-hand side against `a` and `layout`; returns ``(b, layout)``, the layout
+    with ``b``'s spec and, with `replicate_x`, a replicated solution."""
     b = checked_array(caller, "b", b)
     check_rhs(caller, a, b)
-    return b, rhs_layout(caller, layout, b, in_specs)
+    return b, rhs_layout(caller, layout, b, in_specs).with_replicated_solution(replicate_x)
 
 
 def work_matrix(factor: Any, a: Any, layout: Layout) -> tuple[Any, ...]:

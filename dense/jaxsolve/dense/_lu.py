@@ -11,7 +11,7 @@ import jax.numpy as jnp
 from jaxsolve import autodiff
 
 from . import _factor
-from ._compile import run
+from ._compile import run, run_for_context
 from ._factor import DenseFactor, check_factor
 from ._layout import (
     check_flag,
@@ -43,6 +43,7 @@ def lu_solve(
     return_status: bool = False,
     pad: bool = True,
     donate: bool = False,
+    replicate_x: bool = True,
 ) -> Any:
     r"""Solves ``A x = b`` for a general square ``A`` (LU, partial pivoting: ``getrf``+``getrs``).
 
@@ -68,9 +69,11 @@ def lu_solve(
       pad: as for `potrs`.
       donate: donate ``a``'s and ``b``'s buffers (the LU factor is written over ``a``, ``x``
         over ``b``); both are deleted. Off by default.
+      replicate_x: as for `potrs`: ``x`` replicated (JAXMg's placement), or with False split
+        like ``b``.
 
     Returns:
-      ``x`` in ``b``'s shape and sharding, or ``(x, status)``.
+      ``x`` in ``b``'s shape (replicated, or split like ``b``), or ``(x, status)``.
 
     Raises:
       ValueError: for bad shapes, dtypes, meshes, specs, ``T_A`` or flags, before any work.
@@ -89,22 +92,69 @@ def lu_solve(
     if isinstance(a, DenseFactor):
         factor = check_factor(caller, a, "lu")
         check_tile(caller, T_A)
-        for name, value in dict(return_status=return_status, pad=pad, donate=donate).items():
+        for name, value in dict(return_status=return_status, pad=pad, donate=donate,
+                                replicate_x=replicate_x).items():
             check_flag(caller, name, value)
         if mesh is not None or matrix_specs is not None or in_specs is not None:
             raise ValueError(
                 f"{caller}: a is a factor from lu_factor, which keeps its own mesh and specs; "
                 "leave mesh, matrix_specs and in_specs out."
             )
-        b, layout = prepare_rhs(caller, factor.matrix, b, factor.layout.with_rhs_spec(None))
-        x, info = run(_factor.factor_solve_body, ("lu", layout), (factor, b))
+        b, layout = prepare_rhs(caller, factor.matrix, b, factor.layout.with_rhs_spec(None),
+                                replicate_x=replicate_x)
+        x, info = run(_factor.factor_solve_body, ("lu", layout), (factor, b),
+                      replicated_outputs=(0,) if replicate_x else ())
     else:
-        a, layout = prepare_matrix(caller, a, T_A, mesh, matrix_specs, in_specs=in_specs,
-                                   flags=dict(return_status=return_status, pad=pad,
-                                              donate=donate))
-        b, layout = prepare_rhs(caller, a, b, layout, in_specs)
-        x, info = run(_lu_solve_body, (layout,), (a, b), bool(donate))
+        x, info = _lu_solve(caller, a, b, T_A, mesh, matrix_specs, in_specs, pad, replicate_x,
+                            dict(return_status=return_status, donate=donate),
+                            functools.partial(run, donate=bool(donate)))
     return with_status(caller, [x], info, return_status)
+
+
+def _lu_solve(caller, a, b, T_A, mesh, matrix_specs, in_specs, pad, replicate_x, flags, runner):
+    """`lu_solve`'s (on a matrix) and `lu_solve_shardmap_ctx`'s checks, then their program by
+    `runner` (`run`, or `run_for_context`)."""
+    a, layout = prepare_matrix(caller, a, T_A, mesh, matrix_specs, in_specs=in_specs,
+                               flags=dict(pad=pad, replicate_x=replicate_x, **flags))
+    b, layout = prepare_rhs(caller, a, b, layout, in_specs, replicate_x=replicate_x)
+    return runner(_lu_solve_body, (layout,), (a, b),
+                  replicated_outputs=(0,) if replicate_x else ())
+
+
+def lu_solve_shardmap_ctx(
+    a: Any,
+    b: Any,
+    T_A: int = 256,
+    mesh: jax.sharding.Mesh | None = None,
+    matrix_specs: jax.sharding.PartitionSpec | None = None,
+    *,
+    in_specs: tuple[Any, Any] | None = None,
+    pad: bool = True,
+) -> tuple[Any, Any, Any]:
+    """`lu_solve` for a caller-owned ``jax.jit`` that donates ``a``: ``(a_work, x, status)``.
+
+    JAXMg's ``lu_solve_shardmap_ctx`` (1.4); ``a_work`` and ``x`` are as for
+    `potrs_shardmap_ctx` (``a_work`` here the LU factor, where the backend factors in place).
+
+    Args:
+      a, b, T_A, mesh, matrix_specs, in_specs, pad: as for `lu_solve` (``a`` a
+        matrix, not a factor).
+
+    Returns:
+      ``(a_work, x, status)``, ``status`` a `Status`.
+
+    Examples:
+      >>> import jax, jax.numpy as jnp
+      >>> from jaxsolve import dense
+      >>> _, x, status = jax.jit(dense.lu_solve_shardmap_ctx)(
+      ...     jnp.array([[0., 2.], [1., 1.]]), jnp.array([2., 2.]))
+      >>> x, int(status)
+      (Array([1., 1.], dtype=float32), 0)
+    """
+    caller = "lu_solve_shardmap_ctx"
+    work, x, info = _lu_solve(caller, a, b, T_A, mesh, matrix_specs, in_specs, pad, False, {},
+                              functools.partial(run_for_context, work_count=1))
+    return (work, *with_status("lu_solve", [x], info, True))
 
 
 def lu_factor(
@@ -113,6 +163,7 @@ def lu_factor(
     mesh: jax.sharding.Mesh | None = None,
     matrix_specs: jax.sharding.PartitionSpec | None = None,
     *,
+    in_specs: Any = None,
     pad: bool = True,
 ) -> DenseFactor:
     """Factors a square matrix once (``getrf``: ``P A = L U``), for `lu_solve`.
@@ -126,6 +177,7 @@ def lu_factor(
       T_A: as for `potrs`.
       mesh: as for `potrs`.
       matrix_specs: as for `potrs`.
+      in_specs: JAXMg's alias of `matrix_specs` (as for `potrs`).
       pad: as for `potrs`.
 
     Returns:
@@ -142,7 +194,8 @@ def lu_factor(
       Status(routine='lu_factor', info=2)
     """
     caller = "lu_factor"
-    a, layout = prepare_matrix(caller, a, T_A, mesh, matrix_specs, flags=dict(pad=pad))
+    a, layout = prepare_matrix(caller, a, T_A, mesh, matrix_specs,
+                               in_specs=in_specs, flags=dict(pad=pad))
     return run(_factor.factor_body, ("lu", layout), (a,))
 
 
@@ -190,7 +243,7 @@ def solve(
         )
 
     def core(a, b):
-        return lu_solve(a, b, T_A, mesh, matrix_specs)
+        return lu_solve(a, b, T_A, mesh, matrix_specs, replicate_x=False)
 
     if a.ndim == 2 and b.ndim <= 2:
         return core(a, b)

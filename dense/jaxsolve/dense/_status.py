@@ -83,7 +83,9 @@ class Status:
     factor them without a word).
 
     A `Status` is a pytree: it can be returned from ``jax.jit``, and under ``jax.vmap`` over a
-    stack of matrices ``info`` has one entry per matrix.
+    stack of matrices ``info`` has one entry per matrix. It also behaves as its ``info``, the
+    int32 array JAXMg returns as its status: ``int(status)``, ``status == 0`` (an array),
+    ``np.asarray(status)`` and ``status.block_until_ready()``.
 
     Attributes:
       info: an ``int32`` array, a scalar for one matrix, replicated over the devices.
@@ -99,6 +101,8 @@ class Status:
       Status(routine='potrs', info=2)
       >>> status.message()
       'potrs failed: info=2: the leading minor of order 2 is not positive definite'
+      >>> int(status), bool(status == 2)
+      (2, True)
     """
 
     # The ``info`` of a run whose factorization reported success but whose result is not
@@ -116,6 +120,27 @@ class Status:
             return f"Status(routine={self.routine!r}, info={self.info})"
         shown = int(info) if info.ndim == 0 else info.tolist()
         return f"Status(routine={self.routine!r}, info={shown})"
+
+    # Behaving as ``info``, as JAXMg's int32 status array does.
+
+    def __int__(self) -> int:
+        return int(_host_info(self.info))
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        return np.asarray(_host_info(self.info), dtype=dtype)
+
+    def __eq__(self, other: Any) -> jax.Array:  # type: ignore[override]
+        return jnp.equal(self.info, other.info if isinstance(other, Status) else other)
+
+    def __ne__(self, other: Any) -> jax.Array:  # type: ignore[override]
+        return jnp.logical_not(self.__eq__(other))
+
+    __hash__ = object.__hash__  # one status is one object, as before ``==`` compared infos
+
+    def block_until_ready(self) -> Status:
+        """Waits until ``info`` is computed; returns the status (as ``jax.Array``'s does)."""
+        jax.block_until_ready(self.info)
+        return self
 
     @property
     def ok(self) -> jax.Array:
