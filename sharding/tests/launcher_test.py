@@ -68,6 +68,21 @@ class TestLaunchCommandLine:
                 f"result {rank} 4 jaxsolve {rank} 2 8 [0, 1, 2, 3] [12] ['--size', '-n', '3']"
             ]
 
+    def test_a_bare_jax_distributed_initialize_starts_under_the_launcher(self, run_launcher):
+        """JAXMg's scripts call ``jax.distributed.initialize()`` without arguments."""
+        script = """
+        import jax
+        jax.distributed.initialize()
+        print("result", jax.process_index(), jax.process_count(), jax.local_device_count(),
+              jax.device_count())
+        """
+        run = run_launcher(script, "-n", "2", "--devices-per-process", "2", "--platform", "cpu",
+                           "--timeout", "60")
+        assert run.returncode == 0, run.stderr
+        for rank in range(2):
+            assert [line for line in run.lines_of(rank) if line.startswith("result")] == [
+                f"result {rank} 2 2 4"]
+
     def test_launch_stops_the_run_when_one_process_fails(self, run_launcher):
         script = PRINT_PID + """
         if rank == 2:
@@ -180,7 +195,9 @@ class TestLaunch:
                            "--xla_dump_to=/nowhere --xla_force_host_platform_device_count=8")
         monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "7")
         names = ("JAXSOLVE_PROCESS_ID", "JAXSOLVE_NUM_PROCESSES", "JAXSOLVE_COORDINATOR_ADDRESS",
-                 "XLA_FLAGS", "JAX_PLATFORMS", "CUDA_VISIBLE_DEVICES", "PYTHONUNBUFFERED")
+                 "XLA_FLAGS", "JAX_PLATFORMS", "CUDA_VISIBLE_DEVICES", "PYTHONUNBUFFERED",
+                 "JAX_COORDINATOR_ADDRESS", "JAX_LOCAL_DEVICE_IDS", "OMPI_MCA_orte_hnp_uri",
+                 "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_LOCAL_RANK")
         code = ("import json, os, sys; print(json.dumps([sys.argv[1:], "
                 f"{{k: os.environ.get(k) for k in {names!r}}}]))")
         assert js.launch_processes(["-c", code, "a", "--b"], 2, devices_per_process=3, platform="cpu") == 0
@@ -201,6 +218,13 @@ class TestLaunch:
                 "JAX_PLATFORMS": "cpu",
                 "CUDA_VISIBLE_DEVICES": "7",  # left alone on CPU
                 "PYTHONUNBUFFERED": "1",
+                # What a bare jax.distributed.initialize() reads.
+                "JAX_COORDINATOR_ADDRESS": address,
+                "JAX_LOCAL_DEVICE_IDS": "0,1,2",
+                "OMPI_MCA_orte_hnp_uri": f"0.0;tcp://{address}",
+                "OMPI_COMM_WORLD_SIZE": "2",
+                "OMPI_COMM_WORLD_RANK": str(rank),
+                "OMPI_COMM_WORLD_LOCAL_RANK": str(rank),
             }
 
     @pytest.mark.parametrize(

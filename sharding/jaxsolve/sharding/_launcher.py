@@ -8,7 +8,13 @@ next collective until a heartbeat timeout minutes later. `launch_processes` (and
 * It picks a free coordinator port on ``127.0.0.1`` and starts ``num_processes`` copies of the
   script with `sys.executable`, each with ``JAXSOLVE_COORDINATOR_ADDRESS``,
   ``JAXSOLVE_NUM_PROCESSES`` and its own ``JAXSOLVE_PROCESS_ID`` in its environment, which
-  `jaxsolve.sharding.initialize` reads.
+  `jaxsolve.sharding.initialize` reads. A bare ``jax.distributed.initialize()`` (as JAXMg's
+  scripts call it) works too: ``JAX_COORDINATOR_ADDRESS`` and ``JAX_LOCAL_DEVICE_IDS`` (the
+  process's devices, counted from 0) are set, which JAX reads itself, and the process count
+  and id through the variables of Open MPI's ``mpirun`` (``OMPI_COMM_WORLD_SIZE``,
+  ``OMPI_COMM_WORLD_RANK``, ``OMPI_COMM_WORLD_LOCAL_RANK``, and ``OMPI_MCA_orte_hnp_uri``,
+  which JAX's cluster detection looks for): the one launcher JAX recognizes from variables
+  alone. A script that starts MPI itself (``mpi4py``) belongs under ``mpirun`` instead.
 * ``platform="gpu"`` gives process ``i`` the GPUs ``i * K`` to ``(i + 1) * K - 1`` of the
   launcher's own through ``CUDA_VISIBLE_DEVICES`` (``K = devices_per_process``; counted within
   ``CUDA_VISIBLE_DEVICES`` when that is set). ``platform="cpu"``, for tests and for trying things
@@ -231,9 +237,17 @@ def _environments(num_processes: int, devices_per_process: int, platform: Platfo
                 f"need {needed} GPUs, but CUDA_VISIBLE_DEVICES={visible!r} lists {len(gpus)}; "
                 "start fewer processes, or make more GPUs visible."
             )
+    # What a bare jax.distributed.initialize() reads (see the module's docstring).
+    common.update({
+        "JAX_COORDINATOR_ADDRESS": coordinator_address,
+        "JAX_LOCAL_DEVICE_IDS": ",".join(map(str, range(devices_per_process))),
+        "OMPI_MCA_orte_hnp_uri": f"0.0;tcp://{coordinator_address}",
+        "OMPI_COMM_WORLD_SIZE": str(num_processes),
+    })
     environments = []
     for rank in range(num_processes):
-        environment = {**common, ENV_PROCESS_ID: str(rank)}
+        environment = {**common, ENV_PROCESS_ID: str(rank), "OMPI_COMM_WORLD_RANK": str(rank),
+                       "OMPI_COMM_WORLD_LOCAL_RANK": str(rank)}
         if gpus is not None:
             mine = gpus[rank * devices_per_process : (rank + 1) * devices_per_process]
             environment["CUDA_VISIBLE_DEVICES"] = ",".join(mine)
