@@ -133,7 +133,7 @@ PBICGSTAB_AGGREGATION_W_JACOBI_JSON = """\
 """
 
 
-def block_jacobi(relaxation_factor=0.9):
+def block_jacobi(relaxation_factor=None):
     return RelaxationConfig(solver="BLOCK_JACOBI", relaxation_factor=relaxation_factor,
                             chebyshev_polynomial_order=None)
 
@@ -177,6 +177,21 @@ class TestParseAmgxConfig:
         assert parse_amgx_config({}) == expected
         assert parse_amgx_config({"config_version": 2, "solver": {}}) == expected
         assert parse_amgx_config(expected) is expected
+
+    def test_block_jacobi_damping_is_estimated_unless_given(self):
+        # No relaxation_factor: None, ω estimated in the setup; a given one is kept, and
+        # written back out (an estimated one has no AmgX key).
+        estimated = parse_amgx_config({"solver": "AMG", "smoother": "BLOCK_JACOBI"})
+        assert estimated.amg.smoother == block_jacobi(None)
+        assert "relaxation_factor" not in estimated.to_amgx_dict()["solver"]["smoother"]
+        given = parse_amgx_config({"solver": "AMG", "relaxation_factor": 0.9})
+        assert given.amg.smoother == block_jacobi(0.9)
+        assert given.to_amgx_dict()["solver"]["smoother"]["relaxation_factor"] == 0.9
+        # The other weighted relaxations keep AmgX's fixed default, and need a factor.
+        assert parse_amgx_config({"solver": "JACOBI_L1"}).relaxation.relaxation_factor == 0.9
+        with pytest.raises(ValueError, match="relaxation_factor must be set"):
+            RelaxationConfig(solver="JACOBI_L1", relaxation_factor=None,
+                             chebyshev_polynomial_order=None)
 
     def test_parse_amgx_config_flat_and_nested_forms_agree(self):
         scope = {"solver": "PCG", "tolerance": 1e-8, "max_iters": 50,

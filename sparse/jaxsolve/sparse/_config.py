@@ -34,6 +34,8 @@ _AMGX_SOLVERS = (
 _PRECONDITIONED = ("PCG", "PBICGSTAB", "GMRES", "FGMRES")
 _RELAXATIONS = ("BLOCK_JACOBI", "JACOBI_L1", "CHEBYSHEV_POLY", "MULTICOLOR_GS", "MULTICOLOR_DILU")
 _WEIGHTED_RELAXATIONS = ("BLOCK_JACOBI", "JACOBI_L1", "MULTICOLOR_GS", "MULTICOLOR_DILU")
+# Relaxations whose relaxation_factor, when not given, comes from an estimate of ρ(D⁻¹A).
+_ESTIMATED_RELAXATIONS = ("BLOCK_JACOBI",)
 _SOLVERS = ("CG", "PCG", "BICGSTAB", "PBICGSTAB", "GMRES", "FGMRES", "AMG", *_RELAXATIONS,
             "NOSOLVER")
 _PRECONDITIONERS = ("AMG", *_RELAXATIONS, "NOSOLVER")
@@ -227,10 +229,12 @@ class RelaxationConfig:
 
     * ``BLOCK_JACOBI``: damped Jacobi, ``M = D / ω`` with ``D = diag(A)``
       (AmgX's name; blocks are 1 × 1 for scalar systems).  It smooths only while
-      ``ω ρ(D⁻¹A) < 2``: with AmgX's default ``ω = 0.9`` it diverges on 2D
-      elasticity (``ρ ≈ 2.33``), and PCG then stops with
-      ``PRECONDITIONER_NOT_POSITIVE_DEFINITE``; use ``JACOBI_L1`` or
-      ``CHEBYSHEV_POLY`` there.
+      ``ω ρ(D⁻¹A) < 2``.  Without a ``relaxation_factor`` (None, the default) ``ω =
+      4 / (3 ρ)`` from a power-iteration estimate of ``ρ(D⁻¹A)``, level by level, in
+      the numeric setup (PyAMG's choice): convergent on every symmetric positive definite
+      matrix.  A fixed ``ω``, such as AmgX's default ``0.9``, diverges where ``ρ > 2 /
+      ω`` (2D elasticity: ``ρ ≈ 2.33``; rotated anisotropic diffusion: ``2.55``), and PCG
+      then stops with ``PRECONDITIONER_NOT_POSITIVE_DEFINITE``.
     * ``JACOBI_L1``: ℓ1-Jacobi, ``M = D_ℓ1 / ω`` with ``D_ℓ1[i] = Σ_j |A[i, j]|``,
       convergent for every SPD matrix without a damping estimate (AmgX itself
       applies ``ω`` only to a first sweep from ``x = 0``).
@@ -249,7 +253,8 @@ class RelaxationConfig:
     Attributes:
       solver: ``"BLOCK_JACOBI"``, ``"JACOBI_L1"``, ``"CHEBYSHEV_POLY"``,
         ``"MULTICOLOR_GS"`` or ``"MULTICOLOR_DILU"``.
-      relaxation_factor: damping ``ω`` in ``(0, 2]`` for all but CHEBYSHEV_POLY, else None.
+      relaxation_factor: damping ``ω`` in ``(0, 2]`` for all but CHEBYSHEV_POLY, else None;
+        None for BLOCK_JACOBI too, which then estimates it from ``ρ(D⁻¹A)``.
       chebyshev_polynomial_order: degree in ``[1, 10]`` for CHEBYSHEV_POLY, else None.
       symmetric_gs: a forward and a backward sweep (AmgX's ``symmetric_GS``), for
         MULTICOLOR_GS only.
@@ -284,8 +289,9 @@ class RelaxationConfig:
         _check_choice("solver", self.solver, _RELAXATIONS, _AMGX_SOLVERS, _SOLVER_REASONS)
         weighted = self.solver in _WEIGHTED_RELAXATIONS
         context = f"solver {self.solver!r}"
-        _check_set_iff("relaxation_factor", self.relaxation_factor, weighted, context)
-        if weighted:
+        if self.relaxation_factor is not None or self.solver not in _ESTIMATED_RELAXATIONS:
+            _check_set_iff("relaxation_factor", self.relaxation_factor, weighted, context)
+        if weighted and self.relaxation_factor is not None:
             _normalized_float(self, "relaxation_factor", lambda w: 0 < w <= 2, "in (0, 2]")
         _check_set_iff("chebyshev_polynomial_order", self.chebyshev_polynomial_order,
                        not weighted, context)
@@ -621,7 +627,9 @@ class SolverConfig:
         the same settings: jaxsolve's defaults where they differ from AmgX's
         are explicit.  ``parse_amgx_config(config.to_amgx_dict()) == config``.
         The keys AmgX does not know, ``jaxsolve_smoothed_aggregation`` and
-        ``jaxsolve_hierarchy_precision``, are written only when set.
+        ``jaxsolve_hierarchy_precision``, are written only when set.  A BLOCK_JACOBI's
+        estimated damping has no AmgX key: its ``relaxation_factor`` is left out, and
+        AmgX takes its own default, 0.9.
 
         Returns:
           A JSON-serializable dict.
@@ -705,12 +713,11 @@ def parse_amgx_config(
     ``cycle: V``, ``max_levels: 100``, ``min_coarse_rows: 256`` (2; a dense
     inverse of up to 256 rows costs less than more levels), ``coarse_solver:
     DENSE_LU_SOLVER``, ``coarsest_sweeps: 2``.
-    Relaxations: ``relaxation_factor: 0.9``, ``chebyshev_polynomial_order: 5``,
-    ``symmetric_GS: 0``.  Damped Jacobi with ``ω = 0.9`` converges only where
-    ``ρ(D⁻¹A) < 2 / 0.9``: true of Poisson problems, not of elasticity (Q1
-    elements, ``ρ ≈ 2.3``), where the default AMG cycle is indefinite and CG
-    reports ``PRECONDITIONER_NOT_POSITIVE_DEFINITE``; ``smoother: JACOBI_L1``
-    converges on every symmetric positive definite matrix.
+    Relaxations: ``relaxation_factor``: for BLOCK_JACOBI none, ``ω = 4 / (3 ρ(D⁻¹A))``
+    from an estimate in the numeric setup (AmgX and JAX-AMG: ``0.9``, which diverges
+    where ``ρ(D⁻¹A) > 2 / 0.9``: elasticity, rotated anisotropy), 0.9 for the others;
+    ``chebyshev_polynomial_order: 5``, ``symmetric_GS: 0``.  An explicit
+    ``relaxation_factor`` is always used as given.
     Reporting flags ``print_solve_stats``, ``print_grid_stats``,
     ``store_res_history``: 0.
 
@@ -773,7 +780,7 @@ def parse_amgx_config(
       ('PCG', 1e-08, 1000)
       >>> amg = config.preconditioner.amg
       >>> amg.selector, amg.cycle, amg.smoother.relaxation_factor, amg.coarse_solver
-      ('HMIS', 'W', 0.9, 'DENSE_LU_SOLVER')
+      ('HMIS', 'W', None, 'DENSE_LU_SOLVER')
       >>> parse_amgx_config({"config_version": 2, "solver": {
       ...     "solver": "PCG", "tolerance": 1e-8,
       ...     "preconditioner": {"solver": "AMG", "selector": "HMIS", "cycle": "W"}}}) == config
@@ -1032,7 +1039,8 @@ def _relaxation_config(
 ) -> tuple[RelaxationConfig, set[str]]:
     weighted = solver in _WEIGHTED_RELAXATIONS
     parameter = "relaxation_factor" if weighted else "chebyshev_polynomial_order"
-    value = keys.get(parameter, _RELAXATION_DEFAULTS[parameter])
+    default = None if solver in _ESTIMATED_RELAXATIONS else _RELAXATION_DEFAULTS[parameter]
+    value = keys.get(parameter, default)
     symmetric = solver == "MULTICOLOR_GS"
     relaxation = _build(
         RelaxationConfig, path, solver=solver,

@@ -49,10 +49,9 @@ from ._csr_arrays import CsrArrays, CsrStructure
 from ._multicolor import (MULTICOLOR_SMOOTHERS, MulticolorArrays, MulticolorOrdering,
                           multicolor_ordering)
 from ._products import ProductPlan, plan_product, plan_product_with_values
-from ._relaxation import RelaxationData, relaxation_data, stored_diagonal
+from ._relaxation import RelaxationData, relaxation_data, spectral_radius, stored_diagonal
 
 MAX_DENSE_COARSE_ROWS = 8192
-POWER_ITERATIONS = 15
 
 
 # -----------------------------------------------------------------------------
@@ -595,7 +594,9 @@ def _aggregation_prolongation(
                   jnp.arange(0, level.a.n_rows * k + 1, k, dtype=jnp.int32))
     a_t = level.smoothing.multiply(a, t, arrays.p.indices, arrays.p.indptr)
     inverse_diagonal = jnp.where(diagonal != 0, 1 / jnp.where(diagonal != 0, diagonal, 1), 0)
-    omega = (4 / (3 * _spectral_radius(a, inverse_diagonal))).astype(a.values.dtype)
+    rho = spectral_radius(a.n_rows, a.values.dtype,
+                          lambda v: a.scaled_matvec(v, inverse_diagonal))
+    omega = (4 / (3 * rho)).astype(a.values.dtype)
     p_values = (-omega * inverse_diagonal[arrays.p.row_ids] * a_t).at[
         arrays.tentative_in_p].add(t_values)
     return p_values, coarse_basis
@@ -628,19 +629,6 @@ def _tentative(
     coarse = (jnp.where(keep, jnp.sqrt(safe), 0).astype(basis.dtype)[:, :, None]
               * jnp.conj(jnp.swapaxes(vectors, 1, 2)))
     return t_rows.ravel(), coarse.reshape(count * k, k)
-
-
-def _spectral_radius(a: CsrArrays, inverse_diagonal: jax.Array) -> jax.Array:
-    """``ρ(D⁻¹A)`` by power iteration from a fixed pseudo-random vector."""
-    real = jnp.finfo(a.values.dtype).dtype
-    v = jax.random.uniform(jax.random.key(0), (a.n_rows,), real).astype(a.values.dtype)
-
-    def step(_, v):
-        w = a.scaled_matvec(v, inverse_diagonal)
-        return w / jnp.maximum(jnp.linalg.norm(w), jnp.finfo(real).tiny).astype(w.dtype)
-
-    v = jax.lax.fori_loop(0, POWER_ITERATIONS, step, v / jnp.linalg.norm(v).astype(v.dtype))
-    return jnp.linalg.norm(a.scaled_matvec(v, inverse_diagonal))
 
 
 def _coarsest_numbers(

@@ -3,7 +3,10 @@
 A relaxation sweep improves ``x`` for ``A x = b`` with a cheap approximate inverse:
 
 * ``BLOCK_JACOBI``: ``x ← x + ω D⁻¹ (b − A x)``, ``D = diag(A)`` (damped Jacobi;
-  AmgX's name, with 1 × 1 blocks for scalar systems).
+  AmgX's name, with 1 × 1 blocks for scalar systems).  Without a given ``ω``,
+  ``ω = 4 / (3 ρ(D⁻¹A))`` from ``POWER_ITERATIONS`` steps of power iteration in the
+  numeric setup (:func:`spectral_radius`), so that the sweep smooths whatever the
+  spectrum: a fixed ``ω`` diverges where ``ω ρ(D⁻¹A) ≥ 2``.
 * ``JACOBI_L1``: ``x ← x + ω D_ℓ1⁻¹ (b − A x)``, ``D_ℓ1[i] = Σⱼ |a_ij|``; convergent for
   every symmetric positive definite ``A`` without a damping estimate.
 * ``CHEBYSHEV_POLY``: a Chebyshev polynomial of degree ``chebyshev_polynomial_order`` in
@@ -46,6 +49,11 @@ from ._multicolor import (MULTICOLOR_SMOOTHERS, MulticolorArrays, MulticolorData
                           multicolor_data, multicolor_relax, safe_inverse)
 
 CHEBYSHEV_LOWER_FRACTION = 1 / 30
+POWER_ITERATIONS = 15
+# ω ρ(D⁻¹A) of an estimated damping: PyAMG's 4/3, the best smoothing of the upper half of
+# the spectrum; power iteration underestimates ρ, and ω ρ stays below 2 while it errs by
+# less than a third.
+ESTIMATED_DAMPING = 4 / 3
 
 
 class RelaxationData(NamedTuple):
@@ -86,9 +94,17 @@ def relaxation_data(
         data = multicolor_data(ordering, a.values, diagonal)
         return RelaxationData(scale=data.scale, interval=interval, multicolor=data)
     if block_dim > 1 and config.solver in ("BLOCK_JACOBI", "JACOBI_L1"):
-        return RelaxationData(scale=_block_inverses(a, config, block_dim), interval=interval)
+        inverses = _block_inverses(a, config, block_dim)
+        if config.relaxation_factor is None:
+            inverses = inverses * _estimated_damping(
+                a, lambda v: _jacobi_step(RelaxationData(inverses, interval), a.matvec(v)))
+        return RelaxationData(scale=inverses, interval=interval)
     if config.solver == "BLOCK_JACOBI":
-        scale = safe_inverse(diagonal) * config.relaxation_factor
+        scale = safe_inverse(diagonal)
+        if config.relaxation_factor is None:
+            scale = scale * _estimated_damping(a, lambda v: a.scaled_matvec(v, scale))
+        else:
+            scale = scale * config.relaxation_factor
     elif config.solver == "JACOBI_L1":
         l1 = jax.ops.segment_sum(
             jnp.abs(a.values), a.row_ids, num_segments=a.n_rows, indices_are_sorted=True
@@ -179,7 +195,32 @@ def _block_inverses(a: CsrArrays, config: RelaxationConfig, k: int) -> jax.Array
     decoupled = jnp.all(blocks == 0, axis=2)  # (nodes, k)
     inverse = jnp.linalg.inv(blocks + jnp.where(decoupled[:, :, None], eye, 0))
     inverse = jnp.where(decoupled[:, :, None], 0, inverse)
+    if config.relaxation_factor is None:  # damped by the caller, from the undamped blocks
+        return inverse
     return inverse * jnp.asarray(config.relaxation_factor, a.values.dtype)
+
+
+def _estimated_damping(a: CsrArrays, iteration_matrix) -> jax.Array:
+    """``ω = ESTIMATED_DAMPING / ρ(M⁻¹A)``, ``iteration_matrix`` ``v ↦ M⁻¹A v`` for the
+    undamped Jacobi's ``M``."""
+    rho = spectral_radius(a.n_rows, a.values.dtype, iteration_matrix)
+    tiny = jnp.finfo(rho.dtype).tiny
+    return (ESTIMATED_DAMPING / jnp.maximum(rho, tiny)).astype(a.values.dtype)
+
+
+def spectral_radius(n: int, dtype, apply) -> jax.Array:
+    """``ρ`` of the linear map ``apply`` on vectors of ``n`` entries of ``dtype``, by
+    ``POWER_ITERATIONS`` steps of power iteration from a fixed pseudo-random vector
+    (jit-able; a lower bound, as the iterate keeps some of the lower eigenvectors)."""
+    real = jnp.finfo(dtype).dtype
+    v = jax.random.uniform(jax.random.key(0), (n,), real).astype(dtype)
+
+    def step(_, v):
+        w = apply(v)
+        return w / jnp.maximum(jnp.linalg.norm(w), jnp.finfo(real).tiny).astype(w.dtype)
+
+    v = jax.lax.fori_loop(0, POWER_ITERATIONS, step, v / jnp.linalg.norm(v).astype(v.dtype))
+    return jnp.linalg.norm(apply(v))
 
 
 def _chebyshev(a: CsrArrays, data: RelaxationData, degree: int, b: jax.Array,
