@@ -1,13 +1,16 @@
 """The default configuration converges where AMG can, on problems whose traps it used to fall in.
 
 Each problem is one of the hard cases a default meets in practice: damped Jacobi with a
-fixed ``ω = 0.9`` diverges where ``ρ(D⁻¹A) > 2 / 0.9`` (rotated anisotropy, elasticity).  Each test asserts convergence to 1e-8 (the true residual, not only the
+fixed ``ω = 0.9`` diverges where ``ρ(D⁻¹A) > 2 / 0.9`` (rotated anisotropy, elasticity),
+and a dense LU of the coarsest matrix of a singular (pure-Neumann) system divides by
+rounding errors.  Each test asserts convergence to 1e-8 (the true residual, not only the
 status) within an iteration bound a few iterations above what the default takes now.
 """
 
 import jax.numpy as jnp
 import numpy as np
 import pytest
+import scipy.sparse
 
 from jaxsolve import sparse
 from jaxsolve.sparse import matrices
@@ -30,6 +33,20 @@ def converged(A, b, config=None, **kwargs):
     residual = np.linalg.norm(np.asarray(b) - np.asarray(sparse.as_csr(A) @ x))
     assert residual <= 1.01e-8 * np.linalg.norm(np.asarray(b))
     return int(info.iterations)
+
+
+def neumann_laplacian(n: int) -> scipy.sparse.csr_array:
+    """The Q1 finite-element Laplacian of an ``n × n`` grid of nodes with natural
+    (Neumann) boundaries: 9-point, every row sums to zero, so ``A 1 = 0``."""
+    path = scipy.sparse.diags_array([np.ones(n - 1), np.ones(n), np.ones(n - 1)],
+                                    offsets=[-1, 0, 1])
+    neighbours = scipy.sparse.csr_array(scipy.sparse.kron(path, path))
+    neighbours.setdiag(0)
+    neighbours.eliminate_zeros()
+    degree = np.asarray(neighbours.sum(axis=1)).ravel()
+    A = scipy.sparse.csr_array(scipy.sparse.diags_array(degree) - neighbours)
+    A.sort_indices()
+    return A
 
 
 @pytest.mark.parametrize("solver, most", [("PBICGSTAB", 15), ("PCG", 22)])
@@ -60,3 +77,17 @@ def test_explicit_relaxation_factor_is_kept(x64):
     assert sparse.Status(int(info.status)).name == "FAILED"
     assert sparse.FailureReason(int(info.failure_reason)).name == (
         "PRECONDITIONER_NOT_POSITIVE_DEFINITE")
+
+
+@pytest.mark.parametrize("config, most", [
+    ({}, 8),
+    ({"solver": "PCG"}, 10),
+    ({"solver": "PCG", "preconditioner": {"algorithm": "AGGREGATION"}}, 25),
+])
+def test_neumann_problem_without_nullspace(x64, config, most):
+    # A 1 = 0 and b ⟂ 1 (consistent), nullspace= not given: the setup finds the constant
+    # null space and inverts the coarsest matrix by a pseudo-inverse, not LU.
+    A = neumann_laplacian(64)
+    b = matrices.rhs_random(64 * 64, dtype=jnp.float64)
+    b = b - jnp.mean(b)
+    assert converged(A, b, config) <= most

@@ -418,7 +418,9 @@ class AMGConfig:
       coarse_null_dimension: ``0``, or for a singular system (``solve(...,
         nullspace=N)`` sets it to ``N``'s columns; no AmgX key) the most null
         vectors the coarsest matrix can have: its dense inverse is then a
-        pseudo-inverse that drops that many of its smallest singular values.
+        pseudo-inverse that drops that many of its smallest singular values.  With
+        ``0`` the setup still uses a pseudo-inverse when the finest matrix's rows sum to
+        zero (``A 1 = 0``), dropping the singular values below ``√ε σ_max``, and at least one.
       block_dim: ``1``, or for a block system (``solve(..., block_dim=k)`` sets it; no
         AmgX key) the unknowns per node of the finest level: aggregation and classical
         AMG then coarsen its nodes (see :mod:`jaxsolve.sparse._blocks`) and block-Jacobi

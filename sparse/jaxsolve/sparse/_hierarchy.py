@@ -25,8 +25,9 @@ compiled program:
   numbers — the interpolation weights, or ``T`` and ``ω`` (a few power-iteration steps),
   ``P``, ``R``, ``A_{ℓ+1}``, the
   smoothers' data, and the inverse of the coarsest matrix, LU-factored and applied as a
-  dense inverse (``DENSE_LU_SOLVER``); for a singular system (``coarse_null_dimension``)
-  a pseudo-inverse from its SVD instead.
+  dense inverse (``DENSE_LU_SOLVER``); for a singular system (``coarse_null_dimension``,
+  or found in the setup: a finest matrix whose rows sum to zero, as a pure-Neumann or
+  periodic problem's, annihilates the constants) a pseudo-inverse from its SVD instead.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ import dataclasses
 import functools
 import hashlib
 import time
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import jax
@@ -488,11 +490,13 @@ def numeric_setup(
                                                  structure.config)
         numbers.append(number)
     coarsest = arrays.coarsest._replace(values=a_values)
+    finest = patterns[0]._replace(values=values)
     return Hierarchy(
         levels=tuple(numbers),
         coarsest=_coarsest_numbers(coarsest, arrays.coarsest_diagonal,
                                    arrays.coarsest_ordering, structure.config,
-                                   structure.coarsest_block_dim),
+                                   structure.coarsest_block_dim,
+                                   lambda: annihilates_constants(finest)),
         config=structure.config,
     )
 
@@ -631,10 +635,28 @@ def _tentative(
     return t_rows.ravel(), coarse.reshape(count * k, k)
 
 
+def annihilates_constants(a: CsrArrays) -> jax.Array:
+    """Whether ``A 1 = 0`` up to rounding: every row sums to at most ``√ε`` of its entries'
+    magnitudes (a pure-Neumann or periodic problem, a graph Laplacian: ``A`` is singular,
+    and so is every coarse matrix of a hierarchy that reproduces constants)."""
+    sums = jax.ops.segment_sum(a.values, a.row_ids, num_segments=a.n_rows,
+                               indices_are_sorted=True)
+    magnitudes = jax.ops.segment_sum(jnp.abs(a.values), a.row_ids, num_segments=a.n_rows,
+                                     indices_are_sorted=True)
+    tolerance = jnp.sqrt(jnp.finfo(magnitudes.dtype).eps)
+    return jnp.all(jnp.abs(sums) <= tolerance * magnitudes)
+
+
 def _coarsest_numbers(
     a: CsrArrays, diagonal_positions: jax.Array, ordering: MulticolorArrays | None,
-    config: AMGConfig, block_dim: int
+    config: AMGConfig, block_dim: int, singular: Callable[[], jax.Array],
 ) -> CoarsestNumbers:
+    """The coarsest level's numbers: its smoother's data, or its dense inverse.
+
+    The inverse is a pseudo-inverse when the system is known to be singular
+    (``coarse_null_dimension``) or found to be (``singular()``: the finest matrix
+    annihilates the constants); else the inverse from an LU factorization.
+    """
     diagonal = stored_diagonal(a.values, diagonal_positions)
     if config.coarse_solver == "NOSOLVER":
         return CoarsestNumbers(a=a, inverse=None, smoother=relaxation_data(
@@ -647,24 +669,35 @@ def _coarsest_numbers(
     if config.coarse_null_dimension:
         return CoarsestNumbers(a=a, inverse=_pseudo_inverse(dense, config.coarse_null_dimension),
                                smoother=None)
-    factors = jax.scipy.linalg.lu_factor(dense)
-    inverse = jax.scipy.linalg.lu_solve(factors, jnp.eye(n, dtype=dense.dtype))
+
+    def lu_inverse(dense):
+        factors = jax.scipy.linalg.lu_factor(dense)
+        return jax.scipy.linalg.lu_solve(factors, jnp.eye(n, dtype=dense.dtype))
+
+    def found_singular(dense):
+        return _pseudo_inverse(dense, 1, relative_cutoff=jnp.sqrt(jnp.finfo(dense.dtype).eps))
+
+    inverse = jax.lax.cond(singular(), found_singular, lu_inverse, dense)
     return CoarsestNumbers(a=a, inverse=inverse, smoother=None)
 
 
-def _pseudo_inverse(dense: jax.Array, null_dimension: int) -> jax.Array:
+def _pseudo_inverse(dense: jax.Array, null_dimension: int,
+                    relative_cutoff: float | jax.Array | None = None) -> jax.Array:
     """A pseudo-inverse of the coarsest matrix of a singular system, by its SVD.
 
     ``A_c = Pᴴ A P`` is singular exactly on ``{c : P c ∈ null(A)}``, at most
     ``null_dimension`` vectors (the columns of ``solve``'s ``nullspace=``), where an LU
     factorization would divide by a rounding error.  The ``null_dimension`` smallest
-    singular values are dropped (and any below ``n ε σ_max``): if ``A_c`` happens to be
-    regular, the coarse correction only loses its smoothest directions, which the Krylov
-    method restores in a few iterations.
+    singular values are dropped, and any below ``relative_cutoff σ_max`` (default
+    ``n ε``: a null space found, not given, may have more vectors than one): if ``A_c``
+    happens to be regular, the coarse correction only loses its smoothest directions, which
+    the Krylov method restores in a few iterations.
     """
     n = dense.shape[0]
     u, s, vh = jnp.linalg.svd(dense)
-    cutoff = n * jnp.finfo(s.dtype).eps * s[0]
+    if relative_cutoff is None:
+        relative_cutoff = n * jnp.finfo(s.dtype).eps
+    cutoff = relative_cutoff * s[0]
     keep = (jnp.arange(n) < n - null_dimension) & (s > cutoff)
     inverse_s = jnp.where(keep, 1 / jnp.where(keep, s, 1), 0).astype(dense.dtype)
     return (jnp.conj(vh).T * inverse_s[None, :]) @ jnp.conj(u).T

@@ -26,7 +26,11 @@ gradient projected onto them.  The bases themselves are taken as constants.
 ``Pᴴ A P`` is singular on ``{c : P c ∈ null(A)}``.  Its dense inverse is then a
 pseudo-inverse that drops as many singular values as ``N`` has columns
 (:class:`AMGConfig`'s ``coarse_null_dimension``), where an LU factorization would divide
-by rounding errors.
+by rounding errors.  Without ``nullspace=`` the numeric setup still finds the commonest
+singular systems, those whose rows sum to zero (``A 1 = 0``: pure-Neumann and periodic
+problems, graph Laplacians), and inverts their coarsest matrix by a pseudo-inverse too, so
+that a Krylov method converges on a consistent ``b`` (to some solution, not the
+minimum-norm one, which needs ``nullspace=``).
 """
 
 from __future__ import annotations
