@@ -15,6 +15,7 @@ when an output is not finite).
 
 from __future__ import annotations
 
+import math
 from typing import NamedTuple
 
 import jax
@@ -112,7 +113,26 @@ def potrs(factor: CholeskyFactor, rhs: jax.Array) -> jax.Array:
 
 
 def cholesky_logdet(factor: CholeskyFactor) -> jax.Array:
-    return 2 * jnp.sum(jnp.log(jnp.real(jnp.diagonal(factor.l))))
+    return 2 * log_abs_product(jnp.real(jnp.diagonal(factor.l)))
+
+
+def log_abs_product(values: jax.Array) -> jax.Array:
+    """``log |Π vᵢ|`` of a real vector, rounded in its last steps only.
+
+    ``Σ log |vᵢ|`` rounds every term, so its error grows with ``Σ |log |vᵢ||``, however much
+    the logs cancel. Here the product is formed exactly in exponent and to a few rounding
+    errors in mantissa (``frexp`` pairs, multiplied and renormalized level by level, so that
+    it neither overflows nor underflows), and only ``log(mantissa) + exponent · log 2`` is
+    rounded: the error is a few ulps of the result. A zero gives ``-inf``, NaN stays NaN.
+    """
+    mantissa, exponent = jnp.frexp(jnp.abs(values))
+    while mantissa.shape[0] > 1:
+        if mantissa.shape[0] % 2:
+            mantissa = jnp.append(mantissa, jnp.ones((1,), mantissa.dtype))
+            exponent = jnp.append(exponent, jnp.zeros((1,), exponent.dtype))
+        mantissa, carry = jnp.frexp(mantissa[0::2] * mantissa[1::2])
+        exponent = exponent[0::2] + exponent[1::2] + carry
+    return jnp.log(mantissa[0]) + exponent[0].astype(mantissa.dtype) * math.log(2.0)
 
 
 # ------------------------------------------------------------------------------ lu
@@ -158,7 +178,7 @@ def lu_logdet(factor: LUFactor) -> tuple[jax.Array, jax.Array]:
         sign = parity * jnp.prod(diagonal / magnitude.astype(diagonal.dtype))
     else:
         sign = parity * jnp.prod(jnp.sign(diagonal))
-    return sign, jnp.sum(jnp.log(magnitude))
+    return sign, log_abs_product(magnitude)
 
 
 # -------------------------------------------------------------------- eigensolvers
