@@ -1,11 +1,17 @@
 """Matrices, meshes and tolerances shared by the jaxsolve.dense tests."""
 
+import os
+import pathlib
+import subprocess
+import sys
+
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 from jax.sharding import NamedSharding
 
+import jaxsolve.autodiff
 import jaxsolve.sharding as js
 from jaxsolve import dense
 
@@ -68,3 +74,28 @@ def assert_failure_reported(status, outputs, match):
         assert np.all(np.isnan(np.asarray(x)))
     with pytest.raises(dense.SolverError, match=match):
         dense.raise_on_failure(status)
+
+
+def launch(script_path, processes, devices_per_process=1, timeout=120):
+    """Runs the script at `script_path` as `processes` JAX processes of virtual CPU devices,
+    by ``python -m jaxsolve.sharding.launch``; returns the finished `subprocess` run."""
+    roots = [str(pathlib.Path(module.__file__).parents[2])
+             for module in (dense, jaxsolve.autodiff, js)]  # the folders holding jaxsolve/
+    environment = dict(os.environ)
+    environment["PYTHONPATH"] = os.pathsep.join(
+        filter(None, [*roots, environment.get("PYTHONPATH")]))
+    environment.pop("XLA_FLAGS", None)  # the launcher gives each process its own devices
+    command = [sys.executable, "-m", "jaxsolve.sharding.launch", "-n", str(processes),
+               "--devices-per-process", str(devices_per_process), "--platform", "cpu",
+               "--timeout", str(timeout), str(script_path)]
+    return subprocess.run(command, env=environment, capture_output=True, text=True,
+                          timeout=timeout + 30)
+
+
+def printed_by(run, rank):
+    """The lines that process `rank` of a `launch` run printed, without the launcher's prefix
+    and without the CPU collectives' (Gloo's) connection notes ("[Gloo] Rank 1 is connected to
+    1 peer ranks. ..."), which Gloo's C++ side may write in pieces."""
+    prefix = f"[rank {rank}] "
+    return [line[len(prefix):] for line in run.stdout.splitlines()
+            if line.startswith(prefix) and "[Gloo]" not in line and "peer ranks" not in line]

@@ -1,19 +1,9 @@
 """potrs over two processes, started by jaxsolve.sharding's launcher on virtual CPU devices,
 on a grid mesh of Auto axes and on the same grid with Explicit axes."""
 
-import os
-import pathlib
-import subprocess
-import sys
 import textwrap
 
-import jaxsolve.autodiff
-import jaxsolve.dense
-import jaxsolve.sharding
-
-# The folders holding jaxsolve/<package>/, for the launched processes' PYTHONPATH.
-ROOTS = [str(pathlib.Path(module.__file__).parents[2])
-         for module in (jaxsolve.dense, jaxsolve.autodiff, jaxsolve.sharding)]
+from helpers import launch
 
 SCRIPT = """
 import jax
@@ -64,13 +54,7 @@ print("ok", info.process_id, jax.process_count(), jax.device_count())
 def test_potrs_over_two_processes(tmp_path):
     script = tmp_path / "potrs_two_processes.py"
     script.write_text(textwrap.dedent(SCRIPT))
-    environment = dict(os.environ)
-    environment["PYTHONPATH"] = os.pathsep.join(
-        filter(None, [*ROOTS, environment.get("PYTHONPATH")]))
-    environment.pop("XLA_FLAGS", None)  # the launcher gives each process its own devices
-    command = [sys.executable, "-m", "jaxsolve.sharding.launch", "-n", "2",
-               "--devices-per-process", "2", "--platform", "cpu", "--timeout", "120", str(script)]
-    run = subprocess.run(command, env=environment, capture_output=True, text=True, timeout=150)
+    run = launch(script, 2, devices_per_process=2)
     assert run.returncode == 0, run.stdout + run.stderr
     lines = sorted(line for line in run.stdout.splitlines() if " ok " in line)
     assert lines == ["[rank 0] ok 0 2 4", "[rank 1] ok 1 2 4"], run.stdout
