@@ -49,7 +49,7 @@ from ._classical import InterpolationArrays, InterpolationStructure, MultipassAr
 from ._config import AMGConfig
 from ._csr_arrays import CsrArrays, CsrStructure
 from ._multicolor import (MULTICOLOR_SMOOTHERS, MulticolorArrays, MulticolorOrdering,
-                          multicolor_ordering)
+                          multicolor_ordering, safe_inverse)
 from ._products import ProductPlan, plan_product, plan_product_with_values
 from ._relaxation import RelaxationData, relaxation_data, spectral_radius, stored_diagonal
 
@@ -565,28 +565,34 @@ def _numeric_level(
     ``coarse`` holds the next level's pattern (its values are a placeholder).
     """
     diagonal = stored_diagonal(a.values, arrays.diagonal)
+    inverse_diagonal = safe_inverse(diagonal)
+    # ρ(D⁻¹A), estimated once where the prolongation's smoothing and the smoother need it.
+    rho = None if level.smoothing is None else spectral_radius(
+        a.n_rows, a.values.dtype, lambda v: a.scaled_matvec(v, inverse_diagonal))
     if level.interpolation is not None:
         p_values = _classical.device_values(arrays.interpolation,
                                             level.interpolation.full.nnz, a, diagonal,
                                             arrays.p.indptr)
         coarse_basis = None
     else:
-        p_values, coarse_basis = _aggregation_prolongation(level, arrays, a, basis, diagonal)
+        p_values, coarse_basis = _aggregation_prolongation(level, arrays, a, basis,
+                                                           inverse_diagonal, rho)
     p = arrays.p._replace(values=p_values)
     r = arrays.r._replace(values=jnp.conj(p_values[arrays.r_from_p]))
     a_p = arrays.a_p._replace(values=level.a_p.multiply(a, p, arrays.a_p.indices,
                                                          arrays.a_p.indptr))
     coarse_values = level.galerkin.multiply(r, a_p, coarse.indices, coarse.indptr)
     smoother = relaxation_data(a, diagonal, config.smoother, arrays.ordering,
-                               block_dim=level.block_dim)
+                               block_dim=level.block_dim, jacobi_spectral_radius=rho)
     return LevelNumbers(a=a, p=p, r=r, smoother=smoother), coarse_values, coarse_basis
 
 
 def _aggregation_prolongation(
     level: LevelStructure, arrays: LevelArrays, a: CsrArrays, basis: jax.Array,
-    diagonal: jax.Array,
+    inverse_diagonal: jax.Array, rho: jax.Array | None,
 ) -> tuple[jax.Array, jax.Array]:
-    """``P``'s values (``T``, or ``T`` smoothed) and the next level's basis."""
+    """``P``'s values (``T``, or ``T`` smoothed by ``ω = 4 / (3 ρ)``, ``rho`` the estimate
+    of ``ρ(D⁻¹A)``) and the next level's basis."""
     t_values, coarse_basis = _tentative(basis, arrays.aggregates, level.n_aggregates)
     if level.smoothing is None:
         return t_values, coarse_basis
@@ -597,9 +603,6 @@ def _aggregation_prolongation(
                    + jnp.arange(k, dtype=jnp.int32)[None, :]).ravel(),
                   jnp.arange(0, level.a.n_rows * k + 1, k, dtype=jnp.int32))
     a_t = level.smoothing.multiply(a, t, arrays.p.indices, arrays.p.indptr)
-    inverse_diagonal = jnp.where(diagonal != 0, 1 / jnp.where(diagonal != 0, diagonal, 1), 0)
-    rho = spectral_radius(a.n_rows, a.values.dtype,
-                          lambda v: a.scaled_matvec(v, inverse_diagonal))
     omega = (4 / (3 * rho)).astype(a.values.dtype)
     p_values = (-omega * inverse_diagonal[arrays.p.row_ids] * a_t).at[
         arrays.tentative_in_p].add(t_values)

@@ -79,12 +79,16 @@ class RelaxationData(NamedTuple):
 def relaxation_data(
     a: CsrArrays, diagonal: jax.Array, config: RelaxationConfig,
     ordering: MulticolorArrays | None = None, *, block_dim: int = 1,
+    jacobi_spectral_radius: jax.Array | None = None,
 ) -> RelaxationData:
     """The :class:`RelaxationData` of ``config``'s relaxation for ``A`` (jit-able), whose
     unknowns come ``block_dim`` to a node.
 
     ``ordering``: for the multicolor smoothers, the device arrays of ``A``'s pattern's
     :class:`~._multicolor.MulticolorOrdering` (from the structure); unused otherwise.
+    ``jacobi_spectral_radius``: an estimate of ``ρ(D⁻¹A)`` at hand (smoothed aggregation
+    makes one), which a pointwise Jacobi without a given damping then takes instead of
+    estimating its own.
     """
     interval = jnp.zeros(2, a.values.dtype)
     if config.solver in MULTICOLOR_SMOOTHERS:
@@ -96,13 +100,18 @@ def relaxation_data(
     if block_dim > 1 and config.solver in ("BLOCK_JACOBI", "JACOBI_L1"):
         inverses = _block_inverses(a, config, block_dim)
         if config.relaxation_factor is None:
-            inverses = inverses * _estimated_damping(
-                a, lambda v: _jacobi_step(RelaxationData(inverses, interval), a.matvec(v)))
+            rho = spectral_radius(a.n_rows, a.values.dtype, lambda v: _jacobi_step(
+                RelaxationData(inverses, interval), a.matvec(v)))
+            inverses = inverses * _damping(rho, a.values.dtype)
         return RelaxationData(scale=inverses, interval=interval)
     if config.solver == "BLOCK_JACOBI":
         scale = safe_inverse(diagonal)
         if config.relaxation_factor is None:
-            scale = scale * _estimated_damping(a, lambda v: a.scaled_matvec(v, scale))
+            rho = jacobi_spectral_radius
+            if rho is None:
+                rho = spectral_radius(a.n_rows, a.values.dtype,
+                                      lambda v: a.scaled_matvec(v, scale))
+            scale = scale * _damping(rho, a.values.dtype)
         else:
             scale = scale * config.relaxation_factor
     elif config.solver == "JACOBI_L1":
@@ -200,12 +209,10 @@ def _block_inverses(a: CsrArrays, config: RelaxationConfig, k: int) -> jax.Array
     return inverse * jnp.asarray(config.relaxation_factor, a.values.dtype)
 
 
-def _estimated_damping(a: CsrArrays, iteration_matrix) -> jax.Array:
-    """``ω = ESTIMATED_DAMPING / ρ(M⁻¹A)``, ``iteration_matrix`` ``v ↦ M⁻¹A v`` for the
-    undamped Jacobi's ``M``."""
-    rho = spectral_radius(a.n_rows, a.values.dtype, iteration_matrix)
-    tiny = jnp.finfo(rho.dtype).tiny
-    return (ESTIMATED_DAMPING / jnp.maximum(rho, tiny)).astype(a.values.dtype)
+def _damping(rho: jax.Array, dtype) -> jax.Array:
+    """``ω = ESTIMATED_DAMPING / ρ``, ``rho`` the estimated ``ρ(M⁻¹A)`` of the undamped
+    Jacobi's ``M``."""
+    return (ESTIMATED_DAMPING / jnp.maximum(rho, jnp.finfo(rho.dtype).tiny)).astype(dtype)
 
 
 def spectral_radius(n: int, dtype, apply) -> jax.Array:
