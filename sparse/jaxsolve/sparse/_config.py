@@ -350,6 +350,10 @@ class AMGConfig:
       strong C neighbours, or through the strong neighbours interpolated in an
       earlier pass), truncated as above.  Fewer, smaller levels, at the price
       of more iterations.
+    * *indefinite problems*: coarsening stops at the first coarse operator whose
+      diagonal is not positive where the finest one's is, if it has at most 8192 rows
+      (it is then the coarsest, solved densely): a Helmholtz problem's coarse levels turn
+      indefinite once they resolve the wave too coarsely, and no smoother damps them.
 
     On large 3D problems ``selector="PMISC"`` with ``aggressive_levels=1`` is
     the lean classical configuration: on the 128³ Poisson matrix (f64, PCG to

@@ -312,8 +312,15 @@ def _classical_levels(pattern: CsrStructure, values: np.ndarray | None, config: 
 
     A block system's levels are split node by node (:func:`._blocks.classical_splitting`),
     so each is again a block system of ``config.block_dim`` unknowns per node.
+
+    Coarsening also stops at the first coarse operator whose diagonal is not positive
+    (in its real part) where the finest one's is, when it fits a dense inverse: an
+    indefinite problem's coarse levels (Helmholtz: ``-Δ - k²``, once a level's mesh
+    resolves the wave too coarsely) have rows no smoother can damp, so that level is
+    solved exactly instead of cycled on.
     """
     values = _classical.surrogate_values(pattern) if values is None else values
+    positive = _positive_diagonal(pattern, values)
     while len(levels) + 1 < config.max_levels and pattern.n_rows > config.min_coarse_rows:
         aggressive = len(levels) < config.aggressive_levels
         splitting = (None if config.block_dim == 1 else
@@ -334,7 +341,17 @@ def _classical_levels(pattern: CsrStructure, values: np.ndarray | None, config: 
             interpolation=interpolation, block_dim=config.block_dim))
         phase("sparse products")
         pattern = galerkin.c
+        if (positive and config.coarse_solver == "DENSE_LU_SOLVER"
+                and pattern.n_rows <= MAX_DENSE_COARSE_ROWS
+                and not _positive_diagonal(pattern, values)):
+            break
     return pattern
+
+
+def _positive_diagonal(pattern: CsrStructure, values: np.ndarray) -> bool:
+    """Whether every diagonal entry among ``values`` has a positive real part."""
+    positions = pattern.diagonal_positions()
+    return bool(np.all(positions >= 0) and np.all(np.real(values[positions]) > 0))
 
 
 def galerkin_products(a: CsrStructure, a_values: np.ndarray, p: CsrStructure,
