@@ -36,11 +36,16 @@ Krylov methods, configured in AmgX's vocabulary and differentiable through
   and `jax.grad`.
 * `jaxsolve.sparse.matrices`: a gallery of test problems whose patterns stay static when
   their values are traced.
+* `jaxsolve.sparse.plot`: residual histories and hierarchies drawn with matplotlib (the
+  ``plot`` extra).
+* A command line, ``python -m jaxsolve.sparse solve A.mtx`` (the ``jaxsolve-sparse``
+  script): Matrix Market files solved and reported as AmgX's ``amgx_capi`` does.
 """
 
 import importlib.metadata as _metadata
 
 from . import matrices as matrices
+from . import plot as plot
 from ._config import DEFAULT_SOLVER_CONFIG as DEFAULT_SOLVER_CONFIG
 from ._config import AMGConfig as AMGConfig
 from ._config import RelaxationConfig as RelaxationConfig
@@ -117,6 +122,7 @@ __all__ = [
     "make_preconditioner",
     "matrices",
     "parse_amgx_config",
+    "plot",
     "raise_on_failure",
     "set_cache_size",
     "solve",
