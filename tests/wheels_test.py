@@ -143,3 +143,14 @@ def test_wheel_installs_with_its_siblings_and_imports(name, tmp_path):
                             capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == _metadata(WHEELS[name])["Version"]
+
+
+def test_sparse_wheel_installs_its_command_and_offers_the_plot_extra(tmp_path):
+    assert "plot" in _metadata(WHEELS["jaxsolve-sparse"]).get_all("Provides-Extra")
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-index",
+                    "--disable-pip-version-check", "--target", str(tmp_path),
+                    *map(str, _with_siblings("jaxsolve-sparse"))], check=True)
+    result = subprocess.run([str(tmp_path / "bin" / "jaxsolve-sparse"), "solve", "missing.mtx"],
+                            env={"PYTHONPATH": str(tmp_path)}, capture_output=True, text=True)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr == "jaxsolve-sparse: error: missing.mtx: the file does not exist\n"

@@ -118,6 +118,8 @@ def _wheel_impl(ctx):
     args.add_all(ctx.attr.requires, before_each = "--requires")
     args.add_all(["%s=%s" % (extra, r) for extra, reqs in ctx.attr.extra_requires.items() for r in reqs],
                  before_each = "--extra")
+    args.add_all(["%s=%s" % item for item in ctx.attr.console_scripts.items()],
+                 before_each = "--console-script")
     ctx.actions.run(
         executable = ctx.executable._wheelmaker,
         arguments = [args],
@@ -131,6 +133,7 @@ def _wheel_impl(ctx):
 _wheel = rule(
     implementation = _wheel_impl,
     attrs = {
+        "console_scripts": attr.string_dict(),
         "deps": attr.label_list(),
         "distribution": attr.string(mandatory = True),
         "extra_requires": attr.string_list_dict(),
@@ -144,13 +147,14 @@ _wheel = rule(
 )
 
 def jaxsolve_wheel(name, distribution, version, package, deps = [], requires = [],
-                   extra_requires = {}, platform = "any"):
+                   extra_requires = {}, platform = "any", console_scripts = {}):
     """One distribution of the jaxsolve family, built as a wheel (`bazel build //layout:wheel`).
 
     `package` is the dotted package the distribution contributes to the `jaxsolve`
     namespace, e.g. "jaxsolve.layout": the files of `deps` (with their runfiles, so native
     libraries too) found below `<this folder>/jaxsolve/layout/` are packed at
     `jaxsolve/layout/`. `platform` is "any" for pure Python, else a manylinux tag.
+    `console_scripts` maps a command pip installs to the `module:function` it runs.
     """
     _wheel(
         name = name,
@@ -161,5 +165,6 @@ def jaxsolve_wheel(name, distribution, version, package, deps = [], requires = [
         requires = requires,
         extra_requires = extra_requires,
         platform = platform,
+        console_scripts = console_scripts,
         visibility = ["//visibility:public"],
     )

@@ -6,7 +6,10 @@ deterministic: entries sorted, fixed timestamps, so an unchanged tree gives the 
 
 Usage: wheelmaker.py --out W --name N --version V --platform P --python-requires R
                      --files LIST [--requires REQ ...] [--extra EXTRA=REQ ...]
-LIST holds one `path-in-wheel<TAB>path-on-disk` line per file.
+                     [--console-script NAME=MODULE:FUNCTION ...]
+LIST holds one `path-in-wheel<TAB>path-on-disk` line per file. Each console script becomes
+an `entry_points.txt` line, from which pip writes an executable `NAME` that runs
+`sys.exit(FUNCTION())`.
 """
 
 import argparse
@@ -37,6 +40,17 @@ def _metadata(args: argparse.Namespace) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _entry_points(console_scripts: list[str]) -> str:
+    """The `entry_points.txt` of the console scripts `NAME=MODULE:FUNCTION`."""
+    lines = ["[console_scripts]"]
+    for item in sorted(console_scripts):
+        name, _, target = item.partition("=")
+        if not re.fullmatch(r"[\w.-]+", name) or not re.fullmatch(r"[\w.]+:\w+", target):
+            raise SystemExit(f"wheelmaker: a console script is NAME=MODULE:FUNCTION, got {item!r}")
+        lines.append(f"{name} = {target}")
+    return "\n".join(lines) + "\n"
+
+
 def _write(archive: zipfile.ZipFile, record: list[str], path: str, data: bytes,
            executable: bool = False) -> None:
     info = zipfile.ZipInfo(path, date_time=_EPOCH)
@@ -52,6 +66,7 @@ def main() -> None:
         parser.add_argument(flag, required=True)
     parser.add_argument("--requires", action="append", default=[])
     parser.add_argument("--extra", action="append", default=[])
+    parser.add_argument("--console-script", action="append", default=[])
     args = parser.parse_args()
 
     stem = re.sub(r"[^\w\d.]+", "_", args.name)
@@ -68,6 +83,9 @@ def main() -> None:
                 _write(archive, record, in_wheel, f.read(), executable=in_wheel.endswith(".so"))
         _write(archive, record, f"{dist_info}/METADATA", _metadata(args).encode())
         _write(archive, record, f"{dist_info}/WHEEL", wheel.encode())
+        if args.console_script:
+            _write(archive, record, f"{dist_info}/entry_points.txt",
+                   _entry_points(args.console_script).encode())
         record.append(f"{dist_info}/RECORD,,")
         info = zipfile.ZipInfo(f"{dist_info}/RECORD", date_time=_EPOCH)
         archive.writestr(info, "\n".join(record) + "\n")
