@@ -53,12 +53,13 @@ def outcome(info):
 
 
 def assert_consistent(info, max_iters):
-    """residual_history: 1 first, info.residual at `iterations`, NaN after."""
+    """residual_history: 1 first, finite up to `iterations`, NaN after; info.residual the
+    smallest entry (that of the iterate returned: the last one on success)."""
     k = int(info.iterations)
     history = np.asarray(info.residual_history)
     assert history.shape == (max_iters + 1,)
     assert history[0] == 1.0
-    assert history[k] == info.residual
+    assert history[: k + 1].min() == info.residual
     assert np.isfinite(history[: k + 1]).all() and np.isnan(history[k + 1 :]).all()
 
 
@@ -77,7 +78,8 @@ class TestKrylov:
         reference = poisson(8) if name == "cg" else convection_diffusion(8)
         A = csr(reference, dtype)
         b = rhs(A.shape[0], dtype)
-        x, info = SOLVERS[name](A.matvec, b, tolerance=tolerance, max_iters=300)
+        x, info = SOLVERS[name](A.matvec, b, tolerance=tolerance, max_iters=300,
+                                store_history=True)
         assert x.dtype == dtype
         assert int(info.status) == Status.SUCCESS and int(info.failure_reason) == 0
         assert info.residual <= tolerance
@@ -101,7 +103,7 @@ class TestKrylov:
         preconditioned = name != "gmres"
         _, info = SOLVERS[name](
             A.matvec, jnp.asarray(b), tolerance=1e-8,
-            precondition=jacobi(A) if preconditioned else None,
+            precondition=jacobi(A) if preconditioned else None, store_history=True,
         )
         residuals = []
         if preconditioned:
@@ -133,7 +135,7 @@ class TestKrylov:
     @pytest.mark.parametrize("name", SOLVERS)
     def test_krylov_not_converged(self, name):
         A = csr(convection_diffusion(8), np.float32)
-        x, info = SOLVERS[name](A.matvec, rhs(64, np.float32), max_iters=3)
+        x, info = SOLVERS[name](A.matvec, rhs(64, np.float32), max_iters=3, store_history=True)
         assert int(info.status) == Status.NOT_CONVERGED
         assert int(info.failure_reason) == FailureReason.MAX_ITERS
         assert int(info.iterations) == 3
@@ -182,7 +184,8 @@ class TestKrylov:
     def test_krylov_absolute_convergence(self, name):
         A = csr(poisson(6), np.float32)
         b = 100 * rhs(36, np.float32)
-        x, info = SOLVERS[name](A.matvec, b, tolerance=1e-2, convergence="ABSOLUTE")
+        x, info = SOLVERS[name](A.matvec, b, tolerance=1e-2, convergence="ABSOLUTE",
+                                store_history=True)
         assert int(info.status) == Status.SUCCESS
         k = int(info.iterations)
         norms = np.asarray(info.residual_history) * float(jnp.linalg.norm(b))
@@ -209,7 +212,8 @@ class TestKrylov:
         """vmap is one batched while_loop; finished columns are frozen."""
         diagonal = jnp.arange(1.0, 9.0)
         easy, hard = jnp.eye(8)[0], jnp.ones(8)  # 1 vs 8 distinct eigenvalues
-        solve = jax.vmap(lambda b: SOLVERS[name](lambda v: diagonal * v, b, max_iters=20))
+        solve = jax.vmap(lambda b: SOLVERS[name](lambda v: diagonal * v, b, max_iters=20,
+                                                 store_history=True))
         columns = jnp.stack([easy, hard])
         jaxpr = jax.make_jaxpr(solve)(columns)
         assert [eqn.primitive.name for eqn in jaxpr.eqns].count("while") == 1
@@ -237,15 +241,20 @@ class TestKrylov:
              "{name}: matvec must be a callable on vectors (for a CsrMatrix A, pass"
              " A.matvec), got CsrMatrix."),
             (lambda s: s(lambda v: v, jnp.ones(3), max_iters=2.0), ValueError,
-             "{name}: max_iters must be a non-negative int (it fixes the length of"
-             " residual_history), got 2.0."),
+             "{name}: max_iters must be an int from 0 to 2147483647 (2**31 - 1: iterations"
+             " are counted in int32), got 2.0."),
+            (lambda s: s(lambda v: v, jnp.ones(3), max_iters=2**31), ValueError,
+             "{name}: max_iters must be an int from 0 to 2147483647 (2**31 - 1: iterations"
+             " are counted in int32), got 2147483648."),
+            (lambda s: s(lambda v: v, jnp.ones(3), store_history=1), TypeError,
+             "{name}: store_history must be a bool (static), got 1."),
             (lambda s: s(lambda v: v, jnp.ones(3), convergence="RELATIVE_MAX"), ValueError,
              "{name}: convergence must be 'RELATIVE_INI' or 'ABSOLUTE', got 'RELATIVE_MAX'."),
             (lambda s: s(lambda v: v, jnp.ones(3), tolerance=-1.0), ValueError,
              "{name}: tolerance must be a non-negative number, got -1.0."),
         ],
         ids=["b-matrix", "x0-shape", "matvec-shape", "precondition-shape", "matvec-type",
-             "max-iters", "convergence", "tolerance"],
+             "max-iters", "max-iters-int32", "store-history", "convergence", "tolerance"],
     )
     @pytest.mark.parametrize("name", SOLVERS)
     def test_krylov_errors(self, name, call, error, message):
@@ -306,7 +315,8 @@ class TestCg:
         assert int(info.iterations) == 1
 
     def test_cg_nan_from_traced_zero_diagonal_diverges(self):
-        """jacobi cannot check traced values; the Inf it makes ends as DIVERGED."""
+        """jacobi cannot check traced values; the Inf it makes ends as DIVERGED, and the
+        finite x0 comes back, not the NaN iterate."""
         A = as_csr(np.array([[0.0, 1.0], [1.0, 2.0]], np.float32))
 
         @jax.jit
@@ -314,9 +324,10 @@ class TestCg:
             M = A.with_values(values)
             return cg(M.matvec, jnp.ones(2), precondition=jacobi(M))
 
-        _, info = solve(A.values)
+        x, info = solve(A.values)
         assert outcome(info) == (Status.DIVERGED, FailureReason.NONFINITE_RESIDUAL)
-        assert np.isnan(info.residual)
+        np.testing.assert_array_equal(x, [0.0, 0.0])
+        np.testing.assert_allclose(info.residual, 1.0, rtol=1e-6)
 
 
 class TestBicgstab:
@@ -341,8 +352,10 @@ class TestGmres:
     def test_gmres_restart(self, x64):
         A = csr(convection_diffusion(8, peclet=0.9), np.float64)
         b = rhs(64, np.float64)
-        _, full = gmres(A.matvec, b, tolerance=1e-10, restart=64, max_iters=400)
-        _, restarted = gmres(A.matvec, b, tolerance=1e-10, restart=4, max_iters=400)
+        _, full = gmres(A.matvec, b, tolerance=1e-10, restart=64, max_iters=400,
+                        store_history=True)
+        _, restarted = gmres(A.matvec, b, tolerance=1e-10, restart=4, max_iters=400,
+                             store_history=True)
         assert int(full.status) == int(restarted.status) == Status.SUCCESS
         assert int(full.iterations) < int(restarted.iterations)
         for info in (full, restarted):  # the minimal residual never grows
@@ -438,3 +451,147 @@ class TestInnerProduct:
     def test_inner_product_errors(self):
         with pytest.raises(TypeError, match="inner_product must be a callable"):
             cg(lambda v: v, jnp.ones(3), inner_product=1.0)
+
+
+def two_jacobi_sweeps(A, omega):
+    """Two damped Jacobi sweeps from zero as a preconditioner: symmetric, and indefinite
+    where ω λ(D⁻¹A) > 2 (an AMG cycle whose smoother diverges behaves alike)."""
+    diagonal = A.diagonal()
+
+    def precondition(r):
+        z = omega * r / diagonal
+        return z + omega * (r - A @ z) / diagonal
+
+    return precondition
+
+
+class TestNeverWorseThanX0:
+    """A breakdown or divergence returns the best iterate met, never one worse than x0."""
+
+    def test_cg_indefinite_preconditioner_at_the_first_step_returns_x0(self):
+        A = csr(poisson(8), np.float32)
+        b = rhs(64, np.float32)
+        x0 = 0.1 * rhs(64, np.float32, seed=1)
+        for start in (None, x0):
+            x, info = cg(A.matvec, b, start, precondition=two_jacobi_sweeps(A, 1.8),
+                         store_history=True)
+            assert outcome(info) == (Status.FAILED,
+                                     FailureReason.PRECONDITIONER_NOT_POSITIVE_DEFINITE)
+            # The one step CG took raised the residual; its iterate is not returned.
+            assert int(info.iterations) == 1 and info.residual_history[1] > 1
+            np.testing.assert_array_equal(x, np.zeros(64) if start is None else x0)
+            np.testing.assert_allclose(info.residual, 1.0, rtol=1e-6)
+
+    def test_cg_indefinite_preconditioner_returns_the_best_iterate(self):
+        A = csr(poisson(8), np.float32)
+        b = rhs(64, np.float32)
+        x, info = cg(A.matvec, b, precondition=two_jacobi_sweeps(A, 1.2), store_history=True)
+        assert outcome(info) == (Status.FAILED,
+                                 FailureReason.PRECONDITIONER_NOT_POSITIVE_DEFINITE)
+        history = np.asarray(info.residual_history)[: int(info.iterations) + 1]
+        assert history[-1] > history.min()  # the last iterate is not the best one
+        true = jnp.linalg.norm(b - A @ x) / jnp.linalg.norm(b)
+        np.testing.assert_allclose(true, history.min(), rtol=1e-4)
+        assert info.residual == history.min() < 1
+
+    @pytest.mark.parametrize("name", ["bicgstab", "stationary"])
+    def test_nan_from_the_preconditioner_keeps_the_best_iterate(self, name):
+        """A preconditioner that turns NaN once the residual is small (a stand-in for one that
+        overflows): the solve stops DIVERGED with the finite best iterate, not NaN."""
+        A = csr(convection_diffusion(8), np.float32)
+        b = rhs(64, np.float32)
+        M = jacobi(A)
+        # The loop's residuals are scaled to norm in [0.5, 1) at the start.
+        poisoned = lambda r: jnp.where(jnp.vdot(r, r) < 1e-3, jnp.nan, 1) * M(r)
+        method = bicgstab if name == "bicgstab" else _krylov.stationary
+        x, info = method(A.matvec, b, precondition=poisoned, store_history=True)
+        assert outcome(info) == (Status.DIVERGED, FailureReason.NONFINITE_RESIDUAL)
+        assert np.isfinite(x).all()
+        history = np.asarray(info.residual_history)[: int(info.iterations) + 1]
+        true = jnp.linalg.norm(b - A @ x) / jnp.linalg.norm(b)
+        assert info.residual == np.nanmin(history) < 0.1
+        np.testing.assert_allclose(true, info.residual, rtol=1e-3)
+
+    @pytest.mark.parametrize("name", ["gmres", "fgmres"])
+    def test_gmres_cycle_with_nan_keeps_the_iterate_before_it(self, name):
+        """The preconditioner turns NaN on the cycle's second basis vector (orthogonal to
+        b): the cycle's update is dropped, and x0 comes back."""
+        A = csr(convection_diffusion(8), np.float32)
+        b = rhs(64, np.float32)
+        M, direction = jacobi(A), b / jnp.linalg.norm(b)
+        poisoned = lambda r: jnp.where(
+            jnp.abs(jnp.vdot(direction, r)) < 0.5 * jnp.linalg.norm(r), jnp.nan, 1) * M(r)
+        x, info = SOLVERS[name](A.matvec, b, precondition=poisoned, restart=4)
+        assert outcome(info) == (Status.DIVERGED, FailureReason.NONFINITE_RESIDUAL)
+        np.testing.assert_array_equal(x, np.zeros(64))
+        np.testing.assert_allclose(info.residual, 1.0, rtol=1e-6)
+
+    def test_stationary_divergence_returns_x0(self):
+        """An over-relaxed Jacobi iteration diverges: x0 comes back, not the 1e10 iterate."""
+        A = csr(poisson(8), np.float32)
+        over_relaxed = lambda r: 3 * r / A.diagonal()
+        x, info = _krylov.stationary(A.matvec, rhs(64, np.float32), precondition=over_relaxed)
+        assert outcome(info) == (Status.DIVERGED, FailureReason.RESIDUAL_GROWTH)
+        np.testing.assert_array_equal(x, np.zeros(64))
+        np.testing.assert_allclose(info.residual, 1.0, rtol=1e-6)
+
+
+class TestScaledNorms:
+    """Tiny and huge right-hand sides solve as a unit one does (no underflow or overflow)."""
+
+    @pytest.mark.parametrize("name", SOLVERS)
+    @pytest.mark.parametrize("dtype, scale", [("float32", 2.0**-83), ("float32", 2.0**83),
+                                              ("float64", 2.0**-664), ("float64", 2.0**664)])
+    def test_scaled_right_hand_side(self, name, dtype, scale, request):
+        if dtype == "float64":
+            request.getfixturevalue("x64")
+        A = csr(poisson(6) if name == "cg" else convection_diffusion(6), dtype)
+        b = rhs(36, dtype)
+        x_unit, unit = SOLVERS[name](A.matvec, b, precondition=jacobi(A), tolerance=1e-5,
+                                     store_history=True)
+        x, info = SOLVERS[name](A.matvec, b * scale, precondition=jacobi(A), tolerance=1e-5,
+                                store_history=True)
+        assert outcome(info) == (Status.SUCCESS, FailureReason.NONE)
+        # b (~1e-25 or 1e25; 1e-200 or 1e200) is scaled by a power of two: the iterates
+        # are those of the unit b, to the bit.
+        assert int(info.iterations) == int(unit.iterations) > 0
+        np.testing.assert_array_equal(info.residual_history, unit.residual_history)
+        np.testing.assert_array_equal(np.asarray(x, np.float64) / scale, x_unit)
+
+    def test_absolute_tolerance_on_a_tiny_right_hand_side(self):
+        A = csr(poisson(6), np.float32)
+        b = 1e-25 * rhs(36, np.float32)
+        x, info = cg(A.matvec, b, tolerance=1e-30, convergence="ABSOLUTE")
+        assert outcome(info) == (Status.SUCCESS, FailureReason.NONE)
+        assert int(info.iterations) > 0
+        assert float(jnp.linalg.norm(b - A @ x)) <= 1.5e-30
+        _, info = cg(A.matvec, b, tolerance=1e-20, convergence="ABSOLUTE")  # met by x0 = 0
+        assert int(info.iterations) == 0
+
+    def test_huge_right_hand_side_is_finite_input(self):
+        A = csr(poisson(6), np.float32)
+        b = jnp.full(36, 1e19, np.float32)  # ‖b‖² = 3.6e39 overflows float32
+        x, info = cg(A.matvec, b)
+        assert outcome(info) == (Status.SUCCESS, FailureReason.NONE)
+        assert np.isfinite(x).all()
+
+
+class TestResidualHistory:
+    @pytest.mark.parametrize("name", SOLVERS)
+    def test_history_is_kept_only_when_asked_for(self, name):
+        A = csr(poisson(4), np.float32)
+        b = rhs(16, np.float32)
+        _, info = SOLVERS[name](A.matvec, b, max_iters=50)
+        assert info.residual_history.shape == (0,)
+        _, stored = SOLVERS[name](A.matvec, b, max_iters=50, store_history=True)
+        assert stored.residual_history.shape == (51,)
+        assert stored.residual == info.residual
+
+    def test_largest_max_iters_needs_no_memory_for_it(self):
+        """max_iters = 2³¹ − 1 is accepted, and without a history nothing grows with it."""
+        A = csr(poisson(4), np.float32)
+        solve = jax.jit(lambda b: cg(A.matvec, b, max_iters=_krylov.MAX_ITERS))
+        sizes = [var.aval.size for var in jax.make_jaxpr(solve)(rhs(16, np.float32)).jaxpr.outvars]
+        assert max(sizes) == 16
+        x, info = solve(rhs(16, np.float32))
+        assert outcome(info) == (Status.SUCCESS, FailureReason.NONE)

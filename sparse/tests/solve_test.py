@@ -191,7 +191,7 @@ class TestConfigurations:
         A = matrices.poisson_matrix(16, dtype=np.float64)
         b = 1e-3 * matrices.rhs_ones(256, dtype=np.float64)
         x, info = sparse.solve(A, b, config={"convergence": "ABSOLUTE", "tolerance": 1e-9,
-                                             "max_iters": 50})
+                                             "max_iters": 50, "store_res_history": 1})
         k = int(info.iterations)
         assert status(info) == "SUCCESS"
         assert np.linalg.norm(scipy_matrix(A) @ np.asarray(x) - np.asarray(b)) <= 2e-9
@@ -419,6 +419,63 @@ class TestFailures:
         A.eliminate_zeros()
         with pytest.raises(ValueError, match="zero .* diagonal"):
             sparse.solve(A, np.ones(2, np.float32))
+
+
+class TestRobustness:
+    """Issue 29's silent and misleading answers: never worse than x0, norms that neither
+    underflow nor overflow, a bounded max_iters and a history only when asked for."""
+
+    def test_indefinite_amg_preconditioner_returns_x0_not_a_worse_iterate(self, x64):
+        # Damped Jacobi with ω = 1.9 diverges on Poisson (ω ρ(D⁻¹A) ≈ 3.8 > 2): the V-cycle
+        # is indefinite, and CG's one step raises the residual before it stops.
+        A = matrices.poisson_matrix(24, dtype=np.float64)
+        b = matrices.rhs_random(576, seed=1, dtype=np.float64)
+        config = {"solver": "PCG", "store_res_history": 1, "preconditioner": {
+            "solver": "AMG", "smoother": "BLOCK_JACOBI", "relaxation_factor": 1.9,
+            "min_coarse_rows": 16}}
+        x, info = sparse.solve(A, b, config=config)
+        assert status(info) == "FAILED"
+        reason = sparse.FailureReason(int(info.failure_reason))
+        assert reason == sparse.FailureReason.PRECONDITIONER_NOT_POSITIVE_DEFINITE
+        assert info.residual_history[1] > 1
+        np.testing.assert_array_equal(x, np.zeros(576))
+        assert relative_residual(A, x, b) == 1.0
+
+    @pytest.mark.parametrize("dtype, scale", [(np.float32, 1e-25), (np.float32, 1e20),
+                                              (np.float64, 1e-170), (np.float64, 1e170)])
+    def test_tiny_and_huge_right_hand_sides(self, request, dtype, scale):
+        """f32 entries of 1e-25 once read as ‖b‖ = 0 (SUCCESS, x = 0), of 1e20 as
+        NONFINITE_INPUT; both solve as b of order one does."""
+        if dtype == np.float64:
+            request.getfixturevalue("x64")
+        A = matrices.poisson_matrix(16, dtype=dtype)
+        b = matrices.rhs_random(256, seed=1, dtype=dtype)
+        config = {"solver": "PCG", "tolerance": 1e-5}
+        x_unit, unit = sparse.solve(A, b, config=config)
+        x, info = sparse.solve(A, b * scale, config=config)
+        assert status(info) == "SUCCESS"
+        assert int(info.iterations) == int(unit.iterations) > 0
+        assert relative_residual(A, np.asarray(x, np.float64) / scale, b) <= 2e-5
+        np.testing.assert_allclose(np.asarray(x, np.float64) / scale, x_unit, rtol=1e-4,
+                                   atol=1e-4 * float(np.abs(x_unit).max()))
+
+    def test_history_only_when_stored(self):
+        A = matrices.poisson_matrix(8)
+        b = matrices.rhs_ones(64)
+        _, info = sparse.solve(A, b, config={"max_iters": 10**8})
+        assert info.residual_history.shape == (0,) and status(info) == "SUCCESS"
+        _, info = sparse.solve(A, jnp.stack([b, 2 * b], axis=1),
+                               config={"max_iters": 20, "store_res_history": 1})
+        assert info.residual_history.shape == (2, 21)
+
+    def test_max_iters_beyond_int32_is_refused_before_any_setup(self):
+        sparse.clear_cache()
+        with pytest.raises(ValueError, match=re.escape(
+                "solve: max_iters must be an int from 0 to 2147483647 (2**31 - 1: iterations"
+                " are counted in int32), got 2147483648.")):
+            sparse.solve(matrices.poisson_matrix(8), matrices.rhs_ones(64),
+                         config={"max_iters": 2**31})
+        assert sparse.cache_info().currsize == 0
 
 
 class TestCache:

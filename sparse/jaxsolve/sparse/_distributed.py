@@ -506,7 +506,8 @@ def krylov_columns(config: SolverConfig, collectives: Collectives, matvec, preco
     def one(b):
         return method(matvec, b, precondition=precondition, tolerance=config.tolerance,
                       max_iters=config.max_iters, convergence=config.convergence,
-                      inner_product=inner_product(collectives), **options)
+                      inner_product=inner_product(collectives),
+                      store_history=config.store_res_history, **options)
 
     return jax.vmap(one, in_axes=1, out_axes=(1, 0))(rhs)
 

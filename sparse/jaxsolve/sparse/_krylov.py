@@ -7,9 +7,18 @@ methods, their stopping rules and their status codes follow AmgX (``PCG``,
 ``PBICGSTAB``, ``GMRES``, ``FGMRES``), so JAX-AMG configurations carry over.
 
 **Static shapes.** Every array in the loop has a shape fixed at trace time:
-``max_iters`` fixes the length of ``residual_history`` and ``restart`` the
-GMRES basis.  One iteration is one step of the loop, so the methods compile
-once and run under ``jit``.
+``max_iters`` fixes the length of ``residual_history`` (when
+``store_history`` asks for it) and ``restart`` the GMRES basis.  One
+iteration is one step of the loop, so the methods compile once and run under
+``jit``.  ``max_iters`` is at most :data:`MAX_ITERS` (the int32 count).
+
+**Scaling.** Each method solves for the correction ``x - x_0`` from
+``A δ = r_0``, with ``r_0`` divided by the power of two nearest below
+``‖r_0‖``, a norm computed as LAPACK's ``nrm2`` computes one: rescaled where
+the plain sum of squares would underflow or overflow.  Dividing by a power of
+two is exact, so the iterates are those of the unscaled method, while every
+norm and inner product in the loop stays far from the dtype's limits: a
+right-hand side of ``1e-30`` or ``1e30`` (f32) solves as one of ``1`` does.
 
 **Stopping.** With ``r_k = b - A x_k`` (the method's recurrence residual),
 iteration stops with
@@ -19,8 +28,18 @@ iteration stops with
 * ``DIVERGED`` when ``‖r_k‖`` is NaN/Inf or exceeds
   ``DIVERGENCE_FACTOR = 1e10`` times ``‖r_0‖``;
 * ``FAILED`` when the method breaks down (a zero denominator its theory
-  excludes) or ``r_0`` is not finite; ``x`` is then the last good iterate;
+  excludes, or a non-positive ``pᴴAp`` or ``rᴴM⁻¹r`` in CG) or ``r_0`` is not
+  finite;
 * ``NOT_CONVERGED`` after ``max_iters`` iterations.
+
+**What comes back.** A solve never returns an ``x`` worse than ``x_0``.  CG,
+BiCGSTAB and the stationary iteration, whose residuals can grow, return the
+iterate with the smallest residual norm they met (``x_0`` included; on
+``SUCCESS`` the last, the first to meet the tolerance), and ``info.residual``
+is that iterate's; this is what a breakdown, a divergence or an indefinite
+preconditioner leaves.  GMRES and FGMRES return their last iterate, whose
+residual is the smallest over its Krylov space and so never above
+``‖r_0‖``; a cycle that meets NaN or Inf keeps the iterate before it.
 
 A zero right-hand side returns ``x = 0`` after 0 iterations.
 
@@ -49,22 +68,37 @@ from ._status import DIVERGENCE_FACTOR, FailureReason, SolveInfo, Status
 Convergence = Literal["RELATIVE_INI", "ABSOLUTE"]
 _CONVERGENCE_TESTS = ("RELATIVE_INI", "ABSOLUTE")
 _RUNNING = -1  # the status of a solve still iterating; never returned
+MAX_ITERS = 2**31 - 1
+"""The largest ``max_iters`` a method accepts: its iterations are counted in int32."""
 
 
 class _Problem(NamedTuple):
-    """What every iteration of one solve needs (closed over, not carried)."""
+    """What every iteration of one solve needs (closed over, not carried).
+
+    The loop solves ``A δ = b`` for ``b = r_0 / 2^e`` (see "Scaling" above) from ``δ = 0``;
+    every norm below is of such scaled vectors, and :meth:`solution` undoes the scaling.
+    """
 
     matvec: Callable[[jax.Array], jax.Array]
     precondition: Callable[[jax.Array], jax.Array]
-    b: jax.Array
-    threshold: jax.Array  # stop when ‖r‖ <= threshold
-    scale: jax.Array  # ‖r_0‖, or 1 when r_0 = 0: relative residual = ‖r‖ / scale
+    b: jax.Array  # r_0 / 2^e
+    threshold: jax.Array  # stop when ‖r‖ <= threshold (scaled)
+    r0_norm: jax.Array  # ‖b‖
+    scale: jax.Array  # ‖b‖, or 1 when r_0 = 0: relative residual = ‖r‖ / scale
     max_iters: int
     inner: Callable[[jax.Array, jax.Array], jax.Array]  # (u, v) ↦ uᴴ v
+    store_history: bool
+    x0: jax.Array | None  # None: a zero initial guess
+    exponent: jax.Array  # e
 
     def norm(self, v: jax.Array) -> jax.Array:
         """``‖v‖₂`` from the inner product (summed over devices for a sharded solve)."""
-        return _norm(self.inner, v)
+        return jnp.sqrt(self.inner(v, v).real)
+
+    def solution(self, correction: jax.Array) -> jax.Array:
+        """``x_0 + 2^e δ``: the iterate of the unscaled system."""
+        x = _times_power_of_two(correction, self.exponent)
+        return x if self.x0 is None else self.x0 + x
 
 
 class _Progress(NamedTuple):
@@ -74,7 +108,9 @@ class _Progress(NamedTuple):
     status: jax.Array
     reason: jax.Array
     residual_norm: jax.Array
-    history: jax.Array
+    history: jax.Array  # (max_iters + 1,) when stored, else (0,)
+    best_norm: jax.Array  # the smallest residual norm so far (‖r_0‖ included)
+    latest_is_best: jax.Array  # whether the latest iterate's residual norm is best_norm
 
 
 def cg(
@@ -87,6 +123,7 @@ def cg(
     max_iters: int = 1000,
     convergence: Convergence = "RELATIVE_INI",
     inner_product: Callable[[jax.Array, jax.Array], jax.Array] | None = None,
+    store_history: bool = False,
 ) -> tuple[jax.Array, SolveInfo]:
     r"""Solves ``A x = b`` for a Hermitian positive definite ``A`` by (P)CG.
 
@@ -97,7 +134,10 @@ def cg(
     products.  ``A`` and the preconditioner ``M⁻¹`` must be Hermitian
     positive definite; if it meets ``pᴴAp <= 0`` or ``rᴴM⁻¹r <= 0`` it stops
     with ``FAILED`` (``NOT_POSITIVE_DEFINITE`` or
-    ``PRECONDITIONER_NOT_POSITIVE_DEFINITE``).
+    ``PRECONDITIONER_NOT_POSITIVE_DEFINITE``) and returns the iterate with
+    the smallest residual norm it met (``x0`` if none was better): an
+    indefinite preconditioner (an AMG whose smoother diverges) leaves the
+    caller no worse off than before the solve.
 
     Args:
         matvec: ``v ↦ A v`` on vectors of shape ``(n,)`` (for a
@@ -109,8 +149,8 @@ def cg(
         precondition: ``r ↦ M⁻¹ r`` with ``M ≈ A``, e.g. :func:`jacobi`;
             the identity by default.
         tolerance: the convergence tolerance (see ``convergence``).
-        max_iters: the most iterations (a static int; ``residual_history``
-            has ``max_iters + 1`` entries).
+        max_iters: the most iterations (a static int, at most
+            :data:`MAX_ITERS`).
         convergence: ``"RELATIVE_INI"``: stop when
             ``‖r_k‖ <= tolerance · ‖r_0‖``; ``"ABSOLUTE"``: when
             ``‖r_k‖ <= tolerance``.
@@ -118,6 +158,10 @@ def cg(
             ``jnp.vdot`` by default.  A solve over the shards of a vector under
             ``jax.shard_map`` passes one that sums the local products over the
             devices (``lax.psum``), so that every device takes the same steps.
+        store_history: keep ``info.residual_history``, ``max_iters + 1``
+            relative residual norms (static; AmgX's ``store_res_history``).
+            Off, the history is an empty ``(0,)`` array and the loop carries
+            no array whose size grows with ``max_iters``.
 
     Returns:
         ``(x, info)``: the ``(n,)`` solution and a :class:`SolveInfo`.
@@ -126,8 +170,8 @@ def cg(
         TypeError: if ``matvec`` or ``precondition`` is not callable.
         ValueError: for a ``b`` that is not a vector, an ``x0`` of another
             shape, a ``matvec``/``precondition`` that does not map ``(n,)``
-            to ``(n,)``, or invalid ``tolerance``, ``max_iters`` or
-            ``convergence``.
+            to ``(n,)``, or invalid ``tolerance``, ``max_iters`` (not an
+            int in ``[0, MAX_ITERS]``) or ``convergence``.
 
     Examples:
         >>> import jax.numpy as jnp
@@ -140,18 +184,17 @@ def cg(
         >>> jnp.allclose(A @ x, b, atol=1e-5)
         Array(True, dtype=bool)
     """
-    problem, x0, r0 = _setup("cg", matvec, b, x0, precondition, tolerance, max_iters, convergence,
-                               inner_product)
+    problem, r0 = _setup("cg", matvec, b, x0, precondition, tolerance, max_iters, convergence,
+                         inner_product, store_history)
     z0 = problem.precondition(r0)
     rho0 = problem.inner(r0, z0).real
     start = _start(
-        problem,
-        problem.norm(r0),
-        _breakdown(rho0 <= 0, FailureReason.PRECONDITIONER_NOT_POSITIVE_DEFINITE),
+        problem, _breakdown(rho0 <= 0, FailureReason.PRECONDITIONER_NOT_POSITIVE_DEFINITE)
     )
 
     def step(state):
-        x, r, p, rho, progress = state
+        x, best, r, p, rho, progress = state
+        best = _best(progress, x, best)
         q = problem.matvec(p)
         pq = problem.inner(p, q).real
         # On pᴴAp <= 0 the step is zero, so the last good iterate stays (and the loop stops):
@@ -169,10 +212,11 @@ def cg(
             jnp.int32(FailureReason.NOT_POSITIVE_DEFINITE),
             _breakdown(rho <= 0, FailureReason.PRECONDITIONER_NOT_POSITIVE_DEFINITE),
         )
-        return x, r, p, rho, _advance(progress, residual_norm, breakdown, problem)
+        return x, best, r, p, rho, _advance(progress, residual_norm, breakdown, problem)
 
-    x, *_, progress = lax.while_loop(_running, step, (x0, r0, z0, rho0, start))
-    return x, _info(progress, problem)
+    zeros = jnp.zeros_like(r0)
+    x, best, *_, progress = lax.while_loop(_running, step, (zeros, zeros, r0, z0, rho0, start))
+    return problem.solution(_best(progress, x, best)), _info(progress, problem)
 
 
 def bicgstab(
@@ -185,6 +229,7 @@ def bicgstab(
     max_iters: int = 1000,
     convergence: Convergence = "RELATIVE_INI",
     inner_product: Callable[[jax.Array, jax.Array], jax.Array] | None = None,
+    store_history: bool = False,
 ) -> tuple[jax.Array, SolveInfo]:
     r"""Solves a general square ``A x = b`` by right-preconditioned BiCGSTAB.
 
@@ -210,6 +255,7 @@ def bicgstab(
             ``jnp.vdot`` by default.  A solve over the shards of a vector under
             ``jax.shard_map`` passes one that sums the local products over the
             devices (``lax.psum``), so that every device takes the same steps.
+        store_history: as for :func:`cg`.
 
     Returns:
         ``(x, info)``: the ``(n,)`` solution and a :class:`SolveInfo`.
@@ -228,16 +274,17 @@ def bicgstab(
         >>> jnp.allclose(A @ x, b, atol=1e-5)
         Array(True, dtype=bool)
     """
-    problem, x0, r0 = _setup(
+    problem, r0 = _setup(
         "bicgstab", matvec, b, x0, precondition, tolerance, max_iters, convergence,
-        inner_product,
+        inner_product, store_history,
     )
     one = jnp.ones((), r0.dtype)
-    start = _start(problem, problem.norm(r0), FailureReason.NONE)
+    start = _start(problem, FailureReason.NONE)
     zeros = jnp.zeros_like(r0)
 
     def step(state):
-        x, r, p, v, rho, alpha, omega, progress = state
+        x, best, r, p, v, rho, alpha, omega, progress = state
+        best = _best(progress, x, best)
         r_hat = r0  # the shadow residual
         rho_next = problem.inner(r_hat, r)
         p_next = r + (rho_next / rho) * (alpha / omega) * (p - omega * v)
@@ -269,11 +316,12 @@ def bicgstab(
             jnp.int32(FailureReason.BICGSTAB_BREAKDOWN),
             _breakdown(stagnated, FailureReason.BICGSTAB_STAGNATION),
         )
-        return x, r, p, v, rho, alpha, omega, _advance(progress, norm, breakdown, problem)
+        return (x, best, r, p, v, rho, alpha, omega,
+                _advance(progress, norm, breakdown, problem))
 
-    state = (x0, r0, zeros, zeros, one, one, one, start)
-    x, *_, progress = lax.while_loop(_running, step, state)
-    return x, _info(progress, problem)
+    state = (zeros, zeros, r0, zeros, zeros, one, one, one, start)
+    x, best, *_, progress = lax.while_loop(_running, step, state)
+    return problem.solution(_best(progress, x, best)), _info(progress, problem)
 
 
 def stationary(
@@ -286,6 +334,7 @@ def stationary(
     max_iters: int = 1000,
     convergence: Convergence = "RELATIVE_INI",
     inner_product: Callable[[jax.Array, jax.Array], jax.Array] | None = None,
+    store_history: bool = False,
 ) -> tuple[jax.Array, SolveInfo]:
     r"""Solves ``A x = b`` by the stationary iteration ``x ← x + M⁻¹ (b − A x)``.
 
@@ -297,8 +346,8 @@ def stationary(
     a Krylov method accelerates the same ``M``.
 
     Args:
-        matvec, b, x0, precondition, tolerance, max_iters, convergence, inner_product: as
-            for :func:`cg`.
+        matvec, b, x0, precondition, tolerance, max_iters, convergence, inner_product,
+            store_history: as for :func:`cg`.
 
     Returns:
         ``(x, info)``: the ``(n,)`` solution and a :class:`SolveInfo`.
@@ -312,20 +361,22 @@ def stationary(
         >>> sparse.Status(int(info.status)).name, int(info.iterations)
         ('SUCCESS', 12)
     """
-    problem, x0, r0 = _setup(
+    problem, r0 = _setup(
         "stationary", matvec, b, x0, precondition, tolerance, max_iters, convergence,
-        inner_product,
+        inner_product, store_history,
     )
-    start = _start(problem, problem.norm(r0), FailureReason.NONE)
+    start = _start(problem, FailureReason.NONE)
 
     def step(state):
-        x, r, progress = state
+        x, best, r, progress = state
+        best = _best(progress, x, best)
         x = x + problem.precondition(r)
         r = problem.b - problem.matvec(x)
-        return x, r, _advance(progress, problem.norm(r), FailureReason.NONE, problem)
+        return x, best, r, _advance(progress, problem.norm(r), FailureReason.NONE, problem)
 
-    x, _, progress = lax.while_loop(_running, step, (x0, r0, start))
-    return x, _info(progress, problem)
+    zeros = jnp.zeros_like(r0)
+    x, best, _, progress = lax.while_loop(_running, step, (zeros, zeros, r0, start))
+    return problem.solution(_best(progress, x, best)), _info(progress, problem)
 
 
 def gmres(
@@ -339,6 +390,7 @@ def gmres(
     convergence: Convergence = "RELATIVE_INI",
     restart: int = 20,
     inner_product: Callable[[jax.Array, jax.Array], jax.Array] | None = None,
+    store_history: bool = False,
 ) -> tuple[jax.Array, SolveInfo]:
     r"""Solves a general square ``A x = b`` by restarted, right-preconditioned GMRES.
 
@@ -375,6 +427,7 @@ def gmres(
             devices (``lax.psum``), so that every device takes the same steps.
         restart: the static basis size ``m`` (reduced to
             ``min(restart, max_iters, n)`` when smaller).
+        store_history: as for :func:`cg`.
 
     Returns:
         ``(x, info)``: the ``(n,)`` solution and a :class:`SolveInfo`.
@@ -398,7 +451,7 @@ def gmres(
     """
     return _gmres(
         "gmres", False, matvec, b, x0, precondition, tolerance, max_iters, convergence, restart,
-        inner_product,
+        inner_product, store_history,
     )
 
 
@@ -413,6 +466,7 @@ def fgmres(
     convergence: Convergence = "RELATIVE_INI",
     restart: int = 20,
     inner_product: Callable[[jax.Array, jax.Array], jax.Array] | None = None,
+    store_history: bool = False,
 ) -> tuple[jax.Array, SolveInfo]:
     r"""Solves ``A x = b`` by flexible GMRES: the preconditioner may vary.
 
@@ -436,6 +490,7 @@ def fgmres(
             ``jax.shard_map`` passes one that sums the local products over the
             devices (``lax.psum``), so that every device takes the same steps.
         restart: the static basis size ``m``, as for :func:`gmres`.
+        store_history: as for :func:`cg`.
 
     Returns:
         ``(x, info)``: the ``(n,)`` solution and a :class:`SolveInfo`.
@@ -454,7 +509,7 @@ def fgmres(
     """
     return _gmres(
         "fgmres", True, matvec, b, x0, precondition, tolerance, max_iters, convergence, restart,
-        inner_product,
+        inner_product, store_history,
     )
 
 
@@ -483,13 +538,15 @@ def _gmres(
     max_iters: int,
     convergence: str,
     restart: int,
-    inner_product: Callable[[jax.Array, jax.Array], jax.Array] | None = None,
+    inner_product: Callable[[jax.Array, jax.Array], jax.Array] | None,
+    store_history: bool,
 ) -> tuple[jax.Array, SolveInfo]:
     """GMRES(m) with right preconditioning; ``flexible`` keeps ``Z = M⁻¹ V``."""
     if not _is_int(restart) or restart < 1:
         raise ValueError(f"{name}: restart must be a positive int, got {restart!r}.")
-    problem, x0, r0 = _setup(
-        name, matvec, b, x0, precondition, tolerance, max_iters, convergence, inner_product
+    problem, r0 = _setup(
+        name, matvec, b, x0, precondition, tolerance, max_iters, convergence, inner_product,
+        store_history,
     )
     n, dtype = r0.shape[0], r0.dtype
     m = max(1, min(int(restart), max_iters, n))
@@ -531,10 +588,9 @@ def _gmres(
             ),
         )
 
-    def cycle(state: tuple[jax.Array, jax.Array, _Progress]):
-        """One restart cycle: up to m Arnoldi steps, then the update of x and r."""
-        x, r, progress = state
-        beta = problem.norm(r)
+    def cycle(state: tuple[jax.Array, jax.Array, jax.Array, _Progress]):
+        """One restart cycle: up to m Arnoldi steps, then the update of x, r and ‖r‖."""
+        x, r, beta, progress = state
         safe_beta = jnp.where(beta == 0, 1, beta).astype(dtype)
         zeros = jnp.zeros(m, dtype)
         arnoldi = lax.while_loop(
@@ -561,14 +617,29 @@ def _gmres(
             triangle, jnp.where(used, arnoldi.rhs[:m], 0), lower=False
         )
         if flexible:
-            x = x + y @ arnoldi.preconditioned
+            x_next = x + y @ arnoldi.preconditioned
         else:
-            x = x + problem.precondition(y @ arnoldi.basis[:m])
-        return x, problem.b - problem.matvec(x), arnoldi.progress
+            x_next = x + problem.precondition(y @ arnoldi.basis[:m])
+        r_next = problem.b - problem.matvec(x_next)
+        beta_next = problem.norm(r_next)
+        # A cycle that met NaN or Inf (from the preconditioner) keeps the iterate before it
+        # and ends the solve, DIVERGED.
+        finite = jnp.isfinite(beta_next)
+        progress = arnoldi.progress
+        progress = _classify(
+            progress._replace(residual_norm=jnp.where(finite, progress.residual_norm, beta_next)),
+            FailureReason.NONE, problem, FailureReason.NONFINITE_RESIDUAL,
+        )
+        x, r, beta = _keep_if(~finite, (x, r, beta), (x_next, r_next, beta_next))
+        return x, r, beta, progress
 
-    start = _start(problem, problem.norm(r0), FailureReason.NONE)
-    x, _, progress = lax.while_loop(_running, cycle, (x0, r0, start))
-    return x, _info(progress, problem)
+    start = _start(problem, FailureReason.NONE)
+    state = (jnp.zeros_like(r0), r0, problem.r0_norm, start)
+    x, _, beta, progress = lax.while_loop(_running, cycle, state)
+    # The last iterate's residual norm: the one the Arnoldi steps tracked, or after a cycle
+    # that met NaN, that of the iterate kept.
+    norm = jnp.where(jnp.isfinite(progress.residual_norm), progress.residual_norm, beta)
+    return problem.solution(x), _info(progress, problem, norm)
 
 
 def _gram_schmidt_step(basis: jax.Array, j: jax.Array, inner: Callable) -> Callable:
@@ -620,23 +691,22 @@ def _setup(
     tolerance: Any,
     max_iters: Any,
     convergence: Any,
-    inner_product: Any = None,
-) -> tuple[_Problem, jax.Array, jax.Array]:
-    """Checks the arguments; returns the problem, ``x0`` and ``r0 = b - A x0``."""
+    inner_product: Any,
+    store_history: Any,
+) -> tuple[_Problem, jax.Array]:
+    """Checks the arguments; returns the problem and its scaled ``r0 = (b - A x0) / 2^e``."""
     if inner_product is not None and not callable(inner_product):
         raise TypeError(f"{name}: inner_product must be a callable (u, v) ↦ uᴴ v, got"
                         f" {type(inner_product).__name__}.")
     inner = jnp.vdot if inner_product is None else inner_product
-    if not _is_int(max_iters) or max_iters < 0:
-        raise ValueError(
-            f"{name}: max_iters must be a non-negative int (it fixes the length of"
-            f" residual_history), got {max_iters!r}."
-        )
+    check_max_iters(name, max_iters)
     if convergence not in _CONVERGENCE_TESTS:
         raise ValueError(
             f"{name}: convergence must be 'RELATIVE_INI' or 'ABSOLUTE', got"
             f" {convergence!r}."
         )
+    if not isinstance(store_history, (bool, np.bool_)):
+        raise TypeError(f"{name}: store_history must be a bool (static), got {store_history!r}.")
     try:
         concrete_tolerance = float(tolerance)
     except (TypeError, jax.errors.ConcretizationTypeError):
@@ -678,29 +748,72 @@ def _setup(
 
     problem_matvec = cast(matvec)
     if zero_start:  # r0 = b, without a product with A (a pass over it, on a large A)
-        x0, r0 = x0.astype(dtype), b
+        r0, x0 = b, None
+        r0_norm, shift = _safe_norm(inner, r0)
     else:  # a zero right-hand side has the solution 0, whatever x0 is
-        x0 = jnp.where(_norm(inner, b) == 0, 0, x0.astype(dtype))
+        b_norm, _ = _safe_norm(inner, b)
+        x0 = jnp.where(b_norm == 0, 0, x0.astype(dtype))
         r0 = b - problem_matvec(x0)
-    r0_norm = _norm(inner, r0)
+        r0_norm, shift = _safe_norm(inner, r0)
+    # ‖r0‖ = r0_norm · 2^-shift = m · 2^e with m in [0.5, 1): divide r0 by 2^e.
+    finite = jnp.isfinite(r0_norm) & (r0_norm > 0)
+    exponent = jnp.where(finite, jnp.frexp(jnp.where(finite, r0_norm, 1))[1] - shift, 0)
+    r0 = _times_power_of_two(r0, -exponent)
+    scaled_norm = jnp.sqrt(inner(r0, r0).real)
     tolerance = jnp.asarray(tolerance, real_dtype)
+    if convergence == "ABSOLUTE":
+        threshold = _times_power_of_two(tolerance, -exponent)
+    else:
+        threshold = tolerance * scaled_norm
     problem = _Problem(
         matvec=problem_matvec,
         precondition=cast(precondition),
-        b=b,
-        threshold=tolerance * r0_norm if convergence == "RELATIVE_INI" else tolerance,
-        scale=jnp.where(r0_norm > 0, r0_norm, 1),
+        b=r0,
+        threshold=threshold,
+        r0_norm=scaled_norm,
+        scale=jnp.where(scaled_norm > 0, scaled_norm, 1),
         max_iters=int(max_iters),
         inner=inner,
+        store_history=bool(store_history),
+        x0=x0,
+        exponent=exponent,
     )
-    return problem, x0, r0
+    return problem, r0
 
 
-def _norm(inner: Callable, v: jax.Array) -> jax.Array:
-    """``‖v‖₂``: ``jnp.linalg.norm`` for the plain inner product, else ``√(vᴴv)``."""
-    if inner is jnp.vdot:
-        return jnp.linalg.norm(v)
-    return jnp.sqrt(inner(v, v).real)
+def check_max_iters(name: str, max_iters: Any) -> None:
+    """Raises ``ValueError`` unless ``max_iters`` is an int in ``[0, MAX_ITERS]``."""
+    if not _is_int(max_iters) or not 0 <= max_iters <= MAX_ITERS:
+        raise ValueError(
+            f"{name}: max_iters must be an int from 0 to {MAX_ITERS} (2**31 - 1: iterations"
+            f" are counted in int32), got {max_iters!r}."
+        )
+
+
+def _safe_norm(inner: Callable, v: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """``(‖v‖₂ · 2^k, k)``, computed without harmful underflow or overflow (as LAPACK's nrm2).
+
+    The plain ``√(vᴴv)`` where its sum of squares is finite and at least ``tiny / ε²`` (so
+    that the squares that underflow cannot matter), else the norm of ``v · 2^k``, ``k`` large
+    for a tiny ``v`` and negative for a huge one.  Both are computed (a second pass over
+    ``v``, no control flow): a solve calls this once or twice, before its loop.  The power
+    of two is returned, not applied, since ``‖v‖₂`` itself may not be representable.
+    """
+    info = jnp.finfo(v.dtype)
+    squares = inner(v, v).real
+    safe = jnp.isfinite(squares) & (squares >= info.tiny / info.eps**2)
+    up, down = int(info.maxexp) // 2 - 1, -(int(info.maxexp) // 2 + 16)
+    k = jnp.where(safe, 0, jnp.where(squares > 1, down, up)).astype(jnp.int32)
+    w = _times_power_of_two(v, k)
+    return jnp.where(safe, jnp.sqrt(squares), jnp.sqrt(inner(w, w).real)), k
+
+
+def _times_power_of_two(v: jax.Array, k: jax.Array) -> jax.Array:
+    """``v · 2^k`` (``k`` an integer scalar), exact: two factors, each a normal number."""
+    one = jnp.ones((), jnp.finfo(v.dtype).dtype)
+    half = k // 2
+    factor = jnp.ldexp(one, half).astype(v.dtype), jnp.ldexp(one, k - half).astype(v.dtype)
+    return v * factor[0] * factor[1]
 
 
 def _is_int(value: Any) -> bool:
@@ -724,15 +837,19 @@ def _identity(r: jax.Array) -> jax.Array:
     return r
 
 
-def _start(problem: _Problem, r0_norm: jax.Array, breakdown: Any) -> _Progress:
+def _start(problem: _Problem, breakdown: Any) -> _Progress:
     """The bookkeeping before the first iteration (``r_0`` checked as one)."""
-    history = jnp.full(problem.max_iters + 1, jnp.nan, r0_norm.dtype)
+    r0_norm = problem.r0_norm
+    length = problem.max_iters + 1 if problem.store_history else 0
+    history = jnp.full(length, jnp.nan, r0_norm.dtype)
     progress = _Progress(
         iterations=jnp.zeros((), jnp.int32),
         status=jnp.full((), _RUNNING, jnp.int32),
         reason=jnp.full((), FailureReason.NONE, jnp.int32),
         residual_norm=r0_norm,
-        history=history.at[0].set(r0_norm / problem.scale),
+        history=history.at[0].set(r0_norm / problem.scale) if length else history,
+        best_norm=r0_norm,
+        latest_is_best=jnp.ones((), bool),
     )
     return _classify(progress, breakdown, problem, FailureReason.NONFINITE_INPUT)
 
@@ -742,12 +859,25 @@ def _advance(
 ) -> _Progress:
     """Counts one iteration, records its residual and decides whether to stop."""
     k = progress.iterations + 1
+    best = residual_norm <= progress.best_norm  # ties go to the later iterate; NaN never
+    history = progress.history
+    if problem.store_history:
+        history = history.at[k].set(residual_norm / problem.scale)
     progress = progress._replace(
         iterations=k,
         residual_norm=residual_norm,
-        history=progress.history.at[k].set(residual_norm / problem.scale),
+        history=history,
+        best_norm=jnp.where(best, residual_norm, progress.best_norm),
+        latest_is_best=best,
     )
     return _classify(progress, breakdown, problem, FailureReason.NONFINITE_RESIDUAL)
+
+
+def _best(progress: _Progress, latest: jax.Array, best: jax.Array) -> jax.Array:
+    """The iterate with the smallest residual norm so far, given the latest and the former
+    best.  Called at the top of a step, it shares a pass over the vectors with the step's
+    update of the iterate."""
+    return jnp.where(progress.latest_is_best, latest, best)
 
 
 def _classify(
@@ -769,10 +899,13 @@ def _classify(
     return progress._replace(status=status, reason=reason)
 
 
-def _info(progress: _Progress, problem: _Problem) -> SolveInfo:
+def _info(progress: _Progress, problem: _Problem, norm: jax.Array | None = None) -> SolveInfo:
+    """The info of a solve whose returned iterate has residual norm ``norm`` (by default
+    ``best_norm``: the solve returns its best iterate)."""
+    norm = progress.best_norm if norm is None else norm
     return SolveInfo(
         iterations=progress.iterations,
-        residual=progress.residual_norm / problem.scale,
+        residual=norm / problem.scale,
         status=progress.status,
         residual_history=progress.history,
         failure_reason=progress.reason,

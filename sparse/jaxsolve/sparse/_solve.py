@@ -30,7 +30,7 @@ from ._config import SolverConfig, parse_amgx_config
 from ._csr_arrays import CsrArrays
 from ._distributed import ShardedCsrMatrix, solve_sharded
 from ._hierarchy import Hierarchy
-from ._krylov import bicgstab, cg, fgmres, gmres, stationary
+from ._krylov import bicgstab, cg, check_max_iters, fgmres, gmres, stationary
 from ._mpi import solve_mpi
 from ._nullspace import minimum_norm, null_spaces, pseudo_inverse_services, singular_config
 from ._preconditioner import make_precondition
@@ -166,7 +166,10 @@ def solve(
       ``(x, info)``: the solution, of ``b``'s shape, and a :class:`SolveInfo`
       (``iterations``, ``residual``, ``status``, ``residual_history``,
       ``failure_reason``, ``rhs_inconsistency``), with a leading axis of ``k`` for
-      ``b`` of shape ``(n, k)``.
+      ``b`` of shape ``(n, k)``.  ``residual_history`` holds ``max_iters + 1``
+      entries with ``"store_res_history": 1`` in ``config`` (AmgX's key), else none
+      (shape ``(0,)``).  On a failure ``x`` is never worse than ``x0``: the iterate
+      with the smallest residual the method met (see :class:`Status`).
 
     Raises:
       TypeError: for unsupported types or non-float data.
@@ -219,6 +222,7 @@ def solve(
     if derivative not in ("implicit", "adjoint"):
         raise ValueError(f"solve: derivative must be 'implicit' or 'adjoint', got {derivative!r}.")
     config = parse_amgx_config(config)
+    check_max_iters("solve", config.max_iters)
     if config.solver == "NOSOLVER":
         raise ValueError("solve: solver 'NOSOLVER' solves nothing; it is a preconditioner"
                          " choice (e.g. {'solver': 'PBICGSTAB', 'preconditioner': 'NOSOLVER'}).")
@@ -323,7 +327,8 @@ def _solve_columns(
         # On values the solve refuses, b = 0: the method stops before its first iteration.
         x, info = method(matrix.matvec, jnp.where(valid, b, 0), precondition=precondition,
                          tolerance=config.tolerance, max_iters=config.max_iters,
-                         convergence=config.convergence, **options)
+                         convergence=config.convergence,
+                         store_history=config.store_res_history, **options)
         return jnp.where(valid, x, jnp.nan), _with_failure(info, invalid)
 
     if rhs.ndim == 1:

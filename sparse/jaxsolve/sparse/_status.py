@@ -25,12 +25,20 @@ class Status(enum.IntEnum):
 
     * ``SUCCESS`` (0): the convergence test was met.
     * ``FAILED`` (1): the method broke down (a division by an exact zero
-      its theory rules out, e.g. ``pᴴAp = 0`` in CG) or its inputs were not
-      finite; ``info.failure_reason`` says which.
+      its theory rules out, e.g. ``pᴴAp = 0`` in CG, or an indefinite
+      preconditioner in CG) or its inputs were not finite;
+      ``info.failure_reason`` says which.
     * ``DIVERGED`` (2): the residual became NaN/Inf or grew far beyond the
       initial residual.
     * ``NOT_CONVERGED`` (3): ``max_iters`` iterations ran without meeting the
       tolerance.
+
+    Whatever the status, the ``x`` returned is never worse than the initial
+    guess: CG, BiCGSTAB and the stationary iteration return the iterate with
+    the smallest residual norm they met (``x0`` included), GMRES and FGMRES
+    their last finite one (see ``jaxsolve.sparse.cg``); ``info.residual`` is
+    the returned iterate's.  (Only values the solve refuses before it starts,
+    ``NONFINITE_MATRIX`` and ``ZERO_DIAGONAL``, return NaN.)
 
     Examples:
         >>> from jaxsolve import sparse
@@ -128,14 +136,15 @@ _REASONS = {
     ),
     FailureReason.NOT_POSITIVE_DEFINITE: (
         Status.FAILED,
-        "CG found pᴴAp <= 0: the matrix is not Hermitian positive definite",
+        "CG found pᴴAp <= 0: the matrix is not Hermitian positive definite (x is"
+        " the iterate with the smallest residual before it)",
         "Use bicgstab or gmres for indefinite, singular or nonsymmetric"
         " matrices.",
     ),
     FailureReason.PRECONDITIONER_NOT_POSITIVE_DEFINITE: (
         Status.FAILED,
         "CG found rᴴMr <= 0: the preconditioner is not Hermitian positive"
-        " definite",
+        " definite (x is the iterate with the smallest residual before it)",
         "Use a symmetric positive definite preconditioner (e.g. jacobi on a"
         " positive diagonal), or bicgstab/gmres. An AMG preconditioner is"
         " positive definite only when its smoother converges: damped Jacobi"
@@ -189,12 +198,18 @@ class SolveInfo:
     Attributes:
         iterations: ``()`` int32, the iterations done (for GMRES: Arnoldi
             steps, summed over restarts).
-        residual: ``()`` real, the final relative residual
-            ``‖r_k‖ / ‖r_0‖`` (``0`` when ``r_0 = 0``), ``r = b - A x``, as
-            the convergence test saw it (the method's recurrence residual).
+        residual: ``()`` real, the relative residual ``‖r‖ / ‖r_0‖`` of the
+            returned ``x`` (``0`` when ``r_0 = 0``), ``r = b - A x``, as the
+            convergence test saw it (the method's recurrence residual): the
+            final one on success, else the smallest the method met (see
+            :class:`Status`).
         status: ``()`` int32, a :class:`Status` code.
-        residual_history: ``(max_iters + 1,)`` real, ``‖r_k‖ / ‖r_0‖`` for
-            ``k = 0, ..., iterations`` (so entry 0 is ``1``), then NaN.
+        residual_history: real, ``‖r_k‖ / ‖r_0‖`` for
+            ``k = 0, ..., iterations`` (so entry 0 is ``1``), then NaN, in
+            ``max_iters + 1`` entries when the solve was asked to store it
+            (``store_history=True``; ``solve``'s ``store_res_history: 1``),
+            else empty, shape ``(0,)``: no memory that grows with
+            ``max_iters``.
         failure_reason: ``()`` int32, a :class:`FailureReason` code
             (``NONE`` on success).
         rhs_inconsistency: ``()`` real, for a singular system (``solve(...,
@@ -207,11 +222,14 @@ class SolveInfo:
     Examples:
         >>> import jax.numpy as jnp
         >>> from jaxsolve import sparse
-        >>> x, info = sparse.cg(lambda v: 2 * v, jnp.ones(3), max_iters=4)
+        >>> x, info = sparse.cg(lambda v: 2 * v, jnp.ones(3), max_iters=4,
+        ...                     store_history=True)
         >>> int(info.status), int(info.iterations)
         (0, 1)
         >>> info.residual_history.round(6)  # rounded: a GPU's last bit may differ
         Array([ 1.,  0., nan, nan, nan], dtype=float32)
+        >>> sparse.cg(lambda v: 2 * v, jnp.ones(3))[1].residual_history.shape
+        (0,)
     """
 
     iterations: jax.Array
