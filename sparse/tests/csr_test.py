@@ -365,6 +365,20 @@ class TestAsCsr:
             as_csr(jsparse.BCSR((jnp.ones(2), jnp.array([0, 1]), jnp.array([0, 1, 3])),
                                 shape=(2, 2)))
 
+    def test_as_csr_refuses_values_that_are_not_numbers(self):
+        for A in (np.array([[1.0, None], [None, 2.0]], dtype=object),
+                  np.array([["1", "0"], ["0", "2"]])):
+            with pytest.raises(TypeError, match=re.escape(
+                    f"as_csr: the matrix's values must be numbers (float or complex; integers"
+                    f" are cast to float), got dtype {A.dtype}; convert them first, e.g."
+                    " A.astype(np.float64).")):
+                as_csr(A)
+        with pytest.raises(TypeError, match=re.escape(
+                "CsrMatrix: the matrix's values must be numbers")):
+            CsrMatrix(np.array([1.0, 2.0], dtype=object), np.array([0, 1]), np.array([0, 1, 2]),
+                      (2, 2))
+        assert as_csr(np.eye(2, dtype=np.int64)).values.dtype == jnp.float32
+
     def test_as_csr_grad_through_canonicalization(self):
         indices = jnp.array([[1, 2], [1, 0], [0, 1], [1, 2]])
         weights = jnp.array([[0.0, 5.0, 0.0], [6.0, 0.0, 7.0]])

@@ -1,5 +1,7 @@
 """Tests of matrix-free operators: cache_coloring, with_cache, materialization, solve(callable)."""
 
+import re
+
 import hypothesis
 import hypothesis.strategies as st
 import jax
@@ -73,6 +75,10 @@ class TestCacheColoring:
             sparse.cache_coloring(lambda x: x * x, 4)  # not linear
         with pytest.raises(ValueError, match="closes over traced values"):
             jax.jit(lambda d: sparse.cache_coloring(tridiagonal_operator(d), N).n_colors)(4.0)
+        with pytest.raises(TypeError, match=re.escape(
+                "cache_coloring: the matrix-free operator returns int32 values; it must return"
+                " floating-point or complex ones")):
+            sparse.cache_coloring(lambda x: 2 * x.astype(jnp.int32), 4)
 
 
 class TestMaterialize:
@@ -223,3 +229,10 @@ class TestSolveMatrixFree:
         diagonal = sparse.cache_coloring(lambda x: 4.0 * x, N)
         with pytest.raises(ValueError, match="does not reproduce it"):
             sparse.solve(sparse.with_cache(tridiagonal_operator(4.0), coloring=diagonal), b)
+        # An operator that returns integers, with a coloring found here or attached.
+        rounded = lambda x: jnp.round(4 * x).astype(jnp.int32)
+        for operator in (rounded, sparse.with_cache(rounded, coloring=diagonal)):
+            with pytest.raises(TypeError, match=re.escape(
+                    "solve: the matrix-free operator returns int32 values; it must return"
+                    " floating-point or complex ones")):
+                sparse.solve(operator, b)

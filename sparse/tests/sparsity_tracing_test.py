@@ -168,6 +168,13 @@ class TestTraceSparsity:
                     f"cache_coloring: shape must be n or (n_rows, n_cols), sizes >= 1, got"
                     f" {shape!r}.")):
                 sparse.cache_coloring(lambda x: x, shape)
+        for shape in (2.5, (4, 2.5), "4", True, None):
+            with pytest.raises(TypeError, match=re.escape(
+                    "trace_sparsity: shape must be an int n or a pair (n_rows, n_cols) of ints,"
+                    f" got {shape!r}.")):
+                sparse.trace_sparsity(lambda x: x, shape)
+        # Integers of every kind are sizes.
+        assert sparse.trace_sparsity(lambda x: x, (np.int64(3), jnp.int32(3))).shape == (3, 3)
 
     def test_primitive_vocabulary_matches_installed_jax(self):
         """The version test: the primitive names and parameters this module reads exist."""

@@ -421,8 +421,8 @@ def as_csr(A: Any, *, check: bool = True) -> CsrMatrix:
         The :class:`CsrMatrix`.
 
     Raises:
-        TypeError: for an unsupported input type, or BCOO/BCSR indices that
-            are traced.
+        TypeError: for an unsupported input type, values that are not numbers
+            (an object or string array), or BCOO/BCSR indices that are traced.
         ValueError: for inputs that are not 2-D matrices, indices as above, a
             malformed ``indptr``, or (with ``check``) values that are not finite.
 
@@ -439,6 +439,8 @@ def as_csr(A: Any, *, check: bool = True) -> CsrMatrix:
     """
     if isinstance(A, CsrMatrix):
         return A
+    if scipy.sparse.issparse(A) or isinstance(A, np.ndarray):
+        _check_numeric("as_csr", A.dtype)
     if scipy.sparse.issparse(A) and A.format == "csr":
         return _from_csr(A.indptr, A.indices, jnp.asarray(A.data), A.shape, check,
                          padding=False)
@@ -785,10 +787,23 @@ def _check_pattern(indices: np.ndarray, indptr: np.ndarray, shape: tuple[int, in
         )
 
 
+def _check_numeric(name: str, dtype: Any) -> None:
+    """Raises ``TypeError`` unless ``dtype`` holds numbers (integers and booleans are cast
+    to float later)."""
+    if np.dtype(dtype).kind not in "biufc":
+        raise TypeError(
+            f"{name}: the matrix's values must be numbers (float or complex; integers are"
+            f" cast to float), got dtype {np.dtype(dtype)}; convert them first, e.g."
+            " A.astype(np.float64)."
+        )
+
+
 def _checked_values(
     values: Any, pattern: _CsrPattern, check: bool, name: str
 ) -> jax.Array:
     """``values`` as an inexact JAX array of shape ``(nnz,)``; finite if checked."""
+    if isinstance(values, np.ndarray):
+        _check_numeric(name, values.dtype)
     values = jnp.asarray(values)
     if not jnp.issubdtype(values.dtype, jnp.inexact):
         values = values.astype(float)

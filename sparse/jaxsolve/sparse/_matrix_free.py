@@ -234,18 +234,24 @@ def cache_coloring(operator: Callable[[jax.Array], jax.Array], shape: Any,
       >>> info.n_colors  # the optimum: 5 operator evaluations recover all 4992 entries
       5
     """
-    shape = normalized_shape("cache_coloring", shape)
+    return _coloring("cache_coloring", operator, shape, dtype)
+
+
+def _coloring(caller: str, operator: Callable, shape: Any, dtype: Any) -> ColoringInfo:
+    """:func:`cache_coloring`, its errors named after ``caller``."""
+    shape = normalized_shape(caller, shape)
     dtype = default_dtype(dtype)
     operator = operator.operator if isinstance(operator, CachedOperator) else operator
     with jax.ensure_compile_time_eval():  # host work, also while a caller's jit traces
-        return _cache_coloring(operator, shape, dtype)
+        return _cache_coloring(caller, operator, shape, dtype)
 
 
-def _cache_coloring(operator: Callable, shape: tuple[int, int], dtype: np.dtype) -> ColoringInfo:
+def _cache_coloring(caller: str, operator: Callable, shape: tuple[int, int], dtype: np.dtype
+                    ) -> ColoringInfo:
     closed_jaxpr = jax.make_jaxpr(operator)(jax.ShapeDtypeStruct((shape[1],), dtype))
     if any(isinstance(c, jax.core.Tracer) for c in closed_jaxpr.consts):
         raise ValueError(
-            "cache_coloring: the operator closes over traced values (it was built inside"
+            f"{caller}: the operator closes over traced values (it was built inside"
             " jax.jit, grad or vmap). Call cache_coloring outside, on an operator of the"
             " same structure built from concrete arrays, and attach the result inside"
             " with with_cache(operator, coloring=...).")
@@ -262,7 +268,7 @@ def _cache_coloring(operator: Callable, shape: tuple[int, int], dtype: np.dtype)
         rows=_frozen(coo.row), cols=_frozen(coo.col), colors=_frozen(colors),
         n_colors=int(colors.max(initial=-1)) + 1 if pattern.nnz else 0, shape=shape,
         dtype=dtype, method=method)
-    check_materialized("cache_coloring", operator, info, materialize(operator, info))
+    check_materialized(caller, operator, info, materialize(operator, info))
     with _cache_lock:
         _cache[key] = info
         while len(_cache) > _CACHE_SIZE:
@@ -355,7 +361,13 @@ def _evaluate(operator: Callable, seeds: jax.Array, batch: int) -> jax.Array:
 
 def check_materialized(caller: str, operator: Callable, coloring: ColoringInfo,
                        matrix: CsrMatrix) -> None:
-    """Raises if ``matrix`` does not reproduce ``operator`` on a random vector."""
+    """Raises if ``matrix`` (materialized from ``operator``) does not hold floating-point
+    values or does not reproduce ``operator`` on a random vector."""
+    if not jnp.issubdtype(matrix.values.dtype, jnp.inexact):
+        raise TypeError(
+            f"{caller}: the matrix-free operator returns {matrix.values.dtype} values; it must"
+            " return floating-point or complex ones (an operator that casts to integers or"
+            " rounds is not linear): compute in x's dtype.")
     if isinstance(matrix.values, jax.core.Tracer):
         return
     n = coloring.shape[1]
@@ -410,7 +422,7 @@ def operator_matrix(caller: str, operator: Any, n: int | None, dtype: Any) -> Cs
                 f"{caller}: A is a matrix-free operator of unknown size; attach its structure"
                 " with with_cache(A, coloring=cache_coloring(A, n)).")
         try:
-            coloring = cache_coloring(operator, n, dtype)
+            coloring = _coloring(caller, operator, n, dtype)
         except ValueError as error:
             if "traced values" not in str(error):
                 raise

@@ -618,8 +618,11 @@ def _live_equations(jaxpr: Any) -> list[Any]:
 def normalized_shape(caller: str, shape: Any) -> tuple[int, int]:
     """``shape`` as ``(n_rows, n_cols)`` of positive sizes: an int ``n`` means ``(n, n)``."""
     given = shape
-    if isinstance(shape, (int, np.integer)):
+    if _is_size(shape):
         shape = (shape,)
+    if not isinstance(shape, (tuple, list)) or not all(_is_size(s) for s in shape):
+        raise TypeError(f"{caller}: shape must be an int n or a pair (n_rows, n_cols) of ints,"
+                        f" got {given!r}.")
     shape = tuple(int(s) for s in shape)
     if len(shape) == 1:
         shape = shape * 2
@@ -627,6 +630,15 @@ def normalized_shape(caller: str, shape: Any) -> tuple[int, int]:
         raise ValueError(
             f"{caller}: shape must be n or (n_rows, n_cols), sizes >= 1, got {given!r}.")
     return shape
+
+
+def _is_size(value: Any) -> bool:
+    """Whether ``value`` is an integer (an int, a NumPy or a 0-d JAX integer), not a bool."""
+    if isinstance(value, (bool, np.bool_)):
+        return False
+    if isinstance(value, jax.Array):
+        return value.ndim == 0 and jnp.issubdtype(value.dtype, jnp.integer)
+    return isinstance(value, (int, np.integer))
 
 
 def default_dtype(dtype: Any) -> np.dtype:
@@ -657,6 +669,7 @@ def trace_sparsity(operator: Callable[[jax.Array], jax.Array], shape: Any,
       A ``scipy.sparse.csr_array`` of booleans, ``(n_rows, n_cols)``, sorted indices.
 
     Raises:
+      TypeError: if ``shape`` is not an int or a pair of ints.
       ValueError: if the operator's output does not have shape ``(n_rows,)``.
 
     Examples:
