@@ -1,4 +1,4 @@
-"""Checks the six built wheels as a user's pip would see them.
+"""Checks the seven built wheels as a user's pip would see them.
 
 The wheels are this test's Bazel data, so these checks run on exactly what `tools/dev wheels`
 ships: sibling version ranges hold for the versions in the tree, platform tags tell the
@@ -23,6 +23,7 @@ from packaging.version import Version
 _BUILD_GLIBC = (2, 36)
 _DISTRIBUTIONS = {
     "jaxsolve": None,
+    "jaxsolve-runtime": "runtime",
     "jaxsolve-layout": "layout",
     "jaxsolve-autodiff": "autodiff",
     "jaxsolve-sharding": "sharding",
@@ -49,7 +50,7 @@ def _metadata(wheel: pathlib.Path):
         return email.parser.Parser().parsestr(archive.read(name).decode())
 
 
-def test_all_six_distributions_are_built():
+def test_all_seven_distributions_are_built():
     assert sorted(WHEELS) == sorted(_DISTRIBUTIONS)
 
 
@@ -64,7 +65,8 @@ def test_sibling_requirements_hold_for_the_versions_in_the_tree():
                 assert requirement.specifier.contains(versions[sibling]), (
                     f"{name} requires {requirement}, but the tree has {sibling} {versions[sibling]}")
                 checked += 1
-    assert checked >= 5 + 3 + 3  # the meta-package's five parts, dense's three, sparse's three
+    # the meta-package's six parts, dense's four, sparse's three, layout's and sharding's one
+    assert checked >= 6 + 4 + 3 + 1 + 1
 
 
 def test_meta_package_offers_cuda_extras():
@@ -125,6 +127,20 @@ def _with_siblings(name: str) -> list[pathlib.Path]:
                 if requirement.marker is None and canonicalize_name(requirement.name) in WHEELS:
                     todo.append(canonicalize_name(requirement.name))
     return list(needed.values())
+
+
+def test_the_solver_wheels_require_no_unneeded_sibling():
+    # The README's arrows (tests/imports_test.py checks the code against them): sparse needs
+    # neither layout nor dense, dense not sparse; the leaves need only jaxsolve-runtime.
+    siblings = {name: {w.name.split("-")[0] for w in _with_siblings(name)}
+                - {name.replace("-", "_")} for name, package in _DISTRIBUTIONS.items() if package}
+    assert siblings["jaxsolve-sparse"] == {
+        "jaxsolve_runtime", "jaxsolve_autodiff", "jaxsolve_sharding"}
+    assert "jaxsolve_sparse" not in siblings["jaxsolve-dense"]
+    for leaf in ("jaxsolve-runtime", "jaxsolve-autodiff"):
+        assert siblings[leaf] == set(), leaf
+    for leaf in ("jaxsolve-layout", "jaxsolve-sharding"):
+        assert siblings[leaf] == {"jaxsolve_runtime"}, leaf
 
 
 @pytest.mark.parametrize("name", [n for n, pkg in _DISTRIBUTIONS.items() if pkg])

@@ -13,7 +13,6 @@ import numpy as np
 import pytest
 from jax.sharding import PartitionSpec as P
 
-import jaxsolve.layout
 from helpers import grid_mesh, put
 from jaxsolve import dense
 from jaxsolve.dense import (
@@ -26,7 +25,7 @@ from jaxsolve.dense import (
     _layout,
     _lu,
 )
-from jaxsolve.sharding import _nccl
+from jaxsolve.runtime import NativeLibrary
 
 
 class TestSelection:
@@ -40,7 +39,7 @@ class TestSelection:
     def test_one_gpu_takes_cusolver_where_it_is_built_for_the_plugin(self, monkeypatch, family,
                                                                      major, backend):
         # Built for CUDA 12 and 13; under a plugin of another major, XLA computes.
-        monkeypatch.setattr(jaxsolve.layout._native_library, "_cuda_major", lambda: major)
+        monkeypatch.setattr(NativeLibrary, "cuda_major", property(lambda self: major))
         on_gpu = _layout.Layout(device_platform="gpu")
         assert _backend.backend_name(family, on_gpu, np.float64) == backend
 
@@ -103,11 +102,9 @@ class TestLoading:
              r"\(libcublasLt\.so\.12\).*nvidia-cusolver-cu12 \(libcusolver\.so\.11\)"),
     ])
     def test_missing_wheel_is_named(self, monkeypatch, major, wheels):
-        # The major is the one the handlers' library is loaded for (layout's rule), which
-        # copes with both JAX CUDA plugins installed, where NCCL's rule raises.
-        monkeypatch.setattr(jaxsolve.layout._native_library, "_cuda_major", lambda: major)
-        monkeypatch.setattr(_nccl, "cuda_major", _both_plugins_installed)
-        monkeypatch.setattr(_nccl, "nvidia_library", lambda relative: None)
+        # The wheels named are those of the major the handlers' library is loaded for.
+        monkeypatch.setattr(NativeLibrary, "cuda_major", property(lambda self: major))
+        monkeypatch.setattr(_cusolver, "nvidia_library", lambda relative: None)
         _cusolver._missing_wheels.cache_clear()
         try:
             with pytest.raises(RuntimeError, match=f"NVIDIA's pip wheels {wheels} are not "
@@ -179,7 +176,3 @@ class TestLoweringForCuda:
         calls = re.findall(r"custom_call @(\w+)\((.*)", text)
         assert [target for target, _ in calls] == [_cusolver.LEAN_SYEVD]
         assert "output_tuple_indices = [0], operand_index = 0" in calls[0][1]
-
-
-def _both_plugins_installed() -> int:
-    raise RuntimeError("found 2 JAX CUDA plugins")

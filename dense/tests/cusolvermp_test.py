@@ -18,6 +18,7 @@ import jaxsolve.layout as jl
 import jaxsolve.sharding as js
 from jaxsolve import dense
 from jaxsolve.dense import _backend, _compile, _cusolvermp, _layout
+from jaxsolve.runtime import NativeLibrary
 
 
 def grid(mesh, spec=P("pr", "pc"), tile=4):
@@ -85,7 +86,7 @@ class TestStorage:
                                                              monkeypatch):
         # jaxsolve.layout ships its in-place transpose for CUDA 12 and 13.
         g = grid(grid_mesh(rows, cols))
-        monkeypatch.setattr(jl._native_library, "_cuda_major", lambda: major)
+        monkeypatch.setattr(NativeLibrary, "cuda_major", property(lambda self: major))
         assert _cusolvermp._in_place(g, g.plan(16, 8)) == (rows == cols == 1)
 
     def test_diagonal(self, rows, cols, x64):

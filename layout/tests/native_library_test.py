@@ -5,8 +5,9 @@ host only (the CUDA 13 one on ours: there is no CUDA 12 GPU host); here CI check
 built, links against nothing but the C/C++ runtime (the CUDA runtime is linked statically, so
 no libcudart.so.<major> is needed beside JAX's), holds machine code for sm_80 and sm_90, and
 exports only our functions: the FFI handlers (and, on the CPU, the scratch size).
-`NativeLibrary`, which loads them (and the sibling packages' libraries), registers targets for
-the CPU at once, fails clearly on a missing library or handler, and refuses GPU ops only.
+`jaxsolve.runtime.NativeLibrary`, which loads them (and the sibling packages' libraries),
+registers their targets for the CPU at once, fails clearly on a missing handler, refuses GPU
+ops only without a CUDA library, and loads the CUDA library of the plugin's major.
 """
 
 import os
@@ -20,6 +21,7 @@ import numpy as np
 import pytest
 
 import jaxsolve.layout
+from jaxsolve.runtime import NativeLibrary
 
 _PACKAGE = pathlib.Path(jaxsolve.layout.__file__).parent
 _HANDLERS = {"JaxsolveLayoutLocalColumnToRowMajor", "JaxsolveLayoutLocalRowToColumnMajor"}
@@ -73,14 +75,14 @@ def test_cuda_library_holds_sm80_and_sm90_machine_code_and_ptx(major):
 
 
 class TestNativeLibrary:
-    """`NativeLibrary`, the loader that jaxsolve.layout and its siblings share."""
+    """`jaxsolve.runtime.NativeLibrary` on jaxsolve.layout's libraries."""
 
     def test_native_library_registers_targets_for_the_cpu(self):
         # A second name for the row -> column-major handler: a square matrix with the identity
         # tile permutation is transposed in place, with no schedule and no scratch.
         target = "jaxsolve_layout_test_alias_row_to_column_major"
-        jaxsolve.layout.NativeLibrary("jaxsolve.layout", _PACKAGE, "jaxsolve_layout",
-                                      {target: "JaxsolveLayoutLocalRowToColumnMajor"})
+        NativeLibrary("jaxsolve.layout", _PACKAGE, "jaxsolve_layout",
+                      {target: "JaxsolveLayoutLocalRowToColumnMajor"})
         x = np.arange(16.0, dtype=np.float32).reshape(4, 4)
         no_chains = np.zeros(0, np.int32)
         y, _ = jax.ffi.ffi_call(
@@ -92,52 +94,34 @@ class TestNativeLibrary:
           batch_rounds=np.zeros(0, np.int64))
         np.testing.assert_array_equal(np.asarray(y), x.T)
 
-    def test_native_library_missing_cpu_library_is_an_import_error(self, tmp_path):
-        with pytest.raises(ImportError, match=re.escape(
-                f"jaxsolve.demo: cannot load its native CPU library libdemo.so from {tmp_path}: ")):
-            jaxsolve.layout.NativeLibrary("jaxsolve.demo", tmp_path, "demo", {})
-
     def test_native_library_missing_handler_is_an_import_error(self):
         with pytest.raises(ImportError, match=re.escape(
                 "it lacks the handler NoSuchHandler of target jaxsolve_layout_test_missing")):
-            jaxsolve.layout.NativeLibrary("jaxsolve.layout", _PACKAGE, "jaxsolve_layout",
-                                          {"jaxsolve_layout_test_missing": "NoSuchHandler"})
+            NativeLibrary("jaxsolve.layout", _PACKAGE, "jaxsolve_layout",
+                          {"jaxsolve_layout_test_missing": "NoSuchHandler"})
 
     def test_native_library_without_cuda_library_refuses_gpu_ops_only(self, tmp_path):
         # The CPU library under another stem, with no CUDA library beside it.
         (tmp_path / "libdemo.so").symlink_to(_PACKAGE / "libjaxsolve_layout.so")
-        library = jaxsolve.layout.NativeLibrary("jaxsolve.demo", tmp_path, "demo", {})
+        library = NativeLibrary("jaxsolve.demo", tmp_path, "demo", {})
         library.require_platform("my_op", jax.device_put(np.zeros(3), jax.devices("cpu")[0]))
         assert library.cuda_unavailable_reason is not None
         with pytest.raises(RuntimeError,
                            match=re.escape("my_op cannot run on the GPU: jaxsolve.demo's ")):
             library.require_cuda("my_op")
 
-    @pytest.mark.parametrize("major, ships", [(13, True), (12, False), (None, True)])
-    def test_ships_cuda_library_of_the_plugins_major(self, monkeypatch, tmp_path, major, ships):
-        # A package built for CUDA 13 only, under a CUDA 13, a CUDA 12 or no known plugin.
-        (tmp_path / "libdemo_cuda13.so").touch()
-        monkeypatch.setattr(jaxsolve.layout._native_library, "_cuda_major", lambda: major)
-        library = jaxsolve.layout.NativeLibrary("jaxsolve.demo", tmp_path, "demo", {}, cpu=False)
-        assert library.ships_cuda_library() is ships
-
     @pytest.mark.parametrize("major", [12, 13])
     def test_loads_the_cuda_library_of_the_plugins_major(self, monkeypatch, major):
         # Loading needs no GPU (the static CUDA runtime finds the driver at its first call).
-        monkeypatch.setattr(jaxsolve.layout._native_library, "_cuda_major", lambda: major)
+        monkeypatch.setattr(NativeLibrary, "cuda_major", property(lambda self: major))
         target = f"jaxsolve_layout_test_cuda{major}_row_to_column_major"
-        library = jaxsolve.layout.NativeLibrary(
+        library = NativeLibrary(
             "jaxsolve.layout", _PACKAGE, "jaxsolve_layout",
             {target: "JaxsolveLayoutLocalRowToColumnMajor"}, cpu=False)
         assert library.cuda_unavailable_reason is None
         assert library.cuda._name == str(_PACKAGE / f"libjaxsolve_layout_cuda{major}.so")
 
-    def test_native_library_without_cpu_library(self, tmp_path):
-        # GPU-only handlers (jaxsolve.dense's cuSOLVER ones): nothing to load at construction.
-        library = jaxsolve.layout.NativeLibrary("jaxsolve.demo", tmp_path, "demo", {}, cpu=False)
-        assert library.cpu is None and library.cuda is None
-        library.require_platform("my_op", jax.device_put(np.zeros(3), jax.devices("cpu")[0]))
-        with pytest.raises(RuntimeError,
-                           match=re.escape("my_op cannot run on the GPU: jaxsolve.demo's ")):
-            library.require_cuda("my_op")
-        assert library.cuda is None
+    @pytest.mark.parametrize("major, ships", [(12, True), (13, True), (14, False)])
+    def test_ships_cuda_library_for_cuda_12_and_13(self, monkeypatch, major, ships):
+        monkeypatch.setattr(NativeLibrary, "cuda_major", property(lambda self: major))
+        assert jaxsolve.layout.ships_cuda_library() is ships

@@ -1,9 +1,10 @@
 """Tests of the bookkeeping of jaxsolve's NCCL communicators that runs without a GPU.
 
-Creating a communicator needs GPUs and NCCL (dense/tests/cusolvermp_gpu_test.py does it on
-the GPU host). Here: which ranks a process holds, the checks of the device set, that the
-unique id reaches every process through JAX's public multihost broadcast (two real processes
-on CPU devices, started by our launcher), and the error that names a missing pip wheel.
+Creating a communicator needs GPUs and NCCL (nccl_gpu_test.py does it on the GPU host).
+Here: which ranks a process holds, the checks of the device set, and that the unique id
+reaches every process through JAX's public multihost broadcast (two real processes on CPU
+devices, started by our launcher). The error that names a missing NCCL wheel is
+jaxsolve.runtime's (runtime/tests/cuda_test.py).
 """
 
 import jax
@@ -81,12 +82,6 @@ class TestUniqueId:
             for rank in (0, 1))
         assert id0 == id1 and len(bytes.fromhex(id0)) == 128 and id0 != "00" * 128
         assert (made0, made1) == ("1", "0")
-
-
-def test_a_missing_library_names_its_wheel():
-    with pytest.raises(RuntimeError, match="from the pip wheel nvidia-example-cu13"):
-        _nccl.preload("example/lib/libjaxsolve_absent.so.0", "libjaxsolve_absent.so.0",
-                      "nvidia-example-cu13")
 
 
 def test_inside_jit_the_exchange_says_what_to_do(run_launcher):

@@ -79,8 +79,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxsolve.layout import NativeLibrary
-from jaxsolve.sharding import _nccl
+from jaxsolve.runtime import NativeLibrary, nvidia_library
 
 from . import _xla
 from ._backend import Decomposition, FactorServices, register
@@ -140,7 +139,7 @@ def _missing_wheels(major: int) -> tuple[str, ...]:
     """Loads CUDA ``major``'s math libraries from NVIDIA's wheels, once; the missing wheels."""
     missing = []
     for relative, soname, wheel in CUDA_MATH_LIBRARIES[major]:
-        path = _nccl.nvidia_library(relative)
+        path = nvidia_library(relative)
         if path is None:
             missing.append(f"{wheel} ({soname})")
             continue

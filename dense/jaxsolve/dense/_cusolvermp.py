@@ -44,8 +44,8 @@ import numpy as np
 from jax.sharding import PartitionSpec as P
 
 from jaxsolve import layout as jl
-from jaxsolve.layout import _ffi as jl_ffi
-from jaxsolve.sharding import _nccl
+from jaxsolve import sharding as js
+from jaxsolve.runtime import cuda_major, preload_nvidia_library
 from jaxsolve.sharding import nccl_communicator
 
 from . import _cusolver, _xla
@@ -96,18 +96,17 @@ def library() -> ctypes.CDLL:
     Raises:
       RuntimeError: a library is missing (the message names its pip wheel).
     """
-    major = _nccl.cuda_major()
+    major = cuda_major()
     if major not in _PRELOADS:
         raise RuntimeError(f"jaxsolve.dense's cuSOLVERMp backend is not built for CUDA {major}.")
-    _nccl.nccl_library()  # NCCL and jaxsolve's communicators first: the handlers bind to them
-    version = _nccl.nccl_version()
+    version = js.nccl_version()  # loads NCCL and our communicators: the handlers bind to them
     if version < _MIN_NCCL:
         raise RuntimeError(
             f"jaxsolve.dense's cuSOLVERMp backend needs NCCL >= 2.29.2 (cuBLASMp 0.10 calls "
             f"ncclCommQueryProperties), but the process has NCCL {version}: install "
             f"nvidia-nccl-cu{major}>=2.29.2, or preload a newer libnccl.so.2 (LD_PRELOAD).")
     for relative, soname, wheel in _PRELOADS[major]:
-        _nccl.preload(relative, soname, wheel)
+        preload_nvidia_library(relative, soname, wheel)
     name = f"libjaxsolve_dense_cusolvermp_cuda{major}.so"
     try:
         loaded = ctypes.CDLL(str(pathlib.Path(__file__).absolute().parent / name))
@@ -117,7 +116,7 @@ def library() -> ctypes.CDLL:
     for routine, symbol in _TARGETS.items():
         jax.ffi.register_ffi_target(_target(routine), jax.ffi.pycapsule(getattr(loaded, symbol)),
                                     platform="CUDA")
-    _nccl.before_destroy(clear)
+    js.on_destroy_nccl_communicators(clear)
     atexit.register(clear)
     return loaded
 
@@ -281,7 +280,7 @@ def _in_place(grid: Grid, plan: jl.BlockCyclicPlan) -> bool:
     jaxsolve.layout's in-place transpose has a library for JAX's CUDA plugin (CUDA 12 and 13;
     without one the matrix moves by `jaxsolve.layout.to_block_cyclic`, a copy)."""
     return (grid.shape == (1, 1) and plan.padded_shape == (plan.m, plan.n)
-            and jl_ffi.LIBRARY.ships_cuda_library())
+            and jl.ships_cuda_library())
 
 
 def _rhs_storage(grid: Grid, rhs: jax.Array):

@@ -19,7 +19,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxsolve import autodiff
-from jaxsolve.layout import NativeLibrary
+from jaxsolve.runtime import NativeLibrary
 
 from ._layout import check_flag
 from ._status import fill_failed, with_status

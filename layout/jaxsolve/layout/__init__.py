@@ -17,8 +17,8 @@ This package holds that layout, separate from any solver:
 * `local_row_to_column_major` and `local_column_to_row_major` are the native (CPU and CUDA)
   in-place kernels for one device's part: a row-major local matrix to column-major, with its
   tiles permuted, using scratch bounded by `local_scratch_elements`, not a second matrix.
-* `NativeLibrary` loads a jaxsolve package's native libraries (CPU at import, CUDA on first GPU
-  use) and registers their XLA FFI targets; this package's kernels and its siblings' use it.
+  `ships_cuda_library` says whether they run on JAX's CUDA plugin. They are loaded by
+  `jaxsolve.runtime.NativeLibrary`, as every package's native code is.
 
 The plan pads the matrix so that every process holds the same number of whole tiles.
 
@@ -70,7 +70,7 @@ from ._block_cyclic import to_block_cyclic as to_block_cyclic
 from ._native import local_column_to_row_major as local_column_to_row_major
 from ._native import local_row_to_column_major as local_row_to_column_major
 from ._native import local_scratch_elements as local_scratch_elements
-from ._native_library import NativeLibrary as NativeLibrary
+from ._ffi import ships_cuda_library as ships_cuda_library
 from ._plan import BlockCyclicPlan as BlockCyclicPlan
 from ._plan import numroc as numroc
 
@@ -81,11 +81,11 @@ except _metadata.PackageNotFoundError:  # a source checkout, not an installed di
 
 __all__ = [
     "BlockCyclicPlan",
-    "NativeLibrary",
     "from_block_cyclic",
     "local_column_to_row_major",
     "local_row_to_column_major",
     "local_scratch_elements",
     "numroc",
+    "ships_cuda_library",
     "to_block_cyclic",
 ]

@@ -15,42 +15,17 @@ libraries beside its Python modules, and loads them with ``ctypes``:
 
 Both libraries export the same handler symbols, one per target. Target names should carry
 the package's prefix (``jaxsolve_layout_...``), since XLA's registry is process-wide.
+The CUDA major is :func:`~jaxsolve.runtime.cuda_major`'s, the rule every package shares.
 """
 
 import ctypes
 import functools
-import importlib.metadata
 import pathlib
-import re
 from collections.abc import Mapping
 
 import jax
 
-
-def _cuda_major() -> int | None:
-    """CUDA major version of JAX's CUDA plugin, from public information only.
-
-    The installed ``jax-cuda<major>-plugin`` distribution decides; should both be
-    installed, the version the CUDA client reports (``platform_version``) does.
-    """
-    installed = []
-    for major in (13, 12):
-        try:
-            importlib.metadata.version(f"jax-cuda{major}-plugin")
-        except importlib.metadata.PackageNotFoundError:
-            continue
-        installed.append(major)
-    if len(installed) == 1:
-        return installed[0]
-    try:
-        version = jax.devices("cuda")[0].client.platform_version  # e.g. "cuda 13000"
-    except RuntimeError:  # no CUDA backend (a ROCm GPU, say)
-        return None
-    match = re.search(r"(\d+)", version)
-    if match is None:
-        return None
-    number = int(match.group(1))
-    return number // 1000 if number >= 1000 else number
+from ._cuda import cuda_major
 
 
 def _platform(arrays: tuple) -> str:
@@ -59,6 +34,15 @@ def _platform(arrays: tuple) -> str:
         if isinstance(a, jax.Array) and not isinstance(a, jax.core.Tracer):
             return next(iter(a.devices())).platform
     return jax.default_backend()
+
+
+def _unknown_major_reason() -> str:
+    """Why the CUDA major cannot be told: :func:`cuda_major`'s message."""
+    try:
+        cuda_major()
+    except RuntimeError as error:
+        return str(error)
+    return "the CUDA version of JAX's CUDA backend could not be determined"
 
 
 class NativeLibrary:
@@ -87,22 +71,28 @@ class NativeLibrary:
       ImportError: the CPU library (when ``cpu``) cannot be loaded.
 
     Examples:
-      jaxsolve.layout's own libraries; plain C functions of the CPU library are called through
-      :attr:`cpu`:
+      jaxsolve.layout's kernels load this way, in its one ``ctypes`` module::
 
-      >>> import pathlib, jax.numpy as jnp, jaxsolve.layout as jl
-      >>> folder = pathlib.Path(jl.__file__).absolute().parent
-      >>> library = jl.NativeLibrary("jaxsolve.layout", folder, "jaxsolve_layout", targets={})
-      >>> library.cpu.JaxsolveLayoutLocalScratchElements(64, 32, 16, 1)
-      1024
+        LIBRARY = NativeLibrary("jaxsolve.layout", pathlib.Path(__file__).absolute().parent,
+                                "jaxsolve_layout", {TARGET: "JaxsolveLayoutLocalRowToColumnMajor"})
 
-      A GPU op asks for the CUDA library first; without a usable one it says why:
+      A package whose handlers exist only on the GPU loads nothing until a GPU op asks for
+      them; on CPU arrays nothing is needed:
 
+      >>> import pathlib, jax.numpy as jnp
+      >>> from jaxsolve.runtime import NativeLibrary
+      >>> folder = pathlib.Path("/nonexistent")
+      >>> library = NativeLibrary("jaxsolve.demo", folder, "demo", targets={}, cpu=False)
       >>> library.require_platform("my_op", jnp.zeros(3))  # a CPU array: nothing to load
-      >>> jl.NativeLibrary("jaxsolve.layout", folder, "missing", targets={})  # doctest: +ELLIPSIS
+      >>> library.cpu is None and library.cuda is None
+      True
+
+      A CPU library that cannot load is an ``ImportError`` of the package that ships it:
+
+      >>> NativeLibrary("jaxsolve.demo", folder, "demo", targets={})  # doctest: +ELLIPSIS
       Traceback (most recent call last):
         ...
-      ImportError: jaxsolve.layout: cannot load its native CPU library libmissing.so from ...
+      ImportError: jaxsolve.demo: cannot load its native CPU library libdemo.so from ...
     """
 
     def __init__(self, package: str, folder: pathlib.Path, stem: str, targets: Mapping[str, str],
@@ -145,13 +135,14 @@ class NativeLibrary:
     @property
     def cuda_major(self) -> int | None:
         """The CUDA major version (12 or 13) whose library this instance loads on a GPU, or
-        None where JAX's CUDA plugin does not tell it.
-
-        It is the installed ``jax-cuda<major>-plugin``'s; with both installed, the one the
-        running CUDA client reports. A package that loads more of NVIDIA's libraries for its
-        CUDA library (cuSOLVER, say) should take their major from here, so that both agree.
+        None where it cannot be told: :func:`~jaxsolve.runtime.cuda_major`'s, which a package
+        that loads more of NVIDIA's libraries for its CUDA library (cuSOLVER, say) asks too,
+        so that both agree.
         """
-        return _cuda_major()
+        try:
+            return cuda_major()
+        except RuntimeError:
+            return None
 
     def ships_cuda_library(self) -> bool:
         """False when JAX's CUDA plugin is of a CUDA major this package has no library for.
@@ -169,7 +160,7 @@ class NativeLibrary:
         """Loads and registers the CUDA library, once; why it is unavailable, or None."""
         major = self.cuda_major
         if major is None:
-            return "the CUDA version of JAX's CUDA backend could not be determined"
+            return _unknown_major_reason()
         name = self._cuda_name(major)
         try:
             cuda = ctypes.CDLL(str(self.folder / name))

@@ -16,7 +16,9 @@ step dependable on one host and on clusters:
 * `nccl_communicator` creates jaxsolve's own NCCL communicator over a set of GPUs once and
   caches it (the unique id travels between processes through
   `jax.experimental.multihost_utils`; one process may hold several GPUs), for native solvers
-  such as cuSOLVERMp: no XLA internals, so one binary serves every JAX release.
+  such as cuSOLVERMp: no XLA internals, so one binary serves every JAX release. Such a
+  solver checks `nccl_version` and frees its state in `on_destroy_nccl_communicators`;
+  NCCL's CUDA major is `jaxsolve.runtime.cuda_major`'s, as every package's.
 * `make_grid_mesh` lays devices over a dense 2D process grid in the row- or column-major order of
   cuSOLVERMp's ``cusolverMpGridMapping_t``; `row_mesh` is the 1D mesh of matrices and vectors
   split in blocks of rows (sparse solvers).
@@ -95,6 +97,8 @@ from ._mesh import make_grid_mesh as make_grid_mesh
 from ._nccl import NcclCommunicator as NcclCommunicator
 from ._nccl import destroy_nccl_communicators as destroy_nccl_communicators
 from ._nccl import nccl_communicator as nccl_communicator
+from ._nccl import nccl_version as nccl_version
+from ._nccl import on_destroy_nccl_communicators as on_destroy_nccl_communicators
 from ._mesh import row_mesh as row_mesh
 from ._partition import gather_vector as gather_vector
 from ._partition import partition_csr_matrix as partition_csr_matrix
@@ -123,6 +127,8 @@ __all__ = [
     "launch_processes",
     "make_grid_mesh",
     "nccl_communicator",
+    "nccl_version",
+    "on_destroy_nccl_communicators",
     "partition_csr_matrix",
     "partition_rows",
     "partition_vector",

@@ -27,74 +27,16 @@ import atexit
 import ctypes
 import dataclasses
 import functools
-import importlib.metadata
-import importlib.util
 import itertools
 import pathlib
-import sys
 from collections.abc import Callable, Sequence
 
 import jax
 import numpy as np
 
+from jaxsolve.runtime import cuda_major, preload_nvidia_library
+
 _FOLDER = pathlib.Path(__file__).absolute().parent
-
-
-def cuda_major() -> int:
-    """The CUDA major version of JAX's CUDA plugin (13 or 12), from its distribution's name.
-
-    Raises:
-      RuntimeError: no (or more than one) ``jax-cuda<major>-plugin`` is installed.
-    """
-    majors = []
-    for major in (13, 12):
-        try:
-            importlib.metadata.version(f"jax-cuda{major}-plugin")
-        except importlib.metadata.PackageNotFoundError:
-            continue
-        majors.append(major)
-    if len(majors) != 1:
-        raise RuntimeError(
-            "jaxsolve's NCCL and cuSOLVERMp libraries need exactly one JAX CUDA plugin "
-            f"(jax-cuda13-plugin or jax-cuda12-plugin); found {len(majors)}."
-        )
-    return majors[0]
-
-
-def nvidia_library(relative: str) -> pathlib.Path | None:
-    """``nvidia/<relative>`` in the installed NVIDIA pip wheels, if some wheel has it.
-
-    NVIDIA's wheels share the ``nvidia`` package folder, which may lie in several places (a
-    venv and its base, a ``pip install --target`` folder on ``sys.path``); every ``nvidia``
-    folder on ``sys.path`` is searched, in order, and the package's own locations after them.
-    """
-    spec = importlib.util.find_spec("nvidia")
-    locations = [pathlib.Path(p) / "nvidia" for p in sys.path if p]
-    locations += [pathlib.Path(p) for p in (spec.submodule_search_locations or [])] if spec else []
-    for folder in locations:
-        path = folder / relative
-        if path.exists():
-            return path
-    return None
-
-
-def preload(relative: str, soname: str, wheel: str) -> None:
-    """Loads a library of an NVIDIA wheel with ``RTLD_GLOBAL``, or says which wheel is missing.
-
-    The wheel's copy (``nvidia/<relative>``) is loaded if installed, else ``soname`` wherever the
-    dynamic loader finds it (one already loaded, ``LD_LIBRARY_PATH``).
-
-    Raises:
-      RuntimeError: neither loads; the message names the pip wheel `wheel`.
-    """
-    path = nvidia_library(relative)
-    try:
-        ctypes.CDLL(str(path) if path else soname, mode=ctypes.RTLD_GLOBAL)
-    except OSError as error:
-        raise RuntimeError(
-            f"jaxsolve needs {soname} from the pip wheel {wheel}: {error}. Install it, e.g. "
-            "`pip install 'jaxsolve[cuda13]'` (or `[cuda12]`)."
-        ) from error
 
 
 @functools.cache
@@ -102,14 +44,14 @@ def nccl_library() -> ctypes.CDLL:
     """NCCL and ``libjaxsolve_nccl_cuda<major>.so``, loaded once with ``RTLD_GLOBAL``.
 
     An NCCL already in the process's global scope (``LD_PRELOAD``) is used as it is; else the
-    ``nvidia-nccl-cu<major>`` wheel's.
+    ``nvidia-nccl-cu<major>`` wheel's, for `jaxsolve.runtime.cuda_major`'s major.
 
     Raises:
-      RuntimeError: NCCL or our library cannot be loaded.
+      RuntimeError: the CUDA major cannot be told, or NCCL or our library cannot be loaded.
     """
     major = cuda_major()
     if not hasattr(ctypes.CDLL(None), "ncclGetVersion"):
-        preload("nccl/lib/libnccl.so.2", "libnccl.so.2", f"nvidia-nccl-cu{major}")
+        preload_nvidia_library("nccl/lib/libnccl.so.2", "libnccl.so.2", f"nvidia-nccl-cu{major}")
     name = f"libjaxsolve_nccl_cuda{major}.so"
     try:
         library = ctypes.CDLL(str(_FOLDER / name), mode=ctypes.RTLD_GLOBAL)
@@ -134,7 +76,21 @@ def _check(library: ctypes.CDLL, status: int, what: str) -> None:
 
 
 def nccl_version() -> int:
-    """The loaded NCCL's ``ncclGetVersion`` code, e.g. ``22907`` for 2.29.7."""
+    """The ``ncclGetVersion`` code of the process's NCCL, e.g. ``22907`` for 2.29.7.
+
+    Loads NCCL (and jaxsolve's communicator library) first, as `nccl_communicator` does: a
+    native library that binds to NCCL at load time (cuSOLVERMp's handlers) loads after it.
+
+    Raises:
+      RuntimeError: NCCL or our library cannot be loaded (no GPU build of JAX, say).
+
+    Examples:
+      cuBLASMp 0.10 needs NCCL 2.29.2 or newer:
+
+      >>> import jaxsolve.sharding as js
+      >>> js.nccl_version() >= 22902  # doctest: +SKIP
+      True
+    """
     library = nccl_library()
     version = ctypes.c_int()
     _check(library, library.JaxsolveNcclVersion(ctypes.byref(version)), "ncclGetVersion")
@@ -266,8 +222,20 @@ _KEYS = itertools.count(1)
 _BEFORE_DESTROY: list[Callable[[], None]] = []
 
 
-def before_destroy(hook: Callable[[], None]) -> None:
-    """Runs `hook` before communicators are destroyed (a solver frees what uses them)."""
+def on_destroy_nccl_communicators(hook: Callable[[], None]) -> None:
+    """Registers `hook` to run before `destroy_nccl_communicators` destroys the communicators.
+
+    A native solver that caches state on a communicator (cuSOLVERMp's grids and handles)
+    frees it there, before NCCL's communicator goes away. A hook registered twice runs once.
+
+    Examples:
+      >>> import jaxsolve.sharding as js
+      >>> freed = []
+      >>> js.on_destroy_nccl_communicators(lambda: freed.append(True))
+      >>> js.destroy_nccl_communicators()  # no communicators: nothing to free
+      >>> freed
+      []
+    """
     if hook not in _BEFORE_DESTROY:
         _BEFORE_DESTROY.append(hook)
 
@@ -354,7 +322,7 @@ def cached_communicators() -> tuple[NcclCommunicator, ...]:
 def destroy_nccl_communicators() -> None:
     """Destroys every cached communicator (a collective, like creating them).
 
-    The `before_destroy` hooks run first, so that solvers free their grids on them. Runs at
+    The `on_destroy_nccl_communicators` hooks run first, so that solvers free their grids on them. Runs at
     interpreter exit as well. The next `nccl_communicator` call creates a new one.
 
     Examples:

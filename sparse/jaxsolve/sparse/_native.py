@@ -1,7 +1,7 @@
 """The native kernels of jaxsolve.sparse: the CSR product on CPU and GPU, and setup kernels.
 
 Functions backed by C++ (``csrc/``) in the package's shared libraries, which
-:class:`jaxsolve.layout.NativeLibrary` loads (the CPU library at import, the CUDA library of
+:class:`jaxsolve.runtime.NativeLibrary` loads (the CPU library at import, the CUDA library of
 JAX's CUDA major the first time a product runs on a GPU):
 
 * :func:`csr_matvec`: ``y = A x`` for a CSR matrix, an XLA FFI kernel on the CPU and on CUDA
@@ -45,7 +45,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.custom_derivatives import SymbolicZero
 
-from jaxsolve.layout import NativeLibrary
+from jaxsolve.runtime import NativeLibrary
 
 CSR_MATVEC = "jaxsolve_sparse_csr_matvec"
 CSR_PRODUCT = "jaxsolve_sparse_csr_product"

@@ -10,9 +10,9 @@
 #include <cstdint>
 #include <utility>
 
-#include "cuda_error.h"
 #include "local_transpose.h"
 #include "local_transpose_ffi.h"
+#include "runtime/jaxsolve/runtime/csrc/cuda_error.h"
 #include "xla/ffi/api/ffi.h"
 
 namespace jaxsolve::layout {

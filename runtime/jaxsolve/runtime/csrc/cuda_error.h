@@ -1,8 +1,9 @@
 // The state of the CUDA runtime after an XLA FFI handler has issued its work,
 // as the ffi::Error the handler returns. One helper for every jaxsolve CUDA
-// library: layout's, and its siblings' through the `cuda_error` target.
-#ifndef JAXSOLVE_LAYOUT_CSRC_CUDA_ERROR_H_
-#define JAXSOLVE_LAYOUT_CSRC_CUDA_ERROR_H_
+// library (layout's, sparse's, dense's): their cuda_library lists this header
+// and includes it as "runtime/jaxsolve/runtime/csrc/cuda_error.h".
+#ifndef JAXSOLVE_RUNTIME_CSRC_CUDA_ERROR_H_
+#define JAXSOLVE_RUNTIME_CSRC_CUDA_ERROR_H_
 
 #include <cuda_runtime.h>
 
@@ -29,4 +30,4 @@ inline ::xla::ffi::Error LastCudaError() {
 
 }  // namespace jaxsolve
 
-#endif  // JAXSOLVE_LAYOUT_CSRC_CUDA_ERROR_H_
+#endif  // JAXSOLVE_RUNTIME_CSRC_CUDA_ERROR_H_

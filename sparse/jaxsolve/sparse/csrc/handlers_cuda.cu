@@ -47,7 +47,7 @@
 #include "csr_product_ffi.h"
 #include "interpolation_weights.h"
 #include "interpolation_weights_ffi.h"
-#include "layout/jaxsolve/layout/csrc/cuda_error.h"
+#include "runtime/jaxsolve/runtime/csrc/cuda_error.h"
 #include "spmv.h"
 #include "spmv_ffi.h"
 #include "xla/ffi/api/ffi.h"
