@@ -27,7 +27,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxsolve.layout._native import (
+from jaxsolve.layout import (
     local_column_to_row_major,
     local_row_to_column_major,
     local_scratch_elements,
