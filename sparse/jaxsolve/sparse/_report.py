@@ -50,8 +50,8 @@ class SolveRun:
         ``"to device"`` (the CSR matrix and ``b`` onto the device), ``"setup"`` (host
         structure and one compiled numeric setup: what a setup costs once compiled),
         ``"first setup"`` (the first setup's wall time, compilation included),
-        ``"first solve"`` (compilation included) and ``"solve"`` (the fastest of the
-        repeated solves, the first one's when there is no repeat).
+        ``"first solve"`` (compilation included) and, with ``--repeat`` of 2 or more,
+        ``"solve"`` (the fastest of the solves after the first: a compiled solve).
       solve_seconds: each solve's wall time, in order (``--repeat``).
     """
 
@@ -143,14 +143,19 @@ def timings(run: SolveRun) -> str:
     """AmgX's ``obtain_timings`` lines: setup, solve and solve per iteration, in seconds,
     with the file reading and the first (compiling) calls beside them."""
     s = run.seconds
-    lines = [f"Total Time: {s.get('setup', 0.0) + s['solve']:.4f}"]
+    solve = s.get("solve", s["first solve"])
+    lines = [f"Total Time: {s.get('setup', 0.0) + solve:.4f}"]
     if "setup" in s:
         lines.append(f"    setup: {s['setup']:.4f} s  (first setup, compiling:"
                      f" {s['first setup']:.4f} s)")
-    lines.append(f"    solve: {s['solve']:.4f} s  (first solve, compiling:"
-                 f" {s['first solve']:.4f} s)")
-    if run.iterations:
-        lines.append(f"    solve(per iteration): {s['solve'] / run.iterations:.4f} s")
+    if "solve" in s:
+        lines.append(f"    solve: {s['solve']:.4f} s  (first solve, compiling:"
+                     f" {s['first solve']:.4f} s)")
+        if run.iterations:
+            lines.append(f"    solve(per iteration): {s['solve'] / run.iterations:.4f} s")
+    else:
+        lines.append(f"    solve: {s['first solve']:.4f} s, compilation included"
+                     " (--repeat 2 times a compiled solve)")
     lines.append(f"    read: {s['read']:.4f} s, to device: {s['to device']:.4f} s")
     return "\n".join(lines)
 
@@ -171,7 +176,7 @@ def bench_table(runs: Sequence[SolveRun]) -> str:
 
     Columns: the configuration, status, iterations, true relative residual, levels and
     operator complexity (``-`` without AMG), setup seconds, first-solve seconds
-    (compilation included) and solve seconds.
+    (compilation included) and solve seconds (``-`` without ``--repeat``).
     """
     header = ("config", "status", "iters", "true rel. res.", "levels", "op. cx",
               "setup s", "1st solve s", "solve s")
@@ -182,7 +187,7 @@ def bench_table(runs: Sequence[SolveRun]) -> str:
                      "-" if stats is None else str(len(stats.rows)),
                      "-" if stats is None else f"{stats.operator_complexity:.2f}",
                      f"{s['setup']:.3f}" if "setup" in s else "-",
-                     f"{s['first solve']:.3f}", f"{s['solve']:.3f}"))
+                     f"{s['first solve']:.3f}", f"{s['solve']:.3f}" if "solve" in s else "-"))
     widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
 
     def line(cells):
