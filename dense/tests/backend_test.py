@@ -33,7 +33,8 @@ class TestBackend:
             calls.append("factor")
             return _xla.potrf(a)
 
-        services = _backend.FactorServices(factor, _xla.potrs, _xla.cholesky_logdet)
+        services = _backend.FactorServices(factor, _xla.potrs, _xla.cholesky_logdet,
+                                           _xla.cholesky_diagonal)
         _backend.register("cholesky", "counting", lambda layout, dtype: services,
                           applies=lambda layout, dtype: dtype == np.complex64,
                           clear=lambda: cleared.append(True))
@@ -55,7 +56,8 @@ class TestBackend:
             shapes.append(rhs.shape)
             return _xla.potrs(factor, rhs)
 
-        services = _backend.FactorServices(_xla.potrf, solve, _xla.cholesky_logdet)
+        services = _backend.FactorServices(_xla.potrf, solve, _xla.cholesky_logdet,
+                                           _xla.cholesky_diagonal)
         _backend.register("cholesky", "recording", lambda layout, dtype: services)
         dense.clear_cache()
         x = jax.vmap(lambda b: dense.potrs(4 * jnp.eye(8), b))(jnp.ones((3, 8)))
@@ -72,7 +74,8 @@ class TestBackend:
 
 def test_backends_prepare_before_tracing(registry):
     events = []
-    services = _backend.FactorServices(_xla.potrf, _xla.potrs, _xla.cholesky_logdet)
+    services = _backend.FactorServices(_xla.potrf, _xla.potrs, _xla.cholesky_logdet,
+                                       _xla.cholesky_diagonal)
 
     def make(layout, dtype):
         events.append("traced")

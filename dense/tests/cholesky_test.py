@@ -172,11 +172,11 @@ class TestPotrs:
         a_buffer = a.unsafe_buffer_pointer()
         assert dense.cho_inverse(a, donate=True).unsafe_buffer_pointer() == a_buffer
         # ... and the factor takes a's buffer (it is deleted after the call, so the compiled
-        # program's aliases are what shows it: output 2, the factor, aliases parameter 0).
+        # program's aliases are what shows it: output 3, the factor, aliases parameter 0).
         program = _compile._program(_cholesky._potrs_body, (_layout.Layout(), False), 2, True)
         hlo = program.lower(jnp.eye(4), jnp.ones(4)).compile().as_text()
         aliases = re.search(r"input_output_alias=\{(.*?) \}, entry", hlo).group(1)
-        assert "{0}: (1, {}" in aliases and "{2}: (0, {}" in aliases
+        assert "{0}: (1, {}" in aliases and "{3}: (0, {}" in aliases
         kept = put(jnp.eye(8), mesh, P("pr", "pc"))
         dense.potrs(kept, jnp.ones(8))
         assert not kept.is_deleted()

@@ -146,8 +146,8 @@ class TestLoweringForCuda:
         # potrf writes L over its operand, potrs x over b, and A's buffer is the factor's.
         assert "output_tuple_indices = [0], operand_index = 0" in calls[0][1]
         assert "output_tuple_indices = [], operand_index = 1" in calls[1][1]
-        # Outputs: x, logdet, info, then the factor (result 3), which takes A's buffer.
-        assert re.search(r"%arg0: tensor<4x4xf32> \{tf.aliasing_output = 3 ", text)
+        # Outputs: x, logdet, info, rcond, then the factor (result 4), which takes A's buffer.
+        assert re.search(r"%arg0: tensor<4x4xf32> \{tf.aliasing_output = 4 ", text)
 
     @pytest.mark.parametrize("dtype", [np.float32, np.complex64])
     def test_every_family_lowers_to_its_handlers(self, on_gpu, dtype):

@@ -15,7 +15,7 @@ class TestStatus:
         assert bool(status.ok) and status.info.dtype == np.int32
         assert status.message() == "potrs succeeded: info=0"
         assert dense.raise_on_failure(status) is None
-        assert repr(status) == "Status(routine='potrs', info=0)"
+        assert repr(status) == "Status(routine='potrs', info=0, rcond=1)"
 
     def test_status_behaves_as_its_int32_info(self):
         """JAXMg returns its status as an int32 array: code that reads it keeps working."""

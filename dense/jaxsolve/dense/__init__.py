@@ -79,7 +79,7 @@ Examples:
   True
   >>> x, status = dense.potrs(-a, b, return_status=True)
   >>> status
-  Status(routine='potrs', info=1)
+  Status(routine='potrs', info=1, rcond=0)
   >>> dense.raise_on_failure(status)
   Traceback (most recent call last):
     ...

@@ -56,11 +56,16 @@ class FactorServices(NamedTuple):
         ``A⁻ᵀ rhs`` (plain transpose) when ``transpose``. ``rhs`` is ``(n, k)``.
       logdet: Cholesky: ``logdet(factor) -> log det A`` (real scalar); LU:
         ``logdet(factor) -> (sign, log |det A|)``.
+      diagonal: ``diagonal(factor) -> (n,)``, the factor's diagonal, ``L``'s (Cholesky, real)
+        or ``U``'s (LU), NaN where the factorization failed; read inside the program for the
+        status's reciprocal condition estimate, so it must cost ``O(n)`` (``n`` elements read,
+        never a pass over the factor).
     """
 
     factor: Callable[..., Any]
     solve: Callable[..., Any]
     logdet: Callable[..., Any]
+    diagonal: Callable[..., Any]
 
 
 class Decomposition(NamedTuple):

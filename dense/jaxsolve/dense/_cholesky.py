@@ -29,7 +29,7 @@ def _potrs_body(layout, return_logdet, a, b):
     outputs = [_factor.solve_with("cholesky", cholesky, factorization, b, layout)]
     if return_logdet:
         outputs.append(_logdet(cholesky, factorization, layout))
-    outputs.append(_factor.replicated_info(factorization, layout))
+    outputs.extend(_factor.replicated_report("cholesky", cholesky, factorization, layout))
     return tuple(outputs), work_matrix(factorization.factor, a, layout)
 
 
@@ -59,7 +59,10 @@ def potrs(
 
     When ``A`` is not positive definite nothing is raised: ``x`` and ``logdet`` are NaN, and the
     status (with `return_status`) carries ``potrf``'s ``info``, the order of the first leading
-    minor that is not positive definite; see `Status` and `raise_on_failure`.
+    minor that is not positive definite; see `Status` and `raise_on_failure`. A matrix
+    positive definite but singular to working precision (``status.rcond``, ``(min Lᵢᵢ / max
+    Lᵢᵢ)²``, below machine epsilon) gets ``info = n + 1`` and ``x`` as computed, as LAPACK's
+    ``xPOSVX``.
 
     Args:
       a: ``(n, n)`` Hermitian positive definite matrix, float32, float64, complex64 or
@@ -108,10 +111,11 @@ def potrs(
       >>> bool(jnp.allclose(logdet, jnp.log(24.)))
       True
     """
-    *values, info = _potrs("potrs", a, b, T_A, mesh, matrix_specs, in_specs, return_logdet,
-                           pad, replicate_x, dict(return_status=return_status, donate=donate),
-                           functools.partial(run, donate=bool(donate)))
-    return with_status("potrs", values, info, return_status)
+    *values, info, rcond = _potrs("potrs", a, b, T_A, mesh, matrix_specs, in_specs,
+                                  return_logdet, pad, replicate_x,
+                                  dict(return_status=return_status, donate=donate),
+                                  functools.partial(run, donate=bool(donate)))
+    return with_status("potrs", values, info, return_status, values[0].shape[0], rcond)
 
 
 def _potrs(caller, a, b, T_A, mesh, matrix_specs, in_specs, return_logdet, pad, replicate_x,
@@ -165,10 +169,10 @@ def potrs_shardmap_ctx(
       (Array([2. , 0.5], dtype=float32), 0)
     """
     caller = "potrs_shardmap_ctx"
-    work, *values, info = _potrs(caller, a, b, T_A, mesh, matrix_specs, in_specs,
-                                 return_logdet, pad, False, {},
-                                 functools.partial(run_for_context, work_count=1))
-    return (work, *with_status("potrs", values, info, True))
+    work, *values, info, rcond = _potrs(caller, a, b, T_A, mesh, matrix_specs, in_specs,
+                                        return_logdet, pad, False, {},
+                                        functools.partial(run_for_context, work_count=1))
+    return (work, *with_status("potrs", values, info, True, work.shape[0], rcond))
 
 
 def cho_factor(
@@ -255,8 +259,8 @@ def cho_solve(
     factor = check_factor(caller, factor, "cholesky")
     check_flag(caller, "return_status", return_status)
     b, layout = prepare_rhs(caller, factor.matrix, b, factor.layout.with_rhs_spec(None))
-    x, info = run(_factor.factor_solve_body, ("cholesky", layout), (factor, b))
-    return with_status("potrs", [x], info, return_status)
+    x, info, rcond = run(_factor.factor_solve_body, ("cholesky", layout), (factor, b))
+    return with_status("potrs", [x], info, return_status, x.shape[0], rcond)
 
 
 def _logdet_body(layout, factor):
@@ -297,7 +301,7 @@ def _cho_inverse_body(layout, a):
     inverse = autodiff.cholesky_solve(factorization, eye, solve_with_factor=cholesky.solve)
     (inverse,) = fill_failed(factorization.factor.info, inverse)
     inverse = constrain(inverse, layout.matrix_sharding())
-    return (inverse, _factor.replicated_info(factorization, layout)), ()
+    return (inverse, *_factor.replicated_report("cholesky", cholesky, factorization, layout)), ()
 
 
 def cho_inverse(
@@ -344,6 +348,6 @@ def cho_inverse(
     caller = "cho_inverse"
     a, layout = prepare_matrix(caller, a, T_A, mesh, matrix_specs, in_specs=in_specs, flags=dict(
         return_status=return_status, pad=pad, donate=donate))
-    inverse, info = run(_cho_inverse_body, (layout,), (a,), bool(donate))
-    return with_status(caller, [inverse], info, return_status)
+    inverse, info, rcond = run(_cho_inverse_body, (layout,), (a,), bool(donate))
+    return with_status(caller, [inverse], info, return_status, inverse.shape[0], rcond)
 

@@ -7,8 +7,9 @@ grid), its services call NVIDIA cuSOLVER's dense API directly from C++ handlers
 =====================  ============================================================
 family                 cuSOLVER
 =====================  ============================================================
-``"cholesky"``         ``cusolverDnXpotrf``, ``cusolverDnXpotrs``; log det from L's diagonal
-``"lu"``               ``cusolverDnXgetrf``, ``cusolverDnXgetrs``
+``"cholesky"``         ``cusolverDnXpotrf``, ``cusolverDnXpotrs``; log det and the status's
+                       ``rcond`` from L's diagonal
+``"lu"``               ``cusolverDnXgetrf``, ``cusolverDnXgetrs``; ``rcond`` from U's diagonal
 ``"syevd"``            ``cusolverDnXsyevd``; or, as backend ``"cusolver_lean"``,
                        ``cusolverDn<t>sytrd`` (``hetrd``), our tridiagonal eigensolver, cuBLAS
 ``"sygvd"``            ``cusolverDn<t>sygvd`` (``hegvd`` for complex)
@@ -228,9 +229,9 @@ def potrs(factor: CholeskyFactor, rhs: jax.Array) -> jax.Array:
     return x.T
 
 
-def cholesky_logdet(factor: CholeskyFactor) -> jax.Array:
-    """``log det A = 2 Σ log Lᵢᵢ``; ``Lᵀ`` has ``L``'s diagonal."""
-    return 2 * jnp.sum(jnp.log(jnp.real(jnp.diagonal(factor.lt))))
+def cholesky_diagonal(factor: CholeskyFactor) -> jax.Array:
+    """``L``'s diagonal, which ``Lᵀ`` shares (``n`` elements read, not the factor)."""
+    return jnp.real(jnp.diagonal(factor.lt))
 
 
 # ------------------------------------------------------------------------------ lu
@@ -340,8 +341,10 @@ def _loaded(services):
 
 
 _SERVICES = {
-    "cholesky": FactorServices(potrf, potrs, cholesky_logdet),
-    "lu": FactorServices(getrf, getrs, _xla.lu_logdet),
+    "cholesky": FactorServices(
+        potrf, potrs, functools.partial(_xla.cholesky_logdet, diagonal=cholesky_diagonal),
+        cholesky_diagonal),
+    "lu": FactorServices(getrf, getrs, _xla.lu_logdet, _xla.lu_diagonal),
     "syevd": Decomposition(syevd, eigenvalues_info(_xla.syevd_info)),
     "sygvd": Decomposition(sygvd, eigenvalues_info(_xla.sygvd_info)),
     "least_squares": Decomposition(functools.partial(_xla.gels, qr=geqrf), _xla.gels_info),

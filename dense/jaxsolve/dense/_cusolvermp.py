@@ -330,6 +330,11 @@ def _diagonal(grid: Grid, storage: jax.Array, n: int) -> jax.Array:
     return grid.shard_map(per_device, grid.matrix_spec(), P())(storage)
 
 
+def _stored_diagonal(factor: CholeskyFactor | LUFactor) -> jax.Array:
+    """The factor's diagonal, gathered once when it was computed (`_diagonal`, replicated)."""
+    return factor.diagonal
+
+
 def _local_factor_call(grid: Grid, routine: str, a: jax.Array, extra_results=()):
     """``routine`` (potrf, getrf) on `a` in place: ``(storage, *extra, info)``, info agreed."""
     storage, _ = matrix_storage(grid, a)
@@ -391,10 +396,8 @@ def _cholesky(layout: Layout, dtype: np.dtype) -> FactorServices:
     def solve(factor: CholeskyFactor, rhs: jax.Array) -> jax.Array:
         return _local_solve_call(grid, "potrs", (factor.storage,), factor.diagonal.shape[0], rhs)
 
-    def logdet(factor: CholeskyFactor) -> jax.Array:
-        return 2 * jnp.sum(jnp.log(factor.diagonal))
-
-    return FactorServices(factor, solve, logdet)
+    logdet = functools.partial(_xla.cholesky_logdet, diagonal=_stored_diagonal)
+    return FactorServices(factor, solve, logdet, _stored_diagonal)
 
 
 # ------------------------------------------------------------------------------------ lu
@@ -481,9 +484,9 @@ def _lu(layout: Layout, dtype: np.dtype) -> FactorServices:
             sign = parity * jnp.prod(diagonal / magnitude.astype(diagonal.dtype))
         else:
             sign = parity * jnp.prod(jnp.sign(diagonal))
-        return sign, jnp.sum(jnp.log(magnitude))
+        return sign, _xla.log_abs_product(magnitude)
 
-    return FactorServices(factor, solve, logdet)
+    return FactorServices(factor, solve, logdet, _stored_diagonal)
 
 
 # -------------------------------------------------------------------------- eigensolvers

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 
 import jax
+import jax.numpy as jnp
 
 from jaxsolve import autodiff
 
@@ -45,6 +46,7 @@ class DenseFactor:
     Attributes:
       factorization: a `jaxsolve.autodiff.Factorization`: the matrix ``A`` (through which
         derivatives flow) and the backend's factor (never differentiated).
+      rcond: the factor's reciprocal condition estimate (`Status`'s ``rcond``), replicated.
       kind: ``"cholesky"`` or ``"lu"`` (static).
       layout: the mesh and specs of the matrix (static).
 
@@ -53,13 +55,14 @@ class DenseFactor:
       >>> from jaxsolve import dense
       >>> factor = dense.cho_factor(jnp.array([[4., 2.], [2., 3.]]))
       >>> factor.kind, factor.status
-      ('cholesky', Status(routine='cho_factor', info=0))
+      ('cholesky', Status(routine='cho_factor', info=0, rcond=0.5))
       >>> x = dense.cho_solve(factor, jnp.array([6., 5.]))
       >>> bool(jnp.allclose(x, jnp.array([1., 1.])))
       True
     """
 
     factorization: autodiff.Factorization
+    rcond: jax.Array
     kind: str = dataclasses.field(metadata=dict(static=True))
     layout: Layout = dataclasses.field(metadata=dict(static=True))
 
@@ -72,8 +75,9 @@ class DenseFactor:
     def status(self) -> Status:
         """The factorization's `Status` (``cho_factor`` or ``lu_factor``)."""
         routine = "cho_factor" if self.kind == "cholesky" else "lu_factor"
-        return status_of(routine, self.factorization.factor.info,
-                         outputs=self.factorization.matrix)  # NaN or Inf in A: NOT_FINITE
+        return status_of(routine, self.factorization.factor.info, self.matrix.shape[-1],
+                         outputs=self.factorization.matrix,  # NaN or Inf in A: NOT_FINITE
+                         rcond=self.rcond)
 
 
 def check_factor(caller: str, factor: object, kind: str) -> DenseFactor:
@@ -94,14 +98,14 @@ def check_factor(caller: str, factor: object, kind: str) -> DenseFactor:
     return factor
 
 
-def placed_factor(factorization: autodiff.Factorization, kind: str,
+def placed_factor(factorization: autodiff.Factorization, rcond: jax.Array, kind: str,
                   layout: Layout) -> DenseFactor:
     """``factorization`` as a `DenseFactor`: its matrices split like ``A``, the rest replicated."""
     factor = jax.tree.map(
         lambda leaf: constrain(leaf, layout.sharding_for(leaf.shape)) if leaf.ndim == 2
         else constrain(leaf, layout.replicated()),
         factorization.factor)
-    return DenseFactor(factorization._replace(factor=factor), kind, layout)
+    return DenseFactor(factorization._replace(factor=factor), rcond, kind, layout)
 
 
 def factorize(kind: str, layout: Layout, a: jax.Array
@@ -133,23 +137,49 @@ def solve_with(kind: str, services: _backend.FactorServices,
     return constrain(x, layout.solution_sharding())
 
 
-def replicated_info(factorization: autodiff.Factorization, layout: Layout) -> jax.Array:
-    """The factorization's LAPACK ``info``, replicated on every device (for a `Status`)."""
-    return constrain(factorization.factor.info, layout.replicated())
+def rcond(kind: str, services: _backend.FactorServices,
+          factorization: autodiff.Factorization, layout: Layout) -> jax.Array:
+    """The factor's reciprocal condition estimate (`Status`'s ``rcond``), replicated.
+
+    ``min |dᵢ| / max |dᵢ|`` of the factor's diagonal ``d`` (``U``'s), squared for Cholesky
+    (``A = L Lᴴ``: ``Lᵢᵢ²`` lie in ``[λ_min, λ_max]``); ``0`` when the factorization failed
+    (LAPACK's ``RCOND = 0`` for ``info > 0``), NaN when the diagonal is not finite. ``O(n)``:
+    ``n`` elements read, two reductions. Never differentiated.
+    """
+    info = factorization.factor.info
+    magnitude = jnp.abs(services.diagonal(factorization.factor))
+    largest = jnp.max(magnitude)
+    ratio = jnp.where(jnp.isfinite(largest), jnp.min(magnitude) / largest, jnp.nan)
+    estimate = ratio * ratio if kind == "cholesky" else ratio
+    estimate = jnp.where(info > 0, jnp.zeros_like(estimate), estimate)
+    return constrain(jax.lax.stop_gradient(estimate), layout.replicated())
+
+
+def replicated_report(kind: str, services: _backend.FactorServices,
+                      factorization: autodiff.Factorization, layout: Layout
+                      ) -> tuple[jax.Array, jax.Array]:
+    """The factorization's LAPACK ``info`` and its `rcond`, replicated on every device (for a
+    `Status`)."""
+    info = constrain(factorization.factor.info, layout.replicated())
+    return info, rcond(kind, services, factorization, layout)
 
 
 def factor_body(kind: str, layout: Layout, a: jax.Array) -> tuple[DenseFactor, tuple[()]]:
     """The program of ``cho_factor`` and ``lu_factor`` (for `run`): ``A``'s `DenseFactor`."""
-    _, factorization = factorize(kind, layout, a)
-    return placed_factor(factorization, kind, layout), ()
+    services, factorization = factorize(kind, layout, a)
+    estimate = rcond(kind, services, factorization, layout)
+    return placed_factor(factorization, estimate, kind, layout), ()
 
 
 def factor_solve_body(kind: str, layout: Layout, factor: DenseFactor, b: jax.Array
-                      ) -> tuple[tuple[jax.Array, jax.Array], tuple[()]]:
-    """The program of ``cho_solve`` and ``lu_solve`` with a factor (for `run`): ``(x, info)``.
+                      ) -> tuple[tuple[jax.Array, jax.Array, jax.Array], tuple[()]]:
+    """The program of ``cho_solve`` and ``lu_solve`` with a factor (for `run`): ``(x, info,
+    rcond)``.
 
-    Only the services' solve is used: the factor was computed by an earlier program.
+    Only the services' solve is used: the factor (and its ``rcond``) was computed by an earlier
+    program.
     """
     services = _backend.services(kind, layout, b.dtype)
     x = solve_with(kind, services, factor.factorization, b, layout)
-    return (x, replicated_info(factor.factorization, layout)), ()
+    info = constrain(factor.factorization.factor.info, layout.replicated())
+    return (x, info, factor.rcond), ()

@@ -28,8 +28,8 @@ from ._status import fill_failed, with_status
 def _lu_solve_body(layout, a, b):
     lu, factorization = _factor.factorize("lu", layout, a)
     x = _factor.solve_with("lu", lu, factorization, b, layout)
-    info = _factor.replicated_info(factorization, layout)
-    return (x, info), work_matrix(factorization.factor, a, layout)
+    info, rcond = _factor.replicated_report("lu", lu, factorization, layout)
+    return (x, info, rcond), work_matrix(factorization.factor, a, layout)
 
 
 def lu_solve(
@@ -54,7 +54,9 @@ def lu_solve(
     over right-hand sides solves them as extra columns of one call.
 
     A singular ``A`` raises nothing: ``x`` is NaN and the status carries ``getrf``'s ``info``
-    (the first exactly zero pivot ``U(info, info)``).
+    (the first exactly zero pivot ``U(info, info)``). A matrix singular to working precision
+    (no pivot exactly zero, but ``status.rcond``, the pivots' ratio, below machine epsilon)
+    gets ``info = n + 1`` and ``x`` as computed, as LAPACK's ``xGESVX``; see `Status`.
 
     Args:
       a: ``(n, n)`` nonsingular matrix (float32, float64, complex64 or complex128), sharded as
@@ -102,13 +104,13 @@ def lu_solve(
             )
         b, layout = prepare_rhs(caller, factor.matrix, b, factor.layout.with_rhs_spec(None),
                                 replicate_x=replicate_x)
-        x, info = run(_factor.factor_solve_body, ("lu", layout), (factor, b),
-                      replicated_outputs=(0,) if replicate_x else ())
+        x, info, rcond = run(_factor.factor_solve_body, ("lu", layout), (factor, b),
+                             replicated_outputs=(0,) if replicate_x else ())
     else:
-        x, info = _lu_solve(caller, a, b, T_A, mesh, matrix_specs, in_specs, pad, replicate_x,
-                            dict(return_status=return_status, donate=donate),
-                            functools.partial(run, donate=bool(donate)))
-    return with_status(caller, [x], info, return_status)
+        x, info, rcond = _lu_solve(caller, a, b, T_A, mesh, matrix_specs, in_specs, pad,
+                                   replicate_x, dict(return_status=return_status, donate=donate),
+                                   functools.partial(run, donate=bool(donate)))
+    return with_status(caller, [x], info, return_status, x.shape[0], rcond)
 
 
 def _lu_solve(caller, a, b, T_A, mesh, matrix_specs, in_specs, pad, replicate_x, flags, runner):
@@ -152,9 +154,9 @@ def lu_solve_shardmap_ctx(
       (Array([1., 1.], dtype=float32), 0)
     """
     caller = "lu_solve_shardmap_ctx"
-    work, x, info = _lu_solve(caller, a, b, T_A, mesh, matrix_specs, in_specs, pad, False, {},
-                              functools.partial(run_for_context, work_count=1))
-    return (work, *with_status("lu_solve", [x], info, True))
+    work, x, info, rcond = _lu_solve(caller, a, b, T_A, mesh, matrix_specs, in_specs, pad,
+                                     False, {}, functools.partial(run_for_context, work_count=1))
+    return (work, *with_status("lu_solve", [x], info, True, x.shape[0], rcond))
 
 
 def lu_factor(
@@ -191,7 +193,7 @@ def lu_factor(
       >>> from jaxsolve import dense
       >>> factor = dense.lu_factor(jnp.array([[1., 2.], [2., 4.]]))
       >>> factor.status
-      Status(routine='lu_factor', info=2)
+      Status(routine='lu_factor', info=2, rcond=0)
     """
     caller = "lu_factor"
     a, layout = prepare_matrix(caller, a, T_A, mesh, matrix_specs,

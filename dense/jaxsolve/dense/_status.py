@@ -1,10 +1,13 @@
-"""The status of a dense routine: LAPACK-style ``info``, and `raise_on_failure`.
+"""The status of a dense routine: LAPACK-style ``info``, ``rcond``, and `raise_on_failure`.
 
 Dense routines do not raise when a matrix is not positive definite or is singular: that is only
 known once the factorization has run, on the devices, possibly inside ``jax.jit``. Instead the
 outputs are NaN and, with ``return_status=True``, a `Status` says what happened, as LAPACK's
-(and cuSOLVER's) ``info`` does. `raise_on_failure` turns a failed status into an exception,
-outside ``jax.jit``.
+(and cuSOLVER's) ``info`` does. The Cholesky and LU routines also estimate the reciprocal
+condition number from their factor's diagonal and, as LAPACK's expert drivers (``xPOSVX``,
+``xGESVX``), report ``info = n + 1`` when it is below machine epsilon: the matrix is singular
+to working precision, the solution is computed all the same. `raise_on_failure` turns a failed
+status into an exception, outside ``jax.jit``.
 """
 
 from __future__ import annotations
@@ -19,6 +22,11 @@ import numpy as np
 # What a positive ``info`` means, per routine, in LAPACK's words. `n` is the matrix order.
 _CHOLESKY = "the leading minor of order {info} is not positive definite"
 _LU = "U({info},{info}) is exactly zero (1-based), so the matrix is singular"
+_NUMERICALLY_SINGULAR = (
+    "the matrix is numerically singular: rcond={rcond:.3g} is below machine epsilon ({eps:.3g}) "
+    "although no pivot is exactly zero; the outputs were computed nevertheless, but do not "
+    "trust them (LAPACK's xGESVX/xPOSVX info = n + 1)"
+)
 _NOT_FINITE = (
     "the result is not finite (the XLA backend does not expose LAPACK's info for this "
     "routine; a check for NaN and inf stands in for it)"
@@ -58,8 +66,8 @@ class SolverError(RuntimeError):
 class Status:
     """What a dense routine reports about its run, in LAPACK's convention.
 
-    ``info == 0`` means success. A positive ``info`` means the routine failed and its outputs are
-    NaN; its meaning depends on the routine, as in LAPACK:
+    ``info == 0`` means success. A positive ``info`` up to ``n`` means the routine failed and its
+    outputs are NaN; its meaning depends on the routine, as in LAPACK:
 
     ==============================================  =============================================
     routine                                         ``info > 0``
@@ -78,9 +86,28 @@ class Status:
     ``eigh_tridiagonal``                            ``info`` eigenvectors did not converge
     ==============================================  =============================================
 
+    ``info == n + 1`` (``potrs``, ``cho_factor``, ``cho_inverse``, ``lu_solve``, ``lu_factor``;
+    ``cho_solve`` reports as ``potrs``): **numerically singular**. No pivot is exactly zero, but
+    ``rcond`` is below machine epsilon (``jnp.finfo(dtype).eps``), so the matrix is singular to
+    working precision. As LAPACK's expert drivers ``xPOSVX``/``xGESVX`` do, the outputs are
+    computed and returned (not NaN), and the status is not success: ``status == 0`` is False,
+    `raise_on_failure` raises.
+
     ``info == -1`` (``Status.NOT_FINITE``), any routine: the factorization reported success
     but the result is not finite, because an input holds NaN or Inf (LAPACK and cuSOLVER
     factor them without a word).
+
+    ``rcond`` (Cholesky and LU routines; None for the others) is a reciprocal condition
+    estimate read off the factor's diagonal in ``O(n)``: ``(min Lᵢᵢ / max Lᵢᵢ)²`` for
+    ``A = L Lᴴ``, ``min |Uᵢᵢ| / max |Uᵢᵢ|`` for ``P A = L U``; ``0`` when the factorization
+    failed, NaN when the factor is not finite. It bounds the true reciprocal condition number
+    ``1/κ₂(A) = σ_min / σ_max`` from above: ``1/κ₂(A) <= rcond`` for Cholesky (exactly: ``λ_min
+    <= Lᵢᵢ² <= λ_max``), ``1/κ₂(A) <= √n ρ rcond`` for LU (``ρ``, partial pivoting's growth
+    factor, is small in practice). So a small ``rcond`` proves the matrix ill-conditioned; a
+    large one does not prove it well conditioned (a factor with large off-diagonal entries,
+    e.g. ``L`` unit lower triangular with ``-1`` below the diagonal, has ``rcond = 1`` and
+    ``κ₂ ~ 4ⁿ``). It is not LAPACK's ``xPOCON``/``xGECON`` 1-norm estimate, whose several
+    triangular solves would cost more than the solve it checks on a GPU.
 
     A `Status` is a pytree: it can be returned from ``jax.jit``, and under ``jax.vmap`` over a
     stack of matrices ``info`` has one entry per matrix. It also behaves as its ``info``, the
@@ -90,7 +117,11 @@ class Status:
     Attributes:
       info: an ``int32`` array, a scalar for one matrix, replicated over the devices.
       routine: the routine that ran, e.g. ``"potrs"`` (static).
-      n: the order of the matrix (static), which ``sygvd``'s ``info`` refers to.
+      n: the order of the matrix (static), which ``info = n + 1`` and ``sygvd``'s ``info``
+        refer to.
+      rcond: the reciprocal condition estimate, a real scalar in the matrix's real dtype,
+        replicated (one per matrix under ``jax.vmap``), never differentiated; None for routines
+        that do not factor with Cholesky or LU.
 
     Examples:
       >>> import jax.numpy as jnp
@@ -98,11 +129,18 @@ class Status:
       >>> x, status = dense.potrs(jnp.array([[1., 2.], [2., 1.]]), jnp.ones(2),
       ...                         return_status=True)
       >>> status
-      Status(routine='potrs', info=2)
+      Status(routine='potrs', info=2, rcond=0)
       >>> status.message()
       'potrs failed: info=2: the leading minor of order 2 is not positive definite'
       >>> int(status), bool(status == 2)
       (2, True)
+
+      A matrix singular to working precision: ``x`` is computed, the status says ``n + 1``.
+
+      >>> x, status = dense.potrs(jnp.diag(jnp.array([1., 1e-9])), jnp.ones(2),
+      ...                         return_status=True)
+      >>> status, bool(status == status.n + 1)
+      (Status(routine='potrs', info=3, rcond=1e-09), True)
     """
 
     # The ``info`` of a run whose factorization reported success but whose result is not
@@ -112,14 +150,20 @@ class Status:
     info: jax.Array
     routine: str = dataclasses.field(metadata=dict(static=True))
     n: int = dataclasses.field(default=0, metadata=dict(static=True), repr=False)
+    rcond: jax.Array | None = None
 
     def __repr__(self) -> str:
         try:
             info = _host_info(self.info)
+            rcond = None if self.rcond is None else _host_info(self.rcond)
         except TypeError:
-            return f"Status(routine={self.routine!r}, info={self.info})"
+            return f"Status(routine={self.routine!r}, info={self.info}, rcond={self.rcond})"
         shown = int(info) if info.ndim == 0 else info.tolist()
-        return f"Status(routine={self.routine!r}, info={shown})"
+        if rcond is None:
+            return f"Status(routine={self.routine!r}, info={shown})"
+        rcond = np.vectorize(lambda r: f"{r:.3g}")(rcond)
+        rcond = str(rcond) if rcond.ndim == 0 else "[" + ", ".join(rcond.ravel()) + "]"
+        return f"Status(routine={self.routine!r}, info={shown}, rcond={rcond})"
 
     # Behaving as ``info``, as JAXMg's int32 status array does.
 
@@ -158,7 +202,11 @@ class Status:
         if info.ndim:
             index = tuple(int(i) for i in np.unravel_index(failed[0], info.shape))
             where = f" for matrix {index} of the stack ({failed.size} of {info.size} failed)"
-        meaning = _meaning(self.routine, value, self.n)
+        if self.rcond is not None and value == self.n + 1:
+            rcond = _host_info(self.rcond).ravel()[failed[0]]
+            meaning = _NUMERICALLY_SINGULAR.format(rcond=rcond, eps=np.finfo(rcond.dtype).eps)
+        else:
+            meaning = _meaning(self.routine, value, self.n)
         return f"{self.routine} failed{where}: info={value}: {meaning}"
 
 
@@ -176,7 +224,8 @@ def _meaning(routine: str, info: int, n: int) -> str:
 
 
 def _host_info(info: jax.Array) -> np.ndarray:
-    """``info`` on the host; a `TypeError` inside ``jax.jit``, where it is not known yet."""
+    """``info`` (or ``rcond``) on the host; a `TypeError` inside ``jax.jit``, where it is not
+    known yet."""
     if isinstance(info, jax.core.Tracer):
         raise TypeError(
             "raise_on_failure: the status is a traced value (inside jax.jit, jax.vmap or a "
@@ -197,7 +246,8 @@ def raise_on_failure(status: Status) -> None:
 
     Raises:
       SolverError: if ``status.info`` is not zero (for a stack, if any is not); the message
-        names the routine, the ``info`` and what it means.
+        names the routine, the ``info`` and what it means (for ``info = n + 1``, that the
+        matrix is numerically singular, and its ``rcond``).
       TypeError: if `status` is not a `Status`, or is traced (inside ``jax.jit``).
 
     Examples:
@@ -222,36 +272,47 @@ def raise_on_failure(status: Status) -> None:
         raise SolverError(status.message())
 
 
-def status_of(routine: str, info: jax.Array, n: int = 0, outputs: Any = ()) -> Status:
+def status_of(routine: str, info: jax.Array, n: int = 0, outputs: Any = (),
+              rcond: jax.Array | None = None) -> Status:
     """A `Status` of `routine` (on matrices of order `n`) with ``info`` as ``int32``.
 
-    Where ``info`` reports success but an inexact array among `outputs` (a routine's
-    results, or a factor's matrix) is not finite, the status says so with ``info =
-    Status.NOT_FINITE``: NaN or Inf went in, which LAPACK factors without a word.
+    Where ``info`` reports success but `rcond` (the factor's reciprocal condition estimate,
+    if the routine has one) is below machine epsilon, ``info = n + 1``: numerically singular.
+    Where ``info`` still reports success but an inexact array among `outputs` (a routine's
+    results, or a factor's matrix) or `rcond` (NaN for a factor that is not finite) is not
+    finite, the status says so with ``info = Status.NOT_FINITE``: NaN or Inf went in, which
+    LAPACK factors without a word.
     """
     info = jnp.asarray(info, jnp.int32)
-    arrays = [x for x in jax.tree.leaves(outputs) if jnp.issubdtype(x.dtype, jnp.inexact)]
+    if rcond is not None:
+        singular = rcond < jnp.finfo(rcond.dtype).eps  # False for NaN: a non-finite factor
+        info = jnp.where(jnp.equal(info, 0) & singular, jnp.int32(n + 1), info)
+    arrays = [x for x in jax.tree.leaves([outputs, rcond])
+              if jnp.issubdtype(x.dtype, jnp.inexact)]
     if arrays:
         finite = jnp.all(jnp.stack([jnp.all(jnp.isfinite(x)) for x in arrays]))
         info = jnp.where(jnp.equal(info, 0) & ~finite, jnp.int32(Status.NOT_FINITE), info)
-    return Status(info=info, routine=routine, n=n)
+    return Status(info=info, routine=routine, n=n, rcond=rcond)
 
 
 def fill_failed(info: jax.Array, *outputs: jax.Array) -> tuple[jax.Array, ...]:
-    """`outputs` with NaN everywhere when ``info != 0`` (the failure contract of every routine)."""
+    """`outputs` with NaN everywhere when ``info != 0`` (the failure contract of every routine).
+
+    `info` is the factorization's own (LAPACK's, before `status_of` adds ``n + 1`` for a
+    numerically singular matrix, whose outputs are kept)."""
     ok = jnp.equal(info, 0)
     return tuple(jnp.where(ok, x, jnp.nan) for x in outputs)
 
 
 def with_status(routine: str, outputs: list[Any], info: jax.Array, return_status: bool,
-                n: int = 0) -> Any:
+                n: int = 0, rcond: jax.Array | None = None) -> Any:
     """What a public routine returns: its `outputs`, then its `Status` with `return_status`.
 
     Every dense routine answers in one convention: a single output alone, several as a tuple,
     and with ``return_status=True`` the `Status` of `routine` (``info`` on matrices of order
-    `n`, see `status_of`) appended last, so that ``x, status = potrs(..., return_status=True)``
+    `n`, with the factor's `rcond` if any, see `status_of`) appended last, so that ``x, status = potrs(..., return_status=True)``
     and ``w, v, status = syevd(..., return_status=True)`` read alike.
     """
     if return_status:
-        outputs = [*outputs, status_of(routine, info, n, outputs)]
+        outputs = [*outputs, status_of(routine, info, n, outputs, rcond)]
     return outputs[0] if len(outputs) == 1 else tuple(outputs)

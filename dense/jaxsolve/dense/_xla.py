@@ -112,8 +112,14 @@ def potrs(factor: CholeskyFactor, rhs: jax.Array) -> jax.Array:
     )
 
 
-def cholesky_logdet(factor: CholeskyFactor) -> jax.Array:
-    return 2 * log_abs_product(jnp.real(jnp.diagonal(factor.l)))
+def cholesky_diagonal(factor: CholeskyFactor) -> jax.Array:
+    return jnp.real(jnp.diagonal(factor.l))
+
+
+def cholesky_logdet(factor: CholeskyFactor, diagonal=cholesky_diagonal) -> jax.Array:
+    """``log det A = 2 log Π Lᵢᵢ``; ``diagonal(factor)`` reads ``L``'s diagonal (another
+    backend passes its own)."""
+    return 2 * log_abs_product(diagonal(factor))
 
 
 def log_abs_product(values: jax.Array) -> jax.Array:
@@ -167,9 +173,14 @@ def getrs(factor: LUFactor, rhs: jax.Array, transpose: bool) -> jax.Array:
     return jnp.zeros_like(y).at[factor.permutation].set(y)
 
 
+def lu_diagonal(factor: LUFactor) -> jax.Array:
+    """``U``'s diagonal (also of the cuSOLVER backend's factor of ``Aᵀ``)."""
+    return jnp.diagonal(factor.lu)
+
+
 def lu_logdet(factor: LUFactor) -> tuple[jax.Array, jax.Array]:
     """``(sign, log |det A|)`` from ``getrf``'s factor."""
-    diagonal = jnp.diagonal(factor.lu)
+    diagonal = lu_diagonal(factor)
     n = diagonal.shape[0]
     swaps = jnp.sum(factor.pivots != jnp.arange(n, dtype=factor.pivots.dtype))
     parity = jnp.where(swaps % 2 == 0, 1, -1).astype(diagonal.dtype)
@@ -279,8 +290,9 @@ def _constant(services):
     return lambda layout, dtype: services
 
 
-register("cholesky", "xla", _constant(FactorServices(potrf, potrs, cholesky_logdet)))
-register("lu", "xla", _constant(FactorServices(getrf, getrs, lu_logdet)))
+register("cholesky", "xla",
+         _constant(FactorServices(potrf, potrs, cholesky_logdet, cholesky_diagonal)))
+register("lu", "xla", _constant(FactorServices(getrf, getrs, lu_logdet, lu_diagonal)))
 register("syevd", "xla", _constant(Decomposition(syevd, syevd_info)))
 register("sygvd", "xla", _constant(Decomposition(sygvd, sygvd_info)))
 register("least_squares", "xla", _constant(Decomposition(gels, gels_info)))
