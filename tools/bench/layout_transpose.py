@@ -2,7 +2,7 @@
 
 Run on a GPU host, with the package directory on the path:
 
-    PYTHONPATH=layout python tools/bench/layout_transpose.py
+    PYTHONPATH=runtime:layout python tools/bench/layout_transpose.py
 
 For each case it times ``local_row_to_column_major`` and its inverse, jitted with the matrix
 donated (so that they work in place), against a device-to-device copy of the same bytes (a

@@ -24,7 +24,7 @@ numbers of the sharded solver and its exchange are those of 8 GPUs; the times ar
 
 Run it with Bazel (``tools/dev bench sparse_sharded [N]``) or from a checkout::
 
-    cd sparse && PYTHONPATH=.:../autodiff:../layout:../sharding \\
+    cd sparse && PYTHONPATH=.:../autodiff:../runtime:../sharding \\
         ../.venv/bin/python ../tools/bench/sparse_sharded.py 24
 """
 
