@@ -308,7 +308,8 @@ class TestHostSetup:
     # by a compiled JAX product) before native code took its place. HMIS's row was
     # recorded again when its first pass moved to a bucket queue, whose ties go to the
     # point longest at its lambda rather than to the smallest index (the NumPy-era
-    # hierarchy had 51 and 14 rows on its last levels).
+    # hierarchy had 51 and 14 rows on its last levels). All with the strength threshold
+    # of their time, 0.5.
     RECORDED = [
         ("poisson3d", {}, np.float64, [512, 192, 42, 10], [3200, 3714, 1202, 100],
          [1466, 606, 102]),
@@ -324,7 +325,7 @@ class TestHostSetup:
     def test_hierarchy_is_the_numpy_setups(self, problem, changes, dtype, rows, nnz, p_nnz):
         pattern, values = host(PROBLEMS[problem]())
         structure = _hierarchy.build_structure(pattern, values.astype(dtype), 1,
-                                               amg_config(**changes))
+                                               amg_config(strength_threshold=0.5, **changes))
         patterns = [level.a for level in structure.levels] + [structure.coarsest]
         assert [a.n_rows for a in patterns] == rows
         assert [a.nnz for a in patterns] == nnz

@@ -143,7 +143,7 @@ def amg(**changes):
     fields = dict(algorithm="CLASSICAL", selector="PMIS", smoothed_aggregation=False,
                   smoother=block_jacobi(), presweeps=1, postsweeps=1, cycle="V", max_levels=100,
                   min_coarse_rows=256, coarse_solver="DENSE_LU_SOLVER", coarsest_sweeps=None,
-                  interpolator="D2", strength="AHAT", strength_threshold=0.5, max_row_sum=1.1,
+                  interpolator="D2", strength="AHAT", strength_threshold=0.25, max_row_sum=1.1,
                   interp_max_elements=4, interp_truncation_factor=1.1, aggressive_levels=0)
     return AMGConfig(**{**fields, **changes})
 

@@ -133,7 +133,7 @@ _PRECONDITIONER_DEFAULTS = {**_SOLVER_DEFAULTS, "solver": "AMG", "max_iters": 1,
                             "monitor_residual": 0}
 _AMG_DEFAULTS = {
     "algorithm": "CLASSICAL", "jaxsolve_smoothed_aggregation": 0,
-    "interpolator": "D2", "strength": "AHAT", "strength_threshold": 0.5, "max_row_sum": 1.1,
+    "interpolator": "D2", "strength": "AHAT", "strength_threshold": 0.25, "max_row_sum": 1.1,
     "interp_max_elements": 4, "interp_truncation_factor": 1.1, "aggressive_levels": 0,
     "smoother": "BLOCK_JACOBI", "presweeps": 1, "postsweeps": 1, "cycle": "V",
     "max_levels": 100, "min_coarse_rows": 256, "coarse_solver": "DENSE_LU_SOLVER",
@@ -437,7 +437,7 @@ class AMGConfig:
       >>> from jaxsolve.sparse import parse_amgx_config
       >>> amg = parse_amgx_config({"solver": "AMG"}).amg
       >>> amg.algorithm, amg.selector, amg.interpolator, amg.strength_threshold
-      ('CLASSICAL', 'PMIS', 'D2', 0.5)
+      ('CLASSICAL', 'PMIS', 'D2', 0.25)
       >>> parse_amgx_config({"solver": "AMG", "algorithm": "AGGREGATION",
       ...                    "selector": "SIZE_8"}).amg.selector
       'SIZE_8'
@@ -711,7 +711,9 @@ def parse_amgx_config(
     aggregation default is SIZE_2, whose levels halve the unknowns: SIZE_4
     needs half the levels, each of which is compiled code, for the same
     iterations on Poisson problems); for CLASSICAL ``interpolator: D2``,
-    ``strength: AHAT``, ``strength_threshold: 0.5`` (JAX-AMG's; AmgX: 0.25),
+    ``strength: AHAT``, ``strength_threshold: 0.25`` (AmgX's; JAX-AMG: 0.5,
+    which on 3D Poisson 48³ takes 13 PCG iterations at operator complexity 3.2 against
+    0.25's 9 at 2.7, and on a 10⁶ coefficient jump 42 against 12),
     ``max_row_sum: 1.1``, ``interp_max_elements: 4`` (AmgX: -1, no limit;
     on 3D Poisson four weights a row cut the operator complexity from about 4
     to about 3 for the same iterations), ``interp_truncation_factor: 1.1``
