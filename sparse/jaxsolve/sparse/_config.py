@@ -357,7 +357,9 @@ class AMGConfig:
 
     On large 3D problems ``selector="PMISC"`` with ``aggressive_levels=1`` is
     the lean classical configuration: on the 128³ Poisson matrix (f64, PCG to
-    1e-8, one H200 and its host's 16 cores) it takes 14 iterations and 8 ms
+    1e-8, one H200 and its host's 16 cores; measured before the defaults became
+    ``strength_threshold`` 0.25 and an estimated Jacobi damping, which on the CPU at
+    48³ leave this configuration at 14 iterations) it takes 14 iterations and 8 ms
     after a first setup of 0.56–1.0 s (a tenth of PyAMG's smoothed aggregation
     setup or less), and the arrays the solver keeps come to 2.9 times the
     matrix's bytes (`describe`; operator complexity 1.32). The default (PMIS,
