@@ -100,14 +100,17 @@ class Status:
     ``rcond`` (Cholesky and LU routines; None for the others) is a reciprocal condition
     estimate read off the factor's diagonal in ``O(n)``: ``(min Lᵢᵢ / max Lᵢᵢ)²`` for
     ``A = L Lᴴ``, ``min |Uᵢᵢ| / max |Uᵢᵢ|`` for ``P A = L U``; ``0`` when the factorization
-    failed, NaN when the factor is not finite. It bounds the true reciprocal condition number
-    ``1/κ₂(A) = σ_min / σ_max`` from above: ``1/κ₂(A) <= rcond`` for Cholesky (exactly: ``λ_min
-    <= Lᵢᵢ² <= λ_max``), ``1/κ₂(A) <= √n ρ rcond`` for LU (``ρ``, partial pivoting's growth
-    factor, is small in practice). So a small ``rcond`` proves the matrix ill-conditioned; a
-    large one does not prove it well conditioned (a factor with large off-diagonal entries,
-    e.g. ``L`` unit lower triangular with ``-1`` below the diagonal, has ``rcond = 1`` and
-    ``κ₂ ~ 4ⁿ``). It is not LAPACK's ``xPOCON``/``xGECON`` 1-norm estimate, whose several
-    triangular solves would cost more than the solve it checks on a GPU.
+    failed, NaN when the factor is not finite (the status then says ``NOT_FINITE``). It bounds
+    the true reciprocal condition number ``1/κ₂(A) = σ_min / σ_max`` from above: ``1/κ₂(A) <=
+    rcond`` for Cholesky (exactly: ``λ_min <= Lᵢᵢ² <= λ_max``), ``1/κ₂(A) <= √n ρ rcond`` for
+    LU (``ρ``, partial pivoting's growth factor, is small in practice); on well-conditioned
+    random matrices it was within 4 × of ``1/κ₂`` (``dense/tests/rcond_test.py``). So a small
+    ``rcond`` proves the matrix ill-conditioned; a large one does not prove it well
+    conditioned (a factor with large off-diagonal entries, e.g. ``L`` unit lower triangular
+    with ``-1`` below the diagonal, has ``rcond = 1`` and ``κ₂ ~ 4ⁿ``). It is not LAPACK's ``xPOCON``/``xGECON`` 1-norm estimate: that takes about
+    ten triangular solves, each a pass over the ``n × n`` factor (at ``n = 32768`` in float64,
+    4.3 GB read, over a millisecond on an H200 even at full bandwidth), 2 to 5 % of the solve
+    it checks; this one reads ``n`` numbers.
 
     A `Status` is a pytree: it can be returned from ``jax.jit``, and under ``jax.vmap`` over a
     stack of matrices ``info`` has one entry per matrix. It also behaves as its ``info``, the
@@ -310,8 +313,9 @@ def with_status(routine: str, outputs: list[Any], info: jax.Array, return_status
 
     Every dense routine answers in one convention: a single output alone, several as a tuple,
     and with ``return_status=True`` the `Status` of `routine` (``info`` on matrices of order
-    `n`, with the factor's `rcond` if any, see `status_of`) appended last, so that ``x, status = potrs(..., return_status=True)``
-    and ``w, v, status = syevd(..., return_status=True)`` read alike.
+    `n`, with the factor's `rcond` if any, see `status_of`) appended last, so that ``x, status
+    = potrs(..., return_status=True)`` and ``w, v, status = syevd(..., return_status=True)``
+    read alike.
     """
     if return_status:
         outputs = [*outputs, status_of(routine, info, n, outputs, rcond)]
