@@ -4,7 +4,7 @@
 
 #include <cstdint>
 
-#include "layout/jaxsolve/layout/csrc/cuda_error.h"
+#include "runtime/jaxsolve/runtime/csrc/cuda_error.h"
 #include "tridiagonal_eigh_cuda.h"
 #include "tridiagonal_eigh_ffi.h"
 #include "xla/ffi/api/ffi.h"
