@@ -297,9 +297,8 @@ class System:
         matrix = state.matrix._replace(values=values)
         relaxation = relaxation_config(self.config)
         if relaxation is not None:
-            return matrix, relaxation_data(matrix, stored_diagonal(values, state.diagonal),
-                                           relaxation,
-                                           state.ordering, block_dim=relaxation.block_dim)
+            return matrix, _relaxation_data(matrix, stored_diagonal(values, state.diagonal),
+                                            relaxation, state.ordering)
         if structure is None or state.numbers is not None:
             return matrix, state.numbers
         return matrix, numeric_setup(structure, state.arrays, values, state.near_nullspace)
@@ -317,6 +316,15 @@ class SetupState(NamedTuple):
     arrays: StructureArrays | None
     near_nullspace: jax.Array | None
     ordering: MulticolorArrays | None = None
+
+
+@functools.partial(jax.jit, static_argnums=2)
+def _relaxation_data(matrix: CsrArrays, diagonal: jax.Array, config: RelaxationConfig,
+                     ordering: MulticolorArrays | None) -> RelaxationData:
+    """`relaxation_data` as one compiled program, cached per config: a solve called outside
+    ``jax.jit`` computes it eagerly, where the estimated damping's power iteration would
+    otherwise be traced and compiled again on every call."""
+    return relaxation_data(matrix, diagonal, config, ordering, block_dim=config.block_dim)
 
 
 @functools.partial(jax.jit, static_argnums=0)

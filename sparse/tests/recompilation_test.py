@@ -1,0 +1,60 @@
+"""A solve called outside ``jax.jit`` compiles its programs on the first call only.
+
+XLA compilation costs 0.1–1 s a program on a CPU; a program traced again on every call (a
+closure inside a ``lax`` loop, say) would make every repeated solve pay it. Compilations are
+counted with ``jax.monitoring``'s backend-compile event.
+"""
+
+import contextlib
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from jaxsolve import sparse
+
+COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
+
+
+@contextlib.contextmanager
+def counted_compilations():
+    count = [0]
+
+    def listener(event, duration, **kwargs):
+        del duration, kwargs
+        if event == COMPILE_EVENT:
+            count[0] += 1
+
+    jax.monitoring.register_event_duration_secs_listener(listener)
+    try:
+        yield count
+    finally:
+        jax.monitoring.unregister_event_duration_listener(listener)
+
+
+def poisson_2d(m: int) -> sp.csr_matrix:
+    line = sp.diags([-np.ones(m - 1), 2 * np.ones(m), -np.ones(m - 1)], [-1, 0, 1])
+    return sp.csr_matrix(sp.kronsum(line, line))
+
+
+@pytest.mark.parametrize("preconditioner", [
+    {"solver": "BLOCK_JACOBI"},  # its damping estimated by power iteration
+    {"solver": "BLOCK_JACOBI", "relaxation_factor": 0.8},
+    {"solver": "JACOBI_L1"},
+    {"solver": "AMG"},
+], ids=["jacobi-estimated", "jacobi-given", "l1-jacobi", "amg"])
+def test_a_repeated_solve_compiles_nothing(preconditioner):
+    a = poisson_2d(12)
+    b = jnp.ones(a.shape[0], jnp.float32)
+    config = {"solver": "PCG", "preconditioner": preconditioner, "max_iters": 300,
+              "tolerance": 1e-5}
+    x, info = sparse.solve(a, b, config=config)
+    assert int(info.status) == 0
+    with counted_compilations() as count:
+        for _ in range(2):
+            y, info = sparse.solve(a, b, config=config)
+            jax.block_until_ready(y)
+    assert count[0] == 0
+    np.testing.assert_array_equal(np.asarray(y), np.asarray(x))
