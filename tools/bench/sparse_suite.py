@@ -52,6 +52,10 @@ true residual: PyAMG's GMRES tests the preconditioned one, and can report ``info
 from ``tol``). ``status``: jaxsolve's ``Status`` and ``FailureReason`` (PyAMG: its Krylov
 method's ``info``).
 
+A configuration that runs longer than ``--hang-seconds`` ends the run with the stacks of its
+threads (the rows before it are printed, and written to ``--json`` after every problem): a
+blocked native call cannot be interrupted from Python.
+
     tools/dev bench sparse_suite                         # small: a couple of minutes
     tools/dev bench sparse_suite --size medium --json suite.json
     tools/dev bench sparse_suite --problems poisson3d helmholtz --configs default pyamg_sa
@@ -61,8 +65,10 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import faulthandler
 import json
 import math
+import sys
 import time
 import warnings
 from collections.abc import Callable
@@ -489,16 +495,28 @@ def run_pyamg(name: str, problem: Problem, tol: float, max_iters: int) -> Row:
                residual, residual <= CONVERGED_SLACK * tol, status=f"info {info}")
 
 
-def run(problem: Problem, configs: list[str], tol: float, max_iters: int) -> list[Row]:
-    """Every configuration of ``configs`` on ``problem``, with their iteration ratios."""
+def run(problem: Problem, configs: list[str], tol: float, max_iters: int,
+        hang_seconds: float = 0) -> list[Row]:
+    """Every configuration of ``configs`` on ``problem``, with their iteration ratios.
+
+    With ``hang_seconds``, a run that takes longer ends the process with every thread's
+    Python stack on stderr (a blocked native call cannot be interrupted otherwise); the rows
+    printed and written before it stay.
+    """
     rows = []
     for name in configs:
         runner = run_pyamg if name in PYAMG_CONFIGS else run_jaxsolve
+        if hang_seconds:
+            print(f"[{problem.name} {name}: more than {hang_seconds:g} s ends the run]",
+                  file=sys.stderr, flush=True)
+            faulthandler.dump_traceback_later(hang_seconds, exit=True)
         try:
             rows.append(runner(name, problem, tol, max_iters))
         except Exception as error:  # a row that raised is a result too: show it
             rows.append(Row(problem.name, problem.A.shape[0], name,
                             status=f"raised {type(error).__name__}: {error}"[:120]))
+        finally:
+            faulthandler.cancel_dump_traceback_later()
     pyamg_its = [row.its for row in rows if row.config in PYAMG_CONFIGS and row.converged]
     for row in rows:
         if pyamg_its and row.its >= 0:
@@ -538,7 +556,11 @@ def main(argv: list[str] | None = None) -> list[Row]:
     parser.add_argument("--configs", nargs="+", default=list(CONFIGS), choices=CONFIGS)
     parser.add_argument("--tol", type=float, default=1e-8)
     parser.add_argument("--max-iters", type=int, default=500)
-    parser.add_argument("--json", metavar="OUT", help="also write the rows as JSON to OUT")
+    parser.add_argument("--json", metavar="OUT",
+                        help="also write the rows as JSON to OUT (after every problem)")
+    parser.add_argument("--hang-seconds", type=float, default=1800,
+                        help="end the run, with the stacks of its threads, when one"
+                             " configuration takes longer (0: never)")
     args = parser.parse_args(argv)
     import jax
     jax.config.update("jax_enable_x64", True)
@@ -549,14 +571,14 @@ def main(argv: list[str] | None = None) -> list[Row]:
     rows: list[Row] = []
     for name in args.problems:
         problem = build(name, SIZES[args.size][name])
-        new = run(problem, args.configs, args.tol, args.max_iters)
+        new = run(problem, args.configs, args.tol, args.max_iters, args.hang_seconds)
         rows += new
         print("\n".join(table(new).splitlines()[2:]), flush=True)  # progress, no header
+        if args.json:
+            with open(args.json, "w") as out:
+                json.dump([dataclasses.asdict(row) for row in rows], out, indent=1)
     print()
     print(table(rows))
-    if args.json:
-        with open(args.json, "w") as out:
-            json.dump([dataclasses.asdict(row) for row in rows], out, indent=1)
     return rows
 
 

@@ -92,3 +92,15 @@ def test_tiny_run_prints_every_column_for_every_configuration(tmp_path):
     helmholtz_rs = next(row for row in rows
                         if (row["problem"], row["config"]) == ("helmholtz", "pyamg_rs"))
     assert helmholtz_rs["status"].startswith("raised") and helmholtz_rs["its"] == -1
+
+
+def test_a_run_past_hang_seconds_ends_with_the_stacks_and_keeps_the_rows_before(tmp_path):
+    out = tmp_path / "rows.json"
+    done = subprocess.run(
+        [sys.executable, str(SCRIPT), "--size", "tiny", "--problems", "poisson2d", "neumann",
+         "--configs", "pyamg_rs", "--hang-seconds", "1e-9", "--json", str(out)],
+        capture_output=True, text=True, timeout=600, env=dict(os.environ, JAX_PLATFORMS="cpu"))
+    assert done.returncode != 0
+    assert "[poisson2d pyamg_rs: more than 1e-09 s ends the run]" in done.stderr
+    assert "Timeout" in done.stderr and "sparse_suite.py" in done.stderr  # where it was
+    assert not out.exists()  # it ended within the first problem
