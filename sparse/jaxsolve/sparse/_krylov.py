@@ -10,7 +10,8 @@ methods, their stopping rules and their status codes follow AmgX (``PCG``,
 ``max_iters`` fixes the length of ``residual_history`` (when
 ``store_history`` asks for it) and ``restart`` the GMRES basis.  One
 iteration is one step of the loop, so the methods compile once and run under
-``jit``.  ``max_iters`` is at most :data:`MAX_ITERS` (the int32 count).
+``jit``.  ``max_iters`` is at most ``2**31 - 1`` (:data:`MAX_ITERS`: the
+iterations are counted in int32).
 
 **Scaling.** Each method solves for the correction ``x - x_0`` from
 ``A δ = r_0``, with ``r_0`` divided by the power of two nearest below
@@ -150,7 +151,7 @@ def cg(
             the identity by default.
         tolerance: the convergence tolerance (see ``convergence``).
         max_iters: the most iterations (a static int, at most
-            :data:`MAX_ITERS`).
+            ``2**31 - 1``).
         convergence: ``"RELATIVE_INI"``: stop when
             ``‖r_k‖ <= tolerance · ‖r_0‖``; ``"ABSOLUTE"``: when
             ``‖r_k‖ <= tolerance``.
@@ -171,7 +172,7 @@ def cg(
         ValueError: for a ``b`` that is not a vector, an ``x0`` of another
             shape, a ``matvec``/``precondition`` that does not map ``(n,)``
             to ``(n,)``, or invalid ``tolerance``, ``max_iters`` (not an
-            int in ``[0, MAX_ITERS]``) or ``convergence``.
+            int from 0 to ``2**31 - 1``) or ``convergence``.
 
     Examples:
         >>> import jax.numpy as jnp
