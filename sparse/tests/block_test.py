@@ -12,8 +12,8 @@ import scipy.sparse
 import scipy.sparse.linalg
 
 from jaxsolve import sparse
-from jaxsolve.sparse import _blocks, _hierarchy, matrices
-from jaxsolve.sparse._csr_arrays import CsrStructure
+from jaxsolve.sparse import _blocks, _hierarchy, _relaxation, matrices
+from jaxsolve.sparse._csr_arrays import CsrArrays, CsrStructure
 
 SMOOTHED = {"solver": "AMG", "algorithm": "AGGREGATION", "selector": "SIZE_4",
             "jaxsolve_smoothed_aggregation": 1, "smoother": "JACOBI_L1", "min_coarse_rows": 32}
@@ -194,6 +194,59 @@ class TestBlockSmoothers:
                                               "relaxation_factor": 0.9}}
         _, point = sparse.solve(A.tocsr(), b, config=fixed)
         assert status(point) != "SUCCESS"
+
+
+    def test_decoupled_unknowns_get_zero_rows(self, x64):
+        # A row of zeros in a diagonal block (a coarse unknown whose basis function
+        # vanished) leaves that unknown unchanged: its row of D⁻¹ is zero, the others are
+        # those of the block with a one on the zero row's diagonal; an all-zero block gives 0.
+        D = np.zeros((6, 6))
+        D[:2, :2] = [[4.0, 1.0], [1.0, 3.0]]
+        D[2, 2:4] = [3.0, 2.0]  # node 1: its second row is zero
+        A = D.copy()
+        A[1, 2] = A[4, 0] = -1.0  # couplings outside the blocks; node 2's block is zero
+        csr = scipy.sparse.csr_array(A)
+        a = CsrArrays(jnp.asarray(csr.data), jnp.asarray(csr.indices, jnp.int32),
+                      jnp.asarray(csr.indptr, jnp.int32))
+        config = sparse.RelaxationConfig(solver="BLOCK_JACOBI", relaxation_factor=1.0,
+                                         chebyshev_polynomial_order=None)
+        data = _relaxation.relaxation_data(a, jnp.asarray(np.diag(A)), config, block_dim=2)
+        expected = np.zeros((3, 2, 2))
+        expected[0] = np.linalg.inv(D[:2, :2])
+        expected[1, 0] = [1 / 3, -2 / 3]  # row 0 of [[3, 2], [0, 1]]⁻¹
+        np.testing.assert_allclose(data.scale, expected, rtol=1e-15)
+
+    @pytest.mark.parametrize("smoother", ["BLOCK_JACOBI", "JACOBI_L1"])
+    def test_numeric_setup_runs_no_batched_lapack(self, x64, smoother):
+        # XLA CPU's batched LAPACK FFI hung the setup of a 3D elasticity system (a worker
+        # in the batched LU of the 3 × 3 diagonal blocks, every other thread idle): the
+        # block inverses are elementwise work; only the coarsest matrix is factored.
+        laplacian = scipy_matrix(matrices.poisson_matrix(6, dtype=np.float64))
+        coupling = [[2.0, 0.5, 0.2], [0.5, 2.0, 0.5], [0.2, 0.5, 2.0]]
+        A = sparse.as_csr(scipy.sparse.csr_array(scipy.sparse.kron(laplacian, coupling)))
+        b = jnp.ones(A.shape[0])
+        config = {"solver": "PCG", "preconditioner": {"solver": "AMG", "smoother": smoother,
+                                                      "min_coarse_rows": 16}}
+        jaxpr = jax.make_jaxpr(lambda values: sparse.solve(
+            A.with_values(values), b, config=config, block_dim=3))(A.values)
+        factored = {(eqn.primitive.name, tuple(v.aval.shape for v in eqn.invars))
+                    for eqn in equations(jaxpr.jaxpr)
+                    if eqn.primitive.name in ("lu", "triangular_solve", "qr", "eigh", "svd",
+                                              "cholesky")}
+        coarsest = [shapes for name, shapes in factored if name == "lu"]
+        assert coarsest and all(len(shapes[0]) == 2 for shapes in coarsest), factored
+        assert all(len(shape) == 2 for _, shapes in factored for shape in shapes), factored
+
+
+def equations(jaxpr):
+    """Every equation of ``jaxpr`` and of the jaxprs in its equations' parameters."""
+    for eqn in jaxpr.eqns:
+        yield eqn
+        for value in eqn.params.values():
+            for inner in value if isinstance(value, (tuple, list)) else (value,):
+                inner = getattr(inner, "jaxpr", inner)
+                if hasattr(inner, "eqns"):
+                    yield from equations(inner)
 
 
 class TestUnderTransformations:

@@ -21,8 +21,9 @@ A relaxation sweep improves ``x`` for ``A x = b`` with a cheap approximate inver
 
 On a block system (``block_dim = k > 1``, unknowns numbered node-major) ``BLOCK_JACOBI``
 is block-Jacobi, ``D`` the ``k × k`` diagonal blocks of ``A``, each inverted in the numeric
-setup (AmgX's ``BLOCK_JACOBI`` on a block matrix), and ``JACOBI_L1`` adds to ``D``'s diagonal
-each row's ``Σ |a_ij|`` over the columns outside its block (hypre's ℓ1 block-Jacobi).  The
+setup (AmgX's ``BLOCK_JACOBI`` on a block matrix; without LAPACK, by
+:func:`~._small_inverse.small_inverse`), and ``JACOBI_L1`` adds to ``D``'s diagonal each
+row's ``Σ |a_ij|`` over the columns outside its block (hypre's ℓ1 block-Jacobi).  The
 other relaxations stay pointwise.
 
 The multicolor smoothers live in :mod:`._multicolor`: their coloring is host work of the
@@ -47,6 +48,7 @@ from ._config import RelaxationConfig
 from ._csr_arrays import CsrArrays
 from ._multicolor import (MULTICOLOR_SMOOTHERS, MulticolorArrays, MulticolorData,
                           multicolor_data, multicolor_relax, safe_inverse)
+from ._small_inverse import small_inverse
 
 CHEBYSHEV_LOWER_FRACTION = 1 / 30
 POWER_ITERATIONS = 15
@@ -202,7 +204,7 @@ def _block_inverses(a: CsrArrays, config: RelaxationConfig, k: int) -> jax.Array
                                       num_segments=a.n_rows, indices_are_sorted=True)
         blocks = blocks + outside.astype(a.values.dtype).reshape(nodes, k)[:, :, None] * eye
     decoupled = jnp.all(blocks == 0, axis=2)  # (nodes, k)
-    inverse = jnp.linalg.inv(blocks + jnp.where(decoupled[:, :, None], eye, 0))
+    inverse = small_inverse(blocks + jnp.where(decoupled[:, :, None], eye, 0))
     inverse = jnp.where(decoupled[:, :, None], 0, inverse)
     if config.relaxation_factor is None:  # damped by the caller, from the undamped blocks
         return inverse
