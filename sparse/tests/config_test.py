@@ -341,6 +341,30 @@ class TestParseAmgxConfig:
         with pytest.raises(TypeError, match="presweeps must be an int"):
             parse_amgx_config(config)
 
+    @pytest.mark.parametrize("config, without", [
+        ({"solver": "CG", "preconditioner": {"solver": "JACOBI_L1"}}, {"solver": "CG"}),
+        ({"solver": "CG", "relaxation_factor": 0.5}, {"solver": "CG"}),
+        ({"preconditioner": {"coarsest_sweeps": 3}}, {}),
+        ({"preconditioner": {"smoother": {"solver": "BLOCK_JACOBI", "symmetric_GS": 1}}},
+         {"preconditioner": {"smoother": "BLOCK_JACOBI"}}),
+        ({"solver": "AMG", "smoother": {"solver": "CHEBYSHEV_POLY", "preconditioner": "AMG"}},
+         {"solver": "AMG", "smoother": "CHEBYSHEV_POLY"}),
+    ])
+    def test_keys_no_component_reads_are_ignored_as_amgx_does(self, config, without):
+        assert parse_amgx_config(config) == parse_amgx_config(without)
+
+    def test_dense_lu_num_rows_sets_the_coarsest_size_as_in_amgx(self):
+        def min_coarse_rows(amg):
+            return parse_amgx_config({"preconditioner": amg}).preconditioner.amg.min_coarse_rows
+
+        assert min_coarse_rows({"dense_lu_num_rows": 1}) == 1
+        assert min_coarse_rows({"dense_lu_num_rows": 500, "min_coarse_rows": 8}) == 500
+        assert min_coarse_rows({"dense_lu_num_rows": 0, "min_coarse_rows": 8}) == 8
+        assert min_coarse_rows({"dense_lu_num_rows": 1, "coarse_solver": "NOSOLVER",
+                                "min_coarse_rows": 8}) == 8
+        with pytest.raises(TypeError, match="dense_lu_num_rows must be an int, got 'many'"):
+            min_coarse_rows({"dense_lu_num_rows": "many"})
+
     @pytest.mark.parametrize("config, error, message", [
         ({"solver": "PCG", "tolerence": 1e-8}, ValueError,
          "in scope 'solver', 'tolerence' is not an AmgX parameter (did you mean 'tolerance',"
@@ -376,10 +400,6 @@ class TestParseAmgxConfig:
          "in scope 'solver.preconditioner.smoother', smoother 'MULTICOLOR_ILU' is not"
          " implemented yet; supported: BLOCK_JACOBI, JACOBI_L1, CHEBYSHEV_POLY, MULTICOLOR_GS,"
          " MULTICOLOR_DILU."),
-        ({"preconditioner": {"smoother": {"solver": "BLOCK_JACOBI", "symmetric_GS": 1}}},
-         ValueError, "in scope 'solver.preconditioner.smoother', 'symmetric_GS' does not apply"
-         " to solver 'BLOCK_JACOBI'; it applies to MULTICOLOR_GS. Move it into the scope of"
-         " that component."),
         ({"preconditioner": {"algorithm": "AGGREGATION", "selector": "PMIS"}}, ValueError,
          "in scope 'solver.preconditioner', selector 'PMIS' is a selector of algorithm"
          " 'CLASSICAL', not of 'AGGREGATION'; supported: SIZE_2, SIZE_4, SIZE_8."),
@@ -412,22 +432,6 @@ class TestParseAmgxConfig:
          "in scope 'solver', norm 'LMAX' is not implemented yet; supported: L2."),
         ({"fine_smoother": "GS"}, ValueError,
          "in scope 'solver', AmgX parameter 'fine_smoother' is not implemented yet, got 'GS'."),
-        ({"solver": "CG", "preconditioner": "AMG"}, ValueError,
-         "in scope 'solver', 'preconditioner' does not apply to solver 'CG'; it applies to PCG,"
-         " PBICGSTAB, GMRES and FGMRES. Move it into the scope of that component."),
-        ({"solver": "CG", "relaxation_factor": 0.5}, ValueError,
-         "in scope 'solver', 'relaxation_factor' does not apply to solver 'CG'; it applies to"
-         " BLOCK_JACOBI, JACOBI_L1, MULTICOLOR_GS and MULTICOLOR_DILU. Move it into the scope"
-         " of that component."),
-        ({"preconditioner": {"coarsest_sweeps": 3}}, ValueError,
-         "in scope 'solver.preconditioner', 'coarsest_sweeps' does not apply to solver 'AMG';"
-         " it applies to AMG with coarse_solver NOSOLVER. Move it into the scope of that"
-         " component."),
-        ({"solver": "AMG", "smoother": {"solver": "CHEBYSHEV_POLY", "preconditioner": "AMG"}},
-         ValueError,
-         "in scope 'solver.smoother', 'preconditioner' does not apply to solver"
-         " 'CHEBYSHEV_POLY'; it applies to PCG, PBICGSTAB, GMRES and FGMRES. Move it into the"
-         " scope of that component."),
         ({"max_iters": 0}, ValueError, "in scope 'solver', max_iters must be >= 1, got 0."),
         ({"max_iters": 2.5}, TypeError, "in scope 'solver', max_iters must be an int, got 2.5."),
         ({"tolerance": -1e-6}, ValueError,

@@ -52,27 +52,22 @@ _STRENGTHS = ("AHAT", "ALL")
 
 # Parameters jaxsolve reads, by the component that reads them.
 _STOPPING_KEYS = frozenset({"max_iters", "tolerance", "convergence", "norm", "monitor_residual"})
-_REPORTING_KEYS = frozenset({"print_solve_stats", "print_grid_stats", "store_res_history"})
+_REPORTING_KEYS = frozenset({"print_solve_stats", "print_grid_stats", "store_res_history",
+                             "obtain_timings"})
 # Classical AMG's parameters, read in any AMG scope (AmgX ignores them for aggregation).
 _CLASSICAL_KEYS = ("interpolator", "strength", "strength_threshold", "max_row_sum",
                    "interp_max_elements", "interp_truncation_factor", "aggressive_levels")
 _AMG_KEYS = frozenset({
     "algorithm", "selector", "jaxsolve_smoothed_aggregation", "smoother", "presweeps",
     "postsweeps", "cycle", "max_levels", "min_coarse_rows", "coarse_solver", "coarsest_sweeps",
-    "jaxsolve_hierarchy_precision", *_CLASSICAL_KEYS,
+    "jaxsolve_hierarchy_precision", "dense_lu_num_rows", *_CLASSICAL_KEYS,
 })
 _RELAXATION_KEYS = frozenset({"relaxation_factor", "chebyshev_polynomial_order", "symmetric_GS"})
-# Where each parameter applies, for the error about one that applies to nothing in its scope.
-_APPLIES_TO = {
-    "preconditioner": "PCG, PBICGSTAB, GMRES and FGMRES",
-    "gmres_n_restart": "GMRES and FGMRES",
-    "relaxation_factor": "BLOCK_JACOBI, JACOBI_L1, MULTICOLOR_GS and MULTICOLOR_DILU",
-    "symmetric_GS": "MULTICOLOR_GS",
-    "chebyshev_polynomial_order": "CHEBYSHEV_POLY",
-    "coarsest_sweeps": "AMG with coarse_solver NOSOLVER",
-    **{key: "AMG" for key in _AMG_KEYS - {"coarsest_sweeps"}},
-}
-_IMPLEMENTED_KEYS = {"solver"} | _STOPPING_KEYS | _REPORTING_KEYS | set(_APPLIES_TO)
+# The components' parameters; a component ignores those of others (as AmgX does), e.g. a
+# preconditioner given to plain CG, or a relaxation_factor beside an AMG solver.
+_COMPONENT_KEYS = frozenset({"preconditioner", "gmres_n_restart", *_AMG_KEYS,
+                             *_RELAXATION_KEYS})
+_IMPLEMENTED_KEYS = {"solver"} | _STOPPING_KEYS | _REPORTING_KEYS | _COMPONENT_KEYS
 
 # AmgX parameters that cannot change the solution of any configuration jaxsolve accepts:
 # printing and timing; config structure; AmgX's memory pools, streams, MPI, file I/O and
@@ -81,7 +76,7 @@ _IMPLEMENTED_KEYS = {"solver"} | _STOPPING_KEYS | _REPORTING_KEYS | set(_APPLIES
 # selectors, colouring-based and Gauss-Seidel-type smoothers, CHEBYSHEV, IDR, CG cycles,
 # iterative coarse solvers, the COMBINED_REL_INI_ABS criterion).
 _IGNORED_KEYS = frozenset({
-    "obtain_timings", "print_config", "solver_verbose", "verbosity_level", "print_vis_data",
+    "print_config", "solver_verbose", "verbosity_level", "print_vis_data",
     "print_aggregation_info", "print_coloring_info", "spmm_verbose", "convergence_analysis",
     "config_version", "scope",
     "determinism_flag", "exception_handling", "fine_level_consolidation",
@@ -111,7 +106,7 @@ _IGNORED_KEYS = frozenset({
 # AmgX parameters that would change the solution and that jaxsolve does not implement:
 # accepted only at AmgX's default, which leaves them off (None: no value is accepted).
 _DEFAULT_ONLY_KEYS: dict[str, Any] = {
-    "gmres_krylov_dim": 0, "dense_lu_num_rows": 128, "dense_lu_max_rows": 0,
+    "gmres_krylov_dim": 0, "dense_lu_max_rows": 0,
     "min_fine_rows": 1, "coarsen_threshold": 1.0, "finest_sweeps": -1, "error_scaling": 0,
     "reuse_scale": 0, "scaling_smoother_steps": 2, "intensive_smoothing": 0,
     "handshaking_phases": 1, "max_matching_iterations": 15, "max_unassigned_percentage": 0.05,
@@ -126,7 +121,7 @@ _AMGX_KEYS = _IMPLEMENTED_KEYS | _IGNORED_KEYS | set(_DEFAULT_ONLY_KEYS)
 _SOLVER_DEFAULTS = {
     "solver": "PBICGSTAB", "preconditioner": "AMG", "max_iters": 1000, "tolerance": 1e-6,
     "convergence": "RELATIVE_INI", "norm": "L2", "monitor_residual": 1,
-    "print_solve_stats": 0, "print_grid_stats": 0, "store_res_history": 0,
+    "print_solve_stats": 0, "print_grid_stats": 0, "store_res_history": 0, "obtain_timings": 0,
     "gmres_n_restart": 20,
 }
 _PRECONDITIONER_DEFAULTS = {**_SOLVER_DEFAULTS, "solver": "AMG", "max_iters": 1,
@@ -552,8 +547,9 @@ class SolverConfig:
       norm: ``"L2"``.
       monitor_residual: compute the residual and stop on convergence; when
         False, run exactly ``max_iters`` iterations (a preconditioner's cycle).
-      print_solve_stats, print_grid_stats, store_res_history: reporting
-        requests, honoured by the solve.
+      print_solve_stats, print_grid_stats, store_res_history, obtain_timings:
+        AmgX's reporting requests, honoured by the solve (the tables are logged on the
+        ``jaxsolve.sparse`` logger; see :mod:`jaxsolve.sparse._report`).
       preconditioner: for PCG, PBICGSTAB, GMRES and FGMRES, the preconditioner
         (AMG, a relaxation or NOSOLVER), else None.
       gmres_n_restart: Krylov vectors before a restart for GMRES and FGMRES, else None.
@@ -587,6 +583,7 @@ class SolverConfig:
     print_solve_stats: bool
     print_grid_stats: bool
     store_res_history: bool
+    obtain_timings: bool = False
     preconditioner: SolverConfig | None
     gmres_n_restart: int | None
     amg: AMGConfig | None
@@ -729,7 +726,7 @@ def parse_amgx_config(
     ``chebyshev_polynomial_order: 5``, ``symmetric_GS: 0``.  An explicit
     ``relaxation_factor`` is always used as given.
     Reporting flags ``print_solve_stats``, ``print_grid_stats``,
-    ``store_res_history``: 0.
+    ``store_res_history``, ``obtain_timings``: 0.
 
     **Keys.**  Supported values:
 
@@ -747,12 +744,14 @@ def parse_amgx_config(
       ``aggressive_levels`` (read in every AMG scope, used by CLASSICAL;
       ``aggressive_selector`` only at DEFAULT, the level's selector, and
       ``aggressive_interpolator`` only at MULTIPASS); ``cycle``: V, W, F; ``presweeps``, ``postsweeps``, ``max_levels``,
-      ``min_coarse_rows``, ``coarsest_sweeps``.
+      ``min_coarse_rows``, ``coarsest_sweeps``; ``dense_lu_num_rows`` (AmgX's
+      meaning: with coarse solver DENSE_LU_SOLVER, a value above 0 replaces
+      ``min_coarse_rows``; JAX-AMG's default config sets it to 1).
     * ``convergence``: RELATIVE_INI (also spelled RELATIVE_INI_CORE), ABSOLUTE;
       ``norm``: L2; ``max_iters``, ``tolerance``, ``monitor_residual``,
       ``gmres_n_restart``, ``relaxation_factor``, ``chebyshev_polynomial_order``.
-    * ``print_solve_stats``, ``print_grid_stats``, ``store_res_history``: kept
-      in the config for the solve to honour.
+    * ``print_solve_stats``, ``print_grid_stats``, ``store_res_history``,
+      ``obtain_timings``: kept in the config for the solve to honour.
     * ``jaxsolve_smoothed_aggregation`` (0 or 1): a jaxsolve extension, AmgX
       has no smoothed aggregation; see :class:`AMGConfig`.
     * ``jaxsolve_hierarchy_precision`` (DEFAULT or SINGLE): a jaxsolve
@@ -762,7 +761,7 @@ def parse_amgx_config(
 
     Accepted and ignored, as they cannot change the solution of a
     configuration jaxsolve accepts: ``config_version`` (2), ``scope``, the
-    reporting keys ``obtain_timings``, ``print_config``, ``solver_verbose``,
+    reporting keys ``print_config``, ``solver_verbose``,
     ``verbosity_level``, ``print_vis_data``, ``print_aggregation_info``,
     ``print_coloring_info``, ``spmm_verbose``, ``convergence_analysis``; AmgX's
     runtime settings (``determinism_flag``, ``communicator``, memory pools,
@@ -770,14 +769,16 @@ def parse_amgx_config(
     ``use_scalar_norm``, ...); and the settings of components jaxsolve rejects
     anyway (energy-minimising AMG's keys, colouring, Gauss-Seidel, ILU, MULTI_PAIRWISE and CHEBYSHEV settings,
     ...).  In a smoother's scope, the stopping and reporting keys are ignored
-    too: the cycle sets a smoother's sweeps, in AmgX as here.
+    too: the cycle sets a smoother's sweeps, in AmgX as here.  So is a key that
+    no component of its scope reads, as AmgX ignores it: a ``preconditioner``
+    given to CG or BICGSTAB (JAX-AMG's README passes one to CG), a
+    ``relaxation_factor`` beside a Krylov solver.
 
     Raises:
       ValueError: naming the scope, for a key that is not AmgX's (with the
         nearest AmgX keys), a key or value that jaxsolve does not implement yet
         (with what it supports; AmgX keys that would change the solution are
-        accepted only at AmgX's default), a key that applies to no component
-        of its scope, an out-of-range value, invalid JSON, a missing file, or
+        accepted only at AmgX's default), an out-of-range value, invalid JSON, a missing file, or
         ``config_version`` other than 2.
       TypeError: if ``config`` or a value has the wrong type.
 
@@ -883,9 +884,7 @@ def _parse_document(document: Mapping[str, Any]) -> SolverConfig:
     else:
         main = {key: value for key, value in document.items() if key != "config_version"}
     keys = _scope_keys(main, "solver")
-    config, used = _solver_config(keys, "solver", "solver")
-    _reject_unused(keys, used, "solver", config.solver)
-    return config
+    return _solver_config(keys, "solver", "solver")
 
 
 def _scope_keys(raw: object, path: str) -> dict[str, Any]:
@@ -912,15 +911,6 @@ def _scope_keys(raw: object, path: str) -> dict[str, Any]:
     return keys
 
 
-def _reject_unused(keys: Mapping[str, Any], used: set[str], path: str, solver: str) -> None:
-    for key in keys:
-        if key not in used:
-            raise ValueError(
-                f"{_CALLER}: in scope {path!r}, {key!r} does not apply to solver {solver!r}; it"
-                f" applies to {_APPLIES_TO[key]}. Move it into the scope of that component."
-            )
-
-
 def _build(cls: type, path: str, **fields: Any) -> Any:
     """``cls(**fields)``, with errors that name the scope instead of the class."""
     try:
@@ -941,40 +931,35 @@ def _component(
     key: str,
     path: str,
     default: str,
-    parse: Callable[[dict[str, Any], str], tuple[Any, set[str]]],
-) -> tuple[Any, set[str]]:
+    parse: Callable[[dict[str, Any], str], Any],
+) -> Any:
     """Parses the component ``keys[key]``: a scope of its own, or a name that reads its
-    method parameters from ``keys`` (AmgX's shared scope).
-
-    Returns:
-      The component and the keys of ``keys`` it used.
-    """
+    method parameters from ``keys`` (AmgX's shared scope)."""
     value = keys.get(key, default)
     child_path = f"{path}.{key}"
     if isinstance(value, Mapping):
         child_keys = {"solver": default, **_scope_keys(value, child_path)}
-        child, used = parse(child_keys, child_path)
-        _reject_unused(child_keys, used, child_path, child_keys["solver"])
-        return child, {key}
+        return parse(child_keys, child_path)
     if not isinstance(value, str):
         raise TypeError(
             f"{_CALLER}: in scope {path!r}, {key} must be a solver name or a scope (a JSON"
             f" object), got {value!r}."
         )
     shared = {k: v for k, v in keys.items() if k in _AMG_KEYS | _RELAXATION_KEYS}
-    child, used = parse({**shared, "solver": value}, child_path)
-    return child, {key} | (used & shared.keys())
+    return parse({**shared, "solver": value}, child_path)
 
 
 def _solver_config(
     keys: Mapping[str, Any], path: str, role: str
-) -> tuple[SolverConfig, set[str]]:
-    """The solver of one scope, in the role "solver" (outer) or "preconditioner"."""
+) -> SolverConfig:
+    """The solver of one scope, in the role "solver" (outer) or "preconditioner".
+
+    Keys that no component of the scope reads (a preconditioner for plain CG, a
+    smoother's parameter beside a solver that has none) are ignored, as AmgX ignores
+    them."""
     def get(key: str) -> Any:
-        used.add(key)
         return keys.get(key, defaults[key])
 
-    used: set[str] = set()
     defaults = _SOLVER_DEFAULTS if role == "solver" else _PRECONDITIONER_DEFAULTS
     solver = get("solver")
     _check_choice_in_scope(role, solver, _SOLVERS if role == "solver" else _PRECONDITIONERS,
@@ -989,19 +974,16 @@ def _solver_config(
         "preconditioner": None, "gmres_n_restart": None, "amg": None, "relaxation": None,
     }
     if solver in _PRECONDITIONED:
-        fields["preconditioner"], component_used = _component(
+        fields["preconditioner"] = _component(
             keys, "preconditioner", path, defaults["preconditioner"],
             lambda child, child_path: _solver_config(child, child_path, "preconditioner"))
-        used |= component_used
     if solver in ("GMRES", "FGMRES"):
         fields["gmres_n_restart"] = get("gmres_n_restart")
     if solver == "AMG":
-        fields["amg"], amg_used = _amg_config(keys, path)
-        used |= amg_used
+        fields["amg"] = _amg_config(keys, path)
     if solver in _RELAXATIONS:
-        fields["relaxation"], relaxation_used = _relaxation_config(keys, path, solver)
-        used |= relaxation_used
-    return _build(SolverConfig, path, **fields), used
+        fields["relaxation"] = _relaxation_config(keys, path, solver)
+    return _build(SolverConfig, path, **fields)
 
 
 def _check_choice_in_scope(key: str, value: object, supported: Sequence[str], path: str) -> None:
@@ -1011,25 +993,27 @@ def _check_choice_in_scope(key: str, value: object, supported: Sequence[str], pa
         raise type(error)(f"{_CALLER}: in scope {path!r}, {error}") from None
 
 
-def _amg_config(keys: Mapping[str, Any], path: str) -> tuple[AMGConfig, set[str]]:
+def _amg_config(keys: Mapping[str, Any], path: str) -> AMGConfig:
     def get(key: str) -> Any:
-        used.add(key)
         return keys.get(key, _AMG_DEFAULTS[key])
 
-    used: set[str] = set()
     algorithm = get("algorithm")
     classical = algorithm == "CLASSICAL"
     selector = keys.get("selector", _DEFAULT_SELECTORS.get(algorithm, "SIZE_4"))
-    used.add("selector")
     # Read in every AMG scope, as AmgX reads them; kept for classical AMG only.
     parameters = {key: get(key) for key in _CLASSICAL_KEYS}
     if not classical:
         parameters = dict.fromkeys(parameters)
-    smoother, smoother_used = _component(keys, "smoother", path, _AMG_DEFAULTS["smoother"],
+    smoother = _component(keys, "smoother", path, _AMG_DEFAULTS["smoother"],
                                          _smoother_config)
-    coarse_solver, coarse_used = _component(keys, "coarse_solver", path,
+    coarse_solver = _component(keys, "coarse_solver", path,
                                             _AMG_DEFAULTS["coarse_solver"], _coarse_solver)
-    used |= smoother_used | coarse_used
+    min_coarse_rows = get("min_coarse_rows")
+    # AmgX: a dense LU coarse solver with dense_lu_num_rows > 0 stops coarsening there.
+    dense_lu_rows = keys.get("dense_lu_num_rows", 0)
+    _check_int_in_scope("dense_lu_num_rows", dense_lu_rows, path)
+    if coarse_solver == "DENSE_LU_SOLVER" and dense_lu_rows > 0:
+        min_coarse_rows = dense_lu_rows
     amg = _build(
         AMGConfig, path,
         algorithm=algorithm, selector=selector, **parameters,
@@ -1037,16 +1021,21 @@ def _amg_config(keys: Mapping[str, Any], path: str) -> tuple[AMGConfig, set[str]
                                    get("jaxsolve_smoothed_aggregation"), path),
         smoother=smoother, presweeps=get("presweeps"), postsweeps=get("postsweeps"),
         cycle=get("cycle"), max_levels=get("max_levels"),
-        min_coarse_rows=get("min_coarse_rows"), coarse_solver=coarse_solver,
+        min_coarse_rows=min_coarse_rows, coarse_solver=coarse_solver,
         coarsest_sweeps=get("coarsest_sweeps") if coarse_solver == "NOSOLVER" else None,
         hierarchy_precision=get("jaxsolve_hierarchy_precision"),
     )
-    return amg, used
+    return amg
+
+
+def _check_int_in_scope(key: str, value: object, path: str) -> None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{_CALLER}: in scope {path!r}, {key} must be an int, got {value!r}.")
 
 
 def _relaxation_config(
     keys: Mapping[str, Any], path: str, solver: str
-) -> tuple[RelaxationConfig, set[str]]:
+) -> RelaxationConfig:
     weighted = solver in _WEIGHTED_RELAXATIONS
     parameter = "relaxation_factor" if weighted else "chebyshev_polynomial_order"
     default = None if solver in _ESTIMATED_RELAXATIONS else _RELAXATION_DEFAULTS[parameter]
@@ -1059,18 +1048,17 @@ def _relaxation_config(
         symmetric_gs=_flag("symmetric_GS", keys.get(
             "symmetric_GS", _RELAXATION_DEFAULTS["symmetric_GS"]), path) if symmetric else False,
     )
-    return relaxation, {"solver", parameter} | ({"symmetric_GS"} if symmetric else set())
+    return relaxation
 
 
-def _smoother_config(keys: Mapping[str, Any], path: str) -> tuple[RelaxationConfig, set[str]]:
+def _smoother_config(keys: Mapping[str, Any], path: str) -> RelaxationConfig:
     _check_choice_in_scope("smoother", keys["solver"], _RELAXATIONS, path)
-    relaxation, used = _relaxation_config(keys, path, keys["solver"])
-    return relaxation, used | (keys.keys() & (_STOPPING_KEYS | _REPORTING_KEYS))
+    return _relaxation_config(keys, path, keys["solver"])
 
 
-def _coarse_solver(keys: Mapping[str, Any], path: str) -> tuple[str, set[str]]:
+def _coarse_solver(keys: Mapping[str, Any], path: str) -> str:
     _check_choice_in_scope("coarse_solver", keys["solver"], _COARSE_SOLVERS, path)
-    return keys["solver"], {"solver"} | (keys.keys() & (_STOPPING_KEYS | _REPORTING_KEYS))
+    return keys["solver"]
 
 
 DEFAULT_SOLVER_CONFIG: SolverConfig = _parse_document({})
