@@ -19,7 +19,7 @@ import numpy as np
 
 from . import _blocks, _matrix_free
 from ._config import DEFAULT_SOLVER_CONFIG, SolverConfig, parse_amgx_config
-from ._csr import CsrMatrix
+from ._csr import CsrMatrix, as_csr
 from ._csr_arrays import CsrArrays
 from ._cycle import cycle
 from ._hierarchy import Hierarchy
@@ -121,7 +121,9 @@ class Preconditioner:
         """``M⁻¹ r`` for ``r`` of shape ``(n,)`` or ``(n, k)``.
 
         A complex ``r`` for a real matrix is preconditioned part by part (``M⁻¹`` is real:
-        ``M⁻¹ r = M⁻¹ Re r + i M⁻¹ Im r``); otherwise ``r`` takes the matrix's dtype.
+        ``M⁻¹ r = M⁻¹ Re r + i M⁻¹ Im r``).  ``M⁻¹`` is applied in the matrix's precision
+        and returned in the common dtype of ``r`` and the matrix, as :func:`solve` promotes:
+        a float32 preconditioner keeps a float64 Krylov loop (``jax.scipy``'s) float64.
         """
         r = jnp.asarray(r)
         if r.ndim not in (1, 2) or r.shape[0] != self.matrix.n_rows:
@@ -136,8 +138,11 @@ class Preconditioner:
             parts = self(jnp.stack([jnp.real(r), jnp.imag(r)], axis=-1).reshape(r.shape[0], -1))
             parts = parts.reshape(*r.shape, 2)
             return jax.lax.complex(parts[..., 0], parts[..., 1])
+        with jax.numpy_dtype_promotion("standard"):
+            result_dtype = jnp.result_type(r, dtype)
         r = r.astype(dtype)
-        return apply(r) if r.ndim == 1 else jax.vmap(apply, in_axes=1, out_axes=1)(r)
+        z = apply(r) if r.ndim == 1 else jax.vmap(apply, in_axes=1, out_axes=1)(r)
+        return z.astype(result_dtype)
 
     @property
     def is_symmetric(self) -> bool:
@@ -201,10 +206,8 @@ def make_preconditioner(
                              " pass with_cache(A, coloring=cache_coloring(A, n)).")
         probe = jnp.zeros(A.shape[0], A.dtype)
     else:  # a probe of A's dtype, which promotes nothing (a float32 A stays float32 with x64)
-        dtype = getattr(A, "dtype", None)
-        if dtype is None or not jnp.issubdtype(dtype, jnp.inexact):
-            dtype = float
-        probe = jnp.zeros(np.shape(A)[0], jnp.result_type(dtype))
+        A = as_csr(A, check=check)  # the TypeError solve gives for what is not a matrix
+        probe = jnp.zeros(A.shape[0], A.dtype)
     matrix, _, _, near_nullspace = checked_inputs(
         "make_preconditioner", A, probe, None, near_nullspace, check)
     preconditioner = _blocks.block_config("make_preconditioner", preconditioner,
