@@ -13,6 +13,7 @@ status into an exception, outside ``jax.jit``.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Any, ClassVar
 
 import jax
@@ -286,16 +287,25 @@ def status_of(routine: str, info: jax.Array, n: int = 0, outputs: Any = (),
     finite, the status says so with ``info = Status.NOT_FINITE``: NaN or Inf went in, which
     LAPACK factors without a word.
     """
+    arrays = [x for x in jax.tree.leaves([outputs, rcond])
+              if jnp.issubdtype(x.dtype, jnp.inexact)]
+    return Status(info=_final_info(info, rcond, arrays, n), routine=routine, n=n, rcond=rcond)
+
+
+@functools.partial(jax.jit, static_argnums=3)
+def _final_info(info: jax.Array, rcond: jax.Array | None, arrays: list[jax.Array], n: int
+                ) -> jax.Array:
+    """`status_of`'s ``info``: one small compiled program (or part of the caller's), since
+    the dozen operations it takes, dispatched one by one after a routine's own program, cost
+    more than a small solve (about 0.3 ms on a CPU)."""
     info = jnp.asarray(info, jnp.int32)
     if rcond is not None:
         singular = rcond < jnp.finfo(rcond.dtype).eps  # False for NaN: a non-finite factor
         info = jnp.where(jnp.equal(info, 0) & singular, jnp.int32(n + 1), info)
-    arrays = [x for x in jax.tree.leaves([outputs, rcond])
-              if jnp.issubdtype(x.dtype, jnp.inexact)]
     if arrays:
         finite = jnp.all(jnp.stack([jnp.all(jnp.isfinite(x)) for x in arrays]))
         info = jnp.where(jnp.equal(info, 0) & ~finite, jnp.int32(Status.NOT_FINITE), info)
-    return Status(info=info, routine=routine, n=n, rcond=rcond)
+    return info
 
 
 def fill_failed(info: jax.Array, *outputs: jax.Array) -> tuple[jax.Array, ...]:
