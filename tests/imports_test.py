@@ -1,124 +1,26 @@
-"""Checks every import of the source tree against the arrows of the README's package table.
+"""jaxsolve's import rules (tools/import_arrows.py) on the whole source tree and on examples.
 
-Every ``.py`` file of the packages (their sources and tests) and of ``tools/`` is parsed, and
-each name it takes from ``jaxsolve`` or ``jax`` — by ``import``, ``from ... import``, or an
-attribute of an imported module (``monkeypatch.setattr(jl._native_library, ...)``) — must
-obey three rules:
-
-* a package imports only the siblings its row of the README's arrow table names (so
-  ``sparse ↛ dense``, ``dense ↛ sparse``, and the leaves import no solver package);
-* no file imports another package's ``_private`` module or name (a package's own tests may:
-  they test its insides); ``tools/`` and the root ``tests/`` use public names only;
-* nobody imports ``jax._src``, JAX's internals.
-
-The tree is read where this file really lies (under Bazel, the runfiles link back to the
-source tree), so the target is tagged ``external``: it runs every time, never from cache.
+Every package's build checks its own files with the same functions (``import_check`` in
+tools/defs.bzl); this test adds what no single target sees: every ``.py`` file of the tree,
+those no target holds included, the README's table itself, and that the scan sees each way of
+reaching in. The tree is read where this file really lies (under Bazel, the runfiles link
+back to the source tree), so the target is tagged ``external``: it runs every time.
 """
 
 import ast
 import pathlib
-import re
 
 import pytest
 
+import import_arrows
+from import_arrows import PACKAGES, allowed_imports, names_used, violations
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-PACKAGES = ("runtime", "layout", "autodiff", "sharding", "dense", "sparse")
-
-# Reach-ins of the benchmarks into the solver packages' modules, each waiting for a public
-# name (issue 31). The list may only shrink: a pair that no longer occurs fails the test.
-KNOWN_REACH_INS = {
-    ("tools/bench/dense.py", "jaxsolve.dense._backend"),
-    ("tools/bench/dense.py", "jaxsolve.dense._cusolver"),
-    ("tools/bench/dense.py", "jaxsolve.dense._cusolvermp"),
-    ("tools/bench/dense.py", "jaxsolve.dense._layout"),
-    ("tools/bench/sparse_loop_launch.py", "jaxsolve.sparse._native"),
-    ("tools/bench/sparse_matrix_free.py", "jaxsolve.sparse._matrix_free"),
-    ("tools/bench/sparse_matrix_free.py", "jaxsolve.sparse._sparsity_tracing"),
-    ("tools/bench/sparse_multicolor.py", "jaxsolve.sparse._setup"),
-    ("tools/bench/sparse_poisson3d.py", "jaxsolve.sparse._native"),
-    ("tools/bench/sparse_spmv.py", "jaxsolve.sparse._native"),
-}
-
-
-def allowed_imports(readme: str) -> dict[str, set[str]]:
-    """The README's arrow table: package -> the siblings it may import."""
-    rows = re.search(r"^\| package \| may import \|\n\|[-|]+\|\n((?:\|.*\|\n)+)", readme, re.M)
-    assert rows, "README.md has no `| package | may import |` table"
-    allowed = {}
-    for row in rows.group(1).splitlines():
-        package, imports = (cell.strip() for cell in row.strip("|").split("|"))
-        allowed[package.strip("`")] = set(re.findall(r"`(\w+)`", imports))
-    return allowed
-
-
-def owner(relative: str) -> str | None:
-    """The package a file belongs to (its sources and its tests), or None (tools, tests/)."""
-    first = relative.split("/")[0]
-    return first if first in PACKAGES else None
+ALLOWED = allowed_imports((ROOT / "README.md").read_text())
 
 
 def python_files() -> list[pathlib.Path]:
     return sorted(p for top in (*PACKAGES, "tools", "tests") for p in (ROOT / top).rglob("*.py"))
-
-
-def names_used(tree: ast.AST) -> set[str]:
-    """Every dotted name of ``jax``/``jaxsolve`` the module imports or reaches through an
-    imported module's attributes (``jl._ffi.LIBRARY`` after ``import jaxsolve.layout as jl``)."""
-    bound: dict[str, str] = {}  # local name -> the dotted module name it stands for
-    used = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            for alias in node.names:
-                used.add(alias.name)
-                if alias.asname:
-                    bound[alias.asname] = alias.name
-                else:
-                    bound[alias.name.split(".")[0]] = alias.name.split(".")[0]
-        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            for alias in node.names:
-                name = f"{node.module}.{alias.name}"
-                used.add(name)
-                bound[alias.asname or alias.name] = name
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Attribute):
-            parts = []
-            inner = node
-            while isinstance(inner, ast.Attribute):
-                parts.append(inner.attr)
-                inner = inner.value
-            if isinstance(inner, ast.Name) and inner.id in bound:
-                used.add(".".join([bound[inner.id], *reversed(parts)]))
-    return {n for n in used if n.split(".")[0] in ("jax", "jaxsolve")}
-
-
-def violations(relative: str, source: str, allowed: dict[str, set[str]]
-               ) -> list[tuple[str, str, str]]:
-    """``(file, name, why)`` for each name the file at `relative` (below the root), whose
-    text is `source`, may not use."""
-    mine = owner(relative)
-    found = []
-    for name in sorted(names_used(ast.parse(source, relative))):
-        parts = name.split(".")
-        if parts[:2] == ["jax", "_src"]:
-            found.append((relative, name, "imports JAX's internals"))
-            continue
-        if parts[0] != "jaxsolve" or len(parts) < 2 or parts[1] == mine:
-            continue
-        if parts[1] not in PACKAGES:
-            found.append((relative, name, "is no jaxsolve package"))
-            continue
-        if mine is not None and parts[1] not in allowed[mine]:
-            found.append((relative, name, f"{mine} may not import {parts[1]}"))
-        private = next((p for p in parts[2:] if p.startswith("_") and not p.startswith("__")),
-                       None)
-        if private is not None:
-            module = ".".join(parts[:parts.index(private) + 1])
-            if (relative, module) not in KNOWN_REACH_INS:
-                found.append((relative, module, f"is private to jaxsolve.{parts[1]}"))
-    return found
-
-
-ALLOWED = allowed_imports((ROOT / "README.md").read_text())
 
 
 def test_the_readme_table_names_every_package_and_only_siblings():
@@ -147,10 +49,10 @@ def test_every_file_obeys_the_arrows_and_uses_only_public_names():
 
 def test_the_known_reach_ins_still_occur():
     # One the benchmarks no longer make leaves the list, so that it cannot come back.
-    used = {(path.relative_to(ROOT).as_posix(), name)
-            for path in python_files() for name in names_used(ast.parse(path.read_text()))}
-    modules = {(f, ".".join(n.split(".")[:3])) for f, n in used}
-    assert KNOWN_REACH_INS <= modules, KNOWN_REACH_INS - modules
+    used = {(path.relative_to(ROOT).as_posix(), import_arrows.private_module(name))
+            for path in python_files() for name in names_used(ast.parse(path.read_text()))
+            if name.startswith("jaxsolve.")}
+    assert import_arrows.KNOWN_REACH_INS <= used, import_arrows.KNOWN_REACH_INS - used
 
 
 @pytest.mark.parametrize("source, name", [
@@ -179,3 +81,40 @@ def test_a_private_reach_in_and_a_forbidden_arrow_are_reported():
         ("tools/bench/example.py", "jaxsolve.layout._ffi", "is private to jaxsolve.layout"),
         ("tools/bench/example.py", "jaxsolve.sparse._csr", "is private to jaxsolve.sparse"),
     ]
+
+
+def check(tmp_path, files: dict[str, str], *options: str) -> tuple[int, bool]:
+    """Runs the build's checker on `files` (path below the root -> text), as Bazel does from
+    the root; returns its exit status and whether it wrote its stamp."""
+    for relative, text in files.items():
+        (tmp_path / relative).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / relative).write_text(text)
+    (tmp_path / "README.md").write_text((ROOT / "README.md").read_text())
+    stamp = tmp_path / "imports.ok"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(tmp_path)
+        status = import_arrows.main(["--readme", "README.md", "--stamp", str(stamp),
+                                     *options, *files])
+    return status, stamp.exists()
+
+
+def test_the_build_check_passes_public_imports_and_writes_its_stamp(tmp_path):
+    files = {"dense/jaxsolve/dense/_example.py": "import jaxsolve.layout\nimport jax.numpy\n"}
+    assert check(tmp_path, files, "--package", "dense", "--build-dep", "layout") == (0, True)
+
+
+def test_the_build_check_fails_on_a_private_reach_in(tmp_path, capsys):
+    files = {"dense/jaxsolve/dense/_example.py": "from jaxsolve.sharding import _nccl\n",
+             "dense/jaxsolve/dense/public.py": "import jaxsolve.dense\n"}
+    assert check(tmp_path, files) == (1, False)
+    assert capsys.readouterr().err.splitlines()[1:] == [
+        "  dense/jaxsolve/dense/_example.py: jaxsolve.sharding._nccl "
+        "(is private to jaxsolve.sharding)"]
+
+
+def test_the_build_check_fails_on_a_bazel_dependency_the_table_forbids(tmp_path, capsys):
+    files = {"sparse/jaxsolve/sparse/_example.py": "import jaxsolve.sharding\n"}
+    assert check(tmp_path, files, "--package", "sparse", "--build-dep", "sharding",
+                 "--build-dep", "dense") == (1, False)
+    assert "//sparse/jaxsolve/sparse depends on //dense/jaxsolve/dense (sparse may not " \
+           "import dense)" in capsys.readouterr().err

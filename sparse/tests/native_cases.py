@@ -13,7 +13,7 @@ import scipy.sparse
 from jax.test_util import check_grads
 
 from jaxsolve.sparse._csr_arrays import CsrArrays
-from jaxsolve.sparse._native import csr_update_unchecked
+from jaxsolve.sparse._ffi_primitives import csr_update_unchecked
 
 DTYPES = [np.dtype(t) for t in (np.float32, np.complex64, np.float64, np.complex128)]
 DTYPE_IDS = [d.name for d in DTYPES]

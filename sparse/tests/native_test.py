@@ -43,17 +43,15 @@ from native_cases import (
     use_dtype,
 )
 
-from jaxsolve.sparse import _native
-from jaxsolve.sparse._native import (
+from jaxsolve.sparse import _ffi_primitives, _host_setup, _native_library
+from jaxsolve.sparse._ffi_primitives import csr_matvec, csr_product_values, interpolation_weights
+from jaxsolve.sparse._host_setup import (
     WeightedGraph,
     aggregate_pairs,
     contract_graph,
     coupling_graph,
-    csr_matvec,
-    csr_product_values,
     csr_transpose,
     find_in_rows,
-    interpolation_weights,
     spgemm_host,
     spgemm_symbolic,
 )
@@ -72,8 +70,9 @@ MATRICES = [
 MATRIX_IDS = ["40x30", "25x60", "no-entries", "1x1", "long-rows"]
 
 
-def test_docstring_examples_run():
-    failed, attempted = doctest.testmod(_native, optionflags=doctest.NORMALIZE_WHITESPACE)
+@pytest.mark.parametrize("module", [_ffi_primitives, _host_setup])
+def test_docstring_examples_run(module):
+    failed, attempted = doctest.testmod(module, optionflags=doctest.NORMALIZE_WHITESPACE)
     assert attempted > 0 and failed == 0
 
 
@@ -104,7 +103,7 @@ def test_docstring_examples_run():
 ])
 def test_libraries_export_our_functions_and_need_only_the_c_runtime(name, exports):
     """The CUDA runtime is linked statically and kept private, like every other symbol."""
-    library = pathlib.Path(_native.__file__).absolute().parent / name
+    library = pathlib.Path(_native_library.__file__).absolute().parent / name
 
     def tool(*command):
         return subprocess.run([*command, str(library)], check=True, capture_output=True,
@@ -246,12 +245,12 @@ class TestCsrMatvec:
         with pytest.raises(jax.errors.JaxRuntimeError, match=re.escape(
                 "jaxsolve_sparse_csr_matvec: values (B or 1, nnz) and x (B or 1, n_cols, k) "
                 "must make y (B, n_rows, k)")):
-            _native._native_update(False)(values, matrix.indices, matrix.indptr, x, *[
+            _ffi_primitives._native_update(False)(values, matrix.indices, matrix.indptr, x, *[
                 np.zeros(0, np.float32)] * 3).block_until_ready()
         rhs = np.ones((1, 4, 2), np.float32)  # an update's operand of another shape than y's
         with pytest.raises(jax.errors.JaxRuntimeError, match=re.escape(
                 "jaxsolve_sparse_csr_matvec: rhs and base must be empty or (B, n_rows, k)")):
-            _native._native_update(True)(matrix.data[None], matrix.indices, matrix.indptr,
+            _ffi_primitives._native_update(True)(matrix.data[None], matrix.indices, matrix.indptr,
                                          np.ones((1, 3, 1), np.float32), rhs,
                                          *[np.zeros(0, np.float32)] * 2).block_until_ready()
 
@@ -409,10 +408,10 @@ def test_host_threads_follow_the_affinity_mask():
             return float("inf")
         return float("inf") if quota == "max" else -(-int(quota) // int(period))
 
-    assert _native.host_threads() == min(len(os.sched_getaffinity(0)), cpu_quota())
+    assert _host_setup.host_threads() == min(len(os.sched_getaffinity(0)), cpu_quota())
     one_cpu = subprocess.run(
         [sys.executable, "-c", "import os; os.sched_setaffinity(0, {min(os.sched_getaffinity(0))});"
-         " from jaxsolve.sparse import _native; print(_native.host_threads())"],
+         " from jaxsolve.sparse import _host_setup; print(_host_setup.host_threads())"],
         capture_output=True, text=True, check=True,
         env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
     assert one_cpu.stdout.split() == ["1"]
@@ -424,10 +423,10 @@ def test_host_threads_serve_concurrent_callers():
     indptr = np.arange(0, 600001, 2, dtype=np.int32)
     patterns = [np.random.default_rng(seed).integers(0, 50, 600000).astype(np.int32)
                 for seed in range(4)]
-    expected = [_native.csr_transpose(indptr, indices, 50) for indices in patterns]
+    expected = [_host_setup.csr_transpose(indptr, indices, 50) for indices in patterns]
     with concurrent.futures.ThreadPoolExecutor(4) as pool:
         for _ in range(5):
-            got = list(pool.map(lambda indices: _native.csr_transpose(indptr, indices, 50),
+            got = list(pool.map(lambda indices: _host_setup.csr_transpose(indptr, indices, 50),
                                 patterns))
             for g, e in zip(got, expected):
                 for g_array, e_array in zip(g, e):
@@ -441,17 +440,17 @@ def test_host_threads_in_a_forked_child():
     script = """if True:
         import os, warnings
         import numpy as np
-        from jaxsolve.sparse import _native
+        from jaxsolve.sparse import _host_setup
         warnings.simplefilter("ignore")  # JAX's warning that forking a threaded process is risky
         indptr = np.arange(0, 600001, 2, dtype=np.int32)
         indices = np.random.default_rng(8).integers(0, 50, 600000).astype(np.int32)
-        expected = _native.csr_transpose(indptr, indices, 50)
+        expected = _host_setup.csr_transpose(indptr, indices, 50)
         pid = os.fork()
         if pid == 0:
-            got = _native.csr_transpose(indptr, indices, 50)
+            got = _host_setup.csr_transpose(indptr, indices, 50)
             if not all(np.array_equal(g, e) for g, e in zip(got, expected)):
                 os._exit(3)
-            os._exit(0 if len(os.listdir("/proc/self/task")) == _native.host_threads() else 4)
+            os._exit(0 if len(os.listdir("/proc/self/task")) == _host_setup.host_threads() else 4)
         print(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))
     """
     child = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
@@ -851,18 +850,18 @@ class TestInterpolationWeights:
         use_dtype(dtype)
         weights_of = random_csr((20000, 40), dtype, 0.1, empty_rows=(0, 7, 19999))
         indptr, weights = weights_of.indptr.astype(np.int32), weights_of.data
-        kept = _native.truncation(indptr, weights, 0.5, 3)
-        kept_indptr, keep, kept_indices = _native.kept_pattern(
+        kept = _host_setup.truncation(indptr, weights, 0.5, 3)
+        kept_indptr, keep, kept_indices = _host_setup.kept_pattern(
             indptr, weights_of.indices.astype(np.int32), kept)
         np.testing.assert_array_equal(keep, np.flatnonzero(kept))
         np.testing.assert_array_equal(kept_indptr, np.searchsorted(keep, indptr))
         np.testing.assert_array_equal(kept_indices, weights_of.indices[keep])
         assert 0 < keep.size < weights.size
-        ours = _native.truncated_values(indptr, weights, keep, kept_indptr)
+        ours = _host_setup.truncated_values(indptr, weights, keep, kept_indptr)
         numpy = _classical._truncated(np, weights, indptr, keep)
         if np.iscomplexobj(weights):
             np.testing.assert_allclose(ours, numpy, rtol=4 * np.finfo(dtype).eps)
         else:
             np.testing.assert_array_equal(ours, numpy)
         with pytest.raises(ValueError, match="keep must select weights of each row's own"):
-            _native.truncated_values(indptr, weights, np.roll(keep, 1), kept_indptr)
+            _host_setup.truncated_values(indptr, weights, np.roll(keep, 1), kept_indptr)

@@ -15,7 +15,7 @@ on a vector of ``--rows`` entries (small, so that the launch, not the arithmetic
 * **segment_sum SpMV**: ``y = A x`` in XLA (gather, multiply, sorted segment sum) for a random
   sparse ``A`` with about 5 entries a row;
 * **jaxsolve SpMV**: the same product by jaxsolve's native FFI kernel
-  (``_native.csr_matvec_unchecked``).
+  (``_ffi_primitives.csr_matvec_unchecked``).
 
 Columns: µs per trip, the smallest of ``--repeats`` calls after one warm-up (``timing.py``),
 and the FFI row over the fusion row. A rise of the FFI column over the others with ``k`` is what each FFI node adds
@@ -40,7 +40,7 @@ import jax.numpy as jnp
 import numpy as np
 import scipy.sparse
 
-from jaxsolve.sparse import _native
+from jaxsolve.sparse import _ffi_primitives
 from timing import smallest_time
 
 
@@ -68,7 +68,7 @@ def steps(a: scipy.sparse.csr_matrix) -> dict[str, Callable[[jax.Array, int], ja
                                    indices_are_sorted=True) * 0.5
 
     def native(x, j):
-        return _native.csr_matvec_unchecked(values, indices, indptr, x) * 0.5
+        return _ffi_primitives.csr_matvec_unchecked(values, indices, indptr, x) * 0.5
 
     return {"fusion": fusion, "segment_sum SpMV": segment_sum, "jaxsolve SpMV": native}
 

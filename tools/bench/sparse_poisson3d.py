@@ -27,6 +27,13 @@ from a fixed seed and ``x0 = 0``, until ``‖b - A x‖ <= tolerance · ‖b‖`
   defaults), converted to JAX, one V-cycle with Jacobi smoothing as the preconditioner of
   JAX's CG. Its setup is PyAMG's setup (the same hierarchy as the PyAMG row, built once)
   plus the conversion;
+* **AmgX backend** (``jaxsolve.sparse.use_backend("amgx")``, NVIDIA AmgX through our XLA FFI
+  handler; issue 35): ``solve`` with AmgX's own aggregation PCG (``AMGX_CONFIG``: SIZE_2
+  aggregates, Jacobi 0.8, the configuration that runs on the H200's CUDA 13), timed as the
+  jaxsolve row is (first setup, solve alone with ``reuse_setup``, re-setup + solve), and
+  beside it **jaxsolve, AmgX config**: our engine on the same matrix and the same
+  configuration. Skipped, with the reason printed, when ``AMGX_LIB`` is not set (``tools/dev
+  amgx-build`` on the GPU host builds AmgX and prints the path) or AmgX fails;
 * **PyAMG PCG** on the host CPU: ``pyamg.smoothed_aggregation_solver`` (its defaults:
   symmetric Gauss-Seidel smoothing) as the preconditioner of PyAMG's CG.
 
@@ -53,7 +60,7 @@ where that exists.
 
 **Optional rows.** The AMJax and PyAMG rows are skipped, with the reason printed, when their
 package is not installed; ``--skip NAME`` leaves out any row (``jaxsolve``, ``jaxsolve-f32``, ``bcoo``,
-``stencil``, ``amjax``, ``pyamg``). On a CPU a small ``n`` (``16``) runs in seconds.
+``stencil``, ``amjax``, ``amgx``, ``pyamg``). On a CPU a small ``n`` (``16``) runs in seconds.
 
 **Running it.** On a build machine, with Bazel (the venv has PyAMG and AMJax pinned):
 
@@ -91,7 +98,7 @@ import scipy.sparse
 from jax.experimental import sparse as jsparse
 
 import jaxsolve.sparse as jsp
-from jaxsolve.sparse import _native, matrices
+from jaxsolve.sparse import _host_setup, matrices
 
 
 def _optional(module: str) -> Any:
@@ -122,6 +129,24 @@ DEFAULT_CONFIG = {
     },
 }
 
+# AmgX's aggregation PCG as it ran on the H200 (third_party/amgx's README: classical AMG's
+# setup fails in AmgX on CUDA 13.0), for the AmgX backend and our engine alike.
+AMGX_CONFIG = {
+    "solver": "PCG",
+    "tolerance": 1e-8,
+    "max_iters": 200,
+    "preconditioner": {
+        "solver": "AMG",
+        "algorithm": "AGGREGATION",
+        "selector": "SIZE_2",
+        "smoother": "BLOCK_JACOBI",
+        "relaxation_factor": 0.8,
+        "presweeps": 1,
+        "postsweeps": 1,
+        "max_levels": 50,
+    },
+}
+
 # The rows' labels, which the ratios look rows up by.
 OURS = "jaxsolve AMG-PCG"
 OURS_RESETUP = "jaxsolve re-setup + solve"
@@ -131,6 +156,10 @@ BCOO_CG = "JAX cg, BCOO"
 STENCIL_CG = "JAX cg, stencil"
 AMJAX_PCG = "AMJax PCG"
 PYAMG_PCG = "PyAMG PCG (host CPU)"
+AMGX_PCG = "AmgX backend"
+AMGX_RESETUP = "AmgX re-setup + solve"
+OURS_AMGX_CONFIG = "jaxsolve, AmgX config"
+OURS_AMGX_CONFIG_RESETUP = "jaxsolve, AmgX cfg re-set"
 
 # (what, numerator row and its time, denominator row and its time, target): issue 4's targets.
 RATIOS = (
@@ -391,6 +420,24 @@ def amjax_pcg(problem: Problem, timing: Timing) -> list[Row]:
     return [row]
 
 
+def amgx_pcg(problem: Problem, timing: Timing) -> list[Row]:
+    """The AmgX backend with AmgX's aggregation PCG, and our engine on the same config."""
+    config = {**AMGX_CONFIG, "tolerance": problem.tolerance}
+    rows = [Row(AMGX_PCG), Row(AMGX_RESETUP)]
+    if not (os.environ.get("AMGX_LIB") or os.environ.get("AMGX_DIR")):
+        rows[0].note = ("skipped: AMGX_LIB is not set (tools/dev amgx-build on a GPU host builds"
+                        " AmgX and prints the libamgxsh.so to set it to)")
+        return rows[:1]
+    try:
+        with jsp.use_backend("amgx"):
+            rows = jaxsolve_pcg(problem, timing, config, labels=(AMGX_PCG, AMGX_RESETUP))
+    except Exception as error:  # noqa: BLE001  (AmgX's failures are JAX runtime errors)
+        rows[0].note = f"skipped: AmgX failed: {str(error).splitlines()[0][:300]}"
+        rows = rows[:1]
+    return rows + jaxsolve_pcg(problem, timing, config,
+                               labels=(OURS_AMGX_CONFIG, OURS_AMGX_CONFIG_RESETUP))
+
+
 def pyamg_pcg(problem: Problem, timing: Timing) -> list[Row]:
     """PyAMG on the host CPU: smoothed aggregation as the preconditioner of its CG."""
     row = Row(PYAMG_PCG)
@@ -502,6 +549,7 @@ BENCHMARKS = {
     "bcoo": bcoo_cg,
     "stencil": stencil_cg,
     "amjax": amjax_pcg,
+    "amgx": amgx_pcg,
     "pyamg": pyamg_pcg,
 }
 
@@ -531,8 +579,8 @@ def main() -> None:
 
     device = jax.devices()[0]
     print(f"device: {device.device_kind} ({device.platform}), jax {jax.__version__}")
-    if hasattr(_native, "host_threads"):  # the cores the host setup kernels split over
-        print(f"host: {os.cpu_count()} CPUs, setup threads {_native.host_threads()}")
+    # the cores the host setup kernels split over
+    print(f"host: {os.cpu_count()} CPUs, setup threads {_host_setup.host_threads()}")
     print(f"3D Poisson {n}^3: {n**3} unknowns, {problem.A.nnz} nonzeros, f64, b random "
           f"(seed {args.seed}), x0 = 0, tolerance {settings.tolerance:g} relative to ||b||")
     print(f"jaxsolve config: {json.dumps(config)}")

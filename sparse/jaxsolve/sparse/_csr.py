@@ -39,7 +39,7 @@ import numpy as np
 import scipy.sparse
 from jax.experimental import sparse as jsparse
 
-from . import _native
+from . import _ffi_primitives
 from ._csr_arrays import CsrStructure
 
 _INT32_MAX = np.iinfo(np.int32).max
@@ -117,8 +117,8 @@ class _CsrPattern:
     def native_operands(self) -> tuple[np.ndarray, np.ndarray]:
         """``(indices, indptr)`` as operands of the native CSR product, checked entry by
         entry once per pattern (also one built with ``check=False``), not at every product."""
-        return _native.csr_pattern_operands("csr_matvec", self.indices, self.indptr,
-                                            *self.shape, self.nnz)
+        return _ffi_primitives.csr_pattern_operands("csr_matvec", self.indices, self.indptr,
+                                                    *self.shape, self.nnz)
 
     @functools.cached_property
     def diagonal_positions(self) -> np.ndarray:
@@ -299,7 +299,7 @@ class CsrMatrix:
         )
 
     def matvec(self, x: jax.Array) -> jax.Array:
-        """``A x`` by the native CSR kernel (:func:`jaxsolve.sparse._native.csr_matvec`).
+        """``A x`` by the native CSR kernel (:func:`jaxsolve.sparse._ffi_primitives.csr_matvec`).
 
         The engine's product, on every platform: faster than XLA's gather and sorted
         segment sum, and it spares XLA's GPU compiler the complex64 scatter-add that crashed
@@ -321,8 +321,8 @@ class CsrMatrix:
             # The kernel sums in single precision at least (half precision in float32).
             summed = jnp.promote_types(dtype, jnp.float32)
         indices, indptr = self._pattern.native_operands
-        y = _native.csr_matvec_unchecked(self._values.astype(summed), indices, indptr,
-                                         x.astype(summed))
+        y = _ffi_primitives.csr_matvec_unchecked(self._values.astype(summed), indices, indptr,
+                                                 x.astype(summed))
         return y.astype(dtype)
 
     __matmul__ = matvec
@@ -697,9 +697,10 @@ def _concrete(array: Any, what: str) -> np.ndarray:
     except (jax.errors.TracerArrayConversionError, jax.errors.ConcretizationTypeError):
         raise TypeError(
             f"{what} is traced, but the sparsity pattern must be concrete at"
-            " trace time: it fixes the shapes of the compiled program. Build"
-            " the matrix outside jit (or close over NumPy index arrays) and"
-            " pass it in, so that only its values are traced; or mark the"
+            " trace time: it fixes the shapes of the compiled program. Pass"
+            " the matrix through jaxsolve.sparse.with_cache(A) outside jit (its"
+            " pattern then stays static as an argument, and only its values are"
+            " traced), convert it with as_csr outside, close over it, or mark the"
             " argument holding the pattern static (static_argnums)."
         ) from None
 

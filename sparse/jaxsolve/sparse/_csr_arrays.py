@@ -17,7 +17,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import _native
+from . import _ffi_primitives, _host_setup
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -45,8 +45,8 @@ class CsrStructure:
         """The pattern of the transpose and the permutation taking values to it."""
         # A counting sort by column that keeps rows ascending within each column (SciPy's
         # CSR -> CSC, over the cores).
-        indptr, indices, permutation = _native.csr_transpose(self.indptr, self.indices,
-                                                             self.n_cols)
+        indptr, indices, permutation = _host_setup.csr_transpose(self.indptr, self.indices,
+                                                                 self.n_cols)
         return CsrStructure(indptr, indices, self.n_rows), permutation
 
     def diagonal_positions(self) -> np.ndarray:
@@ -58,8 +58,8 @@ class CsrStructure:
 
     @functools.cached_property
     def _diagonal_positions(self) -> np.ndarray:
-        positions = _native.find_in_rows(self.indptr, self.indices, None,
-                                         min(self.n_rows, self.n_cols))
+        positions = _host_setup.find_in_rows(self.indptr, self.indices, None,
+                                             min(self.n_rows, self.n_cols))
         positions.flags.writeable = False
         return positions
 
@@ -95,15 +95,15 @@ class CsrArrays(NamedTuple):
     def matvec(self, x: jax.Array) -> jax.Array:
         """``A x`` for ``x`` of shape ``(n_cols,)``, by the native CSR kernel.
 
-        Measured on 3D Poisson, the native kernel (``_native.csr_matvec``) beats JAX's
+        Measured on 3D Poisson, the native kernel (``_ffi_primitives.csr_matvec``) beats JAX's
         gather and sorted segment sum on both platforms (2.3× on two CPU cores at 64³; see
         ``tools/bench/sparse_spmv.py`` for the GPU), so the engine uses it everywhere.
         """
-        return _native.csr_matvec(self.values, self.indices, self.indptr,
-                                  x.astype(self.values.dtype), n_rows=self.n_rows)
+        return _ffi_primitives.csr_matvec(self.values, self.indices, self.indptr,
+                                          x.astype(self.values.dtype), n_rows=self.n_rows)
 
     # The cycle's updates, each formed by the product's kernel as it writes ``A x``
-    # (``_native.csr_update_unchecked``): one pass over the vectors instead of three.
+    # (``_ffi_primitives.csr_update_unchecked``): one pass over the vectors instead of three.
     # Operands are of the values' dtype and shaped like ``A x``.
 
     def residual(self, x: jax.Array, b: jax.Array) -> jax.Array:
@@ -127,5 +127,5 @@ class CsrArrays(NamedTuple):
         return self._update(x, rhs=b, weight=scale, base=x, subtract=True)
 
     def _update(self, x: jax.Array, **update: jax.Array | bool) -> jax.Array:
-        return _native.csr_update_unchecked(self.values, self.indices, self.indptr,
-                                            x.astype(self.values.dtype), **update)
+        return _ffi_primitives.csr_update_unchecked(self.values, self.indices, self.indptr,
+                                                    x.astype(self.values.dtype), **update)

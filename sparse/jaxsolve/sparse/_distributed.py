@@ -87,7 +87,7 @@ from ._hierarchy import (CoarsestNumbers, Hierarchy, HierarchyStructure, LevelNu
 from ._krylov import bicgstab, cg, fgmres, gmres
 from ._multicolor import (MULTICOLOR_SMOOTHERS, MulticolorPadding, common_color_shape,
                           multicolor_padding, padded_data, safe_inverse)
-from ._native import csr_matvec
+from ._ffi_primitives import csr_matvec
 from ._relaxation import RelaxationData, finest_diagonal
 from ._setup import check_finite, is_concrete
 from ._status import SolveInfo, Status

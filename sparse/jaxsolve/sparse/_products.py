@@ -12,8 +12,8 @@ two, as the rest of the engine is:
 * :meth:`ProductPlan.multiply` (jit-able, differentiable in the values).  On the CPU and on
   CUDA GPUs a native kernel walks the scalar products ``a_ij b_jl`` row by row of ``A`` and
   adds each into ``C[i, l]``, found in a table of row ``i``'s columns (CPU) or by a binary
-  search of the row (GPU; :func:`._native.csr_product_values`).  The patterns of ``A``, ``B`` and ``C`` are all it
-  reads besides the values: the hierarchy keeps no map from products to places in ``C``,
+  search of the row (GPU; :func:`._ffi_primitives.csr_product_values`).  The patterns of
+  ``A``, ``B`` and ``C`` are all it reads besides the values: the hierarchy keeps no map from products to places in ``C``,
   which, at a byte a product, once made up a third of what it kept.  Elsewhere, and for the
   derivatives on every platform, XLA recomputes which entries of ``A`` and ``B`` each
   product reads from the patterns' index arrays, searches ``C``'s rows the same way, forms
@@ -30,7 +30,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import _native
+from . import _ffi_primitives, _host_setup
 from ._csr_arrays import CsrArrays, CsrStructure
 
 
@@ -113,9 +113,9 @@ def _multiply(plan: ProductPlan, a_values, b_values, a_indices, a_indptr, b_indi
 
     def native(a_values, b_values, a_indices, a_indptr, b_indices, b_indptr, c_indices,
                c_indptr):
-        return _native.csr_product_values(CsrArrays(a_values, a_indices, a_indptr),
-                                          CsrArrays(b_values, b_indices, b_indptr),
-                                          c_indices, c_indptr, n_cols=plan.c.n_cols)
+        return _ffi_primitives.csr_product_values(CsrArrays(a_values, a_indices, a_indptr),
+                                                  CsrArrays(b_values, b_indices, b_indptr),
+                                                  c_indices, c_indptr, n_cols=plan.c.n_cols)
 
     return jax.lax.platform_dependent(*operands, cpu=native, cuda=native,
                                       default=plan.multiply_in_xla)
@@ -139,16 +139,16 @@ def plan_product_with_values(a: CsrStructure, b: CsrStructure, a_values: np.ndar
     bit for bit those :meth:`ProductPlan.multiply` computes on the CPU.
     """
     _check_fit(a, b)
-    product, values = _native.spgemm_host(a_values, a.indptr, a.indices, b_values, b.indptr,
-                                          b.indices, b.n_cols, check=False)
+    product, values = _host_setup.spgemm_host(a_values, a.indptr, a.indices, b_values, b.indptr,
+                                              b.indices, b.n_cols, check=False)
     return _plan(a, b, product), values
 
 
 def plan_product(a: CsrStructure, b: CsrStructure) -> ProductPlan:
     """The :class:`ProductPlan` of ``A B`` for the patterns ``a`` (m × n) and ``b`` (n × p)."""
     _check_fit(a, b)
-    product = _native.spgemm_symbolic(a.indptr, a.indices, b.indptr, b.indices, b.n_cols,
-                                      check=False)  # patterns the setup made
+    product = _host_setup.spgemm_symbolic(a.indptr, a.indices, b.indptr, b.indices, b.n_cols,
+                                          check=False)  # patterns the setup made
     return _plan(a, b, product)
 
 
@@ -158,6 +158,6 @@ def _check_fit(a: CsrStructure, b: CsrStructure) -> None:
                          f" {b.n_rows}×{b.n_cols} matrices.")
 
 
-def _plan(a: CsrStructure, b: CsrStructure, product: _native.SpgemmPattern) -> ProductPlan:
+def _plan(a: CsrStructure, b: CsrStructure, product: _host_setup.SpgemmPattern) -> ProductPlan:
     return ProductPlan(a=a, b=b, c=CsrStructure(product.indptr, product.indices, b.n_cols),
                        n_products=product.n_products)

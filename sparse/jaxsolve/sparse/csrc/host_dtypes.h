@@ -1,5 +1,5 @@
 // The dtype codes by which the host kernels' C functions (called through ctypes
-// by jaxsolve/sparse/_native.py, whose _DTYPES lists them in this order) take
+// by jaxsolve/sparse/_native_library.py, whose DTYPES lists them in this order) take
 // their values: 0 float32, 1 float64, 2 complex64, 3 complex128.
 #ifndef JAXSOLVE_SPARSE_CSRC_HOST_DTYPES_H_
 #define JAXSOLVE_SPARSE_CSRC_HOST_DTYPES_H_

@@ -2,7 +2,7 @@
 // binding, the checks of what XLA hands over, and the dtype switch into a
 // backend that runs the product of spmv.h.
 //
-// Operands (see jaxsolve/sparse/_native.py, which builds them):
+// Operands (see jaxsolve/sparse/_ffi_primitives.py, which builds them):
 //   values   (batch or 1, nnz)          F32, F64, C64 or C128
 //   indices  (nnz,) S32                 column of each entry
 //   indptr   (n_rows + 1,) S32          row pointers
