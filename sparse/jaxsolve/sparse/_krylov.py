@@ -911,6 +911,7 @@ def _info(progress: _Progress, problem: _Problem, norm: jax.Array | None = None)
         residual_history=progress.history,
         failure_reason=progress.reason,
         rhs_inconsistency=jnp.full((), jnp.nan, progress.history.dtype),  # set by solve
+        initial_residual=_times_power_of_two(problem.r0_norm, problem.exponent),
     )
 
 

@@ -86,6 +86,7 @@ class FailureReason(enum.IntEnum):
     GMRES_BREAKDOWN = 9
     NONFINITE_MATRIX = 10
     ZERO_DIAGONAL = 11
+    BACKEND_FAILED = 12
 
     @property
     def status(self) -> Status:
@@ -183,6 +184,11 @@ _REASONS = {
         "Use preconditioner 'NOSOLVER' (or JACOBI_L1), or reorder the system so that"
         " the diagonal is nonzero.",
     ),
+    FailureReason.BACKEND_FAILED: (
+        Status.FAILED,
+        "the AmgX backend reported a failed solve (AmgX's AMGX_SOLVE_FAILED)",
+        "Try another AmgX configuration, or jaxsolve's engine: use_backend('jaxsolve').",
+    ),
 }
 
 
@@ -194,6 +200,26 @@ class SolveInfo:
     Under ``jax.vmap`` every field gains the batch axes in front (one entry
     per solve), e.g. ``status`` has shape ``(batch,)`` and
     ``residual_history`` ``(batch, max_iters + 1)``.
+
+    **JAX-AMG's keys.**  ``info[key]`` answers the keys of JAX-AMG's ``info``
+    dict with JAX-AMG's meaning, so that ported code runs unchanged:
+
+    * ``info["iterations"]``: the iterations, a Python ``int`` for one concrete
+      solve (else the array);
+    * ``info["residual"]``: the *absolute* residual norm ``‖b - A x‖`` of the
+      returned ``x`` (``residual × initial_residual``), a ``float`` for one
+      concrete solve;
+    * ``info["status"]``: an :class:`AMGXStatus` for one concrete solve;
+    * ``info["residual_history"]``: the absolute residual norms ``‖r_k‖``,
+      entry 0 the initial one; outside ``jit`` (one concrete solve) trimmed to
+      ``iterations + 1`` entries, inside ``jit`` all ``max_iters + 1``,
+      NaN-padded.  jaxsolve's ``solve`` keeps the history only when asked
+      (``store_res_history: 1``); without it the key raises ``KeyError``.
+    * ``info["rhs_inconsistency"]``: as the attribute, for a singular solve.
+
+    ``info.keys()`` lists the keys this ``info`` answers; ``info.get(key)``
+    gives ``None`` for the others.  The attributes keep jaxsolve's relative
+    residuals.
 
     Attributes:
         iterations: ``()`` int32, the iterations done (for GMRES: Arnoldi
@@ -218,6 +244,9 @@ class SolveInfo:
             ``null(Aᴴ)`` (``0`` for a consistent ``b``, and for ``b = 0``);
             NaN when no null space was given (None in a ``SolveInfo`` built
             without it).  (JAX-AMG's ``info["rhs_inconsistency"]``.)
+        initial_residual: ``()`` real, ``‖r_0‖ = ‖b - A x0‖``, the norm the
+            relative residuals are relative to (None in a ``SolveInfo`` built
+            without it; the Krylov methods set it).
 
     Examples:
         >>> import jax.numpy as jnp
@@ -230,6 +259,15 @@ class SolveInfo:
         Array([ 1.,  0., nan, nan, nan], dtype=float32)
         >>> sparse.cg(lambda v: 2 * v, jnp.ones(3))[1].residual_history.shape
         (0,)
+
+        JAX-AMG's keys, absolute and trimmed (``‖b‖ = √3``):
+
+        >>> x, info = sparse.cg(lambda v: 2 * v, 3 * jnp.ones(3), max_iters=4,
+        ...                     store_history=True)
+        >>> info["iterations"], info["status"], info["residual"], info.initial_residual.round(4)
+        (1, <Status.SUCCESS: 0>, 0.0, Array(5.1962, dtype=float32))
+        >>> info["residual_history"].round(4)
+        Array([5.1962, 0.    ], dtype=float32)
     """
 
     iterations: jax.Array
@@ -238,6 +276,59 @@ class SolveInfo:
     residual_history: jax.Array
     failure_reason: jax.Array
     rhs_inconsistency: jax.Array | None = None
+    initial_residual: jax.Array | None = None
+
+    def keys(self) -> list[str]:
+        """The JAX-AMG keys that ``info[key]`` answers for this ``info``."""
+        keys = ["iterations", "status"]
+        if self.initial_residual is not None:
+            keys.append("residual")
+            if np.shape(self.residual_history)[-1]:
+                keys.append("residual_history")
+        inconsistency = self.rhs_inconsistency  # NaN: not a singular solve
+        if inconsistency is not None and (
+                not _concrete(inconsistency) or not np.isnan(inconsistency).all()):
+            keys.append("rhs_inconsistency")
+        return keys
+
+    def get(self, key: str, default: object = None) -> object:
+        """``info[key]``, or ``default`` for a key this ``info`` does not answer."""
+        return self[key] if key in self.keys() else default
+
+    def __getitem__(self, key: str) -> object:
+        """JAX-AMG's ``info[key]`` (see the class docstring)."""
+        if not isinstance(key, str) or key not in self.keys():
+            raise KeyError(_missing_key(self, key))
+        single = _concrete(self.iterations) and np.ndim(self.iterations) == 0
+        if key == "iterations":
+            return int(self.iterations) if single else self.iterations
+        if key == "status":
+            return Status(int(self.status)) if single else self.status
+        if key == "residual":
+            absolute = self.residual * self.initial_residual
+            return float(absolute) if single and _concrete(absolute) else absolute
+        if key == "residual_history":
+            history = self.residual_history * self.initial_residual[..., None]
+            if single and _concrete(history):
+                history = history[: int(self.iterations) + 1]
+            return history
+        value = getattr(self, key)
+        return float(value) if single and _concrete(value) else value
+
+
+def _concrete(value: object) -> bool:
+    return not isinstance(value, jax.core.Tracer)
+
+
+def _missing_key(info: SolveInfo, key: object) -> str:
+    if key == "residual_history" and info.initial_residual is not None:
+        return ("info['residual_history']: this solve did not store its residual history;"
+                " pass store_res_history=1 in its config (jaxsolve stores it only when asked,"
+                " JAX-AMG always)")
+    if key in ("residual", "residual_history"):
+        return (f"info[{key!r}]: this SolveInfo has no initial_residual, so its absolute"
+                " residuals are unknown (the Krylov methods set it)")
+    return f"info[{key!r}]: not a key of this SolveInfo; it has {info.keys()}"
 
 
 class SolveError(RuntimeError):
