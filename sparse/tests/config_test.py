@@ -241,7 +241,7 @@ class TestParseAmgxConfig:
     def test_parse_amgx_config_amgx_samples(self):
         config = parse_amgx_config(FGMRES_AGGREGATION_JACOBI_JSON)
         assert config == solver(
-            "FGMRES", print_solve_stats=True, gmres_n_restart=32,
+            "FGMRES", print_solve_stats=True, obtain_timings=True, gmres_n_restart=32,
             preconditioner=amg_preconditioner(
                 print_grid_stats=True,
                 amg=aggregation(selector="SIZE_2", min_coarse_rows=32, smoother=block_jacobi(0.75),
@@ -249,7 +249,7 @@ class TestParseAmgxConfig:
                         coarsest_sweeps=2)))
         config = parse_amgx_config(PCG_AGGREGATION_JACOBI_JSON)
         assert config == solver(
-            "PCG", tolerance=1e-4, print_solve_stats=True,
+            "PCG", tolerance=1e-4, print_solve_stats=True, obtain_timings=True,
             preconditioner=amg_preconditioner(
                 print_grid_stats=True,
                 amg=aggregation(selector="SIZE_2", smoother=block_jacobi(0.8), presweeps=0,
@@ -262,7 +262,7 @@ class TestParseAmgxConfig:
 
     def test_parse_amgx_config_ignores_what_cannot_change_the_solution(self):
         config = parse_amgx_config({
-            "solver": "AMG", "algorithm": "AGGREGATION", "obtain_timings": 1, "print_config": 1,
+            "solver": "AMG", "algorithm": "AGGREGATION", "print_config": 1,
             "interpolator": "D1", "strength_threshold": 0.3, "aggressive_levels": 2,
             "communicator": "MPI", "error_scaling": 0,
             "smoother": {"solver": "BLOCK_JACOBI", "max_iters": 4, "tolerance": 0.1,

@@ -102,7 +102,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def solve_command(args: argparse.Namespace) -> int:
     """``solve``: one configuration on one matrix, reported as AmgX reports it."""
     problem = read_problem(args.matrix, args.rhs)
-    name, amgx_dict, config = read_config(args.config[-1] if args.config else None, 1)
+    name, config = read_config(args.config[-1] if args.config else None, 1)
     print(f"matrix: {problem.description}")
     run = run_solve(problem, name, config, dtype=args.dtype, device=args.device,
                     repeat=args.repeat)
@@ -110,7 +110,7 @@ def solve_command(args: argparse.Namespace) -> int:
         print(solve_stats(run))
     if run.hierarchy is not None and _prints_grid_stats(config):
         print(run.hierarchy)
-    if _obtains_timings(amgx_dict):
+    if config.obtain_timings:
         print(timings(run))
     print(outcome(run))
     _write_outputs(args, [run], problem)
@@ -123,7 +123,7 @@ def bench_command(args: argparse.Namespace) -> int:
     configs = [read_config(source, index + 1) for index, source in enumerate(args.config or [None])]
     print(f"matrix: {problem.description}")
     runs = [run_solve(problem, name, config, dtype=args.dtype, device=args.device,
-                      repeat=args.repeat) for name, _, config in configs]
+                      repeat=args.repeat) for name, config in configs]
     print(bench_table(runs))
     _write_outputs(args, runs, problem)
     return _exit_status(runs)
@@ -150,17 +150,15 @@ def read_problem(matrix_path: str, rhs_path: str | None) -> Problem:
     return Problem(matrix, rhs, f"{matrix_path}: {header}", seconds)
 
 
-def read_config(source: str | None, index: int) -> tuple[str, dict[str, Any], SolverConfig]:
+def read_config(source: str | None, index: int) -> tuple[str, SolverConfig]:
     """Reads ``--config``: a JSON file or JSON text (``{…}``); None for the defaults.
 
     Returns:
-      ``(name, amgx_dict, config)``: the name the report gives it (the file's stem, else
-      ``config <index>``, ``default`` for None), the JSON as written (for the keys
-      :func:`parse_amgx_config` accepts and ignores, like ``obtain_timings``) and the
-      parsed configuration.
+      ``(name, config)``: the name the report gives it (the file's stem, else
+      ``config <index>``, ``default`` for None) and the parsed configuration.
     """
     if source is None:
-        return "default", {}, parse_amgx_config(None)
+        return "default", parse_amgx_config(None)
     if source.lstrip().startswith("{"):
         name, text = f"config {index}", source
     else:
@@ -179,7 +177,7 @@ def read_config(source: str | None, index: int) -> tuple[str, dict[str, Any], So
         config = parse_amgx_config(amgx_dict)
     except (ValueError, TypeError) as error:
         raise BadInput(f"--config {_short(source)}: {' '.join(str(error).split())}") from None
-    return name, amgx_dict, config
+    return name, config
 
 
 def run_solve(problem: Problem, label: str, config: SolverConfig, *, dtype: str = "f64",
@@ -297,13 +295,14 @@ def _device(platform: str) -> jax.Device:
 
 
 def _quiet(config: SolverConfig) -> SolverConfig:
-    """``config`` with its residual history stored and nothing printed by the solve."""
+    """``config`` with its residual history stored and nothing logged by the solve (the
+    command prints the report itself)."""
+    quiet = {"print_solve_stats": False, "print_grid_stats": False, "obtain_timings": False}
     preconditioner = config.preconditioner
     if preconditioner is not None:
-        preconditioner = dataclasses.replace(preconditioner, print_solve_stats=False,
-                                             print_grid_stats=False)
-    return dataclasses.replace(config, print_solve_stats=False, print_grid_stats=False,
-                               store_res_history=True, preconditioner=preconditioner)
+        preconditioner = dataclasses.replace(preconditioner, **quiet)
+    return dataclasses.replace(config, **quiet, store_res_history=True,
+                               preconditioner=preconditioner)
 
 
 def _has_amg(config: SolverConfig) -> bool:
@@ -314,14 +313,6 @@ def _has_amg(config: SolverConfig) -> bool:
 def _prints_grid_stats(config: SolverConfig) -> bool:
     return config.print_grid_stats or (
         config.preconditioner is not None and config.preconditioner.print_grid_stats)
-
-
-def _obtains_timings(amgx_dict: dict[str, Any]) -> bool:
-    """AmgX's ``obtain_timings`` in the main scope (flat, or ``config_version: 2``'s
-    ``solver`` scope); :func:`parse_amgx_config` accepts the key and drops it."""
-    main = amgx_dict.get("solver")
-    scopes = [amgx_dict, main] if isinstance(main, dict) else [amgx_dict]
-    return any(bool(scope.get("obtain_timings", 0)) for scope in scopes)
 
 
 def _write_outputs(args: argparse.Namespace, runs: list[SolveRun], problem: Problem) -> None:

@@ -13,21 +13,57 @@ the hierarchy's statistics and the timings.  The functions below print it the wa
 
 and always :func:`outcome`.  :meth:`SolveRun.to_json` gives all of it, for ``--json``;
 :func:`bench_table` sets several runs side by side.
+
+:func:`jaxsolve.sparse.solve` reports through the same tables, as log records of the
+``jaxsolve.sparse`` logger (:data:`LOGGER`), when its configuration asks:
+
+* ``print_solve_stats``: :func:`logged_solve_stats` wraps a solve's ``info`` inside the
+  compiled program; a host callback logs the table when the solve has finished, under
+  ``jit`` and ``vmap`` too (one table per right-hand side);
+* ``print_grid_stats``: :func:`log` of the hierarchy's table;
+* ``obtain_timings``: :func:`log_timings`, the setup's and the solve's wall times of a
+  call on concrete values (under ``jit`` the setup's host work, at trace time);
+* a setup that runs past a second logs a progress line, and its time when it ends
+  (:func:`setup_progress`), whatever the configuration.
+
+The records are INFO records of ``jaxsolve.sparse``, whose level is INFO unless the
+application set one.  Where logging is configured (a handler on the root logger, as
+``logging.basicConfig`` or absl's ``absl.app.run`` install) they go through its handlers;
+where nothing is configured they are written to ``sys.stderr``, as AmgX writes its
+report without being asked twice.  ``logging.getLogger("jaxsolve.sparse").setLevel(
+logging.WARNING)`` silences them.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import functools
+import logging
 import math
-from collections.abc import Sequence
+import sys
+import threading
+import time
+from collections.abc import Iterator, Sequence
 from typing import Any
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 
+from ._setup import is_concrete
 from ._statistics import HierarchyStatistics
-from ._status import FailureReason, Status
+from ._status import FailureReason, SolveInfo, Status
 
 _RULE = " " * 9 + "-" * 62
+
+LOGGER = logging.getLogger("jaxsolve.sparse")
+"""The logger of the solve's reports (AmgX's reporting keys) and setup progress lines."""
+if LOGGER.level == logging.NOTSET:
+    LOGGER.setLevel(logging.INFO)
+
+# A setup that takes longer than this logs a progress line.
+PROGRESS_SECONDS = 1.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -98,11 +134,7 @@ class SolveRun:
 
 
 def solve_stats(run: SolveRun) -> str:
-    """AmgX's ``print_solve_stats`` table: each iteration's residual norm and rate.
-
-    The residuals are absolute (``‖r_k‖``, as AmgX prints them); ``rate`` is
-    ``‖r_k‖ / ‖r_{k-1}‖``.  The totals follow: iterations, the average rate (the
-    geometric mean), the final residual and its reduction ``‖r‖ / ‖r₀‖``.
+    """AmgX's ``print_solve_stats`` table of a command-line run (:func:`stats_table`).
 
     Examples:
       >>> import numpy as np
@@ -122,18 +154,37 @@ def solve_stats(run: SolveRun) -> str:
                Total Reduction in Residual: 1.000000e-02
                --------------------------------------------------------------
     """
-    absolute = run.history * run.rhs_norm
+    return stats_table(run.history, run.rhs_norm, run.iterations, run.residual)
+
+
+def stats_table(history: np.ndarray, rhs_norm: float, iterations: int,
+                residual: float) -> str:
+    """AmgX's ``print_solve_stats`` table: each iteration's residual norm and rate.
+
+    Args:
+      history: ``‖r_k‖ / ‖r₀‖`` for ``k = 0, …, iterations`` (entries past them ignored).
+      rhs_norm: ``‖r₀‖``, which turns the history into AmgX's absolute residuals.
+      iterations: the iterations done.
+      residual: the final relative residual, used when the history is empty.
+
+    Returns:
+      The residuals are absolute (``‖r_k‖``, as AmgX prints them); ``rate`` is
+      ``‖r_k‖ / ‖r_{k-1}‖``.  The totals follow: iterations, the average rate (the
+      geometric mean), the final residual and its reduction ``‖r‖ / ‖r₀‖``.
+    """
+    history = np.asarray(history, dtype=np.float64)[:iterations + 1]
+    absolute = history * rhs_norm
     lines = [f"{'iter':>17} {'residual':>17} {'rate':>14}", _RULE,
-             f"{'Ini':>17} {absolute[0] if absolute.size else run.rhs_norm:17.6e}"]
+             f"{'Ini':>17} {absolute[0] if absolute.size else rhs_norm:17.6e}"]
     for k in range(1, absolute.size):
         rate = absolute[k] / absolute[k - 1] if absolute[k - 1] > 0 else math.nan
         lines.append(f"{k - 1:17d} {absolute[k]:17.6e} {rate:14.4f}")
-    reduction = run.history[-1] if run.history.size else run.residual
-    average = reduction ** (1 / run.iterations) if run.iterations and reduction > 0 else math.nan
+    reduction = history[-1] if history.size else residual
+    average = reduction ** (1 / iterations) if iterations and reduction > 0 else math.nan
     lines += [_RULE,
-              f"{'':9}Total Iterations: {run.iterations}",
+              f"{'':9}Total Iterations: {iterations}",
               f"{'':9}Avg Convergence Rate: {average:19.4f}",
-              f"{'':9}Final Residual: {reduction * run.rhs_norm:23.6e}",
+              f"{'':9}Final Residual: {reduction * rhs_norm:23.6e}",
               f"{'':9}Total Reduction in Residual: {reduction:.6e}",
               _RULE]
     return "\n".join(lines)
@@ -195,6 +246,119 @@ def bench_table(runs: Sequence[SolveRun]) -> str:
                          for i, (cell, w) in enumerate(zip(cells, widths, strict=True)))
 
     return "\n".join([line(header), line(["-" * w for w in widths]), *map(line, rows)])
+
+
+def log(message: str, level: int = logging.INFO) -> None:
+    """Logs ``message`` on :data:`LOGGER`; to ``sys.stderr`` where logging is unconfigured.
+
+    Python's logging shows nothing below WARNING until an application configures it;
+    a report the configuration asked for (``print_solve_stats: 1``) should not need that.
+    So when neither ``jaxsolve.sparse`` nor an ancestor has a handler, the record is
+    written to ``sys.stderr`` by a handler of its own (the stream of the moment, which
+    pytest's ``capsys`` replaces).
+    """
+    if not LOGGER.isEnabledFor(level):
+        return
+    if LOGGER.hasHandlers():
+        LOGGER.log(level, message)
+        return
+    handler = logging.StreamHandler(sys.stderr)
+    handler.handle(LOGGER.makeRecord(LOGGER.name, level, __file__, 0, message, None, None))
+
+
+def logged_solve_stats(solver: str, info: SolveInfo, rhs: jax.Array, *,
+                       keep_history: bool) -> SolveInfo:
+    """Logs AmgX's ``print_solve_stats`` table of one solve once it has finished.
+
+    Called inside the compiled solve, with ``info`` of a solve run with its history
+    stored: a host callback receives the history, ``‖rhs‖`` and the outcome when the
+    device has them and logs :func:`stats_table` under the heading
+    ``<solver>: print_solve_stats``, and the status.  Under ``jax.vmap`` the callback
+    runs once per solve.
+
+    Args:
+      solver: the method's AmgX name, for the heading.
+      info: the solve's info, its ``residual_history`` stored.
+      rhs: the right-hand side the method started from (``r₀``: ``b − A x0``).
+      keep_history: whether the caller asked for the history (``store_res_history``);
+        if not, the returned info holds none, as without ``print_solve_stats``.
+
+    Returns:
+      ``info``, its history emptied unless ``keep_history``.
+    """
+    jax.debug.callback(functools.partial(_log_solve_stats, solver), info.residual_history,
+                       jnp.linalg.norm(rhs), info.iterations, info.residual, info.status,
+                       info.failure_reason)
+    if keep_history:
+        return info
+    return dataclasses.replace(info, residual_history=info.residual_history[..., :0])
+
+
+def _log_solve_stats(solver: str, history: np.ndarray, rhs_norm: np.ndarray,
+                     iterations: np.ndarray, residual: np.ndarray, status: np.ndarray,
+                     reason: np.ndarray) -> None:
+    status_, reason_ = Status(int(status)), FailureReason(int(reason))
+    ended = f"status {status_.name}" + ("" if status_ == Status.SUCCESS
+                                        else f": {reason_.message}")
+    log(f"{solver}: print_solve_stats\n"
+        f"{stats_table(history, float(rhs_norm), int(iterations), float(residual))}\n"
+        f"{'':9}{ended}")
+
+
+def log_timings(solver: str, setup_seconds: float, solve_start: float,
+                correction: Any, info: SolveInfo) -> None:
+    """Logs AmgX's ``obtain_timings`` lines for one call of :func:`jaxsolve.sparse.solve`.
+
+    On concrete values the solve is waited for, so the times are wall times of work
+    done: the setup (the AMG hierarchy, a relaxation's data) and the solve, and the
+    solve's time per iteration (of the slowest right-hand side).  Inside a caller's
+    ``jit`` (or ``grad``) the solve is part of the caller's program, which the caller
+    times; the line then gives the setup's host work, done while tracing.
+
+    Args:
+      solver: the method's AmgX name, for the heading.
+      setup_seconds: the setup's wall time.
+      solve_start: ``time.perf_counter()`` when the solve was dispatched.
+      correction, info: what the solve returned.
+    """
+    if not all(is_concrete(leaf) for leaf in jax.tree.leaves((correction, info.iterations))):
+        log(f"{solver}: obtain_timings\n    setup: {setup_seconds:.4f} s (host work, while"
+            " tracing); the solve runs inside the caller's compiled program: time that call")
+        return
+    jax.block_until_ready(correction)
+    solve_seconds = time.perf_counter() - solve_start
+    iterations = int(np.max(np.asarray(info.iterations)))
+    lines = [f"{solver}: obtain_timings",
+             f"Total Time: {setup_seconds + solve_seconds:.4f}",
+             f"    setup: {setup_seconds:.4f} s",
+             f"    solve: {solve_seconds:.4f} s"]
+    if iterations:
+        lines.append(f"    solve(per iteration): {solve_seconds / iterations:.4f} s")
+    log("\n".join(lines))
+
+
+@contextlib.contextmanager
+def setup_progress(what: str) -> Iterator[None]:
+    """Logs a progress line for a setup that runs past :data:`PROGRESS_SECONDS`.
+
+    A timer logs ``<what>: running for 1 s...`` once the block has run that long, and
+    the block's end logs ``<what>: done in N s``; a shorter block logs nothing.
+
+    Args:
+      what: the setup's description, e.g. ``"solve: AMG setup of 1000000 rows"``.
+    """
+    start = time.perf_counter()
+    timer = threading.Timer(PROGRESS_SECONDS, log,
+                            (f"{what}: running for {PROGRESS_SECONDS:g} s...",))
+    timer.daemon = True
+    timer.start()
+    try:
+        yield
+    finally:
+        timer.cancel()
+        seconds = time.perf_counter() - start
+        if seconds > PROGRESS_SECONDS:
+            log(f"{what}: done in {seconds:.1f} s")
 
 
 def _finite_or_none(value: Any) -> Any:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import time
 from collections.abc import Callable
 from typing import Any, Literal
 
@@ -35,6 +36,7 @@ from ._mpi import solve_mpi
 from ._nullspace import minimum_norm, null_spaces, pseudo_inverse_services, singular_config
 from ._preconditioner import make_precondition
 from ._relaxation import RelaxationData, stored_diagonal
+from ._report import log, log_timings, logged_solve_stats, setup_progress
 from ._setup import (System, checked_inputs, divides_by_diagonal, is_concrete,
                      raise_on_invalid_inputs)
 from ._statistics import statistics
@@ -236,13 +238,18 @@ def solve(
         config = singular_config(config, spaces)
     system = System.for_matrix(matrix, config, near_nullspace, reuse_setup, check,
                                values_checked_by_solve=True)
+    setup_start = time.perf_counter()
+    with setup_progress(f"solve: the setup of {matrix.shape[0]} rows"):
+        state = system.state()
+        if config.obtain_timings:
+            jax.block_until_ready([leaf for leaf in jax.tree.leaves(state) if is_concrete(leaf)])
+    setup_seconds = time.perf_counter() - setup_start
     _print_grid_stats(config, system, matrix)
     hermitian = config.solver in _HERMITIAN_METHODS
     pattern = _sparse_pattern(matrix._pattern)
     # An initial guess enters as the right-hand side of the correction, A δ = b − A x0,
     # δ from zero: the Krylov iterates are those from x0, and x0 gets no derivative.
     x0 = jax.lax.stop_gradient(x0)
-    state = system.state()
     rhs = b if x0 is None else b - state.matrix._replace(values=matrix.values).matvec(x0)
     # The setup's arrays travel with the values as the operator (arguments of the compiled
     # solve, not constants); only the values are differentiated.
@@ -250,6 +257,7 @@ def solve(
     services = (_service(system), None if hermitian else _service(system, transposed=True))
     if spaces is not None:  # A⁺ = P_N A⁻¹ P_W and its transpose (_nullspace.py)
         operator, *services = pseudo_inverse_services(spaces, operator, *services)
+    solve_start = time.perf_counter()
     if all(is_concrete(leaf) for leaf in jax.tree.leaves((operator, rhs))):
         # Nothing traces these arrays, so nothing can differentiate the solve: the
         # service alone (one compiled call) gives what the rule would, without the
@@ -273,6 +281,8 @@ def solve(
             mode="jvp" if derivative == "implicit" else "adjoint",
             has_aux=True,
         )
+    if config.obtain_timings:
+        log_timings(config.solver, setup_seconds, solve_start, correction, info)
     x = correction if x0 is None else x0 + correction
     return (x, info) if spaces is None else minimum_norm(spaces, x, b, info)
 
@@ -284,7 +294,8 @@ def _print_grid_stats(config: SolverConfig, system: System, matrix) -> None:
         return
     structure, numbers = system.setup
     if numbers is not None:
-        print(statistics(structure, numbers, matrix.values.dtype.itemsize))
+        log(f"{config.solver}: print_grid_stats\n"
+            f"{statistics(structure, numbers, matrix.values.dtype.itemsize)}")
 
 
 @functools.lru_cache(maxsize=16)
@@ -325,10 +336,15 @@ def _solve_columns(
 
     def one(b):
         # On values the solve refuses, b = 0: the method stops before its first iteration.
-        x, info = method(matrix.matvec, jnp.where(valid, b, 0), precondition=precondition,
+        rhs = jnp.where(valid, b, 0)
+        x, info = method(matrix.matvec, rhs, precondition=precondition,
                          tolerance=config.tolerance, max_iters=config.max_iters,
                          convergence=config.convergence,
-                         store_history=config.store_res_history, **options)
+                         store_history=config.store_res_history or config.print_solve_stats,
+                         **options)
+        if config.print_solve_stats:  # AmgX's table, logged once the solve is done
+            info = logged_solve_stats(config.solver, info, rhs,
+                                      keep_history=config.store_res_history)
         return jnp.where(valid, x, jnp.nan), _with_failure(info, invalid)
 
     if rhs.ndim == 1:
