@@ -12,6 +12,10 @@ Krylov methods, configured in AmgX's vocabulary and differentiable through
   hierarchy and the memory it keeps.
 * `make_preconditioner`: the same AMG (or a relaxation) as a jit-able `Preconditioner`
   for ``jax.scipy.sparse.linalg`` or this package's Krylov methods.
+* `use_backend` (``"jaxsolve"`` or ``"amgx"``; `current_backend`, the environment variable
+  ``JAXSOLVE_SPARSE_BACKEND``): the same `solve` computed by NVIDIA AmgX on a GPU, loaded at
+  run time from ``AMGX_LIB`` (built by ``tools/dev amgx-build``), under `jax.jit`,
+  `jax.vmap` and `jax.grad`, in the same setup cache.
 * `CsrMatrix` / `as_csr`: a CSR matrix whose values are a differentiable leaf and whose
   pattern stays concrete under `jax.jit`, converted from dense arrays,
   `jax.experimental.sparse` BCOO/BCSR and any `scipy.sparse` matrix.
@@ -58,6 +62,8 @@ from ._krylov import bicgstab as bicgstab
 from ._krylov import cg as cg
 from ._krylov import fgmres as fgmres
 from ._krylov import gmres as gmres
+from ._backend import current_backend as current_backend
+from ._backend import use_backend as use_backend
 from ._cache import CacheInfo as CacheInfo
 from ._cache import cache_info as cache_info
 from ._cache import clear_cache as clear_cache
@@ -69,7 +75,7 @@ from ._matrix_free import with_cache as with_cache
 from ._sparsity_tracing import trace_sparsity as trace_sparsity
 from ._krylov import stationary as stationary
 from ._preconditioner import Preconditioner as Preconditioner
-from ._preconditioner import jacobi as jacobi
+from ._jacobi import jacobi as jacobi
 from ._preconditioner import make_preconditioner as make_preconditioner
 from ._solve import solve as solve
 from ._statistics import HierarchyStatistics as HierarchyStatistics
@@ -114,6 +120,7 @@ __all__ = [
     "clear_solver_cache",
     "color_columns",
     "communication_per_iteration",
+    "current_backend",
     "describe",
     "fgmres",
     "get_solver_cache_info",
@@ -128,5 +135,6 @@ __all__ = [
     "solve",
     "stationary",
     "trace_sparsity",
+    "use_backend",
     "with_cache",
 ]

@@ -27,6 +27,8 @@ import jax.numpy as jnp
 from jaxsolve import autodiff
 
 from . import _blocks, _matrix_free
+from ._amgx import solve_amgx
+from ._backend import current_backend
 from ._config import SolverConfig, parse_amgx_config
 from ._csr_arrays import CsrArrays
 from ._distributed import ShardedCsrMatrix, solve_sharded
@@ -200,6 +202,14 @@ def solve(
       >>> jax.jit(jax.grad(loss))(A.values).shape
       (4992,)
     """
+    if current_backend() == "amgx":  # NVIDIA AmgX computes it (use_backend; _amgx.py)
+        return solve_amgx(A, b, x0, config, reuse_setup=reuse_setup, derivative=derivative,
+                          check=check, unsupported={
+                              "near_nullspace": near_nullspace, "comm": comm,
+                              "nglobal": nglobal, "partition_info": partition_info,
+                              "block_dim": None if block_dim in (None, 1) else block_dim,
+                              "nullspace": nullspace,
+                              "transpose_nullspace": transpose_nullspace})
     if isinstance(A, ShardedCsrMatrix):
         _reject_sharded(near_nullspace=near_nullspace,
                         comm=comm, nglobal=nglobal, partition_info=partition_info,
