@@ -46,6 +46,8 @@ class TestCacheColoring:
         assert info.dtype == np.float32
         rows, cols, colors, n_colors, shape = info  # JAX-AMG's 5-tuple
         assert (n_colors, shape) == (info.n_colors, info.shape) and rows is info.rows
+        assert info[4] == info.shape and info[3] == info.n_colors and info[-1] == info.shape
+        assert info[0] is info.rows and len(info) == 5 and info[:2] == (info.rows, info.cols)
         dense = np.zeros((N, N), bool)
         dense[info.rows, info.cols] = True
         np.testing.assert_array_equal(dense, np.asarray(tridiagonal_matrix(4.0).todense()) != 0)
@@ -208,8 +210,11 @@ class TestSolveMatrixFree:
     def test_with_cache_rewraps(self):
         info = sparse.cache_coloring(tridiagonal_operator(4.0), N)
         A = sparse.with_cache(tridiagonal_operator(4.0), coloring=info)
-        B = sparse.with_cache(A, is_symmetric=True)
+        metadata = {"nglobal": N}
+        B = sparse.with_cache(A, is_symmetric=True, mpi=metadata)
         assert B.coloring is info and B.is_symmetric and B.shape == (N, N)
+        assert B.attachments.mpi is metadata
+        assert sparse.with_cache(B).is_symmetric  # JAX-AMG's False adds nothing
         np.testing.assert_allclose(np.asarray(B(jnp.ones(N))), np.asarray(A(jnp.ones(N))))
 
     def test_solve_matrix_free_errors(self):

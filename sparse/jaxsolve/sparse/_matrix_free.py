@@ -50,6 +50,7 @@ from jax import extend as jex
 from ._coloring import color_columns
 from ._csr import CsrMatrix, _CsrPattern
 from ._sparsity_tracing import default_dtype, normalized_shape, trace_pattern
+from ._static_pattern import Attachments, is_sparse_matrix, static_pattern
 
 _CACHE_SIZE = 32
 _MATERIALIZE_BYTES = 512 * 2**20  # the products of one vmap batch of seeds, at most
@@ -97,9 +98,19 @@ class ColoringInfo:
         flat = self.colors[self.cols].astype(np.int64) * self.shape[0] + self.rows
         return flat.astype(np.int32 if flat.size == 0 or flat.max() < 2**31 - 1 else np.int64)
 
+    def _as_tuple(self) -> tuple:
+        return (self.rows, self.cols, self.colors, self.n_colors, self.shape)
+
     def __iter__(self):
         """JAX-AMG's 5-tuple: ``rows, cols, colors, n_colors, shape = info``."""
-        return iter((self.rows, self.cols, self.colors, self.n_colors, self.shape))
+        return iter(self._as_tuple())
+
+    def __getitem__(self, index: int | slice) -> Any:
+        """JAX-AMG's 5-tuple, indexed: ``info[4]`` is the shape, ``info[:2]`` the pattern."""
+        return self._as_tuple()[index]
+
+    def __len__(self) -> int:
+        return 5
 
     def __repr__(self) -> str:
         return (f"ColoringInfo(shape={self.shape}, nnz={self.nnz}, n_colors={self.n_colors},"
@@ -112,15 +123,22 @@ class CachedOperator:
     Calling it calls the operator.  ``shape`` and ``dtype`` are the coloring's.
     """
 
-    def __init__(self, operator: Callable[[jax.Array], jax.Array], coloring: ColoringInfo | None,
-                 is_symmetric: bool | None, nullspace: Any):
+    def __init__(self, operator: Callable[[jax.Array], jax.Array], attachments: Attachments,
+                 nullspace: Any):
         self.operator = operator
-        self.coloring = coloring
-        self.is_symmetric = is_symmetric
+        self.attachments = attachments
         self.nullspace = nullspace
 
     def __call__(self, x: jax.Array) -> jax.Array:
         return self.operator(x)
+
+    @property
+    def coloring(self) -> ColoringInfo | None:
+        return self.attachments.coloring
+
+    @property
+    def is_symmetric(self) -> bool:
+        return self.attachments.is_symmetric
 
     @property
     def shape(self) -> tuple[int, int] | None:
@@ -131,33 +149,69 @@ class CachedOperator:
         return None if self.coloring is None else self.coloring.dtype
 
 
-def with_cache(operator: Callable[[jax.Array], jax.Array], *,
-               coloring: ColoringInfo | None = None, is_symmetric: bool | None = None,
-               nullspace: Any = None) -> CachedOperator:
-    """Attaches a precomputed structure to a matrix-free operator, for use under ``jax.jit``.
+def with_cache(A: Any, *, coloring: ColoringInfo | None = None, mpi: Any = None,
+               is_symmetric: bool = False, nullspace: Any = None) -> Any:
+    """Attaches precomputed structure to a matrix or an operator, for use under ``jax.jit``.
 
-    :func:`solve` and :func:`make_preconditioner` accept a callable ``A``; outside
-    ``jit`` they find its structure themselves (and cache it), but inside they cannot,
-    since the operator's constants are traced.  Compute it outside with
-    :func:`cache_coloring` and attach it here, inside: only the values are then computed
-    in the compiled program (one operator evaluation per color), differentiably.
+    JAX-AMG's ``with_cache``, with its arguments and meaning.  What it returns depends on
+    ``A``:
+
+    * a ``jax.experimental.sparse`` **BCSR** or **BCOO** (or a ``scipy.sparse`` matrix,
+      which becomes a BCSR): the same matrix whose **pattern stays static** when it is
+      passed *as an argument* through ``jax.jit``, ``jax.vmap`` and ``jax.grad``.  It is a
+      subclass of ``BCSR``/``BCOO`` (everything a BCSR does, it does) whose only pytree
+      leaf is ``data``; its index arrays are the pytree's auxiliary data, compared by a
+      fingerprint of their contents.  So ``jax.jit(lambda A, b: solve(A, b))(A, b)``
+      compiles once per pattern: new values on the same pattern reuse the compilation, a
+      new pattern compiles anew.  (A plain BCSR argument has traced indices, which
+      :func:`solve` refuses.)  Call ``with_cache`` outside the transformation, where the
+      indices are concrete;
+    * a **matrix-free operator** ``x ↦ A x``: :func:`solve` and :func:`make_preconditioner`
+      find its structure themselves outside ``jit``, but inside they cannot, since the
+      operator's constants are traced.  Compute it outside with :func:`cache_coloring` and
+      attach it here, inside: only the values are then computed in the compiled program
+      (one operator evaluation per color), differentiably.  An operator returned by
+      ``with_cache`` may be wrapped again; new attachments replace the old where given;
+    * a :class:`CsrMatrix` or a dense array, whose pattern needs no attaching (a
+      ``CsrMatrix``'s is static already): returned as it is; it carries no attachments.
 
     Args:
-      operator: ``x ↦ A x`` (or an operator returned by ``with_cache``, whose attachments
-        the new ones replace where given).
-      coloring: from :func:`cache_coloring` on an operator of the same structure.
-      is_symmetric: whether ``A`` is symmetric; recorded for JAX-AMG's call shape
+      A: a BCSR, BCOO, ``scipy.sparse`` matrix, :class:`CsrMatrix`, dense array, or
+        a callable operator.
+      coloring: for an operator, a :class:`ColoringInfo` from :func:`cache_coloring` on
+        an operator of the same structure (ignored for a matrix, as JAX-AMG does).
+      mpi: JAX-AMG's MPI metadata (``cache_mpi_metadata``'s result), recorded as the
+        ``attachments.mpi`` of the result.
+      is_symmetric: whether ``A`` is symmetric, recorded as the result's ``is_symmetric``
         (``CG``/``PCG`` configurations already treat ``A`` as symmetric).
-      nullspace: ``(n,)`` or ``(n, k)``, a basis of the null space of a singular ``A``
-        (JAX-AMG's keyword): :func:`solve` uses it as its own ``nullspace=`` when that is
-        not given, and returns the minimum-norm solution.
+      nullspace: for an operator, ``(n,)`` or ``(n, k)``, a basis of the null space of a
+        singular ``A`` (JAX-AMG's keyword): :func:`solve` uses it as its own
+        ``nullspace=`` when that is not given, and returns the minimum-norm solution.
 
     Returns:
-      A callable operator carrying the attachments.
+      A ``CachedBCSR`` or ``CachedBCOO`` (subclasses of ``BCSR``/``BCOO``), an operator
+      carrying the attachments, or ``A`` itself (a CsrMatrix or dense array).
+
+    Raises:
+      TypeError: for another type of ``A``, a ``coloring`` that is not a
+        :class:`ColoringInfo`, attachments to a CsrMatrix or dense array, a ``nullspace``
+        for a matrix (pass it to :func:`solve`), or a BCSR/BCOO whose indices are traced.
 
     Examples:
+      A BCSR argument of a jitted solve, compiled once for new values on its pattern:
+
       >>> import jax, jax.numpy as jnp
+      >>> from jax.experimental import sparse as jsparse
       >>> from jaxsolve import sparse
+      >>> A = sparse.with_cache(sparse.matrices.poisson_matrix(8))
+      >>> solve = jax.jit(lambda A, b: sparse.solve(A, b)[0])
+      >>> x = solve(A, jnp.ones(64))
+      >>> A2 = sparse.with_cache(jsparse.BCSR((2 * A.data, A.indices, A.indptr), shape=A.shape))
+      >>> bool(jnp.allclose(solve(A2, jnp.ones(64)), x / 2, rtol=1e-4))
+      True
+
+      A matrix-free operator whose coefficients are traced:
+
       >>> def operator(d):
       ...     return lambda x: d * x - jnp.roll(x, 1) - jnp.roll(x, -1)
       >>> info = sparse.cache_coloring(operator(4.0), 16)
@@ -167,17 +221,33 @@ def with_cache(operator: Callable[[jax.Array], jax.Array], *,
       >>> bool(jnp.allclose(operator(4.0)(x), 1.0, atol=1e-4))
       True
     """
-    if isinstance(operator, CachedOperator):
-        coloring = operator.coloring if coloring is None else coloring
-        is_symmetric = operator.is_symmetric if is_symmetric is None else is_symmetric
-        nullspace = operator.nullspace if nullspace is None else nullspace
-        operator = operator.operator
-    if not callable(operator):
-        raise TypeError(f"with_cache: operator must be callable, got {type(operator).__name__}.")
     if coloring is not None and not isinstance(coloring, ColoringInfo):
         raise TypeError("with_cache: coloring must be a ColoringInfo from cache_coloring,"
                         f" got {type(coloring).__name__}.")
-    return CachedOperator(operator, coloring, is_symmetric, nullspace)
+    previous = getattr(A, "attachments", None)  # of an earlier with_cache
+    if not isinstance(previous, Attachments):
+        previous = Attachments()
+    attachments = Attachments(coloring=previous.coloring if coloring is None else coloring,
+                              mpi=previous.mpi if mpi is None else mpi,
+                              is_symmetric=bool(is_symmetric) or previous.is_symmetric)
+    if isinstance(A, CachedOperator):
+        return CachedOperator(A.operator, attachments,
+                              A.nullspace if nullspace is None else nullspace)
+    if is_operator(A):
+        return CachedOperator(A, attachments, nullspace)
+    if nullspace is not None:
+        raise TypeError("with_cache: nullspace= is attached to matrix-free operators only;"
+                        " for a matrix pass it to solve(A, b, nullspace=...).")
+    if is_sparse_matrix(A):
+        return static_pattern("with_cache", A, attachments)
+    if isinstance(A, (CsrMatrix, jax.Array, np.ndarray)):
+        if coloring is not None or mpi is not None or is_symmetric:
+            raise TypeError(
+                f"with_cache: a {type(A).__name__} carries no attachments (its pattern needs"
+                " none); attach them to a BCSR (e.g. CsrMatrix.to_bcsr()) or an operator.")
+        return A
+    raise TypeError("with_cache: A must be a BCSR, BCOO, scipy.sparse matrix, CsrMatrix,"
+                    f" dense array or callable operator, got {type(A).__name__}.")
 
 
 # -----------------------------------------------------------------------------

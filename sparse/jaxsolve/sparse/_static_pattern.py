@@ -1,0 +1,183 @@
+"""BCSR and BCOO matrices whose sparsity pattern stays static through ``jax.jit``.
+
+A ``jax.experimental.sparse`` BCSR or BCOO is a pytree whose index arrays are leaves, so
+when it is passed *as an argument* of a ``jax.jit``-compiled function its indices are
+traced, and a solver that needs the pattern on the host (every AMG setup does) cannot read
+them.  :func:`static_pattern` gives the same matrix as a :class:`CachedBCSR` or
+:class:`CachedBCOO`: subclasses whose only pytree leaf is ``data``; the index arrays, the
+shape and the sortedness flags are the pytree's auxiliary data, compared by a fingerprint
+of their contents (a 128-bit BLAKE2b hash).  So
+
+* ``jax.jit`` traces once per pattern: new values on the same pattern reuse the
+  compilation, whichever index arrays hold it, and a new pattern compiles anew;
+* ``jax.grad`` differentiates with respect to ``data`` (a cotangent of the same type);
+* ``jax.vmap`` batches ``data`` (stack several matrices of one pattern with
+  ``jax.tree.map(lambda *d: jnp.stack(d), A1, A2, ...)``).
+
+Inside the compiled function the matrix is an ordinary BCSR/BCOO with concrete indices
+(``A @ x``, ``A.todense()`` work as usual); :func:`jaxsolve.sparse.as_csr` converts it
+without reading its indices again.  JAX-AMG's ``with_cache`` is the public door
+(:func:`jaxsolve.sparse.with_cache`); it also attaches what JAX-AMG attaches
+(:class:`Attachments`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+from typing import Any
+
+import jax
+import numpy as np
+import scipy.sparse
+from jax.experimental import sparse as jsparse
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Attachments:
+    """What :func:`jaxsolve.sparse.with_cache` attaches to a matrix or an operator.
+
+    Compared by identity of ``coloring`` and ``mpi`` (a pytree's auxiliary data must be
+    cheap to compare), and by value of ``is_symmetric``.
+
+    Attributes:
+      coloring: a :class:`~jaxsolve.sparse.ColoringInfo` (operators), or None.
+      mpi: JAX-AMG's MPI metadata (``cache_mpi_metadata``'s dict), or None.
+      is_symmetric: whether the matrix is declared symmetric.
+    """
+
+    coloring: Any = None
+    mpi: Any = None
+    is_symmetric: bool = False
+
+    def __eq__(self, other: object) -> bool:
+        return (isinstance(other, Attachments) and self.coloring is other.coloring
+                and self.mpi is other.mpi and self.is_symmetric == other.is_symmetric)
+
+    def __hash__(self) -> int:
+        return hash(self.is_symmetric)
+
+
+class StaticIndices:
+    """The static half of a cached BCSR/BCOO: its index arrays, shape and flags.
+
+    Hashable and compared by a fingerprint of the arrays' contents, so two matrices with
+    equal patterns share ``jit`` compilations.  The arrays are the matrix's own concrete
+    JAX arrays (kept on the device for its products).
+    """
+
+    def __init__(self, arrays: tuple[jax.Array, ...], shape: tuple[int, ...],
+                 indices_sorted: bool, unique_indices: bool):
+        self.arrays = arrays
+        self.shape = tuple(int(s) for s in shape)
+        self.indices_sorted = bool(indices_sorted)
+        self.unique_indices = bool(unique_indices)
+        digest = hashlib.blake2b(digest_size=16)
+        digest.update(repr((self.shape, self.indices_sorted, self.unique_indices)).encode())
+        for array in arrays:
+            host = np.ascontiguousarray(array)
+            digest.update(f"|{host.dtype.str}{host.shape}|".encode())
+            digest.update(host)
+        self.key = digest.hexdigest()
+
+    def __hash__(self) -> int:
+        return hash(self.key)
+
+    def __eq__(self, other: object) -> bool:
+        return self is other or (isinstance(other, StaticIndices) and self.key == other.key)
+
+
+class _Cached:
+    """The pytree behaviour shared by :class:`CachedBCSR` and :class:`CachedBCOO`."""
+
+    _static: StaticIndices
+    _attachments: Attachments
+    _index_names: tuple[str, ...]
+
+    @classmethod
+    def _of(cls, data: Any, static: StaticIndices, attachments: Attachments):
+        # No checks: JAX passes placeholders (tracers, None, object()) as ``data`` here.
+        matrix = object.__new__(cls)
+        matrix.data = data
+        for name, array in zip(cls._index_names, static.arrays, strict=True):
+            setattr(matrix, name, array)
+        matrix.shape = static.shape
+        matrix.indices_sorted = static.indices_sorted
+        matrix.unique_indices = static.unique_indices
+        matrix._static = static
+        matrix._attachments = attachments
+        return matrix
+
+    def tree_flatten(self) -> tuple[tuple[Any], tuple[StaticIndices, Attachments]]:
+        return (self.data,), (self._static, self._attachments)
+
+    @classmethod
+    def tree_unflatten(cls, aux: tuple[StaticIndices, Attachments], children: tuple[Any, ...]):
+        return cls._of(children[0], *aux)
+
+    @property
+    def pattern_key(self) -> str:
+        """The fingerprint of the pattern (index arrays, shape, flags), equal for equal
+        patterns."""
+        return self._static.key
+
+    @property
+    def attachments(self) -> Attachments:
+        """What :func:`~jaxsolve.sparse.with_cache` attached."""
+        return self._attachments
+
+    @property
+    def is_symmetric(self) -> bool:
+        """Whether the matrix was declared symmetric (``with_cache(..., is_symmetric=True)``)."""
+        return self._attachments.is_symmetric
+
+
+@jax.tree_util.register_pytree_node_class
+class CachedBCSR(_Cached, jsparse.BCSR):
+    """A ``BCSR`` whose pattern is static under ``jax.jit``, ``vmap`` and ``grad``.
+
+    Made by :func:`jaxsolve.sparse.with_cache`; an ordinary ``BCSR`` otherwise (see
+    :mod:`._static_pattern`).  Its only pytree leaf is ``data``.
+    """
+
+    _index_names = ("indices", "indptr")
+
+
+@jax.tree_util.register_pytree_node_class
+class CachedBCOO(_Cached, jsparse.BCOO):
+    """A ``BCOO`` whose pattern is static under ``jax.jit``, ``vmap`` and ``grad``.
+
+    Made by :func:`jaxsolve.sparse.with_cache`; an ordinary ``BCOO`` otherwise (see
+    :mod:`._static_pattern`).  Its only pytree leaf is ``data``.
+    """
+
+    _index_names = ("indices",)
+
+
+def is_sparse_matrix(A: Any) -> bool:
+    """Whether ``A`` is a BCSR, a BCOO or a ``scipy.sparse`` matrix."""
+    return isinstance(A, (jsparse.BCSR, jsparse.BCOO)) or scipy.sparse.issparse(A)
+
+
+def static_pattern(caller: str, A: Any, attachments: Attachments) -> CachedBCSR | CachedBCOO:
+    """``A`` (a BCSR, a BCOO or a scipy.sparse matrix, which becomes a BCSR) with its
+    pattern static, carrying ``attachments``.
+
+    Raises:
+      TypeError: if ``A``'s indices are traced: the pattern must be read here, once.
+    """
+    if isinstance(A, _Cached):
+        return type(A)._of(A.data, A._static, attachments)
+    if scipy.sparse.issparse(A):
+        A = jsparse.BCSR.from_scipy_sparse(A)
+    kind = CachedBCSR if isinstance(A, jsparse.BCSR) else CachedBCOO
+    arrays = tuple(getattr(A, name) for name in kind._index_names)
+    try:
+        static = StaticIndices(arrays, A.shape, A.indices_sorted, A.unique_indices)
+    except (jax.errors.TracerArrayConversionError, jax.errors.ConcretizationTypeError):
+        raise TypeError(
+            f"{caller}: the indices of this {type(A).__name__} are traced (it is an argument"
+            " of a jax.jit, vmap or grad function), so its pattern cannot be read. Call"
+            f" {caller}(A) outside the transformation and pass its result in: its pattern"
+            " stays static, and only its values are traced.") from None
+    return kind._of(A.data, static, attachments)
