@@ -191,6 +191,42 @@ def test_eviction_releases_the_oldest_solver():
         sparse.clear_cache()
 
 
+@pytest.mark.parametrize("config", [
+    {"solver": "PCG", "preconditioner": {"solver": "AMG", "algorithm": "AGGREGATION"}},
+    {"solver": "FGMRES", "max_iters": 50, "store_res_history": 1},
+])
+def test_the_gpu_path_composes_with_jit_vmap_and_grad(monkeypatch, x64, config):
+    """The AmgX path up to the FFI call, traced (jax.eval_shape) with the real handler
+    library: the services, the implicit derivatives (Aᵀ's solver for FGMRES), vmap and
+    columns give solve's shapes. Only the GPU check is passed over; nothing runs."""
+    library = _amgx.bind(_handler_library())
+    monkeypatch.setattr(_amgx, "require_amgx", lambda caller, *arrays: library)
+    A = sparse.as_csr(sparse.matrices.convection_diffusion_matrix_2d(6, 10.0, dtype=np.float64))
+    b = jnp.ones(36)
+    history = (51,) if config.get("store_res_history") else (0,)
+    sparse.clear_cache()
+
+    def solve(values, b):
+        with sparse.use_backend("amgx"):
+            return sparse.solve(A.with_values(values), b, config=config)
+
+    x, info = jax.eval_shape(solve, A.values, b)
+    assert x.shape == (36,) and info.residual_history.shape == history
+    assert info.initial_residual.shape == ()
+    grads = jax.eval_shape(jax.grad(lambda v, b: jnp.sum(solve(v, b)[0]), argnums=(0, 1)),
+                           A.values, b)
+    assert [g.shape for g in grads] == [A.values.shape, (36,)]
+    xs, infos = jax.eval_shape(jax.vmap(lambda b: solve(A.values, b)), jnp.ones((3, 36)))
+    assert xs.shape == (3, 36) and infos.residual_history.shape == (3, *history)
+    columns, info = jax.eval_shape(solve, A.values, jnp.ones((36, 2)))
+    assert columns.shape == (36, 2) and info.status.shape == (2,)
+    # A's solver, and Aᵀ's for the nonsymmetric method's reverse mode
+    assert sparse.cache_info().currsize == (1 if config["solver"] == "PCG" else 2)
+    sparse.clear_cache()
+    gc.collect()
+    assert library.JaxsolveSparseAmgxSolvers() == 0
+
+
 def _answer(status, norm, norms=(), rhs=(3.0, 4.0), x=(1.0, 2.0)):
     return _amgx._answer(jnp.asarray(rhs), jnp.asarray(x), jnp.int32(len(norms) - 1),
                          jnp.int32(status), jnp.float32(norm), jnp.asarray(norms, jnp.float32))
@@ -203,6 +239,8 @@ def test_answer_is_relative_and_keeps_amgx_status():
     assert int(info.failure_reason) == sparse.FailureReason.NONE
     np.testing.assert_array_equal(x, [1.0, 2.0])
     assert jnp.isnan(info.rhs_inconsistency)
+    np.testing.assert_allclose(info.initial_residual, 5.0)  # ‖rhs‖, JAX-AMG's absolute scale
+    np.testing.assert_allclose(info["residual"], 5e-7, rtol=1e-6)
 
 
 @pytest.mark.parametrize("status, norm, reason", [

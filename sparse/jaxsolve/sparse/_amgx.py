@@ -92,6 +92,21 @@ def amgx_library_path() -> str:
     return "libamgxsh.so"
 
 
+def bind(library: ctypes.CDLL) -> ctypes.CDLL:
+    """``library`` (the handler library) with its C functions' signatures declared."""
+    library.JaxsolveSparseAmgxLoad.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_int32]
+    library.JaxsolveSparseAmgxLoad.restype = ctypes.c_int32
+    library.JaxsolveSparseAmgxVersions.argtypes = [ctypes.c_char_p, ctypes.c_int32]
+    library.JaxsolveSparseAmgxVersions.restype = None
+    library.JaxsolveSparseAmgxRelease.argtypes = [ctypes.c_int64]
+    library.JaxsolveSparseAmgxRelease.restype = None
+    library.JaxsolveSparseAmgxReleaseAll.argtypes = [ctypes.c_int32]
+    library.JaxsolveSparseAmgxReleaseAll.restype = None
+    library.JaxsolveSparseAmgxSolvers.argtypes = []
+    library.JaxsolveSparseAmgxSolvers.restype = ctypes.c_int32
+    return library
+
+
 def load_amgx(library: ctypes.CDLL, path: str) -> None:
     """Loads AmgX from ``path`` into the handler library ``library`` (once per process).
 
@@ -99,8 +114,7 @@ def load_amgx(library: ctypes.CDLL, path: str) -> None:
       RuntimeError: it cannot (no such file, not AmgX, ``AMGX_initialize`` failed), with
         the loader's reason and how to get AmgX.
     """
-    library.JaxsolveSparseAmgxLoad.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_int32]
-    library.JaxsolveSparseAmgxLoad.restype = ctypes.c_int32
+    bind(library)
     message = ctypes.create_string_buffer(_MESSAGE_BYTES)
     if library.JaxsolveSparseAmgxLoad(os.fsencode(path), message, _MESSAGE_BYTES) != 0:
         raise RuntimeError(f"the AmgX backend of jaxsolve.sparse cannot load AmgX:"
@@ -138,9 +152,6 @@ def require_amgx(caller: str, *arrays: Any) -> ctypes.CDLL:
     with _LOCK:
         load_amgx(library, amgx_library_path())
         if not _AT_EXIT:  # AmgX's objects are freed, and AmgX finalized, before JAX exits
-            library.JaxsolveSparseAmgxRelease.argtypes = [ctypes.c_int64]
-            library.JaxsolveSparseAmgxReleaseAll.argtypes = [ctypes.c_int32]
-            library.JaxsolveSparseAmgxSolvers.restype = ctypes.c_int32
             _AT_EXIT.append(library)
             atexit.register(library.JaxsolveSparseAmgxReleaseAll, 1)
     return library
@@ -241,8 +252,10 @@ def solve_amgx(A: Any, b: Any, x0: Any, config: Any, *, reuse_setup: bool, deriv
         raise TypeError("solve: the AmgX backend solves real systems (float32, float64); got"
                         f" {matrix.values.dtype.name}.")
     library = require_amgx("solve", matrix.values, b)
+    # where the pattern goes: the values' device, or for traced values the default one
+    # (require_amgx found it to be a GPU)
     device = next(iter(matrix.values.devices())) if is_concrete(matrix.values) else \
-        jax.devices("gpu")[0]
+        jax.devices()[0]
     hermitian = config.solver in _HERMITIAN_METHODS
     history = config.max_iters + 1 if config.store_res_history else 0
     services = [_service(library, matrix._pattern, text, reuse_setup, history, device, False)]
@@ -323,4 +336,5 @@ def _answer(rhs: jax.Array, x: jax.Array, iterations: jax.Array, status: jax.Arr
         jnp.int32(FailureReason.BACKEND_FAILED))
     return x, SolveInfo(iterations=iterations, residual=residual, status=status,
                         residual_history=history, failure_reason=reason,
-                        rhs_inconsistency=jnp.full((), jnp.nan, norm.dtype))
+                        rhs_inconsistency=jnp.full((), jnp.nan, norm.dtype),
+                        initial_residual=initial)
