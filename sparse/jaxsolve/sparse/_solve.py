@@ -123,6 +123,12 @@ def solve(
     before its first iteration, as ``FAILED`` with ``NONFINITE_MATRIX`` or
     ``ZERO_DIAGONAL`` and ``x`` NaN (and, when concrete and ``check``, raise).
 
+    **AmgX backend.** Inside ``use_backend("amgx")`` (or with
+    ``JAXSOLVE_SPARSE_BACKEND=amgx``) NVIDIA AmgX computes the solve on the GPU, from the
+    same validated ``config``, under ``jit``, ``vmap`` (one AmgX solve per right-hand side)
+    and ``grad``; ``x0``, ``reuse_setup``, ``derivative`` and ``check`` only, for real
+    matrices. It needs an AmgX build (``AMGX_LIB``; see :func:`use_backend`).
+
     Args:
       A: the ``(n, n)`` matrix: a :class:`CsrMatrix`, a dense array, a
         ``jax.experimental.sparse`` BCOO/BCSR, any ``scipy.sparse`` matrix, or a
