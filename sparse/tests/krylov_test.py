@@ -1,4 +1,4 @@
-"""Tests for jaxsolve.sparse._krylov (cg, bicgstab, gmres, fgmres) and _preconditioner."""
+"""Tests for jaxsolve.sparse's Krylov methods (cg, bicgstab, gmres, fgmres) and preconditioners."""
 
 import re
 
@@ -11,10 +11,10 @@ import scipy.sparse
 import scipy.sparse.linalg
 
 import jaxsolve.sparse
-from jaxsolve.sparse import _csr, _krylov, _preconditioner, _status
+from jaxsolve.sparse import _csr, _krylov, _status
 from jaxsolve.sparse._csr import CsrMatrix, as_csr
 from jaxsolve.sparse._krylov import bicgstab, cg, fgmres, gmres
-from jaxsolve.sparse._preconditioner import jacobi
+from jaxsolve.sparse._jacobi import jacobi
 from jaxsolve.sparse._status import FailureReason, Status
 
 SOLVERS = {"cg": cg, "bicgstab": bicgstab, "gmres": gmres, "fgmres": fgmres}
