@@ -632,7 +632,7 @@ class TestSolve:
         if dtype == np.float64:
             request.getfixturevalue("x64")
         if problem == "convection":
-            A = matrices.convection_diffusion_matrix_2d(20, 20.0, dtype=dtype)
+            A = matrices.convection_diffusion_matrix_2d(20, peclet=20.0, dtype=dtype)
             config = {**classical(**changes), "solver": "PBICGSTAB"}
         else:
             A = PROBLEMS[problem]().astype(dtype)
@@ -677,7 +677,7 @@ class TestSolve:
         assert relative_residual(A, x, b) <= 1e-5
 
     def test_vmap_over_values_and_grad(self, x64):
-        A = sparse.as_csr(matrices.convection_diffusion_matrix_2d(8, 5.0, dtype=np.float64))
+        A = sparse.as_csr(matrices.convection_diffusion_matrix_2d(8, peclet=5.0, dtype=np.float64))
         b = matrices.rhs_random(64, seed=0, dtype=np.float64)
         config = {**classical(min_coarse_rows=8), "solver": "PBICGSTAB", "tolerance": 1e-12}
         scales = jnp.array([1.0, 3.0])

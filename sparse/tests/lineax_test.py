@@ -28,7 +28,7 @@ def poisson(dtype=np.float32) -> sparse.CsrMatrix:
 
 
 def convection(dtype=np.float32) -> sparse.CsrMatrix:
-    return sparse.as_csr(matrices.convection_diffusion_matrix_2d(N, 20.0, dtype=dtype))
+    return sparse.as_csr(matrices.convection_diffusion_matrix_2d(N, peclet=20.0, dtype=dtype))
 
 
 # The symmetric problem is tagged, so that Lineax solves with it in reverse mode; the

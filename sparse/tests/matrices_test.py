@@ -59,21 +59,21 @@ class TestTridiagonalMatrix:
 
     def test_tridiagonal_matrix_values_against_scipy(self):
         expected = sp.diags_array([0.5, 3.0, 0.5], offsets=[-1, 0, 1], shape=(5, 5)).toarray()
-        np.testing.assert_array_equal(dense(matrices.tridiagonal_matrix(5, 3.0, 0.5)), expected)
+        np.testing.assert_array_equal(dense(matrices.tridiagonal_matrix(5, 3.0, off_diagonal_value=0.5)), expected)
 
     def test_tridiagonal_matrix_jit(self):
         data = jax.jit(lambda d: matrices.tridiagonal_matrix(8, diagonal_value=d).data)(4.0)
         np.testing.assert_array_equal(data, matrices.tridiagonal_matrix(8, 4.0).data)
         concrete, data = pattern_is_concrete_under_jit(
-            lambda d, o: matrices.tridiagonal_matrix(6, d, o), 5.0, -2.0)
+            lambda d, o: matrices.tridiagonal_matrix(6, d, off_diagonal_value=o), 5.0, -2.0)
         assert concrete
-        np.testing.assert_array_equal(data, matrices.tridiagonal_matrix(6, 5.0, -2.0).data)
+        np.testing.assert_array_equal(data, matrices.tridiagonal_matrix(6, 5.0, off_diagonal_value=-2.0).data)
 
     def test_tridiagonal_matrix_grad(self):
         x = jnp.array([1.0, -2.0, 3.0, 0.5])
 
         def loss(d, o):
-            return jnp.vdot(x, matrices.tridiagonal_matrix(4, d, o) @ x)
+            return jnp.vdot(x, matrices.tridiagonal_matrix(4, d, off_diagonal_value=o) @ x)
 
         grad_d, grad_o = jax.grad(loss, argnums=(0, 1))(2.0, -1.0)
         np.testing.assert_allclose(grad_d, jnp.vdot(x, x))
@@ -197,7 +197,7 @@ class TestConvectionDiffusionMatrix2d:
     @pytest.mark.parametrize("n", [1, 3, 5])
     def test_convection_diffusion_matrix_2d_against_scipy(self, n):
         peclet = 0.75
-        a = matrices.convection_diffusion_matrix_2d(n, peclet)
+        a = matrices.convection_diffusion_matrix_2d(n, peclet=peclet)
         assert_canonical(a, n * n)
         # 1D upwind rows: (2 + Pe) u_i - (1 + Pe) u_{i-1} - u_{i+1}; 2D by Kronecker sums.
         one_d = sp.diags_array([-1 - peclet, 2 + peclet, -1.0], offsets=[-1, 0, 1],
@@ -207,25 +207,25 @@ class TestConvectionDiffusionMatrix2d:
         np.testing.assert_allclose(dense(a), expected, rtol=1e-6)
 
     def test_convection_diffusion_matrix_2d_nonsymmetric(self):
-        a = dense(matrices.convection_diffusion_matrix_2d(4, 2.0))
+        a = dense(matrices.convection_diffusion_matrix_2d(4, peclet=2.0))
         assert np.abs(a - a.T).max() == 2.0
         assert np.linalg.eigvals(a.astype(np.float64)).real.min() > 0
-        np.testing.assert_array_equal(dense(matrices.convection_diffusion_matrix_2d(4, 0.0)),
+        np.testing.assert_array_equal(dense(matrices.convection_diffusion_matrix_2d(4, peclet=0.0)),
                                       dense(matrices.poisson_matrix(4)))
 
     def test_convection_diffusion_matrix_2d_jit(self):
         concrete, data = pattern_is_concrete_under_jit(
-            lambda p: matrices.convection_diffusion_matrix_2d(3, p), 1.5)
+            lambda p: matrices.convection_diffusion_matrix_2d(3, peclet=p), 1.5)
         assert concrete
-        np.testing.assert_array_equal(data, matrices.convection_diffusion_matrix_2d(3, 1.5).data)
+        np.testing.assert_array_equal(data, matrices.convection_diffusion_matrix_2d(3, peclet=1.5).data)
 
     def test_convection_diffusion_matrix_2d_errors(self):
         with pytest.raises(ValueError, match=re.escape(
                 "convection_diffusion_matrix_2d: peclet must be >= 0, got -1.0.")):
-            matrices.convection_diffusion_matrix_2d(3, -1.0)
+            matrices.convection_diffusion_matrix_2d(3, peclet=-1.0)
         with pytest.raises(ValueError, match=re.escape(
                 "convection_diffusion_matrix_2d: peclet must be finite in float32, got 1e+39.")):
-            matrices.convection_diffusion_matrix_2d(3, 1e39)  # inf in float32
+            matrices.convection_diffusion_matrix_2d(3, peclet=1e39)  # inf in float32
 
 
 def _pyamg_elasticity(n, **kwargs):
@@ -290,7 +290,14 @@ class TestRightHandSides:
         assert matrices.rhs_ones(3).dtype == jnp.float32
 
     def test_rhs_linear(self):
-        np.testing.assert_allclose(matrices.rhs_linear(5), np.arange(1, 6) / 5)
+        np.testing.assert_allclose(matrices.rhs_linear(5), np.linspace(0, 1, 5))
+
+    def test_rhs_dtype_none_is_jax_default_and_positional(self):
+        assert matrices.rhs_ones(3, None).dtype == jnp.float32
+        assert matrices.rhs_random(3, 0, jnp.float32).dtype == jnp.float32
+        with jax.enable_x64(True):
+            assert matrices.rhs_ones(3).dtype == jnp.float64
+            assert matrices.rhs_linear(3).dtype == jnp.float64
 
     def test_rhs_random(self):
         b = matrices.rhs_random(100, seed=3)
@@ -312,3 +319,129 @@ class TestModule:
         assert sorted(matrices.__all__) == matrices.__all__
         for name in matrices.__all__:
             assert getattr(matrices, name).__doc__.count("\n") > 3, name
+
+
+class TestJaxAmgGallery:
+    """The names JAX-AMG's ``jaxamg.matrices`` has beyond PyAMG's gallery, with its meaning."""
+
+    def test_tridiagonal_matrix_takes_dtype_third_as_jax_amg(self):
+        a = matrices.tridiagonal_matrix(4, 3.0, jnp.float32)
+        np.testing.assert_array_equal(dense(a), sp.diags_array(
+            [-1.0, 3.0, -1.0], offsets=[-1, 0, 1], shape=(4, 4)).toarray())
+
+    @pytest.mark.parametrize("build, ndim", [(matrices.poisson_matrix, 2),
+                                             (matrices.poisson3d_matrix, 3)])
+    def test_skew_is_a_central_difference_of_the_gradient(self, build, ndim):
+        n, skew = 3, 0.8
+        first = sp.diags_array([-1.0, 1.0], offsets=[-1, 1], shape=(n, n))  # u[i+1] - u[i-1]
+        gradient = sum(_axis_operator(first, axis, ndim, n) for axis in range(ndim))
+        expected = dense(build(n)) + skew / 2 * gradient.toarray()
+        np.testing.assert_allclose(dense(build(n, skew)), expected, rtol=1e-6)
+        np.testing.assert_allclose(dense(build(n, -skew)), dense(build(n, skew)).T, rtol=1e-6)
+
+    def test_convection_diffusion_in_jax_amg_parametrization(self):
+        n, eps, theta, velocity = 5, 0.1, 0.6, 2.0
+        h = 1 / (n - 1)
+        vx, vy = velocity * np.cos(theta), velocity * np.sin(theta)  # both > 0: upwind i-1, j-1
+        upwind = sp.diags_array([-1.0, 1.0], offsets=[-1, 0], shape=(n, n)) / h
+        identity = sp.eye_array(n)
+        laplacian = _axis_operator(sp.diags_array([-1.0, 2.0, -1.0], offsets=[-1, 0, 1],
+                                                  shape=(n, n)), 0, 2, n)
+        laplacian = laplacian + _axis_operator(sp.diags_array(
+            [-1.0, 2.0, -1.0], offsets=[-1, 0, 1], shape=(n, n)), 1, 2, n)
+        expected = (eps / h**2 * laplacian + vx * sp.kron(identity, upwind)
+                    + vy * sp.kron(upwind, identity)).toarray()
+        a = matrices.convection_diffusion_matrix_2d(n, eps, theta, velocity, jnp.float32)
+        assert_canonical(a, n * n)
+        np.testing.assert_allclose(dense(a), expected, rtol=1e-5)
+        reversed_flow = dense(matrices.convection_diffusion_matrix_2d(n, eps, theta + np.pi,
+                                                                      velocity))
+        np.testing.assert_allclose(reversed_flow, expected.T, rtol=1e-4, atol=1e-3)
+        data = jax.jit(lambda t: matrices.convection_diffusion_matrix_2d(n, eps, t).data)(theta)
+        np.testing.assert_allclose(data, matrices.convection_diffusion_matrix_2d(
+            n, eps, theta).data, rtol=1e-6)
+        with pytest.raises(ValueError, match="peclet= replaces epsilon, theta and velocity; got"
+                                             " theta too"):
+            matrices.convection_diffusion_matrix_2d(3, theta=1.0, peclet=1.0)
+        with pytest.raises(ValueError, match="n must be >= 2"):
+            matrices.convection_diffusion_matrix_2d(1)
+
+    def test_random_matrix_is_diagonally_dominant_and_reproducible(self):
+        a = dense(matrices.random_matrix(60, 0.05, jnp.float32, seed=1))
+        off = a - np.diag(np.diag(a))
+        np.testing.assert_allclose(np.diag(a), np.abs(off).sum(axis=1) + 1, rtol=1e-6,
+                                   atol=1.0)  # the drawn diagonal entry counts too
+        assert np.all(np.diag(a) > np.abs(off).sum(axis=1))
+        np.testing.assert_array_equal(a, dense(matrices.random_matrix(60, 0.05, seed=1)))
+        assert not np.array_equal(a, dense(matrices.random_matrix(60, 0.05, seed=2)))
+        with pytest.raises(ValueError, match="density must be in"):
+            matrices.random_matrix(5, 2.0)
+
+    def test_distributed_builders_stack_to_the_global_matrix(self):
+        for nranks in (1, 3):
+            blocks = [matrices.tridiagonal_matrix_distributed(7, r, nranks, 3.0)
+                      for r in range(nranks)]
+            np.testing.assert_array_equal(np.vstack([dense(b) for b, _, _ in blocks]),
+                                          dense(matrices.tridiagonal_matrix(7, 3.0)))
+            blocks = [matrices.random_matrix_distributed(30, r, nranks, 0.1, jnp.float32)
+                      for r in range(nranks)]
+            for block, start, end in blocks:
+                d = dense(block)
+                assert d.shape == (end - start, 30)
+                assert np.all(2 * d[np.arange(end - start), np.arange(start, end)]
+                              > np.abs(d).sum(axis=1))
+
+    @pytest.mark.parametrize("operator, matrix, size", [
+        (matrices.tridiagonal_operator(3.0), matrices.tridiagonal_matrix(9, 3.0), 9),
+        (matrices.poisson_operator(), matrices.poisson_matrix(4), 16),
+        (matrices.poisson_operator(0.5), matrices.poisson_matrix(4, -0.5), 16),
+        (matrices.poisson3d_operator(), matrices.poisson3d_matrix(3), 27),
+    ])
+    def test_operators_apply_their_matrix_and_trace_exactly(self, operator, matrix, size):
+        from jaxsolve.sparse import trace_sparsity
+
+        x = jax.random.normal(jax.random.key(0), (size,))
+        np.testing.assert_allclose(operator(x), matrix @ x, rtol=1e-5, atol=1e-5)
+        pattern = trace_sparsity(operator, size)
+        assert pattern.nnz == matrix.nse
+
+    def test_poisson3d_operator_robin_adds_per_boundary_face(self):
+        u = jnp.ones(27)
+        faces = (matrices.poisson3d_operator(robin=2.0)(u) - matrices.poisson3d_operator()(u)) / 2
+        np.testing.assert_array_equal(faces.reshape(3, 3, 3)[1, 1], [1, 0, 1])
+        np.testing.assert_array_equal(faces.reshape(3, 3, 3)[0, 0], [3, 2, 3])
+        with pytest.raises(ValueError, match="not a perfect cube"):
+            matrices.poisson3d_operator()(jnp.ones(10))
+
+    def test_suitesparse_loader_reads_the_cache_and_says_why_when_offline(self, tmp_path):
+        import io
+        import tarfile
+
+        text = b"%%MatrixMarket matrix coordinate real symmetric\n3 3 4\n1 1 2\n2 1 -1\n2 2 2\n3 3 2\n"
+        folder = tmp_path / "Grp" / "tiny"
+        folder.mkdir(parents=True)
+        with tarfile.open(folder / "tiny.tar.gz", "w:gz") as archive:
+            info = tarfile.TarInfo("tiny/tiny.mtx")
+            info.size = len(text)
+            archive.addfile(info, io.BytesIO(text))
+        a = matrices.download_suitesparse_matrix("tiny", group="Grp", cache_dir=tmp_path,
+                                                 dtype=np.float32)
+        assert isinstance(a, sp.csr_matrix) and a.dtype == np.float32
+        np.testing.assert_array_equal(a.toarray(), [[2, -1, 0], [-1, 2, 0], [0, 0, 2]])
+        assert (folder / "tiny.mtx").exists()  # extracted once, read from there next time
+        with pytest.raises(ConnectionError, match=re.escape(
+                str(tmp_path / "Grp" / "absent" / "absent.mtx"))):
+            matrices.download_suitesparse_matrix("Grp/absent", cache_dir=tmp_path,
+                                                 base_url="http://127.0.0.1:9", timeout=5)
+        with pytest.raises(ValueError, match="pass group="):
+            matrices.download_suitesparse_matrix("tiny", cache_dir=tmp_path)
+
+
+def _axis_operator(one_d, axis, ndim, n):
+    """``one_d`` acting along grid axis ``axis`` of a C-ordered ``n^ndim`` grid."""
+    identity = sp.eye_array(n)
+    result = None
+    for a in range(ndim):
+        factor = one_d if a == axis else identity
+        result = factor if result is None else sp.kron(result, factor)
+    return result

@@ -94,7 +94,7 @@ def check_poisson():
 
 def check_reuse():
     n = 16
-    A_global = sp.csr_array(matrices.convection_diffusion_matrix_2d(n, 2.0, dtype=jnp.float64)
+    A_global = sp.csr_array(matrices.convection_diffusion_matrix_2d(n, peclet=2.0, dtype=jnp.float64)
                             .todense())
     A_block, (row_start, row_end) = sharding.partition_csr_matrix(A_global, rank, size)
     b = np.asarray(matrices.rhs_random(n * n, seed=7, dtype=jnp.float64))
@@ -236,10 +236,10 @@ CHECKS = {
     "poisson": check_poisson,
     "reuse": check_reuse,
     "grad": lambda: check_grad(
-        matrices.convection_diffusion_matrix_2d(16, 2.0, dtype=jnp.float64).todense(),
+        matrices.convection_diffusion_matrix_2d(16, peclet=2.0, dtype=jnp.float64).todense(),
         PBICGSTAB, "convection-diffusion PBICGSTAB"),
     "jvp": lambda: check_jvp(
-        matrices.convection_diffusion_matrix_2d(16, 2.0, dtype=jnp.float64).todense(),
+        matrices.convection_diffusion_matrix_2d(16, peclet=2.0, dtype=jnp.float64).todense(),
         PBICGSTAB, "convection-diffusion PBICGSTAB"),
     "jvp-pcg": lambda: check_jvp(matrices.poisson_matrix(16, dtype=jnp.float64).todense(),
                                  PCG, "poisson PCG"),

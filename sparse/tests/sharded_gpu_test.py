@@ -24,7 +24,7 @@ BICGSTAB = {"solver": "PBICGSTAB", "tolerance": 1e-7, "max_iters": 200,
 
 @pytest.mark.parametrize(("make", "config"), [
     (lambda: matrices.poisson3d_matrix(16), PCG),
-    (lambda: matrices.convection_diffusion_matrix_2d(32, 2.0), BICGSTAB),
+    (lambda: matrices.convection_diffusion_matrix_2d(32, peclet=2.0), BICGSTAB),
 ], ids=["poisson3d", "convection_diffusion"])
 def test_one_device_mesh_matches_the_single_solve(make, config):
     A = make()
@@ -39,7 +39,7 @@ def test_one_device_mesh_matches_the_single_solve(make, config):
 
 
 def test_one_device_mesh_gradient_matches_the_single_solve():
-    A = matrices.convection_diffusion_matrix_2d(16, 2.0)
+    A = matrices.convection_diffusion_matrix_2d(16, peclet=2.0)
     b = matrices.rhs_random(A.shape[0], seed=2)
     A_csr = sparse.as_csr(A)
     A_sharded = sharding.shard_rows(A, sharding.row_mesh(devices=[GPU]))

@@ -32,12 +32,12 @@ BICGSTAB = {"solver": "PBICGSTAB", "tolerance": 1e-7, "max_iters": 200,
 PROBLEMS = {
     "poisson2d": (lambda: matrices.poisson_matrix(16), PCG),
     "poisson3d": (lambda: matrices.poisson3d_matrix(8), PCG),
-    "convection_diffusion": (lambda: matrices.convection_diffusion_matrix_2d(16, 2.0), BICGSTAB),
+    "convection_diffusion": (lambda: matrices.convection_diffusion_matrix_2d(16, peclet=2.0), BICGSTAB),
 }
 UNEVEN = {  # row counts that 4 and 8 devices do not divide
     "poisson2d_900": (lambda: matrices.poisson_matrix(30), PCG),
     "poisson3d_729": (lambda: matrices.poisson3d_matrix(9), PCG),
-    "convection_diffusion_441": (lambda: matrices.convection_diffusion_matrix_2d(21, 2.0),
+    "convection_diffusion_441": (lambda: matrices.convection_diffusion_matrix_2d(21, peclet=2.0),
                                  BICGSTAB),
 }
 
@@ -155,7 +155,7 @@ class TestSolveSharded:
     @pytest.mark.parametrize("make,solver,smoother,coarse_solver", [
         (lambda: matrices.poisson_matrix(18), "PCG",
          {"solver": "MULTICOLOR_GS", "symmetric_GS": 1}, "NOSOLVER"),
-        (lambda: matrices.convection_diffusion_matrix_2d(15, 2.0), "PBICGSTAB",
+        (lambda: matrices.convection_diffusion_matrix_2d(15, peclet=2.0), "PBICGSTAB",
          {"solver": "MULTICOLOR_DILU"}, "DENSE_LU_SOLVER"),
     ], ids=["poisson_symmetric_gs", "convection_diffusion_dilu"])
     def test_solve_multicolor_smoother_on_unequal_blocks(self, make, solver, smoother,

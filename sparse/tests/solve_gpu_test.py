@@ -30,7 +30,7 @@ def on(device, *arrays):
 
 @pytest.mark.parametrize("config", [None, SA, {"solver": "FGMRES", "tolerance": 1e-10}])
 def test_gpu_solve_matches_cpu_and_scipy(x64, config):
-    A = sparse.as_csr(matrices.convection_diffusion_matrix_2d(24, 10.0, dtype=np.float64)
+    A = sparse.as_csr(matrices.convection_diffusion_matrix_2d(24, peclet=10.0, dtype=np.float64)
                       if config is not SA else matrices.poisson3d_matrix(12, dtype=np.float64))
     b = matrices.rhs_random(A.shape[0], seed=0, dtype=np.float64)
     config = {**(config or {}), "tolerance": 1e-10}
@@ -48,7 +48,7 @@ def test_gpu_solve_matches_cpu_and_scipy(x64, config):
 
 
 def test_gpu_jit_vmap_grad(x64):
-    A = sparse.as_csr(matrices.convection_diffusion_matrix_2d(16, 5.0, dtype=np.float64))
+    A = sparse.as_csr(matrices.convection_diffusion_matrix_2d(16, peclet=5.0, dtype=np.float64))
     values, = on(GPU, A.values)
     bs = jax.device_put(jnp.stack([matrices.rhs_random(256, seed=s, dtype=np.float64)
                                    for s in range(3)]), GPU)

@@ -55,7 +55,7 @@ class TestAgainstSpsolve:
             "poisson": lambda: matrices.poisson_matrix(24, dtype=dtype),
             "anisotropic": lambda: matrices.anisotropic_diffusion_matrix(
                 24, 0.01, np.pi / 6, dtype=dtype),
-            "convection": lambda: matrices.convection_diffusion_matrix_2d(24, 20.0, dtype=dtype),
+            "convection": lambda: matrices.convection_diffusion_matrix_2d(24, peclet=20.0, dtype=dtype),
         }[problem]()
         b = matrices.rhs_random(24 * 24, seed=1, dtype=dtype)
         config = {**(config or {}), "tolerance": tolerance}
@@ -222,7 +222,7 @@ class TestTransformations:
     def test_grad_with_respect_to_b_alone_of_a_nonsymmetric_solve(self, x64):
         # The values stay concrete while reverse mode traces, so Aᵀ's setup, built then,
         # must take its values concretely too.
-        A = sparse.as_csr(matrices.convection_diffusion_matrix_2d(16, 2.0))
+        A = sparse.as_csr(matrices.convection_diffusion_matrix_2d(16, peclet=2.0))
         A = A.with_values(A.values.astype(jnp.float64))
         b = jnp.ones(A.shape[0])
         config = {"solver": "PBICGSTAB", "tolerance": 1e-10}
@@ -284,7 +284,7 @@ class TestTransformations:
             A = sparse.as_csr(matrices.poisson_matrix(6, dtype=np.float64))
             config = {**SA, "tolerance": 1e-12}
         else:
-            A = sparse.as_csr(matrices.convection_diffusion_matrix_2d(6, 5.0, dtype=np.float64))
+            A = sparse.as_csr(matrices.convection_diffusion_matrix_2d(6, peclet=5.0, dtype=np.float64))
             config = {"tolerance": 1e-12}
         b = matrices.rhs_random(36, seed=0, dtype=np.float64)
         weights = jnp.linspace(-1.0, 1.0, 36)
@@ -306,7 +306,7 @@ class TestTransformations:
             np.testing.assert_allclose(g, w, rtol=1e-7, atol=1e-9)
 
     def test_forward_mode_and_no_gradient_to_x0(self, x64):
-        A = sparse.as_csr(matrices.convection_diffusion_matrix_2d(5, 2.0, dtype=np.float64))
+        A = sparse.as_csr(matrices.convection_diffusion_matrix_2d(5, peclet=2.0, dtype=np.float64))
         b = matrices.rhs_random(25, seed=4, dtype=np.float64)
         dense = np.asarray(A.todense())
         tangent = jnp.asarray(np.random.default_rng(5).standard_normal(A.nnz))
@@ -532,7 +532,7 @@ class TestCache:
 
     def test_a_gradient_keeps_a_and_its_transpose(self, x64):
         sparse.clear_cache()
-        A = sparse.as_csr(matrices.convection_diffusion_matrix_2d(6, 5.0, dtype=np.float64))
+        A = sparse.as_csr(matrices.convection_diffusion_matrix_2d(6, peclet=5.0, dtype=np.float64))
         b = matrices.rhs_ones(36, dtype=np.float64)
         jax.grad(lambda v: sparse.solve(A.with_values(v), b)[0].sum())(A.values)
         assert sparse.cache_info().currsize == 2

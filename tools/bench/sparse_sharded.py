@@ -86,7 +86,7 @@ def main() -> None:
               f" {_kib(counts['reductions']):>11} {_kib(counts['total']):>11}"
               + ("" if status == "SUCCESS" else f"  {status}"))
 
-    A = matrices.convection_diffusion_matrix_2d(args.cd, args.peclet)
+    A = matrices.convection_diffusion_matrix_2d(args.cd, peclet=args.peclet)
     b = matrices.rhs_random(A.shape[0])
     single, status, _ = _iterations(A, b, BICGSTAB)
     print(f"\nconvection-diffusion {args.cd}^2 (Péclet {args.peclet}), PBICGSTAB, float32: "

@@ -122,7 +122,7 @@ def demo_amg() -> None:
     # The gradient of a loss through the solve, with respect to b and to A's stored values,
     # inside jax.jit, checked against the dense solve's gradient on a 32 x 32 grid.
     n = 32
-    a = js.as_csr(js.matrices.convection_diffusion_matrix_2d(n, 10.0))
+    a = js.as_csr(js.matrices.convection_diffusion_matrix_2d(n, peclet=10.0))
     b = js.matrices.rhs_random(n * n, seed=1)
     weights = jnp.sin(jnp.arange(n * n) / 10.0)
 

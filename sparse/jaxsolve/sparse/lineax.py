@@ -313,7 +313,7 @@ class AMGSolver(lx.AbstractLinearSolver[CsrLinearOperator]):
       >>> import jax.numpy as jnp, lineax as lx
       >>> from jaxsolve import sparse
       >>> from jaxsolve.sparse.lineax import AMGSolver, CsrLinearOperator
-      >>> A = CsrLinearOperator(sparse.matrices.convection_diffusion_matrix_2d(24, 20.0))
+      >>> A = CsrLinearOperator(sparse.matrices.convection_diffusion_matrix_2d(24, peclet=20.0))
       >>> solver = AMGSolver({"solver": "FGMRES", "max_iters": 3})
       >>> solution = lx.linear_solve(A, jnp.ones(24 * 24), solver, throw=False)
       >>> solution.result == lx.RESULTS.max_steps_reached, int(solution.stats["num_steps"])
@@ -497,7 +497,7 @@ def make_lineax_preconditioner(
       >>> import jax.numpy as jnp, lineax as lx
       >>> from jaxsolve import sparse
       >>> from jaxsolve.sparse.lineax import CsrLinearOperator, make_lineax_preconditioner
-      >>> A = CsrLinearOperator(sparse.matrices.convection_diffusion_matrix_2d(24, 20.0))
+      >>> A = CsrLinearOperator(sparse.matrices.convection_diffusion_matrix_2d(24, peclet=20.0))
       >>> M = make_lineax_preconditioner(A)
       >>> M.tags  # A is not symmetric, and neither is M
       frozenset()

@@ -3,9 +3,13 @@
 The model problems that AMG and Krylov solvers are usually tried on, as
 :class:`jax.experimental.sparse.BCSR` matrices: 1D, 2D and 3D Poisson, rotated
 anisotropic diffusion, upwind convection-diffusion and 2D linear elasticity
-with its rigid-body modes.  They equal :mod:`pyamg.gallery`'s matrices where
-PyAMG has the problem; the names follow JAX-AMG's ``jaxamg.matrices``, and each
-function documents its exact definition.
+with its rigid-body modes, a random diagonally dominant matrix, the rows one MPI
+rank holds of several of them (``*_distributed(..., rank, nranks)``), matrix-free
+operators (``tridiagonal_operator``, ``poisson_operator``, ``poisson3d_operator``)
+and a SuiteSparse Matrix Collection loader.  They equal :mod:`pyamg.gallery`'s
+matrices where PyAMG has the problem; every name and signature of JAX-AMG's
+``jaxamg.matrices`` is here, with its meaning (JAX-AMG code runs with only its
+import changed), and each function documents its exact definition.
 
 **Static pattern, traceable values.**  Each matrix is split the way a sparse
 solver needs it: the sparsity pattern (``indices``, ``indptr``) is built with
@@ -38,6 +42,9 @@ boundary are dropped.
 
 **dtype.**  Values are float32 unless ``dtype=`` asks for another real
 floating dtype; float64 needs ``jax.config.update("jax_enable_x64", True)``.
+Where JAX-AMG's default is ``dtype=None`` (the right-hand sides, the operators,
+the distributed builders, convection-diffusion), ``None`` is JAX's default
+float dtype: float64 with x64 enabled.
 """
 
 from __future__ import annotations
@@ -45,7 +52,14 @@ from __future__ import annotations
 import functools
 import math
 import operator
+import os
+import pathlib
+import shutil
+import tarfile
+import tempfile
+import urllib.request
 from collections.abc import Callable
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -57,16 +71,23 @@ __all__ = [
     "anisotropic_diffusion_matrix",
     "constant_nullspace",
     "convection_diffusion_matrix_2d",
+    "download_suitesparse_matrix",
     "elasticity_matrix_2d",
     "periodic_poisson_matrix",
     "poisson3d_matrix",
     "poisson3d_matrix_distributed",
+    "poisson3d_operator",
     "poisson_matrix",
     "poisson_matrix_distributed",
+    "poisson_operator",
+    "random_matrix",
+    "random_matrix_distributed",
     "rhs_linear",
     "rhs_ones",
     "rhs_random",
     "tridiagonal_matrix",
+    "tridiagonal_matrix_distributed",
+    "tridiagonal_operator",
 ]
 
 _MAX_INT32 = np.iinfo(np.int32).max
@@ -90,8 +111,11 @@ def _checked_size(caller: str, n: object) -> int:
     return size
 
 
-def _checked_dtype(caller: str, dtype: DTypeLike) -> np.dtype:
-    """``dtype`` as a NumPy dtype, after checking that it is a usable real floating dtype."""
+def _checked_dtype(caller: str, dtype: DTypeLike | None) -> np.dtype:
+    """``dtype`` as a NumPy dtype, after checking that it is a usable real floating dtype;
+    ``None`` is JAX's default (float64 with ``jax_enable_x64``, else float32)."""
+    if dtype is None:
+        return np.dtype(jax.dtypes.canonicalize_dtype(np.float64))
     dtype = np.dtype(dtype)
     if not jnp.issubdtype(dtype, jnp.floating):
         raise TypeError(
@@ -313,9 +337,9 @@ def _elasticity_pattern(n: int):
 def tridiagonal_matrix(
     n: int,
     diagonal_value: ArrayLike = 2.0,
-    off_diagonal_value: ArrayLike = -1.0,
-    *,
     dtype: DTypeLike = jnp.float32,
+    *,
+    off_diagonal_value: ArrayLike = -1.0,
 ) -> sparse.BCSR:
     """The ``n × n`` tridiagonal Toeplitz matrix (by default the 1D Poisson matrix).
 
@@ -327,8 +351,8 @@ def tridiagonal_matrix(
     Args:
       n: number of unknowns, a static int >= 1.
       diagonal_value: scalar, may be traced.
+      dtype: real floating dtype of the values (JAX-AMG's third argument).
       off_diagonal_value: scalar, may be traced.
-      dtype: real floating dtype of the values.
 
     Returns:
       A BCSR of shape ``(n, n)`` with ``3n - 2`` stored entries.
@@ -352,16 +376,27 @@ def tridiagonal_matrix(
     return _stencil_matrix(caller, (n,), {(-1,): off_diagonal, (0,): diagonal, (1,): off_diagonal})
 
 
-def _laplacian(caller: str, n: int, ndim: int, dtype: DTypeLike) -> sparse.BCSR:
-    n, dtype = _checked_size(caller, n), _checked_dtype(caller, dtype)
+def _laplacian_stencil(caller: str, ndim: int, skew: ArrayLike, dtype: np.dtype
+                       ) -> dict[tuple[int, ...], jax.Array]:
+    """The ``2·ndim + 1``-point Laplacian with JAX-AMG's ``skew``: ``-1 - skew/2`` towards
+    the lower neighbour along each axis, ``-1 + skew/2`` towards the upper one."""
+    skew = _checked_scalar(caller, "skew", skew, dtype)
     stencil = {(0,) * ndim: jnp.asarray(2 * ndim, dtype)}
     for axis in range(ndim):
         for step in (-1, 1):
-            stencil[tuple(step if a == axis else 0 for a in range(ndim))] = jnp.asarray(-1, dtype)
-    return _stencil_matrix(caller, (n,) * ndim, stencil)
+            offset = tuple(step if a == axis else 0 for a in range(ndim))
+            stencil[offset] = -1 + step * skew / 2
+    return stencil
 
 
-def poisson_matrix(n: int, *, dtype: DTypeLike = jnp.float32) -> sparse.BCSR:
+def _laplacian(caller: str, n: int, ndim: int, skew: ArrayLike, dtype: DTypeLike
+               ) -> sparse.BCSR:
+    n, dtype = _checked_size(caller, n), _checked_dtype(caller, dtype)
+    return _stencil_matrix(caller, (n,) * ndim, _laplacian_stencil(caller, ndim, skew, dtype))
+
+
+def poisson_matrix(n: int, skew: ArrayLike = 0.0, *, dtype: DTypeLike = jnp.float32
+                   ) -> sparse.BCSR:
     """The 2D 5-point Poisson matrix on an ``n × n`` grid with Dirichlet boundaries.
 
     The finite-difference ``-Δu`` scaled by ``h²``: 4 on the diagonal, -1 for
@@ -369,8 +404,13 @@ def poisson_matrix(n: int, *, dtype: DTypeLike = jnp.float32) -> sparse.BCSR:
     ``pyamg.gallery.poisson((n, n))`` and to JAX-AMG's ``poisson_matrix(n)``.
     Symmetric positive definite, eigenvalues ``4 - 2 cos(kπ/(n+1)) - 2 cos(lπ/(n+1))``.
 
+    ``skew`` (JAX-AMG's) adds the central difference of ``skew (∂u/∂x + ∂u/∂y)``:
+    the coupling to the lower neighbour along each axis becomes ``-1 - skew/2``, to
+    the upper one ``-1 + skew/2``, a nonsymmetric matrix for ``skew != 0``.
+
     Args:
       n: grid points per side, a static int >= 1; the matrix has ``n²`` unknowns.
+      skew: scalar, may be traced.
       dtype: real floating dtype of the values.
 
     Returns:
@@ -388,17 +428,20 @@ def poisson_matrix(n: int, *, dtype: DTypeLike = jnp.float32) -> sparse.BCSR:
       >>> a.todense()[4]  # the centre of the grid couples to its four neighbours
       Array([ 0., -1.,  0., -1.,  4., -1.,  0., -1.,  0.], dtype=float32)
     """
-    return _laplacian("poisson_matrix", n, 2, dtype)
+    return _laplacian("poisson_matrix", n, 2, skew, dtype)
 
 
-def poisson3d_matrix(n: int, *, dtype: DTypeLike = jnp.float32) -> sparse.BCSR:
+def poisson3d_matrix(n: int, skew: ArrayLike = 0.0, *, dtype: DTypeLike = jnp.float32
+                     ) -> sparse.BCSR:
     """The 3D 7-point Poisson matrix on an ``n × n × n`` grid with Dirichlet boundaries.
 
     6 on the diagonal, -1 for each grid neighbour; equal to
-    ``pyamg.gallery.poisson((n, n, n))``.  Symmetric positive definite.
+    ``pyamg.gallery.poisson((n, n, n))``.  Symmetric positive definite.  ``skew`` as
+    in :func:`poisson_matrix` (JAX-AMG's), along all three axes.
 
     Args:
       n: grid points per side, a static int >= 1; the matrix has ``n³`` unknowns.
+      skew: scalar, may be traced.
       dtype: real floating dtype of the values.
 
     Returns:
@@ -416,7 +459,7 @@ def poisson3d_matrix(n: int, *, dtype: DTypeLike = jnp.float32) -> sparse.BCSR:
       >>> a.todense()[13].sum()  # the centre row: 6 - 6 neighbours
       Array(0., dtype=float32)
     """
-    return _laplacian("poisson3d_matrix", n, 3, dtype)
+    return _laplacian("poisson3d_matrix", n, 3, skew, dtype)
 
 
 def periodic_poisson_matrix(n: int, *, dtype: DTypeLike = jnp.float32) -> sparse.BCSR:
@@ -493,8 +536,56 @@ def constant_nullspace(n: int, *, dtype: DTypeLike = jnp.float32) -> jax.Array:
     return jnp.full((n, 1), 1 / math.sqrt(n), dtype)
 
 
+def tridiagonal_matrix_distributed(
+    n_global: int,
+    rank: int,
+    nranks: int,
+    diagonal_value: ArrayLike = 2.0,
+    dtype: DTypeLike | None = None,
+) -> tuple[sparse.BCSR, int, int]:
+    """Rank ``rank``'s rows of :func:`tridiagonal_matrix`, built locally (JAX-AMG's call).
+
+    The rows ``row_start:row_end`` that ``jaxsolve.sharding.partition_rows(n_global,
+    nranks)`` gives this rank (contiguous blocks, the first ``n_global % nranks`` ranks one
+    row more: JAX-AMG's ``get_partition_info``), with global column indices; the global
+    matrix is never formed.
+
+    Args:
+      n_global: the global number of rows, a static int >= 1.
+      rank: this rank, ``0 <= rank < nranks``.
+      nranks: the number of ranks, >= 1.
+      diagonal_value: scalar, may be traced (the off-diagonal entries are -1).
+      dtype: real floating dtype of the values; ``None``: JAX's default float dtype.
+
+    Returns:
+      ``(A_local, row_start, row_end)``: a BCSR of shape ``(row_end - row_start,
+      n_global)`` (NumPy pattern, sorted columns) and the global rows it holds.
+
+    Raises:
+      TypeError, ValueError: as :func:`poisson_matrix_distributed`.
+
+    Examples:
+      >>> from jaxsolve.sparse import matrices
+      >>> A_local, row_start, row_end = matrices.tridiagonal_matrix_distributed(5, 1, 2)
+      >>> (row_start, row_end), A_local.todense()
+      ((3, 5), Array([[ 0.,  0., -1.,  2., -1.],
+             [ 0.,  0.,  0., -1.,  2.]], dtype=float32))
+    """
+    caller = "tridiagonal_matrix_distributed"
+    dtype = _checked_dtype(caller, dtype)
+    diagonal = _checked_scalar(caller, "diagonal_value", diagonal_value, dtype)
+    minus_one = jnp.asarray(-1, dtype)
+    return _stencil_rows(caller, (n_global,), {(-1,): minus_one, (0,): diagonal,
+                                               (1,): minus_one}, rank, nranks)
+
+
 def poisson_matrix_distributed(
-    nx: int, ny: int, rank: int, nranks: int, *, dtype: DTypeLike = jnp.float32
+    nx: int,
+    ny: int,
+    rank: int,
+    nranks: int,
+    skew: ArrayLike = 0.0,
+    dtype: DTypeLike | None = None,
 ) -> tuple[sparse.BCSR, int, int]:
     """Rank ``rank``'s rows of the 2D Poisson matrix of an ``nx × ny`` grid, built locally.
 
@@ -502,16 +593,17 @@ def poisson_matrix_distributed(
     gives this rank (contiguous blocks, the first ``n % nranks`` ranks one row more), with
     global column indices, computed from the grid alone: the global matrix is never formed,
     so each MPI rank (or each device's host code) builds only its part, in ``O(rows)``.
-    Unknown ``(i, j)``, ``0 <= i < nx``, ``0 <= j < ny``, is row ``i * ny + j``; the
-    stacked blocks equal ``pyamg.gallery.poisson((nx, ny))``, and :func:`poisson_matrix`
-    for ``nx = ny = n``.  JAX-AMG's ``poisson_matrix_distributed`` has this call shape (it
-    numbers the grid ``x`` fastest, which for a square grid is the same matrix).
+    As JAX-AMG numbers it, ``x`` runs fastest: grid point ``(ix, iy)``, ``0 <= ix < nx``,
+    ``0 <= iy < ny``, is row ``iy * nx + ix``, so the stacked blocks equal
+    ``pyamg.gallery.poisson((ny, nx))``, and :func:`poisson_matrix` (with the same
+    ``skew``) for ``nx = ny = n``.
 
     Args:
       nx, ny: grid points along each axis, static ints >= 1.
       rank: this rank, ``0 <= rank < nranks``.
       nranks: the number of ranks, >= 1.
-      dtype: real floating dtype of the values.
+      skew: as in :func:`poisson_matrix`; scalar, may be traced.
+      dtype: real floating dtype of the values; ``None``: JAX's default float dtype.
 
     Returns:
       ``(A_local, row_start, row_end)``: a BCSR of shape ``(row_end - row_start, nx * ny)``
@@ -531,7 +623,10 @@ def poisson_matrix_distributed(
       >>> bool(np.array_equal(np.vstack(blocks), matrices.poisson_matrix(3).todense()))
       True
     """
-    return _laplacian_rows("poisson_matrix_distributed", (nx, ny), rank, nranks, dtype)
+    caller = "poisson_matrix_distributed"
+    dtype = _checked_dtype(caller, dtype)
+    return _stencil_rows(caller, (ny, nx), _laplacian_stencil(caller, 2, skew, dtype), rank,
+                         nranks)
 
 
 def poisson3d_matrix_distributed(
@@ -539,9 +634,10 @@ def poisson3d_matrix_distributed(
 ) -> tuple[sparse.BCSR, int, int]:
     """Rank ``rank``'s rows of the 3D Poisson matrix of an ``nx × ny × nz`` grid, built locally.
 
-    The 3D twin of :func:`poisson_matrix_distributed`: unknown ``(i, j, k)`` is row
-    ``(i * ny + j) * nz + k``; 6 on the diagonal, -1 for each grid neighbour; the stacked
-    blocks equal ``pyamg.gallery.poisson((nx, ny, nz))`` and, for a cube, :func:`poisson3d_matrix`.
+    The 3D twin of :func:`poisson_matrix_distributed`, numbered as :func:`poisson3d_matrix`:
+    unknown ``(i, j, k)`` is row ``(i * ny + j) * nz + k``; 6 on the diagonal, -1 for each
+    grid neighbour; the stacked blocks equal ``pyamg.gallery.poisson((nx, ny, nz))`` and,
+    for a cube, :func:`poisson3d_matrix`.
 
     Args:
       nx, ny, nz: grid points along each axis, static ints >= 1.
@@ -561,29 +657,83 @@ def poisson3d_matrix_distributed(
       >>> A_local.shape, (row_start, row_end), A_local.nse
       ((16, 64), (48, 64), 80)
     """
-    return _laplacian_rows("poisson3d_matrix_distributed", (nx, ny, nz), rank, nranks, dtype)
+    caller = "poisson3d_matrix_distributed"
+    dtype = _checked_dtype(caller, dtype)
+    return _stencil_rows(caller, (nx, ny, nz), _laplacian_stencil(caller, 3, 0.0, dtype), rank,
+                         nranks)
 
 
-def _laplacian_rows(caller: str, shape: tuple[int, ...], rank: int, nranks: int,
-                    dtype: DTypeLike) -> tuple[sparse.BCSR, int, int]:
-    """Rows ``partition_rows(prod(shape), nranks)[rank]`` of the ``2·ndim + 1``-point
-    Laplacian on a C-ordered grid, with global columns, from the grid alone."""
+def random_matrix_distributed(
+    n_global: int,
+    rank: int,
+    nranks: int,
+    density: float = 0.01,
+    dtype: DTypeLike | None = None,
+    seed: int = 0,
+) -> tuple[sparse.BCSR, int, int]:
+    """Rank ``rank``'s rows of a random diagonally dominant sparse matrix (JAX-AMG's call).
+
+    The rows ``row_start:row_end`` of ``partition_rows(n_global, nranks)``, drawn as
+    :func:`random_matrix` draws a whole matrix but from the seed ``seed + rank`` (as
+    JAX-AMG does: each rank draws its own block, so the global matrix depends on
+    ``nranks``), with the diagonal entry of each row set to the row's absolute sum plus 1.
+
+    Args:
+      n_global: the global number of rows and columns, a static int >= 1.
+      rank: this rank, ``0 <= rank < nranks``.
+      nranks: the number of ranks, >= 1.
+      density: the fraction of entries drawn, in ``[0, 1]``.
+      dtype: real floating dtype of the values; ``None``: JAX's default float dtype.
+      seed: the base seed of NumPy's ``default_rng``.
+
+    Returns:
+      ``(A_local, row_start, row_end)``, as :func:`poisson_matrix_distributed`.
+
+    Examples:
+      >>> import numpy as np
+      >>> from jaxsolve.sparse import matrices
+      >>> A_local, row_start, row_end = matrices.random_matrix_distributed(50, 1, 2, 0.1)
+      >>> A_local.shape, (row_start, row_end)
+      ((25, 50), (25, 50))
+      >>> d = np.asarray(A_local.todense())
+      >>> bool(np.all(2 * d[np.arange(25), np.arange(25, 50)] > np.abs(d).sum(axis=1)))
+      True
+    """
     from jaxsolve.sharding import partition_rows  # sharding needs no sparse: no cycle
 
-    shape = tuple(_checked_size(caller, n) for n in shape)
+    caller = "random_matrix_distributed"
+    n_global = _checked_size(caller, n_global)
+    rank, nranks = _checked_rank(caller, rank, nranks)
+    row_start, row_end = partition_rows(n_global, nranks)[rank]
+    block = _random_rows(caller, row_end - row_start, n_global, row_start, density,
+                         _checked_dtype(caller, dtype), seed + rank)
+    return block, row_start, row_end
+
+
+def _checked_rank(caller: str, rank: int, nranks: int) -> tuple[int, int]:
     nranks = _checked_size(caller, nranks)
     if isinstance(rank, bool) or not isinstance(rank, (int, np.integer)):
         raise TypeError(f"{caller}: rank must be an int, got {type(rank).__name__}.")
     if not 0 <= rank < nranks:
         raise ValueError(f"{caller}: rank={rank} is not one of the {nranks} ranks 0 to"
                          f" {nranks - 1}.")
-    dtype = _checked_dtype(caller, dtype)
+    return int(rank), nranks
+
+
+def _stencil_rows(caller: str, shape: tuple[int, ...],
+                  stencil: dict[tuple[int, ...], jax.Array], rank: int, nranks: int
+                  ) -> tuple[sparse.BCSR, int, int]:
+    """Rows ``partition_rows(prod(shape), nranks)[rank]`` of the matrix of a
+    constant-coefficient stencil ``{offset: coefficient}`` on a C-ordered grid with
+    Dirichlet boundaries, with global columns, from the grid alone."""
+    from jaxsolve.sharding import partition_rows  # sharding needs no sparse: no cycle
+
+    shape = tuple(_checked_size(caller, n) for n in shape)
+    rank, nranks = _checked_rank(caller, rank, nranks)
     n, ndim = math.prod(shape), len(shape)
-    _check_int32_capacity(caller, n * (2 * ndim + 1))
-    row_start, row_end = partition_rows(n, nranks)[int(rank)]
-    offsets = np.zeros((2 * ndim + 1, ndim), np.int64)
-    for axis in range(ndim):
-        offsets[2 * axis, axis], offsets[2 * axis + 1, axis] = -1, 1
+    _check_int32_capacity(caller, n * len(stencil))
+    row_start, row_end = partition_rows(n, nranks)[rank]
+    offsets = np.array(list(stencil), np.int64).reshape(len(stencil), ndim)
     strides = np.cumprod((1,) + shape[:0:-1])[::-1]
     flat = offsets @ strides
     order = np.argsort(flat, kind="stable")  # ascending columns within each row
@@ -593,10 +743,8 @@ def _laplacian_rows(caller: str, shape: tuple[int, ...], rank: int, nranks: int,
     inside = np.all((targets >= 0) & (targets < np.array(shape)[:, None, None]), axis=0)
     indices = (rows[:, None] + flat[order])[inside].astype(np.int32)
     indptr = np.concatenate([[0], np.cumsum(inside.sum(axis=1))]).astype(np.int32)
-    coefficients = jnp.asarray([-1] * (2 * ndim) + [2 * ndim], dtype)  # offsets, then centre
-    stencil = np.where(np.all(offsets == 0, axis=1), 2 * ndim, 0)
-    stencil[~np.all(offsets == 0, axis=1)] = np.arange(2 * ndim)
-    data = coefficients[np.broadcast_to(stencil[order], inside.shape)[inside]]
+    coefficients = jnp.stack(list(stencil.values()))
+    data = coefficients[np.broadcast_to(order, inside.shape)[inside]]
     indices, indptr = _read_only(indices, indptr)
     info = {"shape": (row_end - row_start, n), "indices_sorted": True, "unique_indices": True}
     return sparse.BCSR.tree_unflatten(info, (data, indices, indptr)), row_start, row_end
@@ -670,36 +818,57 @@ def anisotropic_diffusion_matrix(
 
 
 def convection_diffusion_matrix_2d(
-    n: int, peclet: ArrayLike, *, dtype: DTypeLike = jnp.float32
+    n: int,
+    epsilon: ArrayLike = 1.0,
+    theta: ArrayLike = 0.0,
+    velocity: ArrayLike = 100.0,
+    dtype: DTypeLike | None = None,
+    *,
+    peclet: ArrayLike | None = None,
 ) -> sparse.BCSR:
-    """Upwind convection-diffusion ``-Δu + w·∇u`` on an ``n × n`` grid: nonsymmetric.
+    """Upwind convection-diffusion ``-ε Δu + v·∇u`` on an ``n × n`` grid: nonsymmetric.
 
-    The velocity is ``w = (w, w)`` (along increasing ``x`` and ``y``), and
-    ``peclet = w h`` is the mesh Péclet number.  Diffusion is the 5-point
-    Laplacian and convection is first-order upwind, both scaled by ``h²``, so
-    row ``(i, j)`` reads
+    JAX-AMG's parametrization: ``n × n`` nodes of spacing ``h = 1/(n - 1)``, couplings
+    to nodes off the grid dropped (Dirichlet), the velocity ``v = velocity · (cos θ,
+    sin θ)`` with its ``x`` component along the fast grid index ``j`` and its ``y``
+    component along ``i``.  Diffusion is the 5-point Laplacian ``ε/h² (4, -1, -1, -1,
+    -1)``, convection first-order upwind, ``|v_x|/h`` on the diagonal and ``-|v_x|/h``
+    towards the upwind neighbour (``j - 1`` for ``v_x > 0``, else ``j + 1``), the same
+    for ``y`` along ``i``.  So the matrix is an M-matrix (diagonally dominant,
+    nonpositive off-diagonal) for every velocity.
 
-        ``(4 + 2 peclet) u[i,j] - (1 + peclet) (u[i-1,j] + u[i,j-1]) - u[i+1,j] - u[i,j+1]``
-
-    with Dirichlet boundaries.  Upwinding keeps it an M-matrix (diagonally
-    dominant, nonpositive off-diagonal) for every ``peclet >= 0``, at the cost
-    of first-order accuracy; ``peclet = 0`` gives :func:`poisson_matrix`.
+    ``peclet=`` gives jaxsolve's earlier form instead, scaled by ``h²/ε`` so that its
+    numbers do not grow with ``n``: velocity along ``(1, 1)`` with mesh Péclet number
+    ``peclet = v_x h / ε = v_y h / ε``, row ``(i, j)`` reading ``(4 + 2 peclet) u[i,j]
+    - (1 + peclet) (u[i-1,j] + u[i,j-1]) - u[i+1,j] - u[i,j+1]`` (``peclet = 0`` is
+    :func:`poisson_matrix`); ``epsilon``, ``theta`` and ``velocity`` must then be left
+    at their defaults.
 
     Args:
-      n: grid points per side, a static int >= 1; the matrix has ``n²`` unknowns.
-      peclet: mesh Péclet number ``>= 0``, a scalar that may be traced.
-      dtype: real floating dtype of the values.
+      n: grid points per side, a static int (>= 2, or >= 1 with ``peclet``); the matrix
+        has ``n²`` unknowns.
+      epsilon: diffusion coefficient ``ε > 0``, a scalar that may be traced.
+      theta: the flow angle in radians, a scalar that may be traced.
+      velocity: the flow speed, a scalar that may be traced.
+      dtype: real floating dtype of the values; ``None``: JAX's default float dtype.
+      peclet: the mesh Péclet number ``>= 0`` of the scaled form, a scalar that may be
+        traced; ``None`` for JAX-AMG's form.
 
     Returns:
-      A BCSR of shape ``(n², n²)`` with ``5n² - 4n`` stored entries.
+      A BCSR of shape ``(n², n²)`` with ``5n² - 4n`` stored entries (the full 5-point
+      pattern, whatever the velocity, so that it may be traced).
 
     Raises:
       TypeError: if ``n`` is not an int, or ``dtype`` not a real floating dtype.
-      ValueError: if ``n < 1``, ``peclet`` is concrete and negative or not a
-        scalar, ``dtype`` needs x64, or the matrix overflows int32 indices.
+      ValueError: if ``n`` is too small, a concrete ``epsilon`` is not positive or
+        ``peclet`` negative, ``peclet`` comes with other parameters, a parameter is
+        not a scalar, ``dtype`` needs x64, or the matrix overflows int32 indices.
 
     Examples:
       >>> from jaxsolve.sparse import matrices
+      >>> a = matrices.convection_diffusion_matrix_2d(3, epsilon=0.25, velocity=1.0)
+      >>> a.todense()[4]  # h = 1/2: diffusion 1 (4 on the diagonal), convection 2 along x
+      Array([ 0., -1.,  0., -3.,  6., -1.,  0., -1.,  0.], dtype=float32)
       >>> a = matrices.convection_diffusion_matrix_2d(3, peclet=0.5).todense()
       >>> a[4]
       Array([ 0. , -1.5,  0. , -1.5,  5. , -1. ,  0. , -1. ,  0. ], dtype=float32)
@@ -708,11 +877,241 @@ def convection_diffusion_matrix_2d(
     """
     caller = "convection_diffusion_matrix_2d"
     n, dtype = _checked_size(caller, n), _checked_dtype(caller, dtype)
-    pe = _checked_scalar(caller, "peclet", peclet, dtype, ">= 0", lambda p: p >= 0)
-    upwind, downwind = -1 - pe, jnp.asarray(-1, dtype)
-    stencil = {(0, 0): 4 + 2 * pe, (-1, 0): upwind, (0, -1): upwind, (1, 0): downwind,
-               (0, 1): downwind}
+    if peclet is not None:
+        given = {"epsilon": (epsilon, 1.0), "theta": (theta, 0.0), "velocity": (velocity, 100.0)}
+        changed = [name for name, (value, default) in given.items()
+                   if not _is_concrete_value(value, default)]
+        if changed:
+            raise ValueError(f"{caller}: peclet= replaces epsilon, theta and velocity; got"
+                             f" {', '.join(changed)} too.")
+        pe = _checked_scalar(caller, "peclet", peclet, dtype, ">= 0", lambda p: p >= 0)
+        diffusion, along_x, along_y = jnp.asarray(1, dtype), pe, pe
+    else:
+        if n < 2:
+            raise ValueError(f"{caller}: n must be >= 2 (the grid spacing is 1/(n - 1)), got"
+                             f" {n}.")
+        eps = _checked_scalar(caller, "epsilon", epsilon, dtype, "positive", lambda e: e > 0)
+        angle = _checked_scalar(caller, "theta", theta, dtype)
+        speed = _checked_scalar(caller, "velocity", velocity, dtype)
+        h = 1 / (n - 1)
+        diffusion = eps / h**2
+        along_x, along_y = speed * jnp.cos(angle) / h, speed * jnp.sin(angle) / h
+    stencil = {
+        (0, 0): 4 * diffusion + jnp.abs(along_x) + jnp.abs(along_y),
+        (-1, 0): -diffusion - jnp.maximum(along_y, 0),
+        (0, -1): -diffusion - jnp.maximum(along_x, 0),
+        (0, 1): -diffusion + jnp.minimum(along_x, 0),
+        (1, 0): -diffusion + jnp.minimum(along_y, 0),
+    }
     return _stencil_matrix(caller, (n, n), stencil)
+
+
+def _is_concrete_value(value: ArrayLike, expected: float) -> bool:
+    """Whether ``value`` is concretely ``expected`` (a traced value never is)."""
+    try:
+        return bool(np.asarray(value) == expected)
+    except (jax.errors.TracerArrayConversionError, jax.errors.ConcretizationTypeError):
+        return False
+
+
+def random_matrix(
+    n: int, density: float = 0.01, dtype: DTypeLike = jnp.float32, seed: int = 0
+) -> sparse.BCSR:
+    """A random sparse ``n × n`` matrix, made diagonally dominant (JAX-AMG's).
+
+    The off-diagonal entries are ``scipy.sparse.random(n, n, density, random_state=
+    numpy.random.default_rng(seed))`` (uniform in ``[0, 1)``, at random positions); each
+    diagonal entry is its row's absolute sum (over the drawn entries, the drawn diagonal
+    one included) plus 1, so the matrix is strictly diagonally dominant: nonsingular,
+    nonsymmetric.  Built on the host; the pattern is a NumPy array.
+
+    Args:
+      n: rows and columns, a static int >= 1.
+      density: the fraction of entries drawn, in ``[0, 1]``.
+      dtype: real floating dtype of the values.
+      seed: the seed of NumPy's ``default_rng``.
+
+    Returns:
+      A BCSR of shape ``(n, n)``, columns sorted within rows.
+
+    Examples:
+      >>> import numpy as np
+      >>> from jaxsolve.sparse import matrices
+      >>> a = np.asarray(matrices.random_matrix(100, density=0.05, seed=3).todense())
+      >>> bool(np.all(2 * np.diag(a) > np.abs(a).sum(axis=1))), bool((a != a.T).any())
+      (True, True)
+    """
+    caller = "random_matrix"
+    n = _checked_size(caller, n)
+    return _random_rows(caller, n, n, 0, density, _checked_dtype(caller, dtype), seed)
+
+
+def _random_rows(caller: str, rows: int, columns: int, row_start: int, density: float,
+                 dtype: np.dtype, seed: int) -> sparse.BCSR:
+    """``rows`` random rows of a ``columns``-column matrix whose diagonal is in column
+    ``row_start + i`` of row ``i``: the drawn entries, the diagonal replaced by the row's
+    absolute sum plus 1."""
+    import scipy.sparse
+
+    if not 0 <= density <= 1:
+        raise ValueError(f"{caller}: density must be in [0, 1], got {density}.")
+    drawn = scipy.sparse.random(
+        rows, columns, density=density, format="coo", random_state=np.random.default_rng(seed),
+        dtype=np.float32 if dtype == np.float32 else np.float64)
+    diagonal = np.asarray(abs(drawn).sum(axis=1)).ravel() + 1
+    off = drawn.col != drawn.row + row_start
+    matrix = scipy.sparse.csr_array(
+        (np.concatenate([drawn.data[off], diagonal]),
+         (np.concatenate([drawn.row[off], np.arange(rows)]),
+          np.concatenate([drawn.col[off], np.arange(rows) + row_start]))),
+        shape=(rows, columns))
+    matrix.sort_indices()
+    _check_int32_capacity(caller, matrix.nnz)
+    indices, indptr = _read_only(matrix.indices.astype(np.int32), matrix.indptr.astype(np.int32))
+    info = {"shape": (rows, columns), "indices_sorted": True, "unique_indices": True}
+    return sparse.BCSR.tree_unflatten(info, (jnp.asarray(matrix.data, dtype), indices, indptr))
+
+
+# -----------------------------------------------------------------------------
+# Matrix-free operators (JAX-AMG's): functions x ↦ A x for solve(A=...) to trace
+
+
+def tridiagonal_operator(diagonal_value: ArrayLike = 2.0, dtype: DTypeLike | None = None
+                         ) -> Callable[[jax.Array], jax.Array]:
+    """The matrix-free :func:`tridiagonal_matrix`: ``x ↦ A x`` for ``[-1, d, -1]``.
+
+    For any length ``n``: ``(A x)[i] = d x[i] - x[i-1] - x[i+1]`` with the neighbours
+    outside ``[0, n)`` zero.  ``solve`` and :func:`jaxsolve.sparse.trace_sparsity` read
+    its exact tridiagonal pattern from the jaxpr.
+
+    Args:
+      diagonal_value: scalar ``d``, may be traced.
+      dtype: real floating dtype of the coefficients; ``None``: JAX's default.  The
+        result has the dtype of ``x`` and the coefficients promoted together.
+
+    Examples:
+      >>> import jax.numpy as jnp
+      >>> from jaxsolve.sparse import matrices
+      >>> matrices.tridiagonal_operator(3.0)(jnp.ones(4))
+      Array([2., 1., 1., 2.], dtype=float32)
+    """
+    caller = "tridiagonal_operator"
+    dtype = _checked_dtype(caller, dtype)
+    diagonal = _checked_scalar(caller, "diagonal_value", diagonal_value, dtype)
+
+    def matvec(x: jax.Array) -> jax.Array:
+        x = _checked_vector(caller, x)
+        padded = jnp.pad(x, 1)
+        return diagonal * x - padded[:-2] - padded[2:]
+
+    return matvec
+
+
+def poisson_operator(skew: ArrayLike = 0.0, dtype: DTypeLike | None = None
+                     ) -> Callable[[jax.Array], jax.Array]:
+    """The matrix-free 2D 5-point Poisson operator on a flattened ``n × n`` grid.
+
+    For ``x`` of length ``n²`` (``n`` read from it): ``4 x[i,j]`` minus the grid
+    neighbours, Dirichlet boundaries.  As JAX-AMG's ``poisson_operator`` (a
+    convolution, which flips its stencil), ``skew`` weighs the *upper* neighbours
+    ``(i+1, j)``, ``(i, j+1)`` by ``-1 - skew/2`` and the lower ones by ``-1 + skew/2``:
+    the operator is ``poisson_matrix(n, -skew)``, the transpose of ``poisson_matrix(n,
+    skew)`` (the same matrix for ``skew = 0``).
+
+    Args:
+      skew: scalar, may be traced.
+      dtype: real floating dtype of the coefficients; ``None``: JAX's default.
+
+    Raises (when called):
+      ValueError: if ``x`` is not a vector whose length is a perfect square.
+
+    Examples:
+      >>> import jax.numpy as jnp, numpy as np
+      >>> from jaxsolve.sparse import matrices
+      >>> x = jnp.arange(9.0)
+      >>> bool(np.allclose(matrices.poisson_operator(0.5)(x),
+      ...                  matrices.poisson_matrix(3, -0.5) @ x))
+      True
+    """
+    caller = "poisson_operator"
+    dtype = _checked_dtype(caller, dtype)
+    skew = _checked_scalar(caller, "skew", skew, dtype)
+
+    def matvec(u_flat: jax.Array) -> jax.Array:
+        padded = jnp.pad(_grid(caller, u_flat, 2), 1)
+        lower = padded[:-2, 1:-1] + padded[1:-1, :-2]
+        upper = padded[2:, 1:-1] + padded[1:-1, 2:]
+        centre = padded[1:-1, 1:-1]
+        return (4 * centre + (-1 + skew / 2) * lower + (-1 - skew / 2) * upper).ravel()
+
+    return matvec
+
+
+def poisson3d_operator(robin: ArrayLike = 0.0, diagonal_value: ArrayLike = 6.0
+                       ) -> Callable[[jax.Array], jax.Array]:
+    """The matrix-free 3D 7-point Poisson operator on a flattened ``n × n × n`` grid.
+
+    For ``x`` of length ``n³``: ``diagonal_value · x`` minus the six grid neighbours,
+    Dirichlet boundaries; ``robin`` adds ``robin`` to the diagonal of a boundary cell
+    once per face it has on the boundary (JAX-AMG's Robin condition: heterogeneous,
+    larger boundary diagonals).  The defaults give :func:`poisson3d_matrix`'s operator.
+
+    Args:
+      robin: scalar, may be traced.
+      diagonal_value: the interior diagonal, scalar, may be traced.
+
+    Raises (when called):
+      ValueError: if ``x`` is not a vector whose length is a perfect cube.
+
+    Examples:
+      >>> import jax.numpy as jnp, numpy as np
+      >>> from jaxsolve.sparse import matrices
+      >>> x = jnp.arange(27.0)
+      >>> bool(np.allclose(matrices.poisson3d_operator()(x), matrices.poisson3d_matrix(3) @ x))
+      True
+      >>> float(matrices.poisson3d_operator(robin=1.0)(jnp.ones(27))[0])  # a corner: 3 faces
+      6.0
+    """
+    caller = "poisson3d_operator"
+
+    def matvec(u_flat: jax.Array) -> jax.Array:
+        u = _grid(caller, u_flat, 3)
+        padded = jnp.pad(u, 1)
+        inner = (slice(1, -1),) * 3
+        neighbours = sum(
+            padded[tuple(slice(1 + step, padded.shape[a] - 1 + step) if a == axis else inner[a]
+                         for a in range(3))]
+            for axis in range(3) for step in (-1, 1))
+        faces = _boundary_faces(u.shape[0]).astype(u.dtype)
+        return ((diagonal_value + robin * faces) * u - neighbours).ravel()
+
+    return matvec
+
+
+@functools.lru_cache(maxsize=8)
+def _boundary_faces(n: int) -> np.ndarray:
+    """How many faces of each cell of an ``n³`` grid lie on the boundary."""
+    index = np.arange(n)
+    on_edge = (index == 0).astype(np.int8) + (index == n - 1)
+    faces = on_edge[:, None, None] + on_edge[None, :, None] + on_edge[None, None, :]
+    return _read_only(faces)[0]
+
+
+def _checked_vector(caller: str, x: ArrayLike) -> jax.Array:
+    x = jnp.asarray(x)
+    if x.ndim != 1:
+        raise ValueError(f"{caller}: the operator takes a vector, got shape {x.shape}.")
+    return x
+
+
+def _grid(caller: str, x: ArrayLike, ndim: int) -> jax.Array:
+    """The vector ``x`` of length ``n^ndim`` as an ``n × ... × n`` grid."""
+    x = _checked_vector(caller, x)
+    n = round(x.shape[0] ** (1 / ndim))
+    if n**ndim != x.shape[0]:
+        power = "square n²" if ndim == 2 else "cube n³"
+        raise ValueError(f"{caller}: the input's length {x.shape[0]} is not a perfect {power}.")
+    return x.reshape((n,) * ndim)
 
 
 def elasticity_matrix_2d(
@@ -785,8 +1184,10 @@ def elasticity_matrix_2d(
 # Right-hand sides
 
 
-def rhs_ones(n: int, *, dtype: DTypeLike = jnp.float32) -> jax.Array:
+def rhs_ones(n: int, dtype: DTypeLike | None = None) -> jax.Array:
     """The right-hand side of all ones, of length ``n`` (pass ``A.shape[0]``).
+
+    ``dtype`` ``None`` (all three ``rhs_*``, as JAX-AMG's): JAX's default float dtype.
 
     Examples:
       >>> from jaxsolve.sparse import matrices
@@ -797,22 +1198,22 @@ def rhs_ones(n: int, *, dtype: DTypeLike = jnp.float32) -> jax.Array:
     return jnp.ones(n, dtype)
 
 
-def rhs_linear(n: int, *, dtype: DTypeLike = jnp.float32) -> jax.Array:
-    """The right-hand side ``b[i] = (i + 1) / n``, rising linearly from ``1/n`` to 1.
+def rhs_linear(n: int, dtype: DTypeLike | None = None) -> jax.Array:
+    """The right-hand side rising linearly from 0 to 1: ``jnp.linspace(0, 1, n)`` (JAX-AMG's).
 
-    Unlike :func:`rhs_ones` it is not a smooth eigenvector-like vector for
-    stencil matrices, and never zero.
+    Unlike :func:`rhs_ones` it is not a smooth eigenvector-like vector for stencil
+    matrices.
 
     Examples:
       >>> from jaxsolve.sparse import matrices
-      >>> matrices.rhs_linear(4)
-      Array([0.25, 0.5 , 0.75, 1.  ], dtype=float32)
+      >>> matrices.rhs_linear(5)
+      Array([0.  , 0.25, 0.5 , 0.75, 1.  ], dtype=float32)
     """
     n, dtype = _checked_size("rhs_linear", n), _checked_dtype("rhs_linear", dtype)
-    return jnp.arange(1, n + 1, dtype=dtype) / n
+    return jnp.linspace(0, 1, n, dtype=dtype)
 
 
-def rhs_random(n: int, seed: int = 0, *, dtype: DTypeLike = jnp.float32) -> jax.Array:
+def rhs_random(n: int, seed: int = 0, dtype: DTypeLike | None = None) -> jax.Array:
     """A standard normal right-hand side of length ``n``, reproducible from ``seed``.
 
     ``jax.random.normal(jax.random.key(seed), (n,), dtype)``; ``seed`` may be traced.
@@ -825,3 +1226,102 @@ def rhs_random(n: int, seed: int = 0, *, dtype: DTypeLike = jnp.float32) -> jax.
     """
     n, dtype = _checked_size("rhs_random", n), _checked_dtype("rhs_random", dtype)
     return jax.random.normal(jax.random.key(seed), (n,), dtype)
+
+
+# -----------------------------------------------------------------------------
+# The SuiteSparse Matrix Collection
+
+
+def download_suitesparse_matrix(
+    name: str,
+    group: str | None = None,
+    cache_dir: str | os.PathLike | None = None,
+    dtype: DTypeLike | None = None,
+    base_url: str = "https://sparse.tamu.edu/MM",
+    timeout: float = 60.0,
+) -> scipy.sparse.csr_matrix:
+    """A matrix of the SuiteSparse Matrix Collection, as a SciPy CSR matrix (JAX-AMG's call).
+
+    The matrix ``group/name`` is read from ``cache_dir/group/name/name.mtx``; when that
+    file is missing, from the archive ``name.tar.gz`` beside it (extracted once), and when
+    that is missing too, the archive is first downloaded from ``base_url/group/name.tar.gz``
+    (written under a temporary name and renamed, so an interrupted download leaves
+    nothing behind).  So the function works offline from a file put there by hand.
+
+    Args:
+      name: the matrix name, or ``"group/name"``.
+      group: the collection's group, unless ``name`` includes it.
+      cache_dir: the cache folder; by default ``~/.cache/jaxsolve/suitesparse``.
+      dtype: the values' dtype; by default as the file stores them (float64 for real).
+      base_url: the collection's Matrix Market archive URL.
+      timeout: the download's socket timeout, in seconds.
+
+    Returns:
+      A ``scipy.sparse.csr_matrix`` (symmetric files mirrored, duplicates summed).
+
+    Raises:
+      ValueError: if no group is given.
+      ConnectionError: if the matrix is not in the cache and cannot be downloaded (no
+        network), naming the file to put in place instead.
+      FileNotFoundError: if the archive holds no ``name.mtx``.
+
+    Examples:
+      >>> import os, tempfile
+      >>> from jaxsolve.sparse import matrices
+      >>> cache = tempfile.mkdtemp()
+      >>> os.makedirs(os.path.join(cache, "HB", "tiny"))
+      >>> with open(os.path.join(cache, "HB", "tiny", "tiny.mtx"), "w") as f:
+      ...     _ = f.write("%%MatrixMarket matrix coordinate real general\\n2 2 2\\n1 1 4\\n2 2 5\\n")
+      >>> matrices.download_suitesparse_matrix("HB/tiny", cache_dir=cache).toarray()
+      array([[4., 0.],
+             [0., 5.]])
+    """
+    import scipy.sparse
+
+    from ._matrix_market import read_matrix_market
+
+    caller = "download_suitesparse_matrix"
+    if group is None:
+        if "/" not in name:
+            raise ValueError(f"{caller}: pass group='...' or name='group/name', got {name!r}.")
+        group, name = name.split("/", 1)
+    root = (pathlib.Path(cache_dir).expanduser() if cache_dir is not None
+            else pathlib.Path.home() / ".cache" / "jaxsolve" / "suitesparse")
+    folder = root / group / name
+    matrix_path, archive_path = folder / f"{name}.mtx", folder / f"{name}.tar.gz"
+    if not matrix_path.exists():
+        folder.mkdir(parents=True, exist_ok=True)
+        if not archive_path.exists():
+            url = f"{base_url.rstrip('/')}/{group}/{name}.tar.gz"
+            try:
+                with urllib.request.urlopen(url, timeout=timeout) as response:
+                    _write_atomically(response, archive_path)
+            except OSError as error:  # URLError, timeouts and refused connections
+                raise ConnectionError(
+                    f"{caller}: could not download {url} ({error}). Without network access,"
+                    f" put the matrix at {matrix_path} (or its archive at {archive_path})"
+                    " and call again.") from None
+        with tarfile.open(archive_path, "r:gz") as archive:
+            member = next((m for m in archive.getmembers()
+                           if m.isfile() and pathlib.PurePosixPath(m.name).name == f"{name}.mtx"),
+                          None)
+            source = None if member is None else archive.extractfile(member)
+            if source is None:
+                raise FileNotFoundError(f"{caller}: {archive_path} holds no {name}.mtx.")
+            with source:
+                _write_atomically(source, matrix_path)
+    matrix, _ = read_matrix_market(matrix_path)
+    matrix = scipy.sparse.csr_matrix(matrix)
+    return matrix if dtype is None else matrix.astype(dtype)
+
+
+def _write_atomically(source: Any, destination: pathlib.Path) -> None:
+    """Copies the file object ``source`` to ``destination`` through a temporary file."""
+    descriptor, temporary = tempfile.mkstemp(dir=destination.parent, suffix=".part")
+    try:
+        with open(descriptor, "wb") as target:
+            shutil.copyfileobj(source, target)
+        os.replace(temporary, destination)
+    except BaseException:
+        os.unlink(temporary)
+        raise
