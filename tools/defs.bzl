@@ -1,7 +1,7 @@
 """Bazel macros shared by jaxsolve's packages."""
 
 load("@rules_cc//cc:defs.bzl", "cc_library")
-load("@rules_python//python:defs.bzl", "py_test")
+load("@rules_python//python:defs.bzl", "py_library", "py_test")
 
 # The glibc our native libraries are built against (Debian 12); wheels must say so.
 NATIVE_WHEEL_PLATFORM = "manylinux_2_36_x86_64"
@@ -9,6 +9,80 @@ NATIVE_WHEEL_PLATFORM = "manylinux_2_36_x86_64"
 # The JAX releases jaxsolve is tested on are 0.10.2 (CI, CPython 3.11) and 0.11.2 (the GPU
 # host, CPython 3.12); packages allow the range around them.
 JAX_REQUIREMENT = "jax>=0.10.2,<0.12"
+
+def _import_check_impl(ctx):
+    stamp = ctx.actions.declare_file(ctx.label.name + ".ok")
+    args = ctx.actions.args()
+    args.add("--readme", ctx.file._readme)
+    args.add("--stamp", stamp)
+    if ctx.attr.package:
+        args.add("--package", ctx.attr.package)
+    args.add_all(ctx.attr.build_deps, before_each = "--build-dep")
+    args.add_all(ctx.files.srcs)
+    ctx.actions.run(
+        executable = ctx.executable._checker,
+        arguments = [args],
+        inputs = ctx.files.srcs + [ctx.file._readme],
+        outputs = [stamp],
+        mnemonic = "ImportArrows",
+        progress_message = "Checking the imports of %{label}",
+    )
+
+    # A validation output: Bazel runs it whenever a target that depends on this one is built,
+    # and a failure fails the build; nothing waits for it, and it is in no runfiles or wheel.
+    return [OutputGroupInfo(_validation = depset([stamp]))]
+
+import_check = rule(
+    implementation = _import_check_impl,
+    attrs = {
+        "build_deps": attr.string_list(doc = "sibling packages the library depends on"),
+        "package": attr.string(doc = "the package whose library `srcs` are, if they are"),
+        "srcs": attr.label_list(allow_files = [".py"], mandatory = True),
+        "_checker": attr.label(default = "//tools:import_arrows", executable = True, cfg = "exec"),
+        "_readme": attr.label(default = "//:README.md", allow_single_file = True),
+    },
+    doc = """Checks `srcs` against jaxsolve's import rules (tools/import_arrows.py) at build time.
+
+    A file may not import another package's `_private` modules or `jax._src`, nor a sibling
+    that the README's arrow table does not allow its package; a package library's Bazel
+    `build_deps` obey the same table. Depend on the target (as `data`) to run the check
+    whenever the dependent is built.
+    """,
+)
+
+def jaxsolve_py_package(name, deps = [], data = []):
+    """The Python library of the package `name`, from the `*.py` files of this folder.
+
+    Two targets: `:<name>`, the public face (`__init__.py`, `__main__.py` and the modules
+    without a leading underscore), visible to all, and `:internals`, the `_private` modules,
+    visible to nothing outside this folder. Bazel's visibility stops a BUILD file from naming
+    another package's internals; Python resolves imports from the runfiles, which hold them
+    anyway, so the `import_check` `:imports` (a dependency of `:<name>`) is what fails the
+    build when a file imports another package's `_module`, `jax._src`, or a sibling the
+    README's arrow table forbids, or when `deps` name such a sibling.
+    """
+    internals = native.glob(["_*.py"], exclude = ["__*__.py"])
+    public = native.glob(["*.py"], exclude = internals)
+    import_check(
+        name = "imports",
+        srcs = public + internals,
+        package = name,
+        build_deps = [dep.split("/")[2] for dep in deps if dep.startswith("//")],
+    )
+    py_library(
+        name = "internals",
+        srcs = internals,
+        imports = ["../.."],
+        deps = deps,
+    )
+    py_library(
+        name = name,
+        srcs = public,
+        data = data + [":imports"],
+        imports = ["../.."],  # puts <name>/ on sys.path: `import jaxsolve.<name>` works
+        visibility = ["//visibility:public"],
+        deps = [":internals"] + deps,
+    )
 
 def jaxsolve_py_tests(srcs, deps = [], data = [], size = "medium", shard_counts = {}, **kwargs):
     """One pytest-driven `py_test` per `*_test.py` file, named after it.
@@ -21,11 +95,16 @@ def jaxsolve_py_tests(srcs, deps = [], data = [], size = "medium", shard_counts 
     No `__init__.py` is generated (`legacy_create_init = False`): one would break the
     PEP 420 `jaxsolve` namespace.
 
+    Every Python file of the folder (GPU tests too) is checked against the import rules
+    (`import_check`) whenever the tests are built: a violation fails the build.
+
     `shard_counts` maps a file to the number of Bazel shards its tests are dealt over
     (`tools/pytest_main.py` does the dealing): each shard is its own test action, with its own
     timeout, and two cores run two at once.
     """
     conftests = native.glob(["*.py"], exclude = ["*_test.py"])
+    if not native.existing_rule("imports"):  # one check of every Python file of the folder
+        import_check(name = "imports", srcs = native.glob(["*.py"]))
     for src in srcs:
         if src.endswith("_gpu_test.py"):
             continue
@@ -34,7 +113,7 @@ def jaxsolve_py_tests(srcs, deps = [], data = [], size = "medium", shard_counts 
             srcs = [src, "//tools:pytest_main.py"],
             main = "//tools:pytest_main.py",
             args = ["-c", "$(rootpath //:pytest.ini)", "$(rootpath %s)" % src],
-            data = data + conftests + ["//:pytest.ini"],
+            data = data + conftests + ["//:pytest.ini", ":imports"],
             deps = deps + ["//tests/support:jaxsolve_testing"],
             legacy_create_init = False,
             size = size,
