@@ -14,8 +14,8 @@ on a vector of ``--rows`` entries (small, so that the launch, not the arithmetic
   barrier);
 * **segment_sum SpMV**: ``y = A x`` in XLA (gather, multiply, sorted segment sum) for a random
   sparse ``A`` with about 5 entries a row;
-* **jaxsolve SpMV**: the same product by jaxsolve's native FFI kernel
-  (``_ffi_primitives.csr_matvec_unchecked``).
+* **jaxsolve SpMV**: the same product by jaxsolve's native FFI kernel (``A @ x`` of a
+  ``jaxsolve.sparse.CsrMatrix``, whose checks run at trace time, not in the loop).
 
 Columns: µs per trip, the smallest of ``--repeats`` calls after one warm-up (``timing.py``),
 and the FFI row over the fusion row. A rise of the FFI column over the others with ``k`` is what each FFI node adds
@@ -40,7 +40,7 @@ import jax.numpy as jnp
 import numpy as np
 import scipy.sparse
 
-from jaxsolve.sparse import _ffi_primitives
+import jaxsolve.sparse as jsp
 from timing import smallest_time
 
 
@@ -57,8 +57,8 @@ def steps(a: scipy.sparse.csr_matrix) -> dict[str, Callable[[jax.Array, int], ja
     """Each row's step ``(x, j) ↦ x'``: one kernel on the GPU."""
     values = jnp.asarray(a.data)
     indices = np.asarray(a.indices, np.int32)
-    indptr = np.asarray(a.indptr, np.int32)
     rows = np.repeat(np.arange(a.shape[0], dtype=np.int32), np.diff(a.indptr))
+    matrix = jsp.as_csr(a)
 
     def fusion(x, j):
         return jax.lax.optimization_barrier(jnp.sin(x) * 0.5 + j)
@@ -68,7 +68,7 @@ def steps(a: scipy.sparse.csr_matrix) -> dict[str, Callable[[jax.Array, int], ja
                                    indices_are_sorted=True) * 0.5
 
     def native(x, j):
-        return _ffi_primitives.csr_matvec_unchecked(values, indices, indptr, x) * 0.5
+        return (matrix @ x) * 0.5
 
     return {"fusion": fusion, "segment_sum SpMV": segment_sum, "jaxsolve SpMV": native}
 

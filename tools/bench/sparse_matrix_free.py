@@ -34,7 +34,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxsolve import sparse
-from jaxsolve.sparse import _matrix_free, _sparsity_tracing
+from jaxsolve.sparse import _matrix_free
 
 JAX_AMG_5_POINT = 17
 
@@ -71,7 +71,7 @@ def colors_table(grid2d: int, grid3d: int) -> None:
     for name, shape, offs, optimum, target, optimum_1 in rows:
         n = int(np.prod(shape))
         info = sparse.cache_coloring(stencil_operator(shape, offs), n)
-        pattern = _sparsity_tracing.trace_sparsity(stencil_operator(shape, offs), n)
+        pattern = sparse.trace_sparsity(stencil_operator(shape, offs), n)
         distance_1 = int(sparse.color_columns(pattern, distance=1).max()) + 1
         jax_amg = str(JAX_AMG_5_POINT) if name.startswith("5-point") else "–"
         print(f"{name:<13}{optimum:>8}{'≤ ' + str(target):>8}{info.n_colors:>6}{jax_amg:>9}"
@@ -91,11 +91,10 @@ def timing_table(n: int, repeats: int) -> None:
     dtype = np.dtype(jnp.result_type(float))
     print(f"\n7-point 3D operator, {n}³ = {size:,} unknowns, {dtype}, on"
           f" {jax.devices()[0].platform.upper()} ({jax.devices()[0].device_kind})")
-    pattern, trace_s = timed(lambda: _sparsity_tracing.trace_pattern(
-        operator, (size, size), dtype)[0])
+    pattern, trace_s = timed(lambda: sparse.trace_sparsity(operator, size, dtype))
     colors, color_s = timed(lambda: sparse.color_columns(pattern))
     coo = pattern.tocoo()
-    info = _matrix_free.ColoringInfo(
+    info = sparse.ColoringInfo(
         rows=coo.row.astype(np.int32), cols=coo.col.astype(np.int32),
         colors=colors, n_colors=int(colors.max()) + 1, shape=(size, size), dtype=dtype)
     materialize = jax.jit(lambda: _matrix_free.materialize(operator, info).values)
