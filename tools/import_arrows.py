@@ -149,8 +149,8 @@ def main(argv: list[str]) -> int:
     if args.package:
         problems += dependency_violations(args.package, args.build_dep, allowed)
     if problems:
-        print("jaxsolve's import rules (README.md, 'Layout') are broken:\n  "
-              + "\n  ".join(problems), file=sys.stderr)
+        print("jaxsolve's import rules (README.md, 'Packages'; tools/import_arrows.py) are "
+              "broken:\n  " + "\n  ".join(problems), file=sys.stderr)
         return 1
     args.stamp.write_text("")
     return 0
