@@ -76,6 +76,11 @@ def test_docstring_examples_run(module):
     assert attempted > 0 and failed == 0
 
 
+AMGX_EXPORTS = {"JaxsolveSparseAmgxSolve", "JaxsolveSparseAmgxLoad", "JaxsolveSparseAmgxVersions",
+                "JaxsolveSparseAmgxRelease", "JaxsolveSparseAmgxReleaseAll",
+                "JaxsolveSparseAmgxSolvers"}
+
+
 @pytest.mark.parametrize(("name", "exports"), [
     ("libjaxsolve_sparse.so", {"JaxsolveSparseCsrMatvec", "JaxsolveSparseCsrProduct",
                                "JaxsolveSparseInterpolationWeights",
@@ -100,6 +105,8 @@ def test_docstring_examples_run(module):
                                       "JaxsolveSparseInterpolationWeights"}),
     ("libjaxsolve_sparse_cuda13.so", {"JaxsolveSparseCsrMatvec", "JaxsolveSparseCsrProduct",
                                       "JaxsolveSparseInterpolationWeights"}),
+    # The AmgX backend's handlers link no AmgX: they dlopen libamgxsh.so (_amgx.py).
+    *((f"libjaxsolve_sparse_amgx_cuda{major}.so", AMGX_EXPORTS) for major in (12, 13)),
 ])
 def test_libraries_export_our_functions_and_need_only_the_c_runtime(name, exports):
     """The CUDA runtime is linked statically and kept private, like every other symbol."""
