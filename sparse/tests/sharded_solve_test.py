@@ -20,7 +20,7 @@ import scipy.sparse.linalg  # noqa: E402
 from jax.sharding import NamedSharding, PartitionSpec  # noqa: E402
 
 from jaxsolve import sharding, sparse  # noqa: E402
-from jaxsolve.sparse import _distributed, matrices  # noqa: E402
+from jaxsolve.sparse import _sharded, matrices  # noqa: E402
 
 pytestmark = pytest.mark.skipif(
     len(jax.devices("cpu")) < 8,
@@ -172,7 +172,7 @@ class TestSolveSharded:
         A_sharded = sharding.shard_rows(A, _mesh(4))
         x, info = sparse.solve(A_sharded, b, config=config)
         assert sparse.Status(int(info.status)) == sparse.Status.SUCCESS
-        setup = _distributed._block_setup(
+        setup = _sharded._block_setup(
             A_sharded.layout, np.asarray(A_sharded.values),
             sparse.parse_amgx_config(config).preconditioner.amg)
         colors = {tuple(level.ordering.n_colors for level in structure.levels)
@@ -238,8 +238,8 @@ class TestSolveShardedSetup:
         A, b, config, x_single, _ = systems("convection_diffusion")
         A_sharded = sharding.shard_rows(A, _mesh(4))
         setups = []
-        real = sparse._distributed._setup_numbers
-        monkeypatch.setattr(sparse._distributed, "_setup_numbers",
+        real = sparse._sharded._setup_numbers
+        monkeypatch.setattr(sparse._sharded, "_setup_numbers",
                             lambda *args: setups.append(args) or real(*args))
 
         x, _ = sparse.solve(A_sharded, b, config=config)

@@ -57,7 +57,7 @@ from ._config import SolverConfig as SolverConfig
 from ._config import parse_amgx_config as parse_amgx_config
 from ._csr import CsrMatrix as CsrMatrix
 from ._csr import as_csr as as_csr
-from ._distributed import communication_per_iteration as communication_per_iteration
+from ._sharded import communication_per_iteration as communication_per_iteration
 from ._krylov import bicgstab as bicgstab
 from ._krylov import cg as cg
 from ._krylov import fgmres as fgmres

@@ -59,7 +59,7 @@ from jaxsolve.runtime import NativeLibrary
 
 from . import _cache
 from ._config import SolverConfig, parse_amgx_config
-from ._distributed import ShardedCsrMatrix
+from ._sharded import ShardedCsrMatrix
 from ._krylov import check_max_iters
 from ._setup import checked_inputs, is_concrete
 from ._status import FailureReason, SolveInfo, Status

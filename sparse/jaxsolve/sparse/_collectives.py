@@ -1,7 +1,7 @@
 """How the parts of a distributed solve talk to each other: the `Collectives` protocol.
 
 A distributed solve splits ``A``, ``b`` and ``x`` by rows into ``P`` parts (devices of one
-host, or MPI processes). Each part runs the same algorithms of :mod:`._distributed` (Krylov
+host, or MPI processes). Each part runs the same algorithms of :mod:`._sharded` (Krylov
 methods, block-Jacobi AMG with a coarse space) on its own rows, and needs only three things
 from the others, which a `Collectives` provides:
 
@@ -11,7 +11,7 @@ from the others, which a `Collectives` provides:
   the coarse space);
 * `Collectives.index`: its number ``0 <= index < nparts``.
 
-Two implementations exist: ``_distributed._AxisCollectives`` inside ``jax.shard_map`` on one
+Two implementations exist: ``_sharded._AxisCollectives`` inside ``jax.shard_map`` on one
 host (``ppermute``, ``psum``, ``axis_index``) and ``_mpi._MpiCollectives`` across processes
 (``mpi4jax.sendrecv``, ``mpi4jax.allreduce``, the MPI rank). Every part calls them in the
 same order, which is what collective communication needs.

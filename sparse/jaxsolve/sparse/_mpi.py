@@ -12,7 +12,7 @@ together with every other rank of ``comm``. Each rank gets its rows of ``x`` and
 ``info``. One rank per device: each process solves on its default JAX device (give each
 its own GPU, e.g. through ``CUDA_VISIBLE_DEVICES``, as ``jaxsolve.sharding.launch`` does).
 
-The algorithms are those of the one-host sharded solve (:mod:`._distributed`): the same
+The algorithms are those of the one-host sharded solve (:mod:`._sharded`): the same
 Krylov methods, the same block-Jacobi AMG on each rank's diagonal block with a coarse
 space that couples the blocks, written against a `Collectives`. Here they talk through
 `mpi4jax` inside the compiled program:
@@ -69,9 +69,9 @@ from jaxsolve.sharding import halo_plan
 
 from ._config import AMGConfig, SolverConfig, parse_amgx_config
 from ._csr_arrays import CsrStructure
-from ._distributed import (COARSE_PER_PART, _coarse_aggregates, _Preconditioner,
-                           coarse_inverse_rows, kept_numbers, krylov_columns, local_matvec,
-                           precondition, solve_from)
+from ._sharded import (COARSE_PER_PART, _coarse_aggregates, _Preconditioner,
+                       coarse_inverse_rows, kept_numbers, krylov_columns, local_matvec,
+                       precondition, solve_from)
 from ._hierarchy import HierarchyStructure, build_structure, numeric_setup
 from ._setup import is_concrete
 from ._status import SolveInfo

@@ -31,7 +31,7 @@ from ._amgx import solve_amgx
 from ._backend import current_backend
 from ._config import SolverConfig, parse_amgx_config
 from ._csr_arrays import CsrArrays
-from ._distributed import ShardedCsrMatrix, solve_sharded
+from ._sharded import ShardedCsrMatrix, solve_sharded
 from ._hierarchy import Hierarchy
 from ._krylov import bicgstab, cg, check_max_iters, fgmres, gmres, stationary
 from ._mpi import solve_mpi
@@ -141,7 +141,7 @@ def solve(
         over.  Or a ``jaxsolve.sharding.ShardedCsrMatrix`` (``shard_rows``), solved on
         all the devices of its mesh under ``jax.shard_map`` with ``b`` split like its
         rows (Krylov methods with block-Jacobi AMG and a coarse space; ``x0``,
-        ``config``, ``reuse_setup`` and ``derivative`` only; see ``_distributed.py``).
+        ``config``, ``reuse_setup`` and ``derivative`` only; see ``_sharded.py``).
       b: ``(n,)`` or ``(n, k)`` right-hand side(s).
       x0: initial guess of ``b``'s shape (zeros by default).
       config: an AmgX configuration (dict, JSON text or file path) or a
