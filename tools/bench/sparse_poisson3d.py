@@ -431,6 +431,7 @@ def amgx_pcg(problem: Problem, timing: Timing) -> list[Row]:
     try:
         with jsp.use_backend("amgx"):
             rows = jaxsolve_pcg(problem, timing, config, labels=(AMGX_PCG, AMGX_RESETUP))
+        rows[0].note += "; mem + is XLA's only (AmgX allocates its own device memory)"
     except Exception as error:  # noqa: BLE001  (AmgX's failures are JAX runtime errors)
         rows[0].note = f"skipped: AmgX failed: {str(error).splitlines()[0][:300]}"
         rows = rows[:1]
