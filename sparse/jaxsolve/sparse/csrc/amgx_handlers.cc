@@ -135,8 +135,12 @@ std::string Versions() {
   return text;
 }
 
-// The message of a failed AmgX call, with what AmgX printed about it.
+// The message of a failed AmgX call, with what AmgX printed about it. A CUDA
+// error that made the call fail (a failed kernel launch, say) is cleared from
+// AmgX's CUDA runtime, so that AmgX's next call does not report it again.
 std::string AmgxFailure(const char* call, AMGX_RC rc) {
+  using LastError = cudaError_t (*)();
+  if (auto last = reinterpret_cast<LastError>(dlsym(g_library, "cudaGetLastError"))) last();
   char text[512] = {0};
   g_api.AMGX_get_error_string(rc, text, sizeof(text));
   std::string message = std::string("AmgX failed in ") + call + " (return code " +
