@@ -23,7 +23,8 @@ hold on both engines. Settings only jaxsolve has (``jaxsolve_smoothed_aggregatio
 **Handles.** Per sparsity pattern, configuration, dtype and orientation (``A``, or ``Aᵀ``
 for a gradient), one AmgX solver (config, resources, matrix, vectors) lives in the
 handler's table under an id kept in jaxsolve's setup cache: ``cache_info`` counts it,
-eviction and ``clear_cache`` free it, and exit finalizes AmgX. The first solve uploads
+eviction and ``clear_cache`` free it (a program compiled before then creates it again on
+its next call, kept until exit), and exit finalizes AmgX. The first solve uploads
 the matrix (``AMGX_matrix_upload_all``) and sets up; later ones replace the coefficients
 (``AMGX_matrix_replace_coefficients``) and set up again, or with ``reuse_setup=True`` keep
 the setup they have.
