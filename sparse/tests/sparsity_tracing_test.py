@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 import scipy.sparse
 from jax import lax
+from jax.experimental import sparse as jsparse
 
 from jaxsolve import sparse
 from jaxsolve.sparse import _sparsity_tracing
@@ -18,6 +19,11 @@ from jaxsolve.sparse import _sparsity_tracing
 N = 12
 _MATRIX = np.asarray(scipy.sparse.random(N, N, density=0.2, random_state=1).toarray()
                      + np.eye(N), np.float32)
+
+
+_BCSR = jsparse.BCSR.fromdense(_MATRIX)
+_BCOO = jsparse.BCOO.fromdense(_MATRIX)
+_ONE_DEVICE = jax.sharding.Mesh(np.array(jax.devices()[:1]), ("i",))
 
 
 def _custom_jvp_roll(x):
@@ -74,6 +80,21 @@ OPERATORS = {
     "custom_vjp": _custom_vjp_scale,
     "grid_2d": lambda x: (lambda u: 4 * u - jnp.roll(u, 1, 0) - jnp.roll(u, 1, 1))(
         x.reshape(3, 4)).T.ravel(),
+    "shard_map_one_device": lambda x: jax.shard_map(
+        lambda y: 2 * jnp.flip(y), mesh=_ONE_DEVICE, in_specs=jax.P(),  # a pvary inside
+        out_specs=jax.P("i"))(x) + jnp.roll(x, 1),
+    # jax.experimental.sparse: constant indices, the dense operand or the data from x.
+    "bcsr_matvec_plus_square": lambda x: _BCSR @ x + x ** 2,
+    "bcsr_matmat": lambda x: (_BCSR @ jnp.stack([x, jnp.flip(x)], 1)) @ jnp.array([1.0, 2.0]),
+    "bcoo_matvec": lambda x: _BCOO @ x,
+    "bcoo_vecmat": lambda x: x @ _BCOO,
+    "bcoo_transpose_matvec": lambda x: _BCOO.T @ x,
+    "bcoo_data_from_x": lambda x: jsparse.BCOO(
+        (jnp.roll(x, 3)[np.arange(_BCOO.nse) % N], _BCOO.indices), shape=(N, N))
+    @ jnp.linspace(1.0, 2.0, N),
+    "bcsr_todense_data_from_x": lambda x: jnp.sum(jsparse.BCSR(
+        (x[np.arange(_BCSR.nse) % N], _BCSR.indices, _BCSR.indptr), shape=(N, N)).todense(),
+        axis=1),
 }
 
 
@@ -94,13 +115,26 @@ class TestTraceSparsity:
         assert isinstance(pattern, scipy.sparse.csr_array) and pattern.dtype == bool
         np.testing.assert_array_equal(pattern.toarray(), _jacobian_pattern(OPERATORS[name]))
 
-    def test_trace_sparsity_cond_is_union_of_branches(self):
-        def operator(x):
-            return lax.cond(jnp.sum(x) > 0, lambda: jnp.roll(x, 1), lambda: jnp.roll(x, 2))
+    def test_trace_sparsity_cond_is_union_of_branches_and_the_predicates_inputs(self):
+        def operator(x):  # the branch taken depends on x[4]: JAX-AMG adds that column
+            return lax.cond(x[4] > 0, lambda: jnp.roll(x, 1), lambda: jnp.roll(x, 2))
 
         pattern = sparse.trace_sparsity(operator, N).toarray()
         expected = np.roll(np.eye(N, dtype=bool), 1, 0) | np.roll(np.eye(N, dtype=bool), 2, 0)
+        expected[:, 4] = True
         np.testing.assert_array_equal(pattern, expected)
+        # A constant predicate takes its branch alone.
+        constant = sparse.trace_sparsity(
+            lambda x: lax.cond(True, lambda: jnp.roll(x, 1), lambda: jnp.roll(x, 2)), N)
+        np.testing.assert_array_equal(constant.toarray(), np.roll(np.eye(N, dtype=bool), 1, 0))
+
+    def test_trace_sparsity_while_test_from_x_adds_its_inputs(self):
+        def operator(x):  # halves x while x[1] is large: the trip count depends on x[1]
+            return lax.while_loop(lambda v: v[1] > 1e-3, lambda v: 0.5 * v, x)
+
+        expected = np.eye(N, dtype=bool)
+        expected[:, 1] = True
+        np.testing.assert_array_equal(sparse.trace_sparsity(operator, N).toarray(), expected)
 
     def test_trace_sparsity_while_without_static_trip_count_is_a_fixed_point(self):
         def operator(x):  # the trip count depends on x: the union over all of them
@@ -123,6 +157,34 @@ class TestTraceSparsity:
         with pytest.warns(RuntimeWarning, match="primitive 'pure_callback' cannot be traced"):
             pattern = sparse.trace_sparsity(operator, N)
         np.testing.assert_array_equal(pattern.toarray(), np.eye(N, dtype=bool))
+
+    def test_trace_sparsity_without_probing_returns_none(self):
+        # JAX-AMG's trace_sparsity_pattern answer where tracing cannot decide: None.
+        def operator(x):
+            return jax.pure_callback(lambda y: 2 * y, jax.ShapeDtypeStruct(x.shape, x.dtype), x)
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            assert sparse.trace_sparsity(operator, N, probe=False) is None
+            assert sparse.trace_sparsity(OPERATORS["roll"], N, probe=False).nnz == 3 * N
+
+    def test_trace_sparsity_of_an_operator_on_a_bcsr_probes_nothing(self, monkeypatch):
+        """Issue 32's acceptance: x ↦ A x + x², A a BCSR (JAX-AMG's preconditioned_solver
+        demo builds its operator so), 4096 unknowns: exact, without a single probe."""
+        A = sparse.matrices.poisson_matrix(64)
+
+        def no_probing(*args):
+            raise AssertionError("trace_sparsity probed the operator")
+
+        monkeypatch.setattr(_sparsity_tracing, "probe_pattern", no_probing)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            pattern = sparse.trace_sparsity(lambda x: A @ x + x ** 2, 64 * 64)
+            # Its linear part, colored and materialized for a solve: no probe either.
+            info = sparse.cache_coloring(lambda x: A @ x + 2.0 * x, 64 * 64)
+        expected = scipy.sparse.csr_array(np.asarray(A.todense()) != 0)  # has the diagonal
+        assert (pattern != expected.astype(bool)).nnz == 0 and pattern.nnz == 20224
+        assert info.method == "traced" and info.n_colors == 5
 
     def test_trace_sparsity_data_dependent_index_falls_back(self):
         def operator(x):
@@ -196,14 +258,18 @@ class TestTraceSparsity:
         known = (_sparsity_tracing._ELEMENTWISE | set(_sparsity_tracing._MOVEMENT)
                  | _sparsity_tracing._REDUCTIONS | _sparsity_tracing._CUMULATIVE
                  | _sparsity_tracing._SCATTER_COMBINE
-                 | {"dot_general", "conv_general_dilated", "scan", "while", "cond",
-                    "optimization_barrier", "iota"})
+                 | _sparsity_tracing._SPARSE_PRODUCTS | _sparsity_tracing._SPARSE_TODENSE
+                 | _sparsity_tracing._IDENTITIES
+                 | {"dot_general", "conv_general_dilated", "scan", "while", "cond", "iota",
+                    "bcoo_transpose"})
         calls = seen - known
         # What is left must be call primitives, found by their jaxpr parameter.
         assert calls <= {"jit", "pjit", "closed_call", "remat", "remat2", "checkpoint",
-                         "custom_jvp_call", "custom_vjp_call", "custom_vjp_call_jaxpr"}, calls
+                         "custom_jvp_call", "custom_vjp_call", "custom_vjp_call_jaxpr",
+                         "shard_map"}, calls
         for name in ("scatter-add", "gather", "dynamic_slice", "conv_general_dilated", "scan",
-                     "while", "dot_general", "pad", "concatenate"):
+                     "while", "dot_general", "pad", "concatenate", "bcoo_dot_general",
+                     "bcsr_dot_general", "bcsr_todense", "bcoo_transpose", "shard_map"):
             assert name in seen, name
         for eqn in scans:  # the carry read from the parameters is the one the body returns
             consts, carry = _sparsity_tracing.scan_operand_counts(eqn.params)

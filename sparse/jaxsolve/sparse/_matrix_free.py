@@ -61,7 +61,9 @@ class ColoringInfo:
     """The structure of a matrix-free operator: its pattern and a distance-2 coloring.
 
     Computed by :func:`cache_coloring`, attached to an operator by :func:`with_cache`.
-    Hashable by identity; its arrays are read-only NumPy arrays on the host.
+    Hashable by identity; its arrays are read-only NumPy arrays on the host.  It unpacks
+    and indexes as JAX-AMG's 5-tuple ``(rows, cols, colors, n_colors, shape)``:
+    ``info[4]`` is the shape.
 
     Attributes:
       rows: ``(nnz,)`` int32 row of each pattern entry, in CSR order (by row, then column).

@@ -19,17 +19,24 @@ depend on ``x`` keep their concrete values (constant folding, on the host CPU).
 * **Sums**: reductions, cumulative reductions, ``dot_general`` (with the zeros of a
   constant factor pruned), ``scatter-add`` (its targets from the transpose, a gather)
   and ``conv_general_dilated`` with a constant kernel (one run per nonzero tap).
+* **Sparse matrices** of ``jax.experimental.sparse`` with constant indices: the
+  products ``bcoo_dot_general``/``bcsr_dot_general`` (``A @ x``, ``x @ A``; a stored
+  constant zero is pruned), ``bcoo_todense``/``bcsr_todense`` and ``bcoo_transpose``,
+  read from the stored entries' coordinates (never an ``n × n`` array).
 * **Control flow and calls**: ``scan`` and ``while_loop`` are unrolled exactly while
   their trip count is provable (a constant counter), else iterated to a fixed point of
   the union; ``cond`` takes its branch when the index is constant, else the union of all
-  branches; call primitives (``jit``, ``custom_jvp_call``, ``custom_vjp_call``, remat,
-  …) are interpreted recursively.
+  branches.  A ``cond`` index or a ``while`` test computed from ``x`` adds its inputs to
+  every output (JAX-AMG's rule: which code runs depends on them); call primitives
+  (``jit``, ``custom_jvp_call``, ``custom_vjp_call``, remat, ``shard_map``, …) are
+  interpreted recursively.
 
 A primitive the interpreter does not know (callbacks, FFI calls, data-dependent
-indices) makes it give up: :func:`trace_sparsity` then warns, naming the primitive, and
-probes the operator with unit vectors, in batches of bounded memory.  A traced pattern
-is checked with random probes before it is accepted (a missed entry would corrupt the
-values recovered from it); a failed check falls back to probing too.
+indices) makes it give up, as does a traced pattern that fails its check by random
+probes (a missed entry would corrupt the values recovered from it).  Then
+:func:`trace_sparsity` gives JAX-AMG's answer: None with ``probe=False``; by default a
+warning naming the primitive and the pattern probed with unit vectors, in batches of
+bounded memory.
 
 The pattern is that of the operator's Jacobian: predicates of ``select_n`` and integer
 or boolean results feed no derivative and add no entries.  Only public JAX APIs are
@@ -71,15 +78,22 @@ _ELEMENTWISE = frozenset({
 # Each output element is one element of a data operand (or a fill value).
 _MOVEMENT = {  # primitive -> positions of its data operands (None: all)
     "reshape": (0,), "squeeze": (0,), "expand_dims": (0,), "transpose": (0,), "rev": (0,),
-    "slice": (0,), "broadcast_in_dim": (0,), "concatenate": None, "pad": (0, 1),
+    "slice": (0,), "broadcast_in_dim": (0,), "concatenate": None, "stack": None,
+    "pad": (0, 1),
     "dynamic_slice": (0,), "dynamic_update_slice": (0, 1), "gather": (0,),
     "scatter": (0, 2), "split": (0,), "unstack": (0,),
 }
+# Their outputs are their operands (a barrier; shard_map's cast to device-varying).
+_IDENTITIES = frozenset({"optimization_barrier", "pvary"})
 _REDUCTIONS = frozenset({"reduce_sum", "reduce_max", "reduce_min", "reduce_prod",
                          "reduce_and", "reduce_or", "reduce_xor", "argmax", "argmin"})
 _CUMULATIVE = frozenset({"cumsum", "cumprod", "cummax", "cummin", "cumlogsumexp"})
 _SCATTER_COMBINE = frozenset({"scatter-add", "scatter_add", "scatter-mul", "scatter_mul",
                               "scatter-min", "scatter_min", "scatter-max", "scatter_max"})
+# jax.experimental.sparse: a BCOO's operands are (data, indices), a BCSR's (data, indices,
+# indptr); the products' last operand is the dense one.
+_SPARSE_PRODUCTS = frozenset({"bcoo_dot_general", "bcsr_dot_general"})
+_SPARSE_TODENSE = frozenset({"bcoo_todense", "bcsr_todense"})
 
 
 class OpaquePrimitive(Exception):
@@ -250,14 +264,14 @@ class _Interpreter:
             return self.while_loop(params, args)
         if name == "cond":
             return self.cond(params, args)
-        sub = _call_jaxpr(params, len(args), len(eqn.outvars))
+        sub = _call_jaxpr(params, eqn)
         if sub is not None:
             return self.closed(_closed_jaxpr(sub), args)
         if all(isinstance(a, _Const) for a in args):
             return self.fold(eqn, args, out_shapes)
         if name in _ELEMENTWISE:
             return [self.elementwise(name, args, out_shapes[0])]
-        if name == "optimization_barrier":
+        if name in _IDENTITIES:
             return list(args)
         if name in _MOVEMENT:
             return self.movement(eqn, args, out_shapes)
@@ -271,6 +285,12 @@ class _Interpreter:
             return [self.scatter_combine(eqn, args, out_shapes[0])]
         if name == "conv_general_dilated":
             return [self.convolution(eqn, args, out_shapes[0])]
+        if name in _SPARSE_PRODUCTS:
+            return [self.sparse_product(eqn, args, out_shapes[0])]
+        if name in _SPARSE_TODENSE:
+            return [self.sparse_todense(eqn, args, out_shapes[0])]
+        if name == "bcoo_transpose":
+            return self.sparse_transpose(eqn, args, out_shapes)
         raise OpaquePrimitive(name)
 
     def bind(self, eqn: Any, values: Sequence[Any], **overrides: Any) -> list[np.ndarray]:
@@ -476,6 +496,84 @@ class _Interpreter:
                                        np.arange(_size(out_shape)), sources))
         return _union(out_shape, parts, self.n)
 
+    # --- jax.experimental.sparse, with constant indices
+
+    def stored_entries(self, eqn: Any, args: list[Any]) -> tuple[np.ndarray, np.ndarray,
+                                                                  np.ndarray]:
+        """``(positions, rows, cols)`` of the stored entries of the sparse operand of a
+        ``bcoo_*``/``bcsr_*`` equation (``args``: data, then its index arrays), padding
+        dropped.  Only an unbatched 2-D matrix with constant indices is read."""
+        name = eqn.primitive.name
+        spinfo = eqn.params.get("lhs_spinfo", eqn.params.get("spinfo"))
+        data, indices = args[0], args[1:3 if name.startswith("bcsr") else 2]
+        if not all(isinstance(i, _Const) for i in indices):
+            raise OpaquePrimitive(name, "with data-dependent indices")
+        if len(spinfo.shape) != 2 or len(data.shape) != 1:
+            raise OpaquePrimitive(name, "with batch or dense dimensions")
+        m, n = spinfo.shape
+        if name.startswith("bcsr"):
+            cols, indptr = (i.value.astype(np.int64) for i in indices)
+            nnz = int(indptr[-1])
+            positions = np.arange(nnz)
+            rows, cols = np.repeat(np.arange(m), np.diff(indptr)), cols[:nnz]
+        else:
+            rows, cols = indices[0].value.astype(np.int64).T
+            positions = np.arange(rows.size)
+        inside = (rows >= 0) & (rows < m) & (cols >= 0) & (cols < n)
+        return positions[inside], rows[inside], cols[inside]
+
+    def sparse_product(self, eqn: Any, args: list[Any], out_shape: tuple) -> _Deps:
+        """``bcoo_dot_general``/``bcsr_dot_general`` of a sparse matrix (rows or columns
+        contracted) with a dense array: entry ``(i, j)`` joins ``rhs``'s slice ``j`` (or
+        ``i``) to the output's row ``i`` (or ``j``); stored constant zeros are pruned."""
+        name = eqn.primitive.name
+        (lc, rc), (lb, rb) = eqn.params["dimension_numbers"]
+        if lb or rb or len(lc) != 1:
+            raise OpaquePrimitive(name, "other than a matrix times an array")
+        data, rhs = args[0], args[-1]
+        positions, rows, cols = self.stored_entries(eqn, args[:-1])
+        free, contracted = (rows, cols) if tuple(lc) == (1,) else (cols, rows)
+        # rhs as (K, FR): its contracted axis first, its free axes in order (as the output).
+        axes = [rc[0], *[d for d in range(len(rhs.shape)) if d != rc[0]]]
+        k, fr = rhs.shape[rc[0]], _size(rhs.shape) // max(1, rhs.shape[rc[0]])
+        rhs_ids = np.arange(_size(rhs.shape)).reshape(rhs.shape).transpose(axes).reshape(k, fr)
+        if positions.size * fr > _MAX_DENSE_PAIRS:
+            raise OpaquePrimitive(name, "too dense to expand")
+        size, parts = _size(out_shape), []
+        f = np.arange(fr)
+        if isinstance(rhs, _Deps):
+            use = (np.ones(positions.size, bool) if isinstance(data, _Deps)
+                   else data.value[positions] != 0)
+            targets = (free[use, None] * fr + f[None, :]).ravel()
+            parts.append(_gather_union(rhs.rows, size, targets,
+                                       rhs_ids[contracted[use]].ravel()))
+        if isinstance(data, _Deps):
+            mask = (np.ones((positions.size, fr), bool) if isinstance(rhs, _Deps)
+                    else rhs.value.transpose(axes).reshape(k, fr)[contracted] != 0)
+            entry, column = np.nonzero(mask)
+            parts.append(_gather_union(data.rows, size, free[entry] * fr + column,
+                                       positions[entry]))
+        return _union(out_shape, parts, self.n)
+
+    def sparse_todense(self, eqn: Any, args: list[Any], out_shape: tuple) -> _Deps:
+        """``bcoo_todense``/``bcsr_todense``: each stored entry lands on its ``(i, j)``."""
+        positions, rows, cols = self.stored_entries(eqn, args)
+        return _Deps(out_shape, _gather_union(_deps_of(args[0], self.n).rows,
+                                              _size(out_shape), rows * out_shape[1] + cols,
+                                              positions))
+
+    def sparse_transpose(self, eqn: Any, args: list[Any], out_shapes: list[tuple]) -> list:
+        """``bcoo_transpose``: the indices, folded; the data, moved as the primitive moves
+        it (run on the data's element ids)."""
+        data, indices = args
+        if not isinstance(indices, _Const):
+            raise OpaquePrimitive("bcoo_transpose", "with data-dependent indices")
+        (_, new_indices) = self.bind(eqn, [np.zeros(data.shape, np.float32), indices.value])
+        sources = _exact_linear_ids(
+            lambda ids: eqn.primitive.bind(ids, jnp.asarray(indices.value), **eqn.params)[0],
+            np.arange(_size(data.shape)).reshape(data.shape), self.cpu)
+        return [_Deps(out_shapes[0], _take_rows(data.rows, sources)), _Const(new_indices)]
+
     # --- control flow
 
     def scan(self, params: dict, args: list[Any]) -> list[Any]:
@@ -535,7 +633,10 @@ class _Interpreter:
                 return carry
             carry = self.closed(body, [*body_consts, *carry])
         for _ in range(_MAX_FIXED_POINT):  # else the union over all trip counts
+            (go,) = self.closed(cond, [*cond_consts, *carry])
             outs = self.closed(body, [*body_consts, *carry])
+            if isinstance(go, _Deps):
+                outs = self.with_predicate(outs, go)
             merged = [_merge(c, o, self.n) for c, o in zip(carry, outs, strict=True)]
             if all(_same(c, m) for c, m in zip(carry, merged, strict=True)):
                 return carry
@@ -552,7 +653,27 @@ class _Interpreter:
         merged = results[0]
         for other in results[1:]:
             merged = [_merge(a, b, self.n) for a, b in zip(merged, other, strict=True)]
-        return merged
+        return self.with_predicate(merged, index)
+
+    def with_predicate(self, values: list[Any], predicate: _Deps) -> list[Any]:
+        """``values``, each element also depending on what ``predicate`` depends on.
+
+        Which code runs depends on ``x`` there (a ``cond`` index, a ``while`` test): the
+        pattern must hold for every ``x``, so it takes the predicate's inputs in too, as
+        JAX-AMG's tracer does (a selection by ``select_n`` is elementwise and does not).
+        """
+        columns = np.unique(predicate.rows.indices)
+        if not columns.size:
+            return values
+        inputs = scipy.sparse.csr_array(
+            (np.ones(columns.size, bool), (np.zeros(columns.size, np.int64), columns)),
+            shape=(1, self.n))
+        out = []
+        for value in values:
+            value = _deps_of(value, self.n)
+            everywhere = _take_rows(inputs, np.zeros(_size(value.shape), np.int64))
+            out.append(_union(value.shape, [value.rows, everywhere], self.n))
+        return out
 
 
 def _exact_linear_ids(linear: Callable[[jax.Array], jax.Array], ids: np.ndarray,
@@ -569,15 +690,22 @@ def _exact_linear_ids(linear: Callable[[jax.Array], jax.Array], ids: np.ndarray,
     return result.ravel()
 
 
-def _call_jaxpr(params: dict, n_in: int, n_out: int) -> Any:
-    """The jaxpr a call-like primitive (jit, custom_jvp_call, remat, …) runs, if it is one."""
+def _call_jaxpr(params: dict, eqn: Any) -> Any:
+    """The jaxpr a call-like primitive (jit, custom_jvp_call, remat, …) runs, if it is one:
+    on the equation's operands as they are (a ``shard_map`` over several devices runs its
+    body on shards, and is not)."""
     for key in _CALL_JAXPR_PARAMS:
         sub = params.get(key)
         inner = getattr(sub, "jaxpr", sub)
         if isinstance(sub, (jex.core.ClosedJaxpr, jex.core.Jaxpr)) and (
-                len(inner.invars) == n_in and len(inner.outvars) == n_out):
+                _shapes(inner.invars) == _shapes(eqn.invars)
+                and _shapes(inner.outvars) == _shapes(eqn.outvars)):
             return sub
     return None
+
+
+def _shapes(atoms: Sequence[Any]) -> list[tuple[int, ...]]:
+    return [tuple(getattr(atom.aval, "shape", ())) for atom in atoms]
 
 
 def scan_operand_counts(params: dict) -> tuple[int, int]:
@@ -646,7 +774,7 @@ def default_dtype(dtype: Any) -> np.dtype:
 
 
 def trace_sparsity(operator: Callable[[jax.Array], jax.Array], shape: Any,
-                   dtype: Any = None) -> scipy.sparse.csr_array:
+                   dtype: Any = None, *, probe: bool = True) -> scipy.sparse.csr_array | None:
     r"""The sparsity pattern of a linear operator ``x ↦ A x``, read from its jaxpr.
 
     The operator is traced once to a jaxpr, and each equation is interpreted on the sets
@@ -655,18 +783,34 @@ def trace_sparsity(operator: Callable[[jax.Array], jax.Array], shape: Any,
     evaluated ``n`` times.  The result contains every entry that can be nonzero (for
     code without data-dependent branches, exactly those; a product with a constant zero
     is pruned).  It is checked with random probes before it is returned.  Where tracing
-    cannot finish — a callback, an FFI call, indices computed from ``x`` — a warning names
-    the primitive and the pattern is found by probing with unit vectors instead, in
-    batches of at most 256 MiB.
+    cannot decide — a callback, an FFI call, indices computed from ``x``, or a pattern
+    that fails its check — the answer is JAX-AMG's: with ``probe=False``, None (as its
+    ``trace_sparsity_pattern`` returns, for the caller to fall back); by default, a
+    ``RuntimeWarning`` naming the primitive and the pattern found by probing with unit
+    vectors, ``n`` of them in batches of at most 256 MiB (as its ``get_sparsity_pattern``
+    does; never without the warning).
+
+    Understood beyond ``jax.numpy``/``lax``: the products of ``jax.experimental.sparse``
+    (``bcoo_dot_general``, ``bcsr_dot_general``: ``A @ x`` and ``x @ A`` for a BCOO or
+    BCSR ``A`` with constant indices, whose stored constant zeros are pruned), their
+    ``todense`` and BCOO's transpose; ``lax.cond`` with a predicate computed from ``x``
+    (the union of the branches, every output also depending on the predicate's inputs,
+    JAX-AMG's rule), ``scan`` and ``while_loop`` bodies (unrolled while the trip count is
+    provable, else to a fixed point, the test's inputs added like a ``cond``'s),
+    ``custom_jvp``/``custom_vjp`` functions, ``jit``/``pjit``, ``remat`` and
+    ``shard_map`` bodies.
 
     Args:
       operator: a function of ``x`` of shape ``(n_cols,)`` returning ``(n_rows,)``;
         linear in ``x`` (it may close over arrays, which must be concrete).
       shape: ``n`` for a square operator, or ``(n_rows, n_cols)``.
       dtype: the dtype of ``x`` (default: JAX's default float).
+      probe: where tracing cannot decide, probe with unit vectors (with a warning);
+        ``False``: return None instead.
 
     Returns:
-      A ``scipy.sparse.csr_array`` of booleans, ``(n_rows, n_cols)``, sorted indices.
+      A ``scipy.sparse.csr_array`` of booleans, ``(n_rows, n_cols)``, sorted indices; or
+      None (only with ``probe=False``).
 
     Raises:
       TypeError: if ``shape`` is not an int or a pair of ints.
@@ -684,13 +828,15 @@ def trace_sparsity(operator: Callable[[jax.Array], jax.Array], shape: Any,
     """
     shape = normalized_shape("trace_sparsity", shape)
     dtype = default_dtype(dtype)
-    pattern, _ = trace_pattern(operator, shape, dtype)
+    pattern, _ = trace_pattern(operator, shape, dtype, probe=probe)
     return pattern
 
 
 def trace_pattern(operator: Callable, shape: tuple[int, int], dtype: np.dtype,
-                  closed_jaxpr: Any = None) -> tuple[scipy.sparse.csr_array, str]:
-    """The pattern and how it was found (``"traced"`` or ``"probed"``)."""
+                  closed_jaxpr: Any = None, *, probe: bool = True
+                  ) -> tuple[scipy.sparse.csr_array | None, str]:
+    """The pattern and how it was found: ``"traced"``, ``"probed"``, or, without ``probe``,
+    ``(None, "untraceable")`` where tracing cannot decide."""
     m, n = shape
     if closed_jaxpr is None:
         closed_jaxpr = jax.make_jaxpr(operator)(jax.ShapeDtypeStruct((n,), dtype))
@@ -704,6 +850,8 @@ def trace_pattern(operator: Callable, shape: tuple[int, int], dtype: np.dtype,
     try:
         (out,) = interpreter.closed(closed_jaxpr, [identity])
     except OpaquePrimitive as opaque:
+        if not probe:
+            return None, "untraceable"
         warnings.warn(
             f"trace_sparsity: primitive {opaque.describe()} cannot be traced; probing"
             f" the operator with {n} unit vectors instead (in batches).",
@@ -714,6 +862,8 @@ def trace_pattern(operator: Callable, shape: tuple[int, int], dtype: np.dtype,
     pattern.sum_duplicates()
     pattern.sort_indices()
     if not _verified(operator, pattern, dtype):
+        if not probe:
+            return None, "untraceable"
         warnings.warn(
             "trace_sparsity: the traced pattern failed its check by random probes (the"
             " operator may not be linear, or a primitive was misread); probing the"
