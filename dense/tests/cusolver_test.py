@@ -20,10 +20,13 @@ from jaxsolve.dense import (
     _cholesky,
     _compile,
     _cusolver,
-    _decompositions,
     _eigen,
     _layout,
+    _least_squares,
     _lu,
+    _polar,
+    _qr,
+    _svd,
 )
 from jaxsolve.runtime import NativeLibrary
 
@@ -157,12 +160,12 @@ class TestLoweringForCuda:
             (_lu._slogdet_body, (on_gpu,), (a,), {"getrf"}),
             (_eigen._eigen_body, ("syevd", on_gpu), (a,), {"syevd"}),
             (_eigen._eigen_body, ("sygvd", on_gpu), (a, a), {"sygvd"}),
-            (_decompositions._qr_body, (on_gpu,), (tall,), {"qr"}),
-            (_decompositions._qr_body, (on_gpu,), (tall.T,), {"qr"}),
-            (_decompositions._least_squares_body, (on_gpu,), (tall, jnp.zeros(6, dtype)), {"qr"}),
-            (_decompositions._gesvd_body, (on_gpu,), (tall,), {"gesvd"}),
-            (_decompositions._gesvd_body, (on_gpu,), (tall.T,), {"gesvd"}),
-            (_decompositions._polar_body, (on_gpu,), (tall,), {"gesvd", "syevd"}),
+            (_qr._qr_body, (on_gpu,), (tall,), {"qr"}),
+            (_qr._qr_body, (on_gpu,), (tall.T,), {"qr"}),
+            (_least_squares._least_squares_body, (on_gpu,), (tall, jnp.zeros(6, dtype)), {"qr"}),
+            (_svd._gesvd_body, (on_gpu,), (tall,), {"gesvd"}),
+            (_svd._gesvd_body, (on_gpu,), (tall.T,), {"gesvd"}),
+            (_polar._polar_body, (on_gpu,), (tall,), {"gesvd", "syevd"}),
         ]
         for body, statics, arrays, routines in expected:
             text = self.lowered(body, statics, arrays)

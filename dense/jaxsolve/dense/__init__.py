@@ -99,26 +99,26 @@ from ._cholesky import logdet as logdet
 from ._cholesky import potrs as potrs
 from ._cholesky import potrs_shardmap_ctx as potrs_shardmap_ctx
 from ._compile import clear_cache as clear_cache
-from ._decompositions import gesvd as gesvd
-from ._decompositions import gesvd_shardmap_ctx as gesvd_shardmap_ctx
-from ._decompositions import least_squares as least_squares
-from ._decompositions import least_squares_shardmap_ctx as least_squares_shardmap_ctx
-from ._decompositions import polar as polar
-from ._decompositions import polar_shardmap_ctx as polar_shardmap_ctx
-from ._decompositions import qr as qr
-from ._decompositions import qr_shardmap_ctx as qr_shardmap_ctx
 from ._eigen import syevd as syevd
 from ._eigen import syevd_shardmap_ctx as syevd_shardmap_ctx
 from ._eigen import sygvd as sygvd
 from ._factor import DenseFactor as DenseFactor
+from ._least_squares import least_squares as least_squares
+from ._least_squares import least_squares_shardmap_ctx as least_squares_shardmap_ctx
 from ._lu import lu_factor as lu_factor
 from ._lu import lu_solve as lu_solve
 from ._lu import lu_solve_shardmap_ctx as lu_solve_shardmap_ctx
 from ._lu import slogdet as slogdet
 from ._lu import solve as solve
+from ._polar import polar as polar
+from ._polar import polar_shardmap_ctx as polar_shardmap_ctx
+from ._qr import qr as qr
+from ._qr import qr_shardmap_ctx as qr_shardmap_ctx
 from ._status import SolverError as SolverError
 from ._status import Status as Status
 from ._status import raise_on_failure as raise_on_failure
+from ._svd import gesvd as gesvd
+from ._svd import gesvd_shardmap_ctx as gesvd_shardmap_ctx
 from ._tridiagonal import eigh_tridiagonal as eigh_tridiagonal
 
 try:
