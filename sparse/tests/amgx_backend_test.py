@@ -134,6 +134,22 @@ def test_amgx_reads_the_same_settings():
     assert document["solver"]["preconditioner"]["selector"] == "SIZE_2"
 
 
+@pytest.mark.parametrize("given", [
+    {**AGGREGATION_PCG, "determinism_flag": 1},
+    json.dumps({"config_version": 2, "determinism_flag": 1, "solver": AGGREGATION_PCG}),
+])
+def test_amgx_gets_its_run_wide_settings_as_given(given):
+    document = json.loads(_amgx.amgx_config_text(sparse.parse_amgx_config(given), given))
+    assert document["determinism_flag"] == 1  # AmgX reads it in its default scope only
+    assert "determinism_flag" not in document["solver"]
+
+
+def test_amgx_must_return_its_errors():
+    given = {**AGGREGATION_PCG, "exception_handling": 1}
+    with sparse.use_backend("amgx"), pytest.raises(ValueError, match="exception_handling 0"):
+        sparse.solve(A, B, config=given)
+
+
 def test_library_path_from_the_environment(monkeypatch):
     monkeypatch.delenv("AMGX_LIB", raising=False)
     monkeypatch.delenv("AMGX_DIR", raising=False)

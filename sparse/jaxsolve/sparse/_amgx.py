@@ -16,7 +16,8 @@ backend raises one ``RuntimeError`` that says so.
 here as it would on jaxsolve's engine) and handed to AmgX as the JSON text of
 :meth:`SolverConfig.to_amgx_dict`: AmgX reads the same settings, every one explicit, so
 jaxsolve's defaults (``PBICGSTAB``, ``tolerance 1e-6`` relative, ``max_iters 1000``, ...)
-hold on both engines. Settings only jaxsolve has (``jaxsolve_smoothed_aggregation``,
+hold on both engines; AmgX's run-wide settings at the config's top level
+(``determinism_flag``, ...), which jaxsolve ignores, go to AmgX as given. Settings only jaxsolve has (``jaxsolve_smoothed_aggregation``,
 ``jaxsolve_hierarchy_precision``) are refused; a ``BLOCK_JACOBI`` without
 ``relaxation_factor`` takes AmgX's 0.9 (jaxsolve estimates its own).
 
@@ -59,7 +60,7 @@ from jaxsolve import autodiff
 from jaxsolve.runtime import NativeLibrary
 
 from . import _cache
-from ._config import SolverConfig, parse_amgx_config
+from ._config import SolverConfig, _load_json, parse_amgx_config
 from ._sharded import ShardedCsrMatrix
 from ._krylov import check_max_iters
 from ._setup import checked_inputs, is_concrete
@@ -79,6 +80,11 @@ HOW_TO_GET_AMGX = (
 )
 
 _JAXSOLVE_ONLY_KEYS = ("jaxsolve_smoothed_aggregation", "jaxsolve_hierarchy_precision")
+# AmgX's settings of the whole run, read in its default scope (the JSON's top level), which
+# jaxsolve's parser accepts and ignores: they go to AmgX as given.
+_GLOBAL_KEYS = ("determinism_flag", "block_format", "separation_interior",
+                "separation_exterior", "min_rows_latency_hiding", "fine_level_consolidation",
+                "use_cuda_ipc_consolidation")
 _HERMITIAN_METHODS = ("CG", "PCG")
 _MESSAGE_BYTES = 4096
 
@@ -207,8 +213,12 @@ def solver_for(key: Any, release: Callable[[int], Any], pattern: Any, device: An
 # The configuration AmgX reads
 
 
-def amgx_config_text(config: SolverConfig) -> str:
+def amgx_config_text(config: SolverConfig, given: Any = None) -> str:
     """The JSON text AmgX's ``AMGX_config_create`` reads for ``config``.
+
+    ``config.to_amgx_dict()``, every setting explicit, plus AmgX's run-wide settings
+    (``determinism_flag``, ...) from the top level of ``given``, the configuration as the
+    caller gave it (the dict, JSON text or file that ``config`` was parsed from).
 
     Raises:
       ValueError: ``config`` uses a setting only jaxsolve has, turns off the outer
@@ -226,6 +236,13 @@ def amgx_config_text(config: SolverConfig) -> str:
     if not config.monitor_residual:
         raise ValueError("solve: the AmgX backend needs monitor_residual 1 in the outer solver"
                          " (it reports AmgX's residuals and status).")
+    if isinstance(given, (str, os.PathLike)):
+        given = _load_json(given)
+    if isinstance(given, dict):
+        if given.get("exception_handling", 0) != 0:
+            raise ValueError("solve: the AmgX backend needs exception_handling 0 (AmgX returns"
+                             " its errors, which become exceptions; 1 would end the process).")
+        document.update({key: given[key] for key in _GLOBAL_KEYS if key in given})
     return json.dumps(document, sort_keys=True)
 
 
@@ -245,9 +262,9 @@ def solve_amgx(A: Any, b: Any, x0: Any, config: Any, *, reuse_setup: bool, deriv
         if value is not None:
             raise ValueError(f"solve: {name}= is not supported by the AmgX backend"
                              " (use_backend('jaxsolve') supports it).")
-    config = parse_amgx_config(config)
+    given, config = config, parse_amgx_config(config)
     check_max_iters("solve", config.max_iters)
-    text = amgx_config_text(config)
+    text = amgx_config_text(config, given)
     matrix, b, x0, _ = checked_inputs("solve", A, b, x0, None, check)
     if jnp.issubdtype(matrix.values.dtype, jnp.complexfloating):
         raise TypeError("solve: the AmgX backend solves real systems (float32, float64); got"
