@@ -40,6 +40,12 @@ Krylov methods, configured in AmgX's vocabulary and differentiable through
   and `jax.grad`.
 * `jaxsolve.sparse.matrices`: a gallery of test problems whose patterns stay static when
   their values are traced.
+* JAX-AMG's whole public API, so that its programs run after changing only their imports
+  (``jaxamg`` → ``jaxsolve.sparse``): its top-level names here (`finalize`,
+  `cache_mpi_metadata`, `make_lineax_preconditioner`, `get_solver_cache_info`,
+  `clear_solver_cache`, ...), ``info[key]`` with its keys (`SolveInfo`), and its modules
+  `jaxsolve.sparse.matrices`, `jaxsolve.sparse.sparsity`, `jaxsolve.sparse.utils`,
+  `jaxsolve.sparse.mpi_utils` and `jaxsolve.sparse.config`.
 * `jaxsolve.sparse.plot`: residual histories and hierarchies drawn with matplotlib (the
   ``plot`` extra).
 * A command line, ``python -m jaxsolve.sparse solve A.mtx`` (the ``jaxsolve-sparse``
@@ -48,8 +54,12 @@ Krylov methods, configured in AmgX's vocabulary and differentiable through
 
 import importlib.metadata as _metadata
 
+from . import config as config
 from . import matrices as matrices
+from . import mpi_utils as mpi_utils
 from . import plot as plot
+from . import sparsity as sparsity
+from . import utils as utils
 from ._config import DEFAULT_SOLVER_CONFIG as DEFAULT_SOLVER_CONFIG
 from ._config import AMGConfig as AMGConfig
 from ._config import RelaxationConfig as RelaxationConfig
@@ -67,11 +77,13 @@ from ._backend import use_backend as use_backend
 from ._cache import CacheInfo as CacheInfo
 from ._cache import cache_info as cache_info
 from ._cache import clear_cache as clear_cache
+from ._cache import finalize as finalize
 from ._cache import set_cache_size as set_cache_size
 from ._coloring import color_columns as color_columns
 from ._matrix_free import ColoringInfo as ColoringInfo
 from ._matrix_free import cache_coloring as cache_coloring
 from ._matrix_free import with_cache as with_cache
+from ._mpi_metadata import cache_mpi_metadata as cache_mpi_metadata
 from ._sparsity_tracing import trace_sparsity as trace_sparsity
 from ._krylov import stationary as stationary
 from ._preconditioner import Preconditioner as Preconditioner
@@ -90,6 +102,18 @@ from ._status import raise_on_failure as raise_on_failure
 # JAX-AMG's names, so that ported code runs unchanged.
 get_solver_cache_info = cache_info
 clear_solver_cache = clear_cache
+
+
+
+def __getattr__(name: str):
+    """``make_lineax_preconditioner`` (JAX-AMG's top-level name; it lives in, and is
+    documented with, `jaxsolve.sparse.lineax`), imported on first use: Lineax is an
+    optional dependency."""
+    if name == "make_lineax_preconditioner":
+        from .lineax import make_lineax_preconditioner
+        return make_lineax_preconditioner
+    raise AttributeError(f"module 'jaxsolve.sparse' has no attribute {name!r}")
+
 
 try:
     __version__ = _metadata.version("jaxsolve-sparse")
@@ -115,26 +139,32 @@ __all__ = [
     "bicgstab",
     "cache_coloring",
     "cache_info",
+    "cache_mpi_metadata",
     "cg",
     "clear_cache",
     "clear_solver_cache",
     "color_columns",
     "communication_per_iteration",
+    "config",
     "current_backend",
     "describe",
     "fgmres",
+    "finalize",
     "get_solver_cache_info",
     "gmres",
     "jacobi",
     "make_preconditioner",
     "matrices",
+    "mpi_utils",
     "parse_amgx_config",
     "plot",
     "raise_on_failure",
     "set_cache_size",
     "solve",
+    "sparsity",
     "stationary",
     "trace_sparsity",
     "use_backend",
+    "utils",
     "with_cache",
 ]

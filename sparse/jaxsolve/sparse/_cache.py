@@ -27,6 +27,7 @@ import jax
 from . import _csr
 from ._csr_arrays import CsrArrays
 from ._hierarchy import Hierarchy, HierarchyStructure
+from ._matrix_free import clear_coloring_cache
 from ._multicolor import MulticolorArrays
 
 _DEFAULT_SIZE = 8
@@ -157,3 +158,21 @@ def set_cache_size(maxsize: int) -> None:
     if not isinstance(maxsize, int) or isinstance(maxsize, bool) or maxsize < 0:
         raise ValueError(f"set_cache_size: maxsize must be a non-negative int, got {maxsize!r}.")
     _CACHE.resize(maxsize)
+
+
+def finalize() -> None:
+    """Releases what ``jaxsolve.sparse`` keeps between solves (JAX-AMG's ``finalize``).
+
+    The AMG setups and device copies (:func:`clear_cache`) and the structures found for
+    matrix-free operators (:func:`cache_coloring`'s cache).  jaxsolve holds no native
+    solver library to shut down (JAX-AMG's also calls ``AMGX_finalize``), so solves may
+    follow: they set up anew.
+
+    Examples:
+      >>> from jaxsolve import sparse
+      >>> sparse.finalize()
+      >>> sparse.cache_info().currsize
+      0
+    """
+    clear_cache()
+    clear_coloring_cache()

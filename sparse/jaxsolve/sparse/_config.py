@@ -1061,6 +1061,44 @@ def _coarse_solver(keys: Mapping[str, Any], path: str) -> str:
     return keys["solver"]
 
 
+def with_overrides(config: Any, overrides: Mapping[str, Any]) -> Any:
+    """``config`` with ``overrides`` set in its outer solver's scope (JAX-AMG's keyword
+    overrides, ``solve(A, b, config=..., max_iters=50)``), nested scopes merged key by key.
+
+    ``config`` may take any form :func:`parse_amgx_config` takes; the result is a dict
+    (``config`` itself when there is nothing to override).
+    """
+    if not overrides:
+        return config
+    if config is None:
+        return dict(overrides)
+    if not isinstance(config, Mapping):
+        config = parse_amgx_config(config).to_amgx_dict()
+    solver = config.get("solver")
+    if isinstance(solver, Mapping):  # nested: the outer keys live in the solver scope
+        return {**config, "solver": deep_merge(solver, overrides)}
+    return deep_merge(config, overrides)
+
+
+def deep_merge(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy of ``base`` with ``override`` merged in, nested dicts merged key by key
+    (JAX-AMG's ``utils.deep_merge``).
+
+    Examples:
+      >>> from jaxsolve.sparse.utils import deep_merge
+      >>> deep_merge({"solver": "PCG", "preconditioner": {"solver": "AMG", "cycle": "V"}},
+      ...            {"preconditioner": {"cycle": "W"}})
+      {'solver': 'PCG', 'preconditioner': {'solver': 'AMG', 'cycle': 'W'}}
+    """
+    merged = dict(base)
+    for key, value in override.items():
+        if isinstance(merged.get(key), Mapping) and isinstance(value, Mapping):
+            merged[key] = deep_merge(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
 DEFAULT_SOLVER_CONFIG: SolverConfig = _parse_document({})
 """jaxsolve's default: PBICGSTAB to 1e-6 relative, one classical AMG V-cycle as preconditioner
 (PMIS, D2 interpolation: JAX-AMG's).
