@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from jaxsolve import dense
-from jaxsolve.dense import _backend, _layout, _xla
+from jaxsolve.dense import _arguments, _backend, _xla
 
 
 @pytest.fixture
@@ -23,7 +23,7 @@ def registry(monkeypatch):
 class TestBackend:
     def test_every_family_has_the_xla_backend(self):
         for family in _backend.FAMILIES:
-            assert _backend.backend_name(family, _layout.Layout(), np.float32) == "xla"
+            assert _backend.backend_name(family, _arguments.Layout(), np.float32) == "xla"
 
     def test_another_backend_plugs_in_per_family(self, registry):
         calls = []
@@ -44,8 +44,8 @@ class TestBackend:
         assert calls == ["factor"]
         dense.potrs(2 * jnp.eye(2), jnp.ones(2))  # float32: still the XLA backend
         assert calls == ["factor"]
-        assert _backend.backend_name("cholesky", _layout.Layout(), np.complex64) == "counting"
-        assert _backend.backend_name("lu", _layout.Layout(), np.complex64) == "xla"
+        assert _backend.backend_name("cholesky", _arguments.Layout(), np.complex64) == "counting"
+        assert _backend.backend_name("lu", _arguments.Layout(), np.complex64) == "xla"
         dense.clear_cache()
         assert cleared == [True, True]  # both clear_cache calls reached the backend
 

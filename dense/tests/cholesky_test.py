@@ -20,7 +20,7 @@ from helpers import (
     tolerance,
 )
 from jaxsolve import dense
-from jaxsolve.dense import _cholesky, _compile, _layout
+from jaxsolve.dense import _arguments, _cholesky, _compile
 
 
 def hermitian_part(m):
@@ -173,7 +173,7 @@ class TestPotrs:
         assert dense.cho_inverse(a, donate=True).unsafe_buffer_pointer() == a_buffer
         # ... and the factor takes a's buffer (it is deleted after the call, so the compiled
         # program's aliases are what shows it: output 3, the factor, aliases parameter 0).
-        program = _compile._program(_cholesky._potrs_body, (_layout.Layout(), False), 2, True)
+        program = _compile._program(_cholesky._potrs_body, (_arguments.Layout(), False), 2, True)
         hlo = program.lower(jnp.eye(4), jnp.ones(4)).compile().as_text()
         aliases = re.search(r"input_output_alias=\{(.*?) \}, entry", hlo).group(1)
         assert "{0}: (1, {}" in aliases and "{3}: (0, {}" in aliases

@@ -26,7 +26,7 @@ from jax.test_util import check_grads
 from helpers import hermitian, hermitian_positive_definite, is_wide, random_matrix, \
     well_conditioned
 from jaxsolve import dense
-from jaxsolve.dense import _backend, _cusolver, _layout
+from jaxsolve.dense import _arguments, _backend, _cusolver
 
 GPU = next((d for d in jax.devices() if d.platform == "gpu"), None)
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(GPU is None, reason="needs a GPU")]
@@ -51,7 +51,7 @@ def hermitian_part(m):
 
 
 def test_gpu_matrices_take_cusolver():
-    layout = _layout.matrix_layout("potrs", gpu(jnp.eye(2)), None, None)
+    layout = _arguments.matrix_layout("potrs", gpu(jnp.eye(2)), None, None)
     assert layout.platform == "gpu"
     for family in _backend.FAMILIES:
         assert _backend.backend_name(family, layout, np.float32) == "cusolver"
@@ -63,7 +63,7 @@ def test_a_mesh_of_one_gpu_takes_cusolver():
     mesh = jax.sharding.Mesh(np.array([GPU]), ("x",))
     a = jax.device_put(4 * jnp.eye(8), NamedSharding(mesh, P("x", None)))
     b = jax.device_put(jnp.ones(8), NamedSharding(mesh, P("x")))
-    layout = _layout.matrix_layout("potrs", a, None, None)
+    layout = _arguments.matrix_layout("potrs", a, None, None)
     assert layout.grid == (1, 1) and _backend.backend_name("cholesky", layout, a.dtype) == "cusolver"
     x = dense.potrs(a, b)
     np.testing.assert_allclose(x, np.full(8, 0.25))

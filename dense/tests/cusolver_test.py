@@ -16,12 +16,12 @@ from jax.sharding import PartitionSpec as P
 from helpers import grid_mesh, put
 from jaxsolve import dense
 from jaxsolve.dense import (
+    _arguments,
     _backend,
     _cholesky,
     _compile,
     _cusolver,
     _eigen,
-    _layout,
     _least_squares,
     _lu,
     _polar,
@@ -34,7 +34,7 @@ from jaxsolve.runtime import NativeLibrary
 class TestSelection:
     @pytest.mark.parametrize("family", _backend.FAMILIES)
     def test_one_gpu_takes_cusolver(self, family):
-        on_gpu = _layout.Layout(device_platform="gpu")
+        on_gpu = _arguments.Layout(device_platform="gpu")
         assert _backend.backend_name(family, on_gpu, np.complex64) == "cusolver"
 
     @pytest.mark.parametrize("major, backend", [(12, "cusolver"), (13, "cusolver"), (14, "xla")])
@@ -43,27 +43,27 @@ class TestSelection:
                                                                      major, backend):
         # Built for CUDA 12 and 13; under a plugin of another major, XLA computes.
         monkeypatch.setattr(NativeLibrary, "cuda_major", property(lambda self: major))
-        on_gpu = _layout.Layout(device_platform="gpu")
+        on_gpu = _arguments.Layout(device_platform="gpu")
         assert _backend.backend_name(family, on_gpu, np.float64) == backend
 
     @pytest.mark.parametrize("family", _backend.FAMILIES)
     def test_cpu_and_grids_take_xla(self, family):
-        on_cpu = _layout.Layout(device_platform="cpu")
+        on_cpu = _arguments.Layout(device_platform="cpu")
         assert _backend.backend_name(family, on_cpu, np.float64) == "xla"
         for rows, cols in [(1, 1), (2, 1), (2, 2)]:
-            layout = _layout.Layout(mesh=grid_mesh(rows, cols), matrix_spec=P("pr", "pc"))
+            layout = _arguments.Layout(mesh=grid_mesh(rows, cols), matrix_spec=P("pr", "pc"))
             assert _backend.backend_name(family, layout, np.float32) == "xla"
 
     @pytest.mark.parametrize("family", _backend.FAMILIES)
     def test_lean_syevd_is_asked_for_by_name(self, family):
         """"cusolver_lean" computes syevd on one GPU when use_backend names it; every other
         family keeps cuSOLVER, and off a GPU it refuses syevd, saying why."""
-        on_gpu = _layout.Layout(device_platform="gpu")
+        on_gpu = _arguments.Layout(device_platform="gpu")
         assert _backend.backend_name("syevd", on_gpu, np.float64) == "cusolver"
         with dense.use_backend("cusolver_lean"):
             expected = "cusolver_lean" if family == "syevd" else "cusolver"
             assert _backend.backend_name(family, on_gpu, np.float64) == expected
-            on_cpu = _layout.Layout(device_platform="cpu")
+            on_cpu = _arguments.Layout(device_platform="cpu")
             if family == "syevd":
                 with pytest.raises(ValueError, match="'cusolver_lean'.*cannot compute 'syevd'"):
                     _backend.backend_name(family, on_cpu, np.float64)
@@ -72,18 +72,18 @@ class TestSelection:
 
     def test_layout_knows_where_the_matrix_is(self):
         a = jnp.eye(4)
-        layout = _layout.matrix_layout("potrs", a, None, None)
+        layout = _arguments.matrix_layout("potrs", a, None, None)
         assert layout.platform == "cpu" and layout.device_platform == "cpu"
         assert layout.grid == (1, 1)
         sharded = put(jnp.eye(4), grid_mesh(2, 1), P("pr", "pc"))
-        layout = _layout.matrix_layout("potrs", sharded, None, None)
+        layout = _arguments.matrix_layout("potrs", sharded, None, None)
         assert layout.platform == "cpu" and layout.grid == (2, 1)
 
     def test_traced_matrix_runs_on_the_default_backend(self):
         platforms = []
 
         def f(a):
-            layout = _layout.matrix_layout("potrs", a, None, None)
+            layout = _arguments.matrix_layout("potrs", a, None, None)
             platforms.append((layout.device_platform, layout.platform))
             return a
 
@@ -134,7 +134,7 @@ class TestLoweringForCuda:
     @pytest.fixture
     def on_gpu(self, monkeypatch):
         monkeypatch.setattr(_cusolver, "require", lambda: None)  # nothing to load: no GPU here
-        return _layout.Layout(device_platform="gpu")
+        return _arguments.Layout(device_platform="gpu")
 
     @staticmethod
     def lowered(body, statics, arrays, donate=False):

@@ -17,7 +17,7 @@ from jax.test_util import check_grads
 
 import jaxsolve.sharding as js
 from jaxsolve import dense
-from jaxsolve.dense import _backend, _cusolvermp, _layout
+from jaxsolve.dense import _arguments, _backend, _cusolvermp
 
 GPU = next((d for d in jax.devices() if d.platform == "gpu"), None)
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(GPU is None, reason="needs a GPU")]
@@ -52,7 +52,7 @@ def relative_residual(a, x, b):
 
 
 def test_the_backend_is_picked_and_its_libraries_load(mesh):
-    layout = _layout.Layout(mesh=mesh, matrix_spec=P("pr", "pc"))
+    layout = _arguments.Layout(mesh=mesh, matrix_spec=P("pr", "pc"))
     for family in _backend.FAMILIES:
         assert _backend.backend_name(family, layout, np.float32) == "cusolvermp"
     assert js.nccl_version() >= 22902  # cuBLASMp 0.10 needs ncclCommQueryProperties

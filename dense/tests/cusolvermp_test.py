@@ -17,12 +17,12 @@ from jax.sharding import PartitionSpec as P
 import jaxsolve.layout as jl
 import jaxsolve.sharding as js
 from jaxsolve import dense
-from jaxsolve.dense import _backend, _compile, _cusolvermp, _layout
+from jaxsolve.dense import _arguments, _backend, _compile, _cusolvermp
 from jaxsolve.runtime import NativeLibrary
 
 
 def grid(mesh, spec=P("pr", "pc"), tile=4):
-    return _cusolvermp.grid_of(_layout.Layout(mesh=mesh, matrix_spec=spec, tile=tile))
+    return _cusolvermp.grid_of(_arguments.Layout(mesh=mesh, matrix_spec=spec, tile=tile))
 
 
 class TestGrid:
@@ -121,7 +121,7 @@ class TestStorage:
 
 class TestChoice:
     def test_not_on_cpu_meshes(self):
-        layout = _layout.Layout(mesh=grid_mesh(2, 2), matrix_spec=P("pr", "pc"))
+        layout = _arguments.Layout(mesh=grid_mesh(2, 2), matrix_spec=P("pr", "pc"))
         for family in _backend.FAMILIES:
             assert _backend.backend_name(family, layout, np.float32) == "xla"
 

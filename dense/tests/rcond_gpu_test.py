@@ -18,7 +18,7 @@ from jax.sharding import PartitionSpec as P
 import jaxsolve.sharding as js
 from helpers import hermitian_positive_definite, well_conditioned
 from jaxsolve import dense
-from jaxsolve.dense import _backend, _layout
+from jaxsolve.dense import _arguments, _backend
 
 GPU = next((d for d in jax.devices() if d.platform == "gpu"), None)
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(GPU is None, reason="needs a GPU")]
@@ -62,7 +62,7 @@ def backend(request):
 def test_gpu_matrices_take_the_native_backends(backend):
     name = "cusolvermp" if backend is not gpu else "cusolver"
     a = backend(np.eye(4))
-    layout = _layout.matrix_layout("lu_solve", a, None, None)
+    layout = _arguments.matrix_layout("lu_solve", a, None, None)
     assert _backend.backend_name("lu", layout, np.float32) == name
 
 

@@ -329,10 +329,10 @@ def describe() -> dict:
     import numpy as np
     from jax.sharding import PartitionSpec as P
 
-    from jaxsolve.dense import _backend, _layout
+    from jaxsolve.dense import _arguments, _backend
 
     device = jax.devices()[0]
-    layout = _layout.Layout(mesh=_mesh(), matrix_spec=P("pr", "pc"), tile=1024)
+    layout = _arguments.Layout(mesh=_mesh(), matrix_spec=P("pr", "pc"), tile=1024)
     families = {"potrs": "cholesky", "lu_solve": "lu", "syevd": "syevd"}
     return {"platform": device.platform, "kind": device.device_kind, "jax": jax.__version__,
             "defaults": {routine: _backend.backend_name(family, layout, np.float64)

@@ -40,7 +40,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from ._layout import Layout
+from ._arguments import Layout
 
 FAMILIES = ("cholesky", "lu", "syevd", "sygvd", "least_squares", "qr", "gesvd", "polar")
 

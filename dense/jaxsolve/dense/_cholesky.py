@@ -11,9 +11,9 @@ import jax.numpy as jnp
 from jaxsolve import autodiff
 
 from . import _backend, _factor
+from ._arguments import Layout, check_flag, constrain, prepare_matrix, prepare_rhs, work_matrix
 from ._compile import run, run_for_context
 from ._factor import DenseFactor, check_factor
-from ._layout import Layout, check_flag, constrain, prepare_matrix, prepare_rhs, work_matrix
 from ._status import fill_failed, with_status
 
 

@@ -10,8 +10,8 @@ from typing import Any
 import jax
 
 from . import _explicit
+from ._arguments import Layout
 from ._backend import clear_backends, preferred_backend, prepare_backends
-from ._layout import Layout
 
 
 @functools.lru_cache(maxsize=None)

@@ -83,8 +83,8 @@ import numpy as np
 from jaxsolve.runtime import NativeLibrary, nvidia_library
 
 from . import _xla
+from ._arguments import Layout
 from ._backend import Decomposition, FactorServices, register
-from ._layout import Layout
 
 POTRF = "jaxsolve_dense_cusolver_potrf"
 POTRS = "jaxsolve_dense_cusolver_potrs"

@@ -49,8 +49,8 @@ from jaxsolve.runtime import cuda_major, preload_nvidia_library
 from jaxsolve.sharding import nccl_communicator
 
 from . import _cusolver, _xla
+from ._arguments import SUPPORTED_DTYPES, Layout
 from ._backend import Decomposition, FactorServices, preferred_backend, register
-from ._layout import SUPPORTED_DTYPES, Layout
 
 NAME = "cusolvermp"
 

@@ -5,7 +5,7 @@ its sharding in its type (``jax.typeof(a)`` is ``f32[8@pr,8@pc]``): ``jax.numpy`
 ``jax.lax`` then propagate shardings by type rules, and refuse what the rules cannot decide. The
 dense routines' programs are written for ``Auto`` axes (XLA places what is not constrained;
 ``lax.linalg`` of a sharded matrix gathers it), so they run on the **Auto view** of the mesh —
-the same devices and axis names with every axis ``Auto`` (`_layout.auto_view`) — and their
+the same devices and axis names with every axis ``Auto`` (`_arguments.auto_view`) — and their
 outputs are typed back onto the caller's mesh:
 
 * concrete arrays (a call outside ``jax.jit``) are viewed on the Auto mesh with
@@ -35,7 +35,7 @@ from typing import Any
 import jax
 from jax.sharding import AxisType, NamedSharding, PartitionSpec
 
-from ._layout import named_sharding
+from ._arguments import named_sharding
 
 
 def _typed_sharding(x: Any) -> NamedSharding | None:

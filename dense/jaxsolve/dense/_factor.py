@@ -17,7 +17,7 @@ import jax.numpy as jnp
 from jaxsolve import autodiff
 
 from . import _backend
-from ._layout import Layout, constrain
+from ._arguments import Layout, constrain
 from ._status import Status, fill_failed, status_of
 
 # The jaxsolve.autodiff rules of each factorization family: how ``A`` is factored (keeping

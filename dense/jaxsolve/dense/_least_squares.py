@@ -10,8 +10,8 @@ from jax.sharding import NamedSharding, PartitionSpec
 from jaxsolve import autodiff
 
 from . import _backend
+from ._arguments import Layout, constrain, prepare_matrix, prepare_rhs
 from ._compile import run
-from ._layout import Layout, constrain, prepare_matrix, prepare_rhs
 from ._status import fill_failed, with_status
 
 

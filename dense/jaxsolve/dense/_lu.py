@@ -11,9 +11,7 @@ import jax.numpy as jnp
 from jaxsolve import autodiff
 
 from . import _factor
-from ._compile import run, run_for_context
-from ._factor import DenseFactor, check_factor
-from ._layout import (
+from ._arguments import (
     check_flag,
     check_tile,
     checked_array,
@@ -22,6 +20,8 @@ from ._layout import (
     prepare_rhs,
     work_matrix,
 )
+from ._compile import run, run_for_context
+from ._factor import DenseFactor, check_factor
 from ._status import fill_failed, with_status
 
 

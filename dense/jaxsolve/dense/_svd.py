@@ -9,8 +9,8 @@ import jax
 from jaxsolve import autodiff
 
 from . import _backend
+from ._arguments import constrain, prepare_matrix
 from ._compile import run
-from ._layout import constrain, prepare_matrix
 from ._status import fill_failed, with_status
 
 

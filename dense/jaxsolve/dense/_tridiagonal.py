@@ -21,7 +21,7 @@ import numpy as np
 from jaxsolve import autodiff
 from jaxsolve.runtime import NativeLibrary
 
-from ._layout import check_flag
+from ._arguments import check_flag
 from ._status import fill_failed, with_status
 
 TARGET = "jaxsolve_dense_tridiagonal_eigh"
