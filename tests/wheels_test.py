@@ -170,3 +170,29 @@ def test_sparse_wheel_installs_its_command_and_offers_the_plot_extra(tmp_path):
                             env={"PYTHONPATH": str(tmp_path)}, capture_output=True, text=True)
     assert result.returncode == 2, result.stderr
     assert result.stderr == "jaxsolve-sparse: error: missing.mtx: the file does not exist\n"
+
+
+def test_readme_install_from_the_wheel_folder(tmp_path):
+    # The README's install command, offline: `pip install --find-links dist/ ...` takes the
+    # jaxsolve wheels from the folder and, with --no-index, every other requirement from what
+    # is installed already (JAX, NumPy, SciPy, matplotlib: this test's own environment).
+    folder = tmp_path / "dist"
+    folder.mkdir()
+    for wheel in WHEELS.values():
+        (folder / wheel.name).write_bytes(wheel.read_bytes())
+    prefix = tmp_path / "prefix"
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-index",
+                    "--disable-pip-version-check", "--find-links", str(folder),
+                    "--prefix", str(prefix), "jaxsolve", "jaxsolve-sparse[plot]"], check=True)
+    (site,) = prefix.glob("lib/python*/site-packages")
+    installed = {canonicalize_name(p.name.split("-")[0]) for p in site.glob("*.dist-info")}
+    assert installed == set(_DISTRIBUTIONS)  # all seven, from the folder
+    probe = ("import jaxsolve.runtime, jaxsolve.layout, jaxsolve.autodiff, jaxsolve.sharding,"
+             " jaxsolve.dense, jaxsolve.sparse as s; print(s.__file__)")
+    result = subprocess.run([sys.executable, "-c", probe], env={"PYTHONPATH": str(site)},
+                            capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith(str(site))
+    result = subprocess.run([str(prefix / "bin" / "jaxsolve-sparse"), "--help"],
+                            env={"PYTHONPATH": str(site)}, capture_output=True, text=True)
+    assert result.returncode == 0 and "solve" in result.stdout, result.stderr
