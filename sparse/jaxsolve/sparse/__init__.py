@@ -6,7 +6,8 @@ Krylov methods, configured in AmgX's vocabulary and differentiable through
 
 * `solve` (JAX-AMG's call shape): an AMG-preconditioned Krylov solve of a sparse system,
   under `jax.jit`, `jax.vmap` and `jax.grad` (implicit derivatives with respect to ``b``
-  and to the matrix's values on its pattern). The AMG structure is built on the host once
+  and to the matrix's values on its pattern; the rule is `jaxsolve.autodiff.linear_solve`'s,
+  and ``_linear_solve.py`` here says what each path of `solve` hands it). The AMG structure is built on the host once
   per sparsity pattern and cached (`cache_info`, `clear_cache`, `set_cache_size`); the
   numeric setup for new values runs inside the compiled program. `describe` shows the
   hierarchy and the memory it keeps.

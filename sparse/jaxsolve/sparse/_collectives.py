@@ -1,7 +1,7 @@
 """How the parts of a distributed solve talk to each other: the `Collectives` protocol.
 
 A distributed solve splits ``A``, ``b`` and ``x`` by rows into ``P`` parts (devices of one
-host, or MPI processes). Each part runs the same algorithms of :mod:`._sharded` (Krylov
+host, or MPI processes). Each part runs the same algorithms of :mod:`._partitioned` (Krylov
 methods, block-Jacobi AMG with a coarse space) on its own rows, and needs only three things
 from the others, which a `Collectives` provides:
 

@@ -24,7 +24,6 @@ split over the cores this process may use (:func:`host_threads`).
 
 from __future__ import annotations
 
-import ctypes
 from typing import Any, NamedTuple
 
 import numpy as np

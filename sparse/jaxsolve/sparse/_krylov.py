@@ -514,6 +514,17 @@ def fgmres(
     )
 
 
+KRYLOV_METHODS: dict[str, Callable[..., tuple[jax.Array, SolveInfo]]] = {
+    "CG": cg, "PCG": cg, "BICGSTAB": bicgstab, "PBICGSTAB": bicgstab,
+    "GMRES": gmres, "FGMRES": fgmres,
+}
+"""The method of each AmgX Krylov solver name, for every path of :func:`solve` (with or
+without the ``P``, a method applies the preconditioner it is given)."""
+
+HERMITIAN_METHODS = ("CG", "PCG")
+"""The solver names that take ``A`` as Hermitian (their derivatives are symmetrized)."""
+
+
 class _Arnoldi(NamedTuple):
     """The state of one GMRES restart cycle of ``m`` steps on ``n`` unknowns."""
 

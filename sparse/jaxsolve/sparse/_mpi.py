@@ -12,7 +12,7 @@ together with every other rank of ``comm``. Each rank gets its rows of ``x`` and
 ``info``. One rank per device: each process solves on its default JAX device (give each
 its own GPU, e.g. through ``CUDA_VISIBLE_DEVICES``, as ``jaxsolve.sharding.launch`` does).
 
-The algorithms are those of the one-host sharded solve (:mod:`._sharded`): the same
+The algorithms are those of the one-host sharded solve (:mod:`._partitioned`): the same
 Krylov methods, the same block-Jacobi AMG on each rank's diagonal block with a coarse
 space that couples the blocks, written against a `Collectives`. Here they talk through
 `mpi4jax` inside the compiled program:
@@ -67,17 +67,18 @@ from jax import lax
 
 from jaxsolve.sharding import halo_plan
 
-from ._config import AMGConfig, SolverConfig, parse_amgx_config
+from ._config import AMGConfig, SolverConfig
 from ._csr_arrays import CsrStructure
-from ._sharded import (COARSE_PER_PART, _coarse_aggregates, _Preconditioner,
-                       coarse_inverse_rows, kept_numbers, krylov_columns, local_matvec,
-                       precondition, solve_from)
 from ._hierarchy import HierarchyStructure, build_structure, numeric_setup
+from ._krylov import HERMITIAN_METHODS
+from ._linear_solve import service, solve_from
+from ._partitioned import (COARSE_PER_PART, BlockPreconditioner, amg_of, check_krylov,
+                           coarse_aggregates, coarse_inverse_rows, kept_numbers, krylov_columns,
+                           local_matvec, precondition)
 from ._setup import is_concrete
 from ._status import SolveInfo
 
-_KRYLOV_METHODS = ("CG", "PCG", "BICGSTAB", "PBICGSTAB", "GMRES", "FGMRES")
-_HERMITIAN_METHODS = ("CG", "PCG")
+_WHERE = "with comm="  # the path, in the errors of _partitioned's checks
 
 
 def _mpi4jax():
@@ -299,7 +300,7 @@ def _rank_system(comm: Any, row_ranges, indptr: np.ndarray, indices: np.ndarray,
     block_indptr = np.concatenate([[0], np.cumsum(np.bincount(rows[inside], minlength=m))])
     block = CsrStructure(block_indptr.astype(np.int32), columns[inside].astype(np.int32), m)
     structure = build_structure(block, None if values is None else values[inside], 1, amg)
-    coarse_of_row, count = _coarse_aggregates(structure, COARSE_PER_PART)
+    coarse_of_row, count = coarse_aggregates(structure, COARSE_PER_PART)
     n_coarse = int(comm.allreduce(count, op=MPI.MAX))
     # The coarse unknowns of the halo columns, from their owners.
     empty = np.zeros(0, np.int32)
@@ -411,16 +412,16 @@ def _own_values(layout: _Layout, transposed: bool, values: jax.Array) -> jax.Arr
 
 
 def _local_setup(collectives: _MpiCollectives, system: _RankSystem,
-                 values: jax.Array) -> _Preconditioner:
+                 values: jax.Array) -> BlockPreconditioner:
     """This rank's preconditioner numbers: its block's hierarchy and the coarse inverse."""
     hierarchy = numeric_setup(system.structure, system.structure.arrays,
                               values[system.block_positions], None)
-    return _Preconditioner(hierarchy, coarse_inverse_rows(
+    return BlockPreconditioner(hierarchy, coarse_inverse_rows(
         collectives, values, system.coarse_rows, system.coarse_cols, system.n_coarse))
 
 
 def _local_solve(config: SolverConfig, layout: _Layout, system: _RankSystem,
-                 values: jax.Array, numbers: _Preconditioner | None,
+                 values: jax.Array, numbers: BlockPreconditioner | None,
                  rhs: jax.Array) -> tuple[jax.Array, SolveInfo]:
     """This rank's rows of the solve of ``system`` (values in its own slots), with the
     preconditioner's numbers given or, when None, set up here."""
@@ -462,14 +463,14 @@ def _compiled_setup(layout: _Layout, transposed: bool):
     return jax.jit(run)
 
 
-def _setup_numbers(layout: _Layout, transposed: bool, values: jax.Array) -> _Preconditioner:
+def _setup_numbers(layout: _Layout, transposed: bool, values: jax.Array) -> BlockPreconditioner:
     """The numbers for concrete ``values``, computed now, even while a caller's jit traces
     (run as a compiled executable, as `numeric_setup_now` does). A collective."""
     return _compiled_setup(layout, transposed).lower(values).compile()(values)
 
 
 def _preconditioner_numbers(layout: _Layout, transposed: bool, values: jax.Array,
-                            reuse_setup: bool) -> _Preconditioner | None:
+                            reuse_setup: bool) -> BlockPreconditioner | None:
     """`kept_numbers` of an orientation, the ranks agreeing on each choice (one
     ``allreduce``); None without a preconditioner."""
     system = layout.transposed if transposed else layout.forward
@@ -478,24 +479,6 @@ def _preconditioner_numbers(layout: _Layout, transposed: bool, values: jax.Array
     return kept_numbers(system.numbers, values, reuse_setup,
                         functools.partial(_setup_numbers, layout, transposed),
                         agree=lambda reuse: layout.comm.allreduce(reuse, op=_mpi().LAND))
-
-
-def _service(config: SolverConfig, layout: _Layout, transposed: bool, own_numbers=None):
-    """The solve service of an orientation for :func:`jaxsolve.autodiff.linear_solve`.
-
-    Its operator is ``(A's values, A's preconditioner numbers or None)``. ``own_numbers``: a
-    callable giving the numbers of the transpose (called when the service is, so that
-    ``Aᵀ`` is set up only for a reverse mode), or None to take the operator's.
-    """
-    run = _compiled_solve(config, layout, transposed)
-
-    def service(operator, rhs):
-        values, numbers = operator
-        if own_numbers is not None:
-            numbers = own_numbers()
-        return run(values, numbers, rhs)
-
-    return service
 
 
 def _local_csr(A: Any) -> tuple[np.ndarray, np.ndarray, Any, tuple[int, int]]:
@@ -554,17 +537,6 @@ def _row_ranges(comm: Any, nglobal: Any, partition_info: Any) -> tuple[tuple[int
     return ranges
 
 
-def _amg_of(config: SolverConfig) -> AMGConfig | None:
-    preconditioner = config.preconditioner
-    if preconditioner is None or preconditioner.solver == "NOSOLVER":
-        return None
-    if preconditioner.solver != "AMG":
-        raise ValueError(
-            "solve: with comm=, the preconditioners are 'AMG' (block-Jacobi AMG with a "
-            f"coarse space) and 'NOSOLVER', not {preconditioner.solver!r}.")
-    return preconditioner.amg
-
-
 def _local_inputs(A_local: Any, b_local: Any, x0: Any, rank: int, row_ranges):
     """This rank's checked inputs: its canonical pattern ``(indptr, indices)`` (columns
     sorted in each row), its values in that order, ``b`` and ``x0`` in their dtype."""
@@ -614,8 +586,8 @@ def _agree(comm: Any, problem: Exception | None) -> None:
 def solve_mpi(
     A_local: Any,
     b_local: Any,
-    x0: Any = None,
-    config: Any = None,
+    x0: Any,
+    config: SolverConfig,
     *,
     comm: Any,
     nglobal: Any,
@@ -626,8 +598,8 @@ def solve_mpi(
 ) -> tuple[jax.Array, SolveInfo]:
     """`jaxsolve.sparse.solve` with ``comm=``: this rank's rows of a distributed solve.
 
-    See the module documentation; the arguments are `solve`'s (``unsupported``: `solve`'s
-    other keywords, which raise unless None). A collective: every rank of ``comm`` calls it
+    See the module documentation; the arguments are `solve`'s, its configuration parsed
+    (``unsupported``: `solve`'s other keywords, which raise unless None). A collective: every rank of ``comm`` calls it
     with its own rows, in the same order as its other calls, also when a `jax.jit` traces
     it (setup then runs while tracing).
     """
@@ -646,13 +618,8 @@ def solve_mpi(
     if not hasattr(comm, "Get_size") or not hasattr(comm, "Clone"):
         raise TypeError(f"solve: comm must be an mpi4py communicator (e.g. MPI.COMM_WORLD), "
                         f"got {type(comm).__name__}.")
-    if derivative not in ("implicit", "adjoint"):
-        raise ValueError(f"solve: derivative must be 'implicit' or 'adjoint', got {derivative!r}.")
-    config = parse_amgx_config(config)
-    if config.solver not in _KRYLOV_METHODS:
-        raise ValueError(f"solve: with comm=, the solver is a Krylov method (PCG, PBICGSTAB, "
-                         f"GMRES, FGMRES), not {config.solver!r}.")
-    amg = _amg_of(config)
+    check_krylov(config, _WHERE)
+    amg = amg_of(config, _WHERE)
     row_ranges = _row_ranges(comm, nglobal, partition_info)
     try:
         indptr, indices, values, b, x0 = _local_inputs(A_local, b_local, x0, comm.rank,
@@ -664,7 +631,7 @@ def solve_mpi(
     host_values = None
     if amg is not None and is_concrete(values):
         host_values = np.asarray(values)
-    hermitian = config.solver in _HERMITIAN_METHODS
+    hermitian = config.solver in HERMITIAN_METHODS
     comm = _private_comm(comm)
     layout = _layout(comm, row_ranges, indptr, indices, host_values, amg, hermitian)
     collectives = _MpiCollectives(comm, layout.forward)
@@ -687,8 +654,10 @@ def solve_mpi(
             values, numbers = operator
             return (values + _own_values(layout, True, values)) / 2, numbers
 
-    transpose_solve = None if hermitian else _service(config, layout, True, functools.partial(
-        _preconditioner_numbers, layout, True, values, reuse_setup))
-    return solve_from(operator, b, x0, matvec=matvec, solve=_service(config, layout, False),
+    transpose_solve = None if hermitian else service(
+        _compiled_solve(config, layout, True),
+        functools.partial(_preconditioner_numbers, layout, True, values, reuse_setup))
+    return solve_from(operator, b, x0, matvec=matvec,
+                      solve=service(_compiled_solve(config, layout, False)),
                       transpose_solve=transpose_solve, hermitian=hermitian,
                       symmetrize=symmetrize, derivative=derivative)

@@ -18,7 +18,6 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 from . import _blocks, _matrix_free
 from ._config import DEFAULT_SOLVER_CONFIG, SolverConfig, parse_amgx_config

@@ -31,11 +31,12 @@ rows:
   Poisson 24³ over 8 devices it takes 15 PCG iterations where the single-device AMG takes
   12 (``tools/bench/sparse_sharded.py``); block-Jacobi AMG alone, on 16³, 28 against 12.
 
-**Communication is pluggable.** The algorithms below the shard_map driver
-(`local_matvec`, `inner_product`, `coarse_inverse_rows`, `precondition`, `krylov_columns`)
-talk to the other parts only through a :class:`._collectives.Collectives`: here
+**Communication is pluggable.** The algorithms each device runs are :mod:`._partitioned`'s
+(`local_matvec`, `inner_product`, `coarse_inverse_rows`, `precondition`, `krylov_columns`),
+which talk to the other parts only through a :class:`._collectives.Collectives`: here
 ``_AxisCollectives`` (``ppermute``, ``psum``); :mod:`._mpi` runs the same functions across
-MPI processes with ``mpi4jax``.
+MPI processes with ``mpi4jax``. What this module adds is the shard_map driver: the blocks'
+setup from a `ShardedCsrMatrix`'s layout, and one compiled program per configuration.
 
 **Setup.** Like the single-device solve, the structure of each block's hierarchy is built
 on the host once per layout (from the values when they are concrete, else from the pattern)
@@ -64,40 +65,32 @@ from __future__ import annotations
 import dataclasses
 import functools
 import weakref
-from collections.abc import Callable
 from typing import Any, Literal, NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-import scipy.sparse
 from jax import lax
 from jax.sharding import NamedSharding, PartitionSpec
 
-from jaxsolve import autodiff
 from jaxsolve.sharding import ShardedCsrMatrix, shard_map
 
-from . import _aggregation
 from ._config import AMGConfig, SolverConfig, parse_amgx_config
 from ._csr_arrays import CsrArrays, CsrStructure
-from ._collectives import Collectives
-from ._cycle import cycle
 from ._hierarchy import (CoarsestNumbers, Hierarchy, HierarchyStructure, LevelNumbers,
                          build_structure, numeric_setup)
-from ._krylov import bicgstab, cg, fgmres, gmres
+from ._krylov import HERMITIAN_METHODS
+from ._linear_solve import service, solve_from
 from ._multicolor import (MULTICOLOR_SMOOTHERS, MulticolorPadding, common_color_shape,
-                          multicolor_padding, padded_data, safe_inverse)
-from ._ffi_primitives import csr_matvec
-from ._relaxation import RelaxationData, finest_diagonal
+                          multicolor_padding, padded_data)
+from ._partitioned import (COARSE_PER_PART, BlockPreconditioner, amg_of, check_krylov,
+                           coarse_aggregates, coarse_inverse_rows, kept_numbers, krylov_columns,
+                           local_matvec, precondition)
+from ._relaxation import RelaxationData
 from ._setup import check_finite, is_concrete
 from ._status import SolveInfo, Status
 
-COARSE_PER_PART = 32
-"""The most coarse unknowns per device in the coarse space that couples the blocks."""
-
-_KRYLOV = {"CG": cg, "PCG": cg, "BICGSTAB": bicgstab, "PBICGSTAB": bicgstab,
-           "GMRES": gmres, "FGMRES": fgmres}
-_HERMITIAN_METHODS = ("CG", "PCG")
+_WHERE = "with a sharded A"  # the path, in the errors of _partitioned's checks
 
 
 # -----------------------------------------------------------------------------
@@ -125,37 +118,11 @@ class _AxisCollectives:
         return lax.psum(array, self._layout.axis_name)
 
 
-def local_matvec(collectives: Collectives, values: jax.Array, indices: jax.Array,
-                 indptr: jax.Array, x: jax.Array, *, native: bool = True) -> jax.Array:
-    """This part's rows of ``A x`` from its rows ``x`` of shape ``(m,)`` or ``(m, k)``.
-
-    ``indices`` are the block's columns in the ``[owned | halo | 0]`` numbering of
-    `Collectives.halo`. ``native``: by the native CSR kernel (the solves); else by a gather
-    and a segment sum, which JAX can transpose (the ``matvec`` that derivatives are formed
-    from).
-    """
-    n_rows = indptr.shape[0] - 1
-    extended = collectives.halo(x).astype(values.dtype)
-    if native:
-        return csr_matvec(values, indices, indptr, extended, n_rows=n_rows)
-    rows = jnp.searchsorted(indptr[1:], jnp.arange(values.shape[0], dtype=jnp.int32),
-                            side="right")
-    terms = values.reshape(values.shape + (1,) * (x.ndim - 1)) * extended[indices]
-    return jax.ops.segment_sum(terms, rows, num_segments=n_rows, indices_are_sorted=True)
-
-
 def _local_matvec(layout, values: jax.Array, arrays, x: jax.Array, *,
                   native: bool = True) -> jax.Array:
     """`local_matvec` of one device of a layout, with its `BlockArrays`."""
     return local_matvec(_AxisCollectives(layout, arrays.send, arrays.recv), values,
                         arrays.indices, arrays.indptr, x, native=native)
-
-
-def inner_product(collectives: Collectives):
-    """``(u, v) ↦ Σ_parts vdot(u_part, v_part)``, the Krylov methods' inner product."""
-    def inner(u: jax.Array, v: jax.Array) -> jax.Array:
-        return collectives.sum(jnp.vdot(u, v))
-    return inner
 
 
 def _squeeze(tree):
@@ -258,7 +225,7 @@ def _build_block_setup(layout, values: np.ndarray | None, amg: AMGConfig) -> _Bl
         for i in range(depth))
     coarsest = (max(s.coarsest.n_rows for s in structures),
                 max(s.coarsest.nnz for s in structures))
-    coarse_of_unique = [_coarse_aggregates(s, COARSE_PER_PART) for s in structures]
+    coarse_of_unique = [coarse_aggregates(s, COARSE_PER_PART) for s in structures]
     n_coarse = max(count for _, count in coarse_of_unique)
     coarse_of_row = np.full((nparts, m), n_coarse, np.int32)  # padding rows: none
     for rank in range(nparts):
@@ -313,44 +280,8 @@ def _multicolor_paddings(structures: list[HierarchyStructure], branch: np.ndarra
     return tuple(paddings)
 
 
-def _coarse_aggregates(structure: HierarchyStructure, target: int) -> tuple[np.ndarray, int]:
-    """Each row's coarse unknown: the composite aggregates of the block's hierarchy (none for
-    classical AMG), merged further by pairwise matching until there are at most ``target``."""
-    n = structure.levels[0].a.n_rows if structure.levels else structure.coarsest.n_rows
-    of_row, count = np.arange(n), n
-    pattern = structure.levels[0].a if structure.levels else structure.coarsest
-    for level in structure.levels:
-        if count <= target or level.aggregates is None:  # classical levels: no partition
-            break
-        of_row, count, pattern = level.aggregates[of_row], level.n_aggregates, level.galerkin.c
-    graph = scipy.sparse.csr_array((np.ones(pattern.nnz), pattern.indices, pattern.indptr),
-                                   shape=(pattern.n_rows, pattern.n_rows))
-    while count > target:
-        aggregates, merged = _aggregation.aggregate(
-            _aggregation.coupling_graph(_structure_of(graph), None), 3)
-        if merged == count:
-            break
-        membership = scipy.sparse.csr_array(
-            (np.ones(count), aggregates, np.arange(count + 1)), shape=(count, merged))
-        graph = scipy.sparse.csr_array(membership.T @ graph @ membership)
-        of_row, count = aggregates[of_row], merged
-    return of_row.astype(np.int32), int(count)
-
-
-def _structure_of(graph: scipy.sparse.csr_array) -> CsrStructure:
-    graph = graph.tocsr()
-    graph.sort_indices()
-    return CsrStructure(graph.indptr.astype(np.int32), graph.indices.astype(np.int32),
-                        graph.shape[1])
-
-
 # -----------------------------------------------------------------------------
 # Block-Jacobi AMG with a coarse space: numbers and application (inside shard_map)
-
-
-class _Preconditioner(NamedTuple):
-    hierarchy: Hierarchy
-    coarse_inverse_rows: jax.Array  # (C, P C): this device's rows of A_c⁻¹
 
 
 def _pad_csr(c: CsrArrays, rows: int, nnz: int) -> CsrArrays:
@@ -400,7 +331,7 @@ def _padded(setup: _BlockSetup, hierarchy: Hierarchy,
 
 
 def _local_setup(setup: _BlockSetup, layout, values: jax.Array,
-                 arrays: _SetupArrays) -> _Preconditioner:
+                 arrays: _SetupArrays) -> BlockPreconditioner:
     """This device's preconditioner numbers from its stored values."""
     block_values = values[arrays.block_positions]
 
@@ -418,63 +349,8 @@ def _local_setup(setup: _BlockSetup, layout, values: jax.Array,
         hierarchy = lax.switch(arrays.branch, [branch(u) for u in range(len(setup.structures))],
                                block_values, arrays.multicolor)
     collectives = _AxisCollectives(layout, None, None)
-    return _Preconditioner(hierarchy, coarse_inverse_rows(
+    return BlockPreconditioner(hierarchy, coarse_inverse_rows(
         collectives, values, arrays.coarse_rows, arrays.coarse_cols, setup.n_coarse))
-
-
-def coarse_inverse_rows(collectives: Collectives, values: jax.Array, coarse_rows: jax.Array,
-                        coarse_cols: jax.Array, n_coarse: int) -> jax.Array:
-    """This part's ``(C, P C)`` rows of ``A_c⁻¹``, ``A_c = Zᵀ A Z`` summed from every part's
-    stored values at their global coarse ``(row, column)`` (``P C``: dropped)."""
-    size = collectives.nparts * n_coarse
-    coarse = jnp.zeros((size, size), values.dtype).at[
-        coarse_rows, coarse_cols].add(values, mode="drop")
-    coarse = collectives.sum(coarse)
-    unused = jnp.all(coarse == 0, axis=1)  # the padding of parts with fewer aggregates
-    coarse = coarse + jnp.diag(unused.astype(coarse.dtype))
-    inverse = jnp.linalg.inv(coarse)
-    return lax.dynamic_slice_in_dim(inverse, collectives.index() * n_coarse, n_coarse, axis=0)
-
-
-def _fine_scale(hierarchy: Hierarchy) -> jax.Array:
-    """The Jacobi scaling of the finest level (``diag(A_rr) = diag(A)``): its Jacobi
-    smoother's ``ω / diag(A)``, else ``1 / diag(A)`` (the multicolor smoothers' scales are
-    in their color order, DILU's not even ``1 / diag(A)``)."""
-    if hierarchy.levels and hierarchy.levels[0].smoother.multicolor is None:
-        return hierarchy.levels[0].smoother.scale
-    return safe_inverse(finest_diagonal(
-        hierarchy.levels[0].a if hierarchy.levels else hierarchy.coarsest.a))
-
-
-def precondition(collectives: Collectives, n_coarse: int, preconditioner: _Preconditioner,
-                 coarse_of_row: jax.Array, matvec):
-    """``r ↦ M⁻¹ r`` on this part's rows: damped Jacobi on all of ``A`` around the
-    two-level block method ``T = Q + (I − QA) B (I − AQ)`` (symmetric for a symmetric ``A``:
-    ``M⁻¹ = S + (I − SA) T (I − AS)``)."""
-    size = collectives.nparts * n_coarse
-
-    def coarse(r):
-        local = jax.ops.segment_sum(r, coarse_of_row, num_segments=n_coarse)
-        start = collectives.index() * n_coarse
-        residual = collectives.sum(
-            lax.dynamic_update_slice(jnp.zeros(size, r.dtype), local, (start,)))
-        # Padding rows have the coarse unknown C: none, so they stay zero.
-        return (preconditioner.coarse_inverse_rows @ residual).at[coarse_of_row].get(
-            mode="fill", fill_value=0)
-
-    def two_level(r):
-        x = coarse(r)
-        x = x + cycle(preconditioner.hierarchy, r - matvec(x))
-        return x + coarse(r - matvec(x))
-
-    scale = _fine_scale(preconditioner.hierarchy)
-
-    def apply(r):
-        x = scale * r
-        x = x + two_level(r - matvec(x))
-        return x + scale * (r - matvec(x))
-
-    return apply
 
 
 # -----------------------------------------------------------------------------
@@ -494,22 +370,6 @@ class _Orientation:
     routing: Any = None  # the Exchange from A's values, for Aᵀ
     routing_arrays: tuple | None = None
     numbers: dict = dataclasses.field(default_factory=dict)
-
-
-def krylov_columns(config: SolverConfig, collectives: Collectives, matvec, precondition,
-                   rhs: jax.Array) -> tuple[jax.Array, SolveInfo]:
-    """This part's rows of the configured Krylov solve of every column of ``rhs`` ``(m, k)``,
-    with inner products summed over the parts; ``info`` with a leading axis of ``k``."""
-    method = _KRYLOV[config.solver]
-    options = {} if config.gmres_n_restart is None else {"restart": config.gmres_n_restart}
-
-    def one(b):
-        return method(matvec, b, precondition=precondition, tolerance=config.tolerance,
-                      max_iters=config.max_iters, convergence=config.convergence,
-                      inner_product=inner_product(collectives),
-                      store_history=config.store_res_history, **options)
-
-    return jax.vmap(one, in_axes=1, out_axes=(1, 0))(rhs)
 
 
 def _own_values(orientation: _Orientation, values: jax.Array, routing_arrays) -> jax.Array:
@@ -541,7 +401,7 @@ def _compiled_numbers(orientation: _Orientation):
                              (spec, spec, spec, spec), spec))
 
 
-def _setup_numbers(orientation: _Orientation, values: jax.Array) -> _Preconditioner:
+def _setup_numbers(orientation: _Orientation, values: jax.Array) -> BlockPreconditioner:
     """The stacked preconditioner numbers for concrete ``values``, computed now, even while
     a caller's jit traces (run as a compiled executable, as `numeric_setup_now` does)."""
     arguments = (values, orientation.layout.arrays, orientation.setup.arrays,
@@ -549,47 +409,13 @@ def _setup_numbers(orientation: _Orientation, values: jax.Array) -> _Preconditio
     return _compiled_numbers(orientation).lower(*arguments).compile()(*arguments)
 
 
-def kept_numbers(kept: dict, values: jax.Array, reuse_setup: bool,
-                 setup: Callable[[jax.Array], Any],
-                 agree: Callable[[bool], bool] = bool) -> Any | None:
-    """The preconditioner numbers a solve with ``values`` uses, or None to set up inside
-    the solve; shared by the one-host sharded and the MPI solves.
-
-    As for the single-device solve: concrete values are set up once (``setup(values)``) and
-    the numbers kept with them in ``kept`` (``{dtype: (values, numbers)}``, one per
-    orientation), so a solve with the same values (equal, checked on the device) reuses them
-    and other values set up anew; traced values are set up inside the compiled solve.
-    ``reuse_setup`` takes the latest numbers whatever the values. ``agree`` turns this
-    process's choice to reuse into every process's (an MPI ``allreduce``): a new setup
-    exchanges messages, so all must take it or none.
-    """
-    latest = kept.get(values.dtype)
-    concrete = is_concrete(values)
-    reuse = False
-    if latest is not None and (reuse_setup or concrete):
-        with jax.ensure_compile_time_eval():  # concrete, also while a caller's jit traces
-            reuse = reuse_setup or latest[0] is values or bool(_equal(latest[0], values))
-    if agree(reuse):
-        return latest[1]
-    if not concrete:
-        return None
-    numbers = setup(values)
-    kept[values.dtype] = (values, numbers)
-    return numbers
-
-
 def _preconditioner_numbers(orientation: _Orientation, values: jax.Array,
-                            reuse_setup: bool) -> _Preconditioner | None:
+                            reuse_setup: bool) -> BlockPreconditioner | None:
     """`kept_numbers` of ``orientation``: None without a preconditioner."""
     if orientation.setup is None:
         return None
     return kept_numbers(orientation.numbers, values, reuse_setup,
                         functools.partial(_setup_numbers, orientation))
-
-
-@jax.jit
-def _equal(a: jax.Array, b: jax.Array) -> jax.Array:
-    return jnp.array_equal(a, b)
 
 
 def _solve_body(config: SolverConfig, orientation: _Orientation):
@@ -620,24 +446,18 @@ def _solve_body(config: SolverConfig, orientation: _Orientation):
 
 
 def _service(config: SolverConfig, orientation: _Orientation, own_numbers=None):
-    """The solve service of ``orientation`` for :func:`jaxsolve.autodiff.linear_solve`.
+    """The solve service of ``orientation`` (:func:`._linear_solve.service`), its operator
+    ``(A's values, A's preconditioner numbers or None)``."""
+    compiled = _compiled_solve(config, orientation)
 
-    Its operator is ``(A's values, A's preconditioner numbers or None)``. ``own_numbers``: a
-    callable giving the numbers of the transpose (called when the service is, so that
-    ``Aᵀ`` is set up only for a reverse mode), or None to take the operator's.
-    """
-    run = _compiled_solve(config, orientation)
-
-    def service(operator, rhs):
-        values, given = operator
-        if own_numbers is not None:
-            given = own_numbers()
+    def run(values, numbers, rhs):
         arrays = orientation.layout.arrays  # for Aᵀ its own; its values are routed from A's
         setup_arrays = None if orientation.setup is None else orientation.setup.arrays
-        x, info = run(values, arrays, setup_arrays, orientation.routing_arrays, given, rhs)
+        x, info = compiled(values, arrays, setup_arrays, orientation.routing_arrays, numbers,
+                           rhs)
         return x, jax.tree.map(lambda leaf: leaf[0], info)
 
-    return service
+    return service(run, own_numbers)
 
 
 @functools.lru_cache(maxsize=64)
@@ -769,39 +589,25 @@ def _describe_mesh(mesh) -> str:
             f"{[d.id for d in np.asarray(mesh.devices).ravel()]}")
 
 
-def _amg_of(config: SolverConfig) -> AMGConfig | None:
-    preconditioner = config.preconditioner
-    if preconditioner is None or preconditioner.solver == "NOSOLVER":
-        return None
-    if preconditioner.solver != "AMG":
-        raise ValueError(
-            f"solve: a sharded A supports the preconditioners 'AMG' (block-Jacobi AMG with a "
-            f"coarse space) and 'NOSOLVER', not {preconditioner.solver!r}.")
-    return preconditioner.amg
-
-
 def solve_sharded(
     A: ShardedCsrMatrix,
     b: Any,
-    x0: Any = None,
-    config: Any = None,
+    x0: Any,
+    config: SolverConfig,
     *,
     reuse_setup: bool = False,
     derivative: Literal["implicit", "adjoint"] = "implicit",
     check: bool = True,
 ) -> tuple[jax.Array, SolveInfo]:
-    """`jaxsolve.sparse.solve` for a `jaxsolve.sharding.ShardedCsrMatrix` (see the module).
+    """`jaxsolve.sparse.solve` for a `jaxsolve.sharding.ShardedCsrMatrix` (see the module),
+    its configuration parsed by `solve`.
 
     With `check`, a solve of concrete inputs that did not succeed looks for NaN or Inf in
     ``A``, ``b`` and ``x0`` and raises naming it (a successful one reads its status only,
     as the single-device solve does, and makes no pass over the inputs).
     """
-    config = parse_amgx_config(config)
-    if config.solver not in _KRYLOV:
-        raise ValueError(
-            f"solve: a sharded A is solved by a Krylov method (PCG, PBICGSTAB, GMRES, FGMRES), "
-            f"not {config.solver!r}.")
-    amg = _amg_of(config)
+    check_krylov(config, _WHERE)
+    amg = amg_of(config, _WHERE)
     given = jnp.shape(b)  # (n, ...) or the padded layout's (P m, ...)
     if x0 is not None and jnp.shape(x0) != given:
         raise ValueError(f"solve: x0 must have b's shape {given}, got {jnp.shape(x0)}.")
@@ -812,7 +618,7 @@ def solve_sharded(
         dtype = jnp.result_type(A.values, b)
     values, b = A.values.astype(dtype), b.astype(dtype)
     layout = A.layout
-    hermitian = config.solver in _HERMITIAN_METHODS
+    hermitian = config.solver in HERMITIAN_METHODS
     forward, transposed = _orientations(layout, values if is_concrete(values) else None,
                                         amg, hermitian)
     product = _matvec(layout)
@@ -852,23 +658,6 @@ def solve_sharded(
     if given[0] == layout.shape[0]:  # b of the n rows: x too
         return A.global_vector(x), info
     return _padding_zeroed(A, x), info
-
-
-def solve_from(operator: Any, b: jax.Array, x0: jax.Array | None, *, matvec, solve,
-               transpose_solve, hermitian: bool, symmetrize, derivative: str
-               ) -> tuple[jax.Array, SolveInfo]:
-    """``x = A⁻¹ b`` through `jaxsolve.autodiff.linear_solve`, its services distributed.
-
-    An initial guess enters as the right-hand side of the correction ``A δ = b − A x0``
-    (``x0`` gets no derivative), shared by the sharded and the MPI solves.
-    """
-    rhs = b if x0 is None else b - matvec(operator, x0)
-    correction, info = autodiff.linear_solve(
-        operator, rhs, solve=solve, transpose_solve=transpose_solve, matvec=matvec,
-        symmetric=hermitian, symmetrize=symmetrize,
-        mode="jvp" if derivative == "implicit" else "adjoint", has_aux=True,
-    )
-    return (correction if x0 is None else x0 + correction), info
 
 
 # -----------------------------------------------------------------------------
@@ -919,7 +708,7 @@ def communication_per_iteration(A: ShardedCsrMatrix, config: Any = None) -> dict
         products, applications, scalars = 1, 1, restart // 2 + 2
     itemsize = np.dtype(A.dtype).itemsize
     halo = A.bytes_per_matvec()
-    amg = _amg_of(config)
+    amg = amg_of(config, _WHERE)
     coarse = 0
     if amg is not None:
         products += 4 * applications  # Jacobi twice, the two-level method twice

@@ -11,6 +11,14 @@ One call runs in three stages:
    configured preconditioner, as a service of :func:`jaxsolve.autodiff.linear_solve`, which
    supplies the derivatives: forward and reverse mode by the implicit function theorem, at
    the cost of one more solve (with ``Aᵀ``'s hierarchy for a nonsymmetric reverse mode).
+   **The derivative** of a solve is therefore found in :mod:`._linear_solve` (what every
+   path hands to ``linear_solve``) and in ``jaxsolve.autodiff``'s ``linear_solve``
+   (``autodiff/jaxsolve/autodiff/_linear_solve.py``: the JVP and transpose rules).
+
+:func:`solve` is the one front of every path: it reads the configuration once and hands it
+to the single-device solve below, to the one-host sharded solve (:mod:`._sharded`) or to the
+MPI solve (:mod:`._mpi`), which differ only in how their parts talk
+(:mod:`._collectives`, :mod:`._partitioned`).
 """
 
 from __future__ import annotations
@@ -33,7 +41,8 @@ from ._config import SolverConfig, parse_amgx_config
 from ._csr_arrays import CsrArrays
 from ._sharded import ShardedCsrMatrix, solve_sharded
 from ._hierarchy import Hierarchy
-from ._krylov import bicgstab, cg, check_max_iters, fgmres, gmres, stationary
+from ._krylov import HERMITIAN_METHODS, KRYLOV_METHODS, check_max_iters, stationary
+from ._linear_solve import differentiable_solve, service
 from ._mpi import solve_mpi
 from ._nullspace import minimum_norm, null_spaces, pseudo_inverse_services, singular_config
 from ._preconditioner import make_precondition
@@ -43,10 +52,6 @@ from ._setup import (System, checked_inputs, divides_by_diagonal, is_concrete,
                      raise_on_invalid_inputs)
 from ._statistics import statistics
 from ._status import FailureReason, SolveInfo, Status
-
-_KRYLOV = {"CG": cg, "PCG": cg, "BICGSTAB": bicgstab, "PBICGSTAB": bicgstab,
-           "GMRES": gmres, "FGMRES": fgmres}
-_HERMITIAN_METHODS = ("CG", "PCG")
 
 
 def solve(
@@ -216,15 +221,15 @@ def solve(
                               "block_dim": None if block_dim in (None, 1) else block_dim,
                               "nullspace": nullspace,
                               "transpose_nullspace": transpose_nullspace})
+    if derivative not in ("implicit", "adjoint"):
+        raise ValueError(f"solve: derivative must be 'implicit' or 'adjoint', got {derivative!r}.")
+    config = parse_amgx_config(config)  # once, for every path below
     if isinstance(A, ShardedCsrMatrix):
         _reject_sharded(near_nullspace=near_nullspace,
                         comm=comm, nglobal=nglobal, partition_info=partition_info,
                         block_dim=None if block_dim in (None, 1) else block_dim,
                         nullspace=nullspace,
                         transpose_nullspace=transpose_nullspace)
-        if derivative not in ("implicit", "adjoint"):
-            raise ValueError(
-                f"solve: derivative must be 'implicit' or 'adjoint', got {derivative!r}.")
         return solve_sharded(A, b, x0, config, reuse_setup=reuse_setup, derivative=derivative,
                              check=check)
     if comm is not None or nglobal is not None or partition_info is not None:
@@ -237,9 +242,6 @@ def solve(
                                       "nullspace": nullspace,
                                       "transpose_nullspace": transpose_nullspace})
     block_dim = _blocks.block_dim_of("solve", A, block_dim)
-    if derivative not in ("implicit", "adjoint"):
-        raise ValueError(f"solve: derivative must be 'implicit' or 'adjoint', got {derivative!r}.")
-    config = parse_amgx_config(config)
     check_max_iters("solve", config.max_iters)
     if config.solver == "NOSOLVER":
         raise ValueError("solve: solver 'NOSOLVER' solves nothing; it is a preconditioner"
@@ -261,7 +263,7 @@ def solve(
             jax.block_until_ready([leaf for leaf in jax.tree.leaves(state) if is_concrete(leaf)])
     setup_seconds = time.perf_counter() - setup_start
     _print_grid_stats(config, system, matrix)
-    hermitian = config.solver in _HERMITIAN_METHODS
+    hermitian = config.solver in HERMITIAN_METHODS
     pattern = _sparse_pattern(matrix._pattern)
     # An initial guess enters as the right-hand side of the correction, A δ = b − A x0,
     # δ from zero: the Krylov iterates are those from x0, and x0 gets no derivative.
@@ -286,16 +288,15 @@ def solve(
         if check:
             raise_on_invalid_inputs("solve", reasons, matrix, b, x0, config)
     else:
-        correction, info = autodiff.linear_solve(
+        correction, info = differentiable_solve(
             operator, rhs,
             solve=services[0],
             transpose_solve=services[1],
             matvec=lambda operator, x: pattern.matvec(operator[0], x),
-            symmetric=hermitian,
+            hermitian=hermitian,
             symmetrize=(lambda operator: (pattern.symmetrize(operator[0]), *operator[1:]))
             if hermitian else None,
-            mode="jvp" if derivative == "implicit" else "adjoint",
-            has_aux=True,
+            derivative=derivative,
         )
     if config.obtain_timings:
         log_timings(config.solver, setup_seconds, solve_start, correction, info)
@@ -340,8 +341,8 @@ def _solve_columns(
     ``numbers``: the preconditioner's (or stationary solver's) setup, from
     :meth:`System.operators`."""
     invalid = _invalid_matrix(config, matrix, diagonal)
-    if config.solver in _KRYLOV:
-        method = _KRYLOV[config.solver]
+    if config.solver in KRYLOV_METHODS:
+        method = KRYLOV_METHODS[config.solver]
         options = {} if config.gmres_n_restart is None else {"restart": config.gmres_n_restart}
         precondition = make_precondition(config.preconditioner, matrix, numbers)
     else:  # AMG or a relaxation, iterated: x ← x + M⁻¹ (b − A x), one cycle or sweep each
@@ -409,25 +410,26 @@ def _with_failure(info: SolveInfo, reason: jax.Array) -> SolveInfo:
 
 def _service(system: System, *, transposed: bool = False, report: bool = False
              ) -> Callable[[tuple, jax.Array], tuple]:
-    """The solve service of ``system`` (or of its transpose): ``A⁻¹ rhs`` for ``rhs``
-    ``(n, m)``, or ``(n,)`` (see :func:`_solve_columns`).
+    """The solve service of ``system`` (or of its transpose; :func:`._linear_solve.service`):
+    ``A⁻¹ rhs`` for ``rhs`` ``(n, m)``, or ``(n,)`` (see :func:`_solve_columns`).
 
     The operator is ``(A's values, A's setup state)``.  ``Aᵀ``'s system, values and setup
     are built only when reverse mode calls the transposed service.  With ``report``, the
     service also returns the failure reasons in host memory
     (:func:`_solve_columns_reporting`).
     """
+    if transposed:
+        def run_transposed(values: jax.Array, state, rhs: jax.Array) -> tuple:
+            transpose = system.transposed
+            return _solve_columns(transpose.config,
+                                  *transpose.operators(values[transpose.values_from], state),
+                                  state.diagonal, rhs)
+
+        return service(run_transposed, own_numbers=lambda: system.transposed.state())
     solve_columns = _solve_columns_reporting if report else _solve_columns
 
-    def service(operator: tuple, rhs: jax.Array) -> tuple:
-        if not transposed:
-            state = operator[1]
-            return solve_columns(system.config, *system.operators(*operator), state.diagonal,
-                                 rhs)
-        transpose = system.transposed
-        values = operator[0][transpose.values_from]
-        state = transpose.state()
-        return _solve_columns(transpose.config, *transpose.operators(values, state),
-                              state.diagonal, rhs)
+    def run(values: jax.Array, state, rhs: jax.Array) -> tuple:
+        return solve_columns(system.config, *system.operators(values, state), state.diagonal,
+                             rhs)
 
-    return service
+    return service(run)

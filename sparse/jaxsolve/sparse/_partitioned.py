@@ -1,0 +1,230 @@
+"""What each part of a row-partitioned solve runs: the algorithms both distributed paths share.
+
+A distributed solve splits ``A``, ``b`` and ``x`` by rows into ``P`` parts: the devices of one
+host under ``jax.shard_map`` (:mod:`._sharded`) or MPI processes (:mod:`._mpi`). Each part
+runs the functions below on its own rows; they reach the other parts only through a
+:class:`._collectives.Collectives` (how a vector's halo arrives, how an array is summed),
+which is all the two paths implement differently:
+
+* :func:`local_matvec` and :func:`inner_product`: this part's rows of ``A x`` and the
+  inner products of the Krylov methods (:func:`krylov_columns`), summed over the parts;
+* the preconditioner, block-Jacobi AMG with a coarse space (:mod:`._sharded` describes
+  it): each block's aggregates for the coarse space (:func:`coarse_aggregates`, host), the
+  part's rows of the coarse inverse (:func:`coarse_inverse_rows`) and the application
+  (:func:`precondition`) of a :class:`BlockPreconditioner`;
+* :func:`kept_numbers`: when concrete values are set up again and when their numbers are
+  reused;
+* :func:`check_krylov` and :func:`amg_of`: the solver and the AMG configuration of a
+  distributed solve, checked.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import scipy.sparse
+from jax import lax
+
+from . import _aggregation
+from ._collectives import Collectives
+from ._config import AMGConfig, SolverConfig
+from ._csr_arrays import CsrStructure
+from ._cycle import cycle
+from ._ffi_primitives import csr_matvec
+from ._hierarchy import Hierarchy, HierarchyStructure
+from ._krylov import KRYLOV_METHODS
+from ._multicolor import safe_inverse
+from ._relaxation import finest_diagonal
+from ._setup import is_concrete
+from ._status import SolveInfo
+
+COARSE_PER_PART = 32
+"""The most coarse unknowns per device in the coarse space that couples the blocks."""
+
+
+def local_matvec(collectives: Collectives, values: jax.Array, indices: jax.Array,
+                 indptr: jax.Array, x: jax.Array, *, native: bool = True) -> jax.Array:
+    """This part's rows of ``A x`` from its rows ``x`` of shape ``(m,)`` or ``(m, k)``.
+
+    ``indices`` are the block's columns in the ``[owned | halo | 0]`` numbering of
+    `Collectives.halo`. ``native``: by the native CSR kernel (the solves); else by a gather
+    and a segment sum, which JAX can transpose (the ``matvec`` that derivatives are formed
+    from).
+    """
+    n_rows = indptr.shape[0] - 1
+    extended = collectives.halo(x).astype(values.dtype)
+    if native:
+        return csr_matvec(values, indices, indptr, extended, n_rows=n_rows)
+    rows = jnp.searchsorted(indptr[1:], jnp.arange(values.shape[0], dtype=jnp.int32),
+                            side="right")
+    terms = values.reshape(values.shape + (1,) * (x.ndim - 1)) * extended[indices]
+    return jax.ops.segment_sum(terms, rows, num_segments=n_rows, indices_are_sorted=True)
+
+def inner_product(collectives: Collectives):
+    """``(u, v) ↦ Σ_parts vdot(u_part, v_part)``, the Krylov methods' inner product."""
+    def inner(u: jax.Array, v: jax.Array) -> jax.Array:
+        return collectives.sum(jnp.vdot(u, v))
+    return inner
+
+def krylov_columns(config: SolverConfig, collectives: Collectives, matvec, precondition,
+                   rhs: jax.Array) -> tuple[jax.Array, SolveInfo]:
+    """This part's rows of the configured Krylov solve of every column of ``rhs`` ``(m, k)``,
+    with inner products summed over the parts; ``info`` with a leading axis of ``k``."""
+    method = KRYLOV_METHODS[config.solver]
+    options = {} if config.gmres_n_restart is None else {"restart": config.gmres_n_restart}
+
+    def one(b):
+        return method(matvec, b, precondition=precondition, tolerance=config.tolerance,
+                      max_iters=config.max_iters, convergence=config.convergence,
+                      inner_product=inner_product(collectives),
+                      store_history=config.store_res_history, **options)
+
+    return jax.vmap(one, in_axes=1, out_axes=(1, 0))(rhs)
+
+
+def _structure_of(graph: scipy.sparse.csr_array) -> CsrStructure:
+    graph = graph.tocsr()
+    graph.sort_indices()
+    return CsrStructure(graph.indptr.astype(np.int32), graph.indices.astype(np.int32),
+                        graph.shape[1])
+
+def coarse_aggregates(structure: HierarchyStructure, target: int) -> tuple[np.ndarray, int]:
+    """Each row's coarse unknown: the composite aggregates of the block's hierarchy (none for
+    classical AMG), merged further by pairwise matching until there are at most ``target``."""
+    n = structure.levels[0].a.n_rows if structure.levels else structure.coarsest.n_rows
+    of_row, count = np.arange(n), n
+    pattern = structure.levels[0].a if structure.levels else structure.coarsest
+    for level in structure.levels:
+        if count <= target or level.aggregates is None:  # classical levels: no partition
+            break
+        of_row, count, pattern = level.aggregates[of_row], level.n_aggregates, level.galerkin.c
+    graph = scipy.sparse.csr_array((np.ones(pattern.nnz), pattern.indices, pattern.indptr),
+                                   shape=(pattern.n_rows, pattern.n_rows))
+    while count > target:
+        aggregates, merged = _aggregation.aggregate(
+            _aggregation.coupling_graph(_structure_of(graph), None), 3)
+        if merged == count:
+            break
+        membership = scipy.sparse.csr_array(
+            (np.ones(count), aggregates, np.arange(count + 1)), shape=(count, merged))
+        graph = scipy.sparse.csr_array(membership.T @ graph @ membership)
+        of_row, count = aggregates[of_row], merged
+    return of_row.astype(np.int32), int(count)
+
+class BlockPreconditioner(NamedTuple):
+    """One part's preconditioner numbers: its diagonal block's AMG hierarchy and its rows
+    of the coarse inverse."""
+
+    hierarchy: Hierarchy
+    coarse_inverse_rows: jax.Array  # (C, P C): this device's rows of A_c⁻¹
+
+def coarse_inverse_rows(collectives: Collectives, values: jax.Array, coarse_rows: jax.Array,
+                        coarse_cols: jax.Array, n_coarse: int) -> jax.Array:
+    """This part's ``(C, P C)`` rows of ``A_c⁻¹``, ``A_c = Zᵀ A Z`` summed from every part's
+    stored values at their global coarse ``(row, column)`` (``P C``: dropped)."""
+    size = collectives.nparts * n_coarse
+    coarse = jnp.zeros((size, size), values.dtype).at[
+        coarse_rows, coarse_cols].add(values, mode="drop")
+    coarse = collectives.sum(coarse)
+    unused = jnp.all(coarse == 0, axis=1)  # the padding of parts with fewer aggregates
+    coarse = coarse + jnp.diag(unused.astype(coarse.dtype))
+    inverse = jnp.linalg.inv(coarse)
+    return lax.dynamic_slice_in_dim(inverse, collectives.index() * n_coarse, n_coarse, axis=0)
+
+def _fine_scale(hierarchy: Hierarchy) -> jax.Array:
+    """The Jacobi scaling of the finest level (``diag(A_rr) = diag(A)``): its Jacobi
+    smoother's ``ω / diag(A)``, else ``1 / diag(A)`` (the multicolor smoothers' scales are
+    in their color order, DILU's not even ``1 / diag(A)``)."""
+    if hierarchy.levels and hierarchy.levels[0].smoother.multicolor is None:
+        return hierarchy.levels[0].smoother.scale
+    return safe_inverse(finest_diagonal(
+        hierarchy.levels[0].a if hierarchy.levels else hierarchy.coarsest.a))
+
+def precondition(collectives: Collectives, n_coarse: int, preconditioner: BlockPreconditioner,
+                 coarse_of_row: jax.Array, matvec):
+    """``r ↦ M⁻¹ r`` on this part's rows: damped Jacobi on all of ``A`` around the
+    two-level block method ``T = Q + (I − QA) B (I − AQ)`` (symmetric for a symmetric ``A``:
+    ``M⁻¹ = S + (I − SA) T (I − AS)``)."""
+    size = collectives.nparts * n_coarse
+
+    def coarse(r):
+        local = jax.ops.segment_sum(r, coarse_of_row, num_segments=n_coarse)
+        start = collectives.index() * n_coarse
+        residual = collectives.sum(
+            lax.dynamic_update_slice(jnp.zeros(size, r.dtype), local, (start,)))
+        # Padding rows have the coarse unknown C: none, so they stay zero.
+        return (preconditioner.coarse_inverse_rows @ residual).at[coarse_of_row].get(
+            mode="fill", fill_value=0)
+
+    def two_level(r):
+        x = coarse(r)
+        x = x + cycle(preconditioner.hierarchy, r - matvec(x))
+        return x + coarse(r - matvec(x))
+
+    scale = _fine_scale(preconditioner.hierarchy)
+
+    def apply(r):
+        x = scale * r
+        x = x + two_level(r - matvec(x))
+        return x + scale * (r - matvec(x))
+
+    return apply
+
+
+def kept_numbers(kept: dict, values: jax.Array, reuse_setup: bool,
+                 setup: Callable[[jax.Array], Any],
+                 agree: Callable[[bool], bool] = bool) -> Any | None:
+    """The preconditioner numbers a solve with ``values`` uses, or None to set up inside
+    the solve; shared by the one-host sharded and the MPI solves.
+
+    As for the single-device solve: concrete values are set up once (``setup(values)``) and
+    the numbers kept with them in ``kept`` (``{dtype: (values, numbers)}``, one per
+    orientation), so a solve with the same values (equal, checked on the device) reuses them
+    and other values set up anew; traced values are set up inside the compiled solve.
+    ``reuse_setup`` takes the latest numbers whatever the values. ``agree`` turns this
+    process's choice to reuse into every process's (an MPI ``allreduce``): a new setup
+    exchanges messages, so all must take it or none.
+    """
+    latest = kept.get(values.dtype)
+    concrete = is_concrete(values)
+    reuse = False
+    if latest is not None and (reuse_setup or concrete):
+        with jax.ensure_compile_time_eval():  # concrete, also while a caller's jit traces
+            reuse = reuse_setup or latest[0] is values or bool(_equal(latest[0], values))
+    if agree(reuse):
+        return latest[1]
+    if not concrete:
+        return None
+    numbers = setup(values)
+    kept[values.dtype] = (values, numbers)
+    return numbers
+
+@jax.jit
+def _equal(a: jax.Array, b: jax.Array) -> jax.Array:
+    return jnp.array_equal(a, b)
+
+
+def check_krylov(config: SolverConfig, where: str) -> None:
+    """Refuses a solver a distributed solve does not run: it runs the Krylov methods only.
+    ``where`` names the path in the error (``"with comm="``)."""
+    if config.solver not in KRYLOV_METHODS:
+        raise ValueError(f"solve: {where}, the solver is a Krylov method (PCG, PBICGSTAB, "
+                         f"GMRES, FGMRES), not {config.solver!r}.")
+
+
+def amg_of(config: SolverConfig, where: str) -> AMGConfig | None:
+    """The AMG configuration of a distributed solve's preconditioner (None: ``NOSOLVER`` or
+    none), checked to be one a distributed solve runs. ``where`` names the path in the error
+    (``"with comm="``)."""
+    preconditioner = config.preconditioner
+    if preconditioner is None or preconditioner.solver == "NOSOLVER":
+        return None
+    if preconditioner.solver != "AMG":
+        raise ValueError(
+            f"solve: {where}, the preconditioners are 'AMG' (block-Jacobi AMG with a coarse "
+            f"space) and 'NOSOLVER', not {preconditioner.solver!r}.")
+    return preconditioner.amg
