@@ -33,7 +33,6 @@ from ._native_library import DTYPES, INT32_MAX, LIBRARY, check_pattern, check_si
 _cpu = LIBRARY.cpu
 
 
-
 def aggregate_pairs(indptr: Any, indices: Any, weights: Any, *,
                     check: bool = True) -> tuple[np.ndarray, int]:
     """Greedy pairwise matching of a weighted graph into aggregates of (mostly) two nodes.

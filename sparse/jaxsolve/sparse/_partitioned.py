@@ -64,11 +64,13 @@ def local_matvec(collectives: Collectives, values: jax.Array, indices: jax.Array
     terms = values.reshape(values.shape + (1,) * (x.ndim - 1)) * extended[indices]
     return jax.ops.segment_sum(terms, rows, num_segments=n_rows, indices_are_sorted=True)
 
+
 def inner_product(collectives: Collectives):
     """``(u, v) ↦ Σ_parts vdot(u_part, v_part)``, the Krylov methods' inner product."""
     def inner(u: jax.Array, v: jax.Array) -> jax.Array:
         return collectives.sum(jnp.vdot(u, v))
     return inner
+
 
 def krylov_columns(config: SolverConfig, collectives: Collectives, matvec, precondition,
                    rhs: jax.Array) -> tuple[jax.Array, SolveInfo]:
@@ -91,6 +93,7 @@ def _structure_of(graph: scipy.sparse.csr_array) -> CsrStructure:
     graph.sort_indices()
     return CsrStructure(graph.indptr.astype(np.int32), graph.indices.astype(np.int32),
                         graph.shape[1])
+
 
 def coarse_aggregates(structure: HierarchyStructure, target: int) -> tuple[np.ndarray, int]:
     """Each row's coarse unknown: the composite aggregates of the block's hierarchy (none for
@@ -115,12 +118,14 @@ def coarse_aggregates(structure: HierarchyStructure, target: int) -> tuple[np.nd
         of_row, count = aggregates[of_row], merged
     return of_row.astype(np.int32), int(count)
 
+
 class BlockPreconditioner(NamedTuple):
     """One part's preconditioner numbers: its diagonal block's AMG hierarchy and its rows
     of the coarse inverse."""
 
     hierarchy: Hierarchy
     coarse_inverse_rows: jax.Array  # (C, P C): this device's rows of A_c⁻¹
+
 
 def coarse_inverse_rows(collectives: Collectives, values: jax.Array, coarse_rows: jax.Array,
                         coarse_cols: jax.Array, n_coarse: int) -> jax.Array:
@@ -135,6 +140,7 @@ def coarse_inverse_rows(collectives: Collectives, values: jax.Array, coarse_rows
     inverse = jnp.linalg.inv(coarse)
     return lax.dynamic_slice_in_dim(inverse, collectives.index() * n_coarse, n_coarse, axis=0)
 
+
 def _fine_scale(hierarchy: Hierarchy) -> jax.Array:
     """The Jacobi scaling of the finest level (``diag(A_rr) = diag(A)``): its Jacobi
     smoother's ``ω / diag(A)``, else ``1 / diag(A)`` (the multicolor smoothers' scales are
@@ -143,6 +149,7 @@ def _fine_scale(hierarchy: Hierarchy) -> jax.Array:
         return hierarchy.levels[0].smoother.scale
     return safe_inverse(finest_diagonal(
         hierarchy.levels[0].a if hierarchy.levels else hierarchy.coarsest.a))
+
 
 def precondition(collectives: Collectives, n_coarse: int, preconditioner: BlockPreconditioner,
                  coarse_of_row: jax.Array, matvec):
@@ -202,6 +209,7 @@ def kept_numbers(kept: dict, values: jax.Array, reuse_setup: bool,
     numbers = setup(values)
     kept[values.dtype] = (values, numbers)
     return numbers
+
 
 @jax.jit
 def _equal(a: jax.Array, b: jax.Array) -> jax.Array:
