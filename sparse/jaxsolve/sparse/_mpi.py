@@ -594,19 +594,14 @@ def solve_mpi(
     partition_info: Any,
     reuse_setup: bool = False,
     derivative: Literal["implicit", "adjoint"] = "implicit",
-    unsupported: dict[str, Any] | None = None,
 ) -> tuple[jax.Array, SolveInfo]:
     """`jaxsolve.sparse.solve` with ``comm=``: this rank's rows of a distributed solve.
 
-    See the module documentation; the arguments are `solve`'s, its configuration parsed
-    (``unsupported``: `solve`'s other keywords, which raise unless None). A collective: every rank of ``comm`` calls it
-    with its own rows, in the same order as its other calls, also when a `jax.jit` traces
-    it (setup then runs while tracing).
+    See the module documentation; the arguments are `solve`'s, its configuration parsed and
+    the keywords this path does not take refused by `solve`. A collective: every rank of
+    ``comm`` calls it with its own rows, in the same order as its other calls, also when a
+    `jax.jit` traces it (setup then runs while tracing).
     """
-    for name, value in (unsupported or {}).items():
-        if value is not None:
-            raise ValueError(f"solve: {name}= is not supported with comm= (a distributed "
-                             "solve across MPI processes).")
     if comm is None or nglobal is None or partition_info is None:
         missing = [name for name, value in (("comm", comm), ("nglobal", nglobal),
                                             ("partition_info", partition_info)) if value is None]

@@ -224,23 +224,21 @@ def solve(
     if derivative not in ("implicit", "adjoint"):
         raise ValueError(f"solve: derivative must be 'implicit' or 'adjoint', got {derivative!r}.")
     config = parse_amgx_config(config)  # once, for every path below
+    blocks = None if block_dim in (None, 1) else block_dim
     if isinstance(A, ShardedCsrMatrix):
-        _reject_sharded(near_nullspace=near_nullspace,
-                        comm=comm, nglobal=nglobal, partition_info=partition_info,
-                        block_dim=None if block_dim in (None, 1) else block_dim,
-                        nullspace=nullspace,
-                        transpose_nullspace=transpose_nullspace)
+        _reject("with a sharded A (jaxsolve.sharding.ShardedCsrMatrix)",
+                near_nullspace=near_nullspace, comm=comm, nglobal=nglobal,
+                partition_info=partition_info, block_dim=blocks, nullspace=nullspace,
+                transpose_nullspace=transpose_nullspace)
         return solve_sharded(A, b, x0, config, reuse_setup=reuse_setup, derivative=derivative,
                              check=check)
     if comm is not None or nglobal is not None or partition_info is not None:
+        _reject("with comm= (a distributed solve across MPI processes)",
+                near_nullspace=near_nullspace, block_dim=blocks, nullspace=nullspace,
+                transpose_nullspace=transpose_nullspace)
         return solve_mpi(A, b, x0, config, comm=comm, nglobal=nglobal,
                          partition_info=partition_info, reuse_setup=reuse_setup,
-                         derivative=derivative,
-                         unsupported={"near_nullspace": near_nullspace,
-                                      "block_dim": None if block_dim in (None, 1)
-                                      else block_dim,
-                                      "nullspace": nullspace,
-                                      "transpose_nullspace": transpose_nullspace})
+                         derivative=derivative)
     block_dim = _blocks.block_dim_of("solve", A, block_dim)
     check_max_iters("solve", config.max_iters)
     if config.solver == "NOSOLVER":
@@ -321,11 +319,11 @@ def _sparse_pattern(pattern) -> autodiff.SparsePattern:
     return autodiff.SparsePattern.from_csr(pattern.indptr, pattern.indices, pattern.shape)
 
 
-def _reject_sharded(**given: Any) -> None:
+def _reject(path: str, **given: Any) -> None:
+    """Refuses the keywords of `solve` that ``path`` does not take (None: not given)."""
     for name, value in given.items():
         if value is not None:
-            raise ValueError(f"solve: {name}= is not supported with a sharded A"
-                             " (jaxsolve.sharding.ShardedCsrMatrix).")
+            raise ValueError(f"solve: {name}= is not supported {path}.")
 
 
 @functools.partial(jax.jit, static_argnums=0)
