@@ -15,10 +15,11 @@ One call runs in three stages:
    path hands to ``linear_solve``) and in ``jaxsolve.autodiff``'s ``linear_solve``
    (``autodiff/jaxsolve/autodiff/_linear_solve.py``: the JVP and transpose rules).
 
-:func:`solve` is the one front of every path: it reads the configuration once and hands it
-to the single-device solve below, to the one-host sharded solve (:mod:`._sharded`) or to the
-MPI solve (:mod:`._mpi`), which differ only in how their parts talk
-(:mod:`._collectives`, :mod:`._partitioned`).
+:func:`solve` is the one front of every path: it reads the configuration once, refuses the
+keywords a path does not take, and hands the call to the single-device solve below, to the
+one-host sharded solve (:mod:`._sharded`) or to the MPI solve (:mod:`._mpi`). The last two run
+the same algorithms (:mod:`._partitioned`) and differ only in how their parts talk
+(:mod:`._collectives`).
 """
 
 from __future__ import annotations
