@@ -38,6 +38,18 @@ def _ordering(matrix, dilu=False):
     return a, _multicolor.multicolor_ordering(pattern, dilu)
 
 
+def _count_equations(jaxpr):
+    """The equations of a jaxpr, those of the jaxprs inside its equations included."""
+    count = 0
+    for eqn in jaxpr.eqns:
+        count += 1
+        for value in eqn.params.values():
+            inner = getattr(value, "jaxpr", value)
+            if hasattr(inner, "eqns"):
+                count += _count_equations(inner)
+    return count
+
+
 def _products(fn, *args):
     """The sizes of the index arrays of the native CSR products ``fn`` runs, in order."""
     sizes = []
@@ -66,29 +78,39 @@ class TestMulticolorOrdering:
         values = np.asarray(a.values)
         permuted = matrix[ordering.order][:, ordering.order]
         rebuilt = np.diag(np.diag(permuted))
-        begin = 0
-        for c in range(ordering.n_colors):
-            for blocks, positions in ((ordering.lower, ordering.lower_positions),
-                                      (ordering.upper, ordering.upper_positions)):
-                block = blocks[c]
-                rows = begin + block.row_ids
-                rebuilt[rows, block.indices] += values[positions[c]]
-            assert np.all(ordering.colors[ordering.order[begin:begin + block.n_rows]] == c)
-            lower_columns = ordering.lower[c].indices
-            assert np.all(lower_columns < begin)  # L: earlier colors only
-            begin += block.n_rows
-        assert begin == 40
+        for block, positions in ((ordering.lower, ordering.lower_positions),
+                                 (ordering.upper, ordering.upper_positions)):
+            rebuilt[block.row_ids, block.indices] += values[positions]
         np.testing.assert_array_equal(rebuilt, permuted)
+        starts = ordering.color_starts
+        assert starts[0] == 0 and starts[-1] == 40
+        for c in range(ordering.n_colors):  # each color a contiguous range of rows
+            assert np.all(ordering.colors[ordering.order[starts[c]:starts[c + 1]]] == c)
+        color = np.repeat(np.arange(ordering.n_colors), np.diff(starts))
+        assert np.all(color[ordering.lower.indices] < color[ordering.lower.row_ids])
+        assert np.all(color[ordering.upper.indices] > color[ordering.upper.row_ids])
         if dilu:  # each L entry a_ij knows where a_ji is stored (-1: nowhere)
             rows = np.repeat(np.arange(40), np.diff(np.asarray(a.indptr)))
-            for position, transposed in zip(ordering.lower_positions, ordering.transposed,
-                                            strict=True):
-                i, j = rows[position], np.asarray(a.indices)[position]
-                np.testing.assert_array_equal(transposed < 0, matrix[j, i] == 0)
-                np.testing.assert_array_equal(values[transposed[transposed >= 0]],
-                                              matrix[j, i][transposed >= 0])
+            position, transposed = ordering.lower_positions, ordering.transposed
+            i, j = rows[position], np.asarray(a.indices)[position]
+            np.testing.assert_array_equal(transposed < 0, matrix[j, i] == 0)
+            np.testing.assert_array_equal(values[transposed[transposed >= 0]],
+                                          matrix[j, i][transposed >= 0])
         else:
             assert ordering.transposed is None
+
+    def test_chunks_cut_each_color_into_ranges_of_at_most_chunk_rows(self):
+        _, ordering = _ordering(_random_matrix(60, 0.2, 3))
+        rows = ordering.default_chunk_rows()
+        assert rows == -(-60 // ordering.n_colors)
+        starts, counts = ordering.chunks(rows)
+        assert np.all((counts > 0) & (counts <= rows)) and counts.sum() == 60
+        assert starts.size <= 2 * ordering.n_colors  # the mean color's rows
+        covered = np.concatenate([np.arange(s, s + c) for s, c in zip(starts, counts)])
+        np.testing.assert_array_equal(covered, np.arange(60))
+        color = np.repeat(np.arange(ordering.n_colors), np.diff(ordering.color_starts))
+        for s, c in zip(starts, counts, strict=True):
+            assert np.all(color[s:s + c] == color[s])  # one color per chunk
 
     def test_stencil_colors_are_the_optimum(self):
         """Host DSATUR: 2 colors on the 5-point stencil (the device coloring gave 5)."""
@@ -125,16 +147,43 @@ class TestMulticolorRelaxation:
                                          jnp.zeros(30), 1)), rtol=1e-12)
 
     def test_multicolor_gs_sweep_costs_one_product(self):
-        """Each color multiplies its own rows only: a sweep reads L and U once (not A once
-        per color, as a masked product would)."""
+        """Red-black on the 5-point stencil: two chunks, each multiplying its own rows of L
+        and U only (a sweep reads L and U once, not A once per color); from x = 0 the
+        first pass skips U."""
         matrix = np.asarray(sparse.matrices.poisson_matrix(12).todense())
         a, config, data, ordering = self._data(matrix, "MULTICOLOR_GS", symmetric_gs=True)
         sweep = functools.partial(_relaxation.relax, a, data, config)
         b = jnp.ones(144)
         off_diagonal = int(np.count_nonzero(matrix)) - 144
-        assert sum(_products(lambda b, x: sweep(b, x, 1), b, b)) == 2 * off_diagonal
-        assert sum(_products(lambda b: sweep(b, None, 1), b)) == (
-            off_diagonal + off_diagonal // 2)  # forward from zero: L only
+        multicolor = data.multicolor
+        assert multicolor.chunk_starts.shape == (2,)
+        # One product with L and one with U per pass (in the loop's body), each over the
+        # chunks' widest window: half the off-diagonal entries.
+        assert multicolor.lower_width == multicolor.upper_width == off_diagonal // 2
+        assert _products(lambda b, x: sweep(b, x, 1), b, b) == [multicolor.lower_width,
+                                                              multicolor.upper_width] * 2
+        assert _products(lambda b: sweep(b, None, 1), b) == [multicolor.lower_width] + [
+            multicolor.upper_width, multicolor.lower_width]  # forward from zero: L only
+
+    @pytest.mark.parametrize("solver", ["MULTICOLOR_GS", "MULTICOLOR_DILU"])
+    def test_a_sweep_compiles_to_one_loop_whatever_the_colors(self, solver):
+        """The sweep's program does not grow with the number of colors (unrolled per color,
+        a 20-color level compiled one program per color): the same operations for 2
+        colors and for 20, and a sweep's work is a small multiple of a product with A."""
+        sizes = {}
+        for name, matrix in (("poisson", sparse.matrices.poisson_matrix(12).todense()),
+                             ("random", _random_matrix(144, 0.12, 4))):
+            matrix = np.asarray(matrix)
+            a, config, data, ordering = self._data(matrix, solver)
+            multicolor = data.multicolor
+            chunks = multicolor.chunk_starts.shape[0]
+            work = chunks * (multicolor.lower_width + multicolor.upper_width)
+            assert work <= 3 * np.count_nonzero(matrix)
+            jaxpr = jax.make_jaxpr(lambda b, x: _relaxation.relax(a, data, config, b, x, 1))(
+                jnp.ones(144), jnp.ones(144))
+            sizes[name] = (ordering.n_colors, _count_equations(jaxpr.jaxpr))
+        assert sizes["poisson"][0] == 2 and sizes["random"][0] >= 10
+        assert sizes["poisson"][1] == sizes["random"][1]
 
     @pytest.mark.parametrize("symmetric_pattern", [True, False])
     def test_multicolor_dilu_is_the_dilu_factorization(self, x64, symmetric_pattern):
@@ -152,10 +201,12 @@ class TestMulticolorRelaxation:
         got = _relaxation.relax(a, data, config, jnp.asarray(r), jnp.asarray(x), 1)
         np.testing.assert_allclose(np.asarray(got), x + np.linalg.solve(m, r - matrix @ x),
                                    rtol=1e-10)
-        # The substitutions read L and U once: with the residual, about two products.
+        # The residual's product with A, then one window of L and one of U per chunk.
         sizes = _products(lambda r, x: _relaxation.relax(a, data, config, r, x, 1),
                           jnp.asarray(r), jnp.asarray(x))
-        assert sum(sizes) == 2 * int(np.count_nonzero(matrix)) - 30
+        multicolor = data.multicolor
+        assert sizes == [int(np.count_nonzero(matrix)), multicolor.lower_width,
+                         multicolor.upper_width]
 
 
 class TestMulticolorPadding:
@@ -185,7 +236,8 @@ class TestMulticolorPadding:
         _, other_data = padded(other_a, other, other_ordering)
         assert (jax.tree.map(jnp.shape, padded_data)
                 == jax.tree.map(jnp.shape, other_data))  # one shape for both blocks
-        assert len(padded_data.multicolor.lower) == other_ordering.n_colors
+        assert (padded_data.multicolor.chunk_starts.shape
+                == other_data.multicolor.chunk_starts.shape)
         padded_a = _arrays(np.pad(matrix, ((0, 6), (0, 6))))  # 6 empty padding rows
         b = np.cos(np.arange(36.0))  # the padding rows of b are never read
         x0 = np.concatenate([np.linspace(-1, 1, 30), np.zeros(6)])

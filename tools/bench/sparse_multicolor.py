@@ -48,7 +48,7 @@ def colors_per_level(A: jsp.CsrMatrix, config: dict[str, Any]) -> str:
     structure, _ = system.setup
     if structure is None:
         ordering = system.ordering
-        return "–" if ordering is None else str(len(ordering.lower))
+        return "–" if ordering is None else str(ordering.n_colors)
     orderings = [level.ordering for level in structure.levels] + [structure.coarsest_ordering]
     if orderings[0] is None:
         return "–"

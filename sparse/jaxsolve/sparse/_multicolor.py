@@ -8,32 +8,41 @@ order*) makes ``A`` a block matrix whose diagonal blocks are diagonal,
     ``A' = A[order][:, order] = L + D + U``,
 
 ``L`` (``U``) holding the entries whose column has an earlier (later) color than their
-row.  Each color's rows are a contiguous range of ``A'``; its rows of ``L`` and of ``U``
-are stored as two CSR blocks of their own, so that updating one color costs a product
-with that color's rows only, and a sweep over all colors costs about one product with
-``A`` in total (not one per color):
+row.  Each color's rows are a contiguous range of ``A'``:
 
 * ``MULTICOLOR_GS``: ``x_c ← x_c + ω D_c⁻¹ (b − L x − D x − U x)_c`` for each color ``c``
   in turn (``symmetric_GS``: then in reverse order).  From ``x = 0`` the products with
-  the colors not yet visited are skipped.
+  ``U`` (the colors not yet visited) are skipped in the first pass.
 * ``MULTICOLOR_DILU``: ``x ← x + ω M⁻¹ (b − A x)`` with ``M = (E + L) E⁻¹ (E + U)`` and
   the diagonal ``E`` such that ``diag(M) = diag(A)``: ``e_i = a_ii − Σ_{j earlier}
-  a_ij a_ji / e_j`` (AmgX's DILU).  ``M⁻¹`` is a forward substitution through the blocks
-  of ``L`` and a backward one through those of ``U``.
+  a_ij a_ji / e_j`` (AmgX's DILU).  ``M⁻¹`` is a forward substitution through ``L`` and a
+  backward one through ``U``.
+
+**One loop over the colors.**  A pass is a ``lax.fori_loop`` whose body updates one
+*chunk*: at most ``chunk_rows`` consecutive rows of one color (a color of more rows is
+cut into several chunks, which do not couple either).  The body reads a window of
+``chunk_rows`` rows and of ``lower_width`` (``upper_width``) entries of ``L`` (``U``)
+from where its chunk starts, and masks what lies past the chunk, so that its shapes are
+the same for every chunk: the compiled program does not grow with the number of colors
+(unrolled per color, a 20-color level compiled one program per color and sweep; one
+first call took 123 s), and a sweep costs about ``chunks × (chunk_rows + widths)``, a
+small multiple of one product with ``A`` (``chunk_rows`` is the mean color's size, so
+there are at most twice as many chunks as colors).
 
 The coloring depends on the pattern only, so it is host work of the *structure*:
 :func:`multicolor_ordering` colors with native DSATUR (:func:`color_columns`, 2 colors on
-the 5- and 7-point stencils, 4 on the 9-point, 8 on the 27-point) and builds the blocks'
-patterns; the AMG structure does it once per level, and the setup cache keeps it.  The
-pattern of a :class:`CsrMatrix` (or of a matrix-free operator's ``ColoringInfo``) is host
-data even while ``jax.jit`` traces the values, so there is no traced-pattern case: with no
-structure cached yet, the first trace builds one on the host.  :func:`multicolor_data`
-(jit-able, differentiable) gathers the blocks' values and, for DILU, computes ``E``.
+the 5- and 7-point stencils, 4 on the 9-point, 8 on the 27-point) and builds ``L``'s and
+``U``'s patterns and the chunks; the AMG structure does it once per level, and the setup
+cache keeps it.  The pattern of a :class:`CsrMatrix` (or of a matrix-free operator's
+``ColoringInfo``) is host data even while ``jax.jit`` traces the values, so there is no
+traced-pattern case.  :func:`multicolor_data` (jit-able, differentiable) gathers the
+blocks' values and, for DILU, computes ``E``.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Sequence
 from typing import NamedTuple
 
@@ -48,66 +57,126 @@ from ._csr_arrays import CsrArrays, CsrStructure
 MULTICOLOR_SMOOTHERS = ("MULTICOLOR_GS", "MULTICOLOR_DILU")
 
 
-class MulticolorArrays(NamedTuple):
-    """A :class:`MulticolorOrdering`'s index arrays on the device (a pytree).
-
-    The blocks' values are empty placeholders; :func:`multicolor_data` gathers them.
-    """
-
-    order: jax.Array
-    inverse: jax.Array
-    lower: tuple[CsrArrays, ...]
-    upper: tuple[CsrArrays, ...]
-    lower_positions: tuple[jax.Array, ...]
-    upper_positions: tuple[jax.Array, ...]
-    transposed: tuple[jax.Array, ...] | None
+# -----------------------------------------------------------------------------
+# Structure (host)
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class MulticolorOrdering:
-    """A square pattern's distance-1 coloring and its blocks in the color order (host).
+    """A square pattern's distance-1 coloring and its ``L`` and ``U`` in the color order
+    (host).
 
     Attributes:
       colors: ``(n,)`` the color of each row.
       order: ``(n,)`` the row of ``A`` at each position of the color order (rows sorted by
         color, stably).
-      lower: per color, the pattern of its rows of ``L``: the entries whose column has an
-        earlier color, columns numbered in the color order.
-      upper: per color, the pattern of its rows of ``U`` (columns of later colors).
-      lower_positions, upper_positions: per color, where each block entry's value sits
-        among ``A``'s values.
-      transposed: for DILU, per color, the position of ``a_ji`` among ``A``'s values for
-        each entry ``a_ij`` of ``lower`` (-1 where it is not stored); else None.
+      color_starts: ``(n_colors + 1,)`` where each color's rows begin in the color order.
+      lower, upper: the patterns of ``L`` and ``U`` (``n × n``, rows and columns in the
+        color order).
+      lower_positions, upper_positions: where each of their entries' values sits among
+        ``A``'s values.
+      transposed: for DILU, for each entry ``a_ij`` of ``lower``, the position of ``a_ji``
+        among ``A``'s values (-1 where it is not stored); else None.
     """
 
     colors: np.ndarray
     order: np.ndarray
-    lower: tuple[CsrStructure, ...]
-    upper: tuple[CsrStructure, ...]
-    lower_positions: tuple[np.ndarray, ...]
-    upper_positions: tuple[np.ndarray, ...]
-    transposed: tuple[np.ndarray, ...] | None
+    color_starts: np.ndarray
+    lower: CsrStructure
+    upper: CsrStructure
+    lower_positions: np.ndarray
+    upper_positions: np.ndarray
+    transposed: np.ndarray | None
 
     @property
     def n_colors(self) -> int:
-        return len(self.lower)
+        return self.color_starts.size - 1
 
-    def on_device(self) -> MulticolorArrays:
-        """The index arrays, sent to the device (held by the caller, not by the ordering:
+    @property
+    def n_rows(self) -> int:
+        return self.order.size
+
+    def default_chunk_rows(self) -> int:
+        """The mean color's rows: at most twice as many chunks as colors."""
+        return max(1, -(-self.n_rows // max(self.n_colors, 1)))
+
+    def on_device(self, chunk_rows: int | None = None) -> MulticolorArrays:
+        """The index arrays, cut into chunks of at most ``chunk_rows`` rows (the mean
+        color's by default), sent to the device (held by the caller, not by the ordering:
         a structure is kept as a static argument of compiled setups)."""
-        put = jax.device_put
+        return jax.device_put(self.host_arrays(chunk_rows))
+
+    def host_arrays(self, chunk_rows: int | None = None, *, rows: int | None = None,
+                    n_chunks: int | None = None, lower_nnz: int | None = None,
+                    upper_nnz: int | None = None, lower_width: int | None = None,
+                    upper_width: int | None = None) -> MulticolorArrays:
+        """:meth:`on_device`'s arrays on the host, optionally padded to a larger shape:
+        ``rows`` rows (the extra ones padding, outside every chunk), ``n_chunks`` chunks
+        (the extra ones empty), ``L`` and ``U`` of ``lower_nnz`` and ``upper_nnz`` entries
+        (the extra ones zero) and windows of the given widths."""
+        chunk_rows = self.default_chunk_rows() if chunk_rows is None else chunk_rows
+        n = self.n_rows
+        rows = n if rows is None else rows
+        starts, counts = self.chunks(chunk_rows)
+        own = (starts.size, self.lower.nnz, self.upper.nnz,
+               *(self._width(block, starts, counts) for block in (self.lower, self.upper)))
+        n_chunks, lower_nnz, upper_nnz, lower_width, upper_width = (
+            mine if given is None else given for mine, given in zip(
+                own, (n_chunks, lower_nnz, upper_nnz, lower_width, upper_width), strict=True))
+        if rows < n or min(np.subtract((n_chunks, lower_nnz, upper_nnz, lower_width,
+                                        upper_width), own)) < 0:
+            raise ValueError(f"a padded shape must hold the ordering's own {own}")
+        extra = n_chunks - starts.size
+        order = np.full(rows, rows, np.int32)  # a padding position reads 0
+        order[:n] = self.order
+        inverse = np.full(rows, rows, np.int32)
+        inverse[:n] = _inverse(self.order)
+
+        def block(pattern, positions, nnz, width):
+            size = nnz + width
+            indptr = np.full(rows + chunk_rows + 1, pattern.nnz, np.int32)
+            indptr[:n + 1] = pattern.indptr
+            indices = np.zeros(size, np.int32)
+            indices[:pattern.nnz] = pattern.indices
+            gather = np.full(size, -1, np.int32)  # -1: a value of 0
+            gather[:pattern.nnz] = positions
+            return CsrArrays(values=gather, indices=indices, indptr=indptr)
+
+        transposed = None
+        if self.transposed is not None:
+            transposed = np.full(lower_nnz + lower_width, -1, np.int32)
+            transposed[:self.lower.nnz] = self.transposed
         return MulticolorArrays(
-            order=put(self.order), inverse=put(_inverse(self.order)),
-            lower=tuple(_pattern_arrays(p) for p in self.lower),
-            upper=tuple(_pattern_arrays(p) for p in self.upper),
-            lower_positions=tuple(put(p) for p in self.lower_positions),
-            upper_positions=tuple(put(p) for p in self.upper_positions),
-            transposed=None if self.transposed is None else tuple(
-                put(t) for t in self.transposed))
+            order=order, inverse=inverse,
+            chunk_starts=np.concatenate([starts, np.zeros(extra, np.int32)]),
+            chunk_counts=np.concatenate([counts, np.zeros(extra, np.int32)]),
+            lower=block(self.lower, self.lower_positions, lower_nnz, lower_width),
+            upper=block(self.upper, self.upper_positions, upper_nnz, upper_width),
+            transposed=transposed, chunk_rows=chunk_rows, lower_width=lower_width,
+            upper_width=upper_width, n_colors=self.n_colors)
+
+    def chunks(self, chunk_rows: int) -> tuple[np.ndarray, np.ndarray]:
+        """``(starts, counts)``: each color's rows cut into chunks of at most
+        ``chunk_rows``, in the color order."""
+        sizes = np.diff(self.color_starts)
+        pieces = -(-sizes // chunk_rows)
+        color = np.repeat(np.arange(sizes.size), pieces)
+        within = np.arange(color.size) - np.repeat(np.cumsum(pieces) - pieces, pieces)
+        starts = self.color_starts[color] + within * chunk_rows
+        counts = np.minimum(chunk_rows, self.color_starts[color + 1] - starts)
+        return starts.astype(np.int32), counts.astype(np.int32)
+
+    @staticmethod
+    def _width(pattern: CsrStructure, starts: np.ndarray, counts: np.ndarray) -> int:
+        """The most entries of ``pattern`` in one chunk's rows."""
+        if starts.size == 0:
+            return 0
+        return int(np.max(pattern.indptr[starts + counts] - pattern.indptr[starts]))
 
 
 def multicolor_ordering(pattern: CsrStructure, dilu: bool) -> MulticolorOrdering:
-    """Colors a square pattern's graph (native DSATUR) and splits it into color blocks.
+    """Colors a square pattern's graph (native DSATUR) and splits it into ``L`` and ``U``
+    in the color order.
 
     Host work in ``O(nnz)`` besides the coloring (and, with ``dilu``, a sort of the
     entries to find each transposed one).
@@ -126,35 +195,27 @@ def multicolor_ordering(pattern: CsrStructure, dilu: bool) -> MulticolorOrdering
     entry_rows = np.repeat(np.arange(n, dtype=np.int32), lengths)
     columns = inverse[pattern.indices[entries]]
     row_color, column_color = colors[order][entry_rows], colors[pattern.indices[entries]]
-    starts = np.concatenate([[0], np.cumsum(np.bincount(colors))]).astype(np.int64)
-    rows = key = None
+
+    def block(mask):
+        counts = np.bincount(entry_rows[mask], minlength=n)
+        return (CsrStructure(np.concatenate([[0], np.cumsum(counts)]).astype(np.int32),
+                             columns[mask].astype(np.int32), n), entries[mask])
+
+    lower, lower_positions = block(column_color < row_color)
+    upper, upper_positions = block(column_color > row_color)
+    transposed = None
     if dilu:  # each entry's (row, column) as one sortable key, to look up a_ji
         rows = pattern.row_ids
         key = rows.astype(np.int64) * n + pattern.indices
         by_key = np.argsort(key, kind="stable")
-        key = (key[by_key], by_key)
-
-    def blocks(mask):
-        patterns, positions, transposed = [], [], []
-        for c in range(starts.size - 1):
-            begin, end = starts[c], starts[c + 1]
-            inside = slice(first[begin], first[end])
-            keep = mask[inside]
-            counts = np.bincount(entry_rows[inside][keep] - begin, minlength=end - begin)
-            patterns.append(CsrStructure(
-                np.concatenate([[0], np.cumsum(counts)]).astype(np.int32),
-                columns[inside][keep].astype(np.int32), n))
-            positions.append(entries[inside][keep])
-            if key is not None:
-                transposed.append(_transposed_positions(key, pattern, positions[-1], rows, n))
-        return tuple(patterns), tuple(positions), tuple(transposed)
-
-    lower, lower_positions, transposed = blocks(column_color < row_color)
-    upper, upper_positions, _ = blocks(column_color > row_color)
-    return MulticolorOrdering(colors=colors, order=order, lower=lower, upper=upper,
-                              lower_positions=lower_positions,
-                              upper_positions=upper_positions,
-                              transposed=transposed if dilu else None)
+        sorted_key = key[by_key]
+        wanted = pattern.indices[lower_positions].astype(np.int64) * n + rows[lower_positions]
+        at = np.minimum(np.searchsorted(sorted_key, wanted), max(sorted_key.size - 1, 0))
+        transposed = np.where(sorted_key[at] == wanted, by_key[at], -1).astype(np.int32)
+    color_starts = np.concatenate([[0], np.cumsum(np.bincount(colors))]).astype(np.int32)
+    return MulticolorOrdering(colors=colors, order=order, color_starts=color_starts,
+                              lower=lower, upper=upper, lower_positions=lower_positions,
+                              upper_positions=upper_positions, transposed=transposed)
 
 
 def _inverse(order: np.ndarray) -> np.ndarray:
@@ -163,72 +224,104 @@ def _inverse(order: np.ndarray) -> np.ndarray:
     return inverse
 
 
-def _transposed_positions(key: tuple[np.ndarray, np.ndarray], pattern: CsrStructure,
-                          positions: np.ndarray, rows: np.ndarray, n: int) -> np.ndarray:
-    """For the entries ``a_ij`` at ``positions``, the positions of ``a_ji`` (or -1).
+@functools.partial(jax.tree_util.register_dataclass,
+                   data_fields=["order", "inverse", "chunk_starts", "chunk_counts", "lower",
+                                "upper", "transposed"],
+                   meta_fields=["chunk_rows", "lower_width", "upper_width", "n_colors"])
+@dataclasses.dataclass(frozen=True)
+class MulticolorArrays:
+    """A :class:`MulticolorOrdering`'s index arrays, chunked (a pytree; host or device).
 
-    ``key`` is every entry's ``i n + j``, sorted, and the sorting permutation.
+    Attributes:
+      order: ``(rows,)`` the row at each position of the color order (``rows``, past the
+        end, at a padding position).
+      inverse: ``(rows,)`` each row's position in the color order (``rows`` for a padding
+        row).
+      chunk_starts, chunk_counts: ``(chunks,)`` each chunk's first position and rows.
+      lower, upper: ``L`` and ``U`` in the color order; their ``values`` hold, for now,
+        where each entry's value sits among ``A``'s (-1: zero), and their entries run
+        ``lower_width`` (``upper_width``) past the last, and their ``indptr``
+        ``chunk_rows`` rows past the last, so that a chunk's window never leaves them.
+      transposed: for DILU, aligned with ``lower``'s entries, the positions of ``a_ji``
+        (-1: zero); else None.
+      chunk_rows, lower_width, upper_width: the static window sizes (see the module).
+      n_colors: the number of colors.
     """
-    sorted_key, by_key = key
-    wanted = pattern.indices[positions].astype(np.int64) * n + rows[positions]
-    at = np.minimum(np.searchsorted(sorted_key, wanted), max(sorted_key.size - 1, 0))
-    return np.where(sorted_key[at] == wanted, by_key[at], -1).astype(np.int32)
 
-
-def _pattern_arrays(pattern: CsrStructure) -> CsrArrays:
-    return pattern.on_device(jnp.zeros(0, jnp.int32))  # values: replaced in each setup
+    order: np.ndarray | jax.Array
+    inverse: np.ndarray | jax.Array
+    chunk_starts: np.ndarray | jax.Array
+    chunk_counts: np.ndarray | jax.Array
+    lower: CsrArrays
+    upper: CsrArrays
+    transposed: np.ndarray | jax.Array | None
+    chunk_rows: int
+    lower_width: int
+    upper_width: int
+    n_colors: int
 
 
 # -----------------------------------------------------------------------------
 # Numbers (jit-able)
 
 
-class MulticolorData(NamedTuple):
+@functools.partial(jax.tree_util.register_dataclass,
+                   data_fields=["order", "inverse", "chunk_starts", "chunk_counts",
+                                "diagonal", "scale", "lower", "upper"],
+                   meta_fields=["chunk_rows", "lower_width", "upper_width"])
+@dataclasses.dataclass(frozen=True)
+class MulticolorData:
     """A multicolor smoother's numbers, in the color order (a pytree).
 
     Attributes:
-      order, inverse: the color order (see :class:`MulticolorOrdering`) and its inverse.
-      diagonal: ``(n,)`` ``diag(A)`` in the color order.
-      scale: ``(n,)`` ``1 / d`` (Gauss-Seidel) or DILU's ``1 / e``, in the color order,
-        zero where the divisor is.
-      lower, upper: per color, its rows of ``L`` and ``U`` (block shapes give each color's
-        range of rows: they are static).
+      order, inverse, chunk_starts, chunk_counts: as :class:`MulticolorArrays`'.
+      diagonal: ``(rows + chunk_rows,)`` ``diag(A)`` in the color order (zero past the
+        rows).
+      scale: ``(rows + chunk_rows,)`` ``1 / d`` (Gauss-Seidel) or DILU's ``1 / e``, zero
+        where the divisor is and past the rows.
+      lower, upper: ``L`` and ``U`` with their values.
+      chunk_rows, lower_width, upper_width: the static window sizes.
     """
 
     order: jax.Array
     inverse: jax.Array
+    chunk_starts: jax.Array
+    chunk_counts: jax.Array
     diagonal: jax.Array
     scale: jax.Array
-    lower: tuple[CsrArrays, ...]
-    upper: tuple[CsrArrays, ...]
+    lower: CsrArrays
+    upper: CsrArrays
+    chunk_rows: int
+    lower_width: int
+    upper_width: int
+
+    @property
+    def n_rows(self) -> int:
+        return self.order.shape[-1]
 
 
 def multicolor_data(arrays: MulticolorArrays, values: jax.Array,
                     diagonal: jax.Array) -> MulticolorData:
     """The smoother's numbers for ``A``'s ``values`` (DILU's when ``arrays.transposed``)."""
-    lower = tuple(block._replace(values=values[positions])
-                  for block, positions in zip(arrays.lower, arrays.lower_positions, strict=True))
-    upper = tuple(block._replace(values=values[positions])
-                  for block, positions in zip(arrays.upper, arrays.upper_positions, strict=True))
-    diagonal = diagonal[arrays.order]
+    lower = arrays.lower._replace(values=_take(values, arrays.lower.values))
+    upper = arrays.upper._replace(values=_take(values, arrays.upper.values))
+    diagonal = _padded(_take(diagonal, arrays.order), arrays.chunk_rows)
+    data = MulticolorData(order=arrays.order, inverse=arrays.inverse,
+                          chunk_starts=arrays.chunk_starts, chunk_counts=arrays.chunk_counts,
+                          diagonal=diagonal, scale=safe_inverse(diagonal), lower=lower,
+                          upper=upper, chunk_rows=arrays.chunk_rows,
+                          lower_width=arrays.lower_width, upper_width=arrays.upper_width)
     if arrays.transposed is None:
-        scale = safe_inverse(diagonal)
-    else:  # e_c = d_c − Σ_{j earlier} a_ij a_ji / e_j, color after color
-        scale = jnp.zeros_like(diagonal)
-        for (begin, end), block, transposed in zip(_ranges(lower), lower, arrays.transposed,
-                                                   strict=True):
-            if block.indices.shape[0]:
-                terms = (block.values * jnp.where(transposed >= 0,
-                                                  values[jnp.maximum(transposed, 0)], 0)
-                         * scale[block.indices])
-                removed = jax.ops.segment_sum(terms, block.row_ids, num_segments=end - begin,
-                                              indices_are_sorted=True)
-            else:
-                removed = 0
-            scale = jax.lax.dynamic_update_slice(
-                scale, safe_inverse(diagonal[begin:end] - removed), (begin,))
-    return MulticolorData(order=arrays.order, inverse=arrays.inverse, diagonal=diagonal,
-                          scale=scale, lower=lower, upper=upper)
+        return data
+    # DILU: e_c = d_c − Σ_{j earlier} a_ij a_ji / e_j, chunk after chunk.
+    products = lower._replace(values=lower.values * _take(values, arrays.transposed))
+
+    def chunk(k, scale):
+        removed = _chunk_product(data, products, data.lower_width, k, scale)
+        return _set_chunk(data, k, scale, safe_inverse(_window(data, diagonal, k) - removed))
+
+    scale = jax.lax.fori_loop(0, data.chunk_starts.shape[0], chunk, jnp.zeros_like(diagonal))
+    return dataclasses.replace(data, scale=scale)
 
 
 def safe_inverse(d: jax.Array) -> jax.Array:
@@ -236,10 +329,13 @@ def safe_inverse(d: jax.Array) -> jax.Array:
     return jnp.where(d != 0, 1 / jnp.where(d != 0, d, 1), 0)
 
 
-def _ranges(blocks: tuple[CsrArrays, ...]) -> list[tuple[int, int]]:
-    """Each color's ``[begin, end)`` rows in the color order, from its block's shape."""
-    bounds = np.concatenate([[0], np.cumsum([block.n_rows for block in blocks])])
-    return [(int(b), int(e)) for b, e in zip(bounds[:-1], bounds[1:])]
+def _take(v: jax.Array, index: jax.Array) -> jax.Array:
+    """``v[index]``, and 0 where ``index`` is negative or past the end."""
+    return v.at[jnp.where(index < 0, v.shape[0], index)].get(mode="fill", fill_value=0)
+
+
+def _padded(v: jax.Array, extra: int) -> jax.Array:
+    return jnp.concatenate([v, jnp.zeros(extra, v.dtype)])
 
 
 # -----------------------------------------------------------------------------
@@ -247,106 +343,91 @@ def _ranges(blocks: tuple[CsrArrays, ...]) -> list[tuple[int, int]]:
 
 
 class ColorShape(NamedTuple):
-    """The static shape of a padded ordering: per color, its rows and the entries of its
-    blocks of ``L`` and ``U``."""
+    """The static shape of a padded ordering's arrays (see :class:`MulticolorArrays`)."""
 
-    rows: tuple[int, ...]
-    lower_nnz: tuple[int, ...]
-    upper_nnz: tuple[int, ...]
+    chunk_rows: int
+    n_chunks: int
+    lower_nnz: int
+    upper_nnz: int
+    lower_width: int
+    upper_width: int
 
 
 def common_color_shape(orderings: Sequence[MulticolorOrdering]) -> ColorShape:
-    """The smallest :class:`ColorShape` that each of ``orderings`` pads to: the most colors,
-    and per color the most rows and the most entries (a color an ordering lacks is empty)."""
-    n_colors = max(ordering.n_colors for ordering in orderings)
-
-    def most(size, blocks_of):
-        return tuple(max((size(blocks_of(o)[c]) for o in orderings if c < o.n_colors),
-                         default=0) for c in range(n_colors))
-
-    return ColorShape(rows=most(lambda p: p.n_rows, lambda o: o.lower),
-                      lower_nnz=most(lambda p: p.nnz, lambda o: o.lower),
-                      upper_nnz=most(lambda p: p.nnz, lambda o: o.upper))
+    """The smallest :class:`ColorShape` that each of ``orderings`` pads to: chunks of the
+    largest mean color, and the most chunks, entries and window widths."""
+    chunk_rows = max(ordering.default_chunk_rows() for ordering in orderings)
+    own = [ordering.host_arrays(chunk_rows) for ordering in orderings]
+    return ColorShape(
+        chunk_rows=chunk_rows, n_chunks=max(a.chunk_starts.size for a in own),
+        lower_nnz=max(o.lower.nnz for o in orderings),
+        upper_nnz=max(o.upper.nnz for o in orderings),
+        lower_width=max(a.lower_width for a in own), upper_width=max(a.upper_width for a in own))
 
 
-class MulticolorPadding(NamedTuple):
-    """How one ordering's :class:`MulticolorData` pads to a :class:`ColorShape` (a pytree of
-    host or device index arrays; :func:`multicolor_padding` builds it).
+@functools.partial(jax.tree_util.register_dataclass,
+                   data_fields=["order", "inverse", "chunk_starts", "chunk_counts", "lower",
+                                "upper"],
+                   meta_fields=["chunk_rows", "lower_width", "upper_width"])
+@dataclasses.dataclass(frozen=True)
+class MulticolorPadding:
+    """How one ordering's :class:`MulticolorData` pads to a :class:`ColorShape` for a level
+    of more rows (a pytree of host or device arrays; :func:`multicolor_padding` builds it).
 
-    Color ``c`` keeps its rows at the start of its padded range; the rest of the range are
-    padding positions, which hold zeros (no diagonal, no scale, no entries), so a sweep
-    never changes them.
-
-    Attributes:
-      source: ``(N',)`` for each padded position, its position in the ordering (``n``, past
-        the end, for a padding position: it reads 0).
-      order: ``(N',)`` the row at each padded position (``rows``, past the end, for a
-        padding position).
-      inverse: ``(rows,)`` each row's padded position (``N'``, past the end, for the rows
-        past the ordering's ``n``: the padding rows of the level, which read 0).
-      lower, upper: per color, the padded pattern of its block (columns renumbered to the
-        padded positions; extra rows empty, extra entries column 0 with value 0), values
-        empty placeholders.
+    The padding positions follow the ordering's and hold zeros (no diagonal, no scale, no
+    entries, in no chunk), so a sweep never changes them.  The fields are the padded
+    :class:`MulticolorArrays`', except that ``lower``'s and ``upper``'s ``values`` hold the
+    positions of their entries among the ordering's own (-1: a padding entry).
     """
 
-    source: np.ndarray | jax.Array
     order: np.ndarray | jax.Array
     inverse: np.ndarray | jax.Array
-    lower: tuple[CsrArrays, ...]
-    upper: tuple[CsrArrays, ...]
+    chunk_starts: np.ndarray | jax.Array
+    chunk_counts: np.ndarray | jax.Array
+    lower: CsrArrays
+    upper: CsrArrays
+    chunk_rows: int
+    lower_width: int
+    upper_width: int
 
 
 def multicolor_padding(ordering: MulticolorOrdering, shape: ColorShape,
                        rows: int) -> MulticolorPadding:
     """The host arrays padding ``ordering``'s data to ``shape`` for a level of ``rows``
     rows (``rows`` at least the ordering's; the extra ones are the level's padding rows)."""
-    counts = [block.n_rows for block in ordering.lower]
-    begins = np.concatenate([[0], np.cumsum(shape.rows)]).astype(np.int32)
-    size, n = int(begins[-1]), ordering.order.size
-    position = np.concatenate(  # each position of the ordering -> its padded position
-        [begins[c] + np.arange(count, dtype=np.int32) for c, count in enumerate(counts)]
-        + [np.zeros(0, np.int32)])
-    source = np.full(size, n, np.int32)
-    source[position] = np.arange(n, dtype=np.int32)
-    order = np.full(size, rows, np.int32)
-    order[position] = ordering.order
-    inverse = np.full(rows, size, np.int32)
-    inverse[:n] = position[_inverse(ordering.order)]
+    arrays = ordering.host_arrays(
+        shape.chunk_rows, rows=rows, n_chunks=shape.n_chunks, lower_nnz=shape.lower_nnz,
+        upper_nnz=shape.upper_nnz, lower_width=shape.lower_width,
+        upper_width=shape.upper_width)
 
-    def patterns(blocks, nnz):
-        padded = []
-        for c, (n_rows, width) in enumerate(zip(shape.rows, nnz, strict=True)):
-            block = blocks[c] if c < len(blocks) else CsrStructure(np.zeros(1, np.int32),
-                                                                   np.zeros(0, np.int32), n)
-            indptr = np.concatenate([block.indptr, np.full(n_rows - block.n_rows,
-                                                           block.indptr[-1])])
-            indices = np.zeros(width, np.int32)
-            indices[:block.nnz] = position[block.indices]
-            padded.append(CsrArrays(values=np.zeros(0, np.int32),
-                                    indices=indices, indptr=indptr.astype(np.int32)))
-        return tuple(padded)
+    def own(block, nnz):  # the padded entry k holds the ordering's entry k
+        index = np.arange(block.values.size, dtype=np.int32)
+        return block._replace(values=np.where(index < nnz, index, -1).astype(np.int32))
 
-    return MulticolorPadding(source=source, order=order, inverse=inverse,
-                             lower=patterns(ordering.lower, shape.lower_nnz),
-                             upper=patterns(ordering.upper, shape.upper_nnz))
+    return MulticolorPadding(
+        order=arrays.order, inverse=arrays.inverse, chunk_starts=arrays.chunk_starts,
+        chunk_counts=arrays.chunk_counts, lower=own(arrays.lower, ordering.lower.nnz),
+        upper=own(arrays.upper, ordering.upper.nnz), chunk_rows=arrays.chunk_rows,
+        lower_width=arrays.lower_width, upper_width=arrays.upper_width)
 
 
 def padded_data(data: MulticolorData, padding: MulticolorPadding) -> MulticolorData:
     """``data`` padded as ``padding`` says (jit-able): every ordering padded to one
     :class:`ColorShape` gives data of one shape, whose sweeps leave the padding at zero."""
-    def blocks(own, patterns):
-        padded = []
-        for c, pattern in enumerate(patterns):
-            values = own[c].values if c < len(own) else jnp.zeros(0, data.diagonal.dtype)
-            padded.append(pattern._replace(values=jnp.pad(
-                values, (0, pattern.indices.shape[0] - values.shape[0]))))
-        return tuple(padded)
+    arrays = padding
+    n, rows = data.n_rows, arrays.order.shape[-1]
 
-    return MulticolorData(order=padding.order, inverse=padding.inverse,
-                          diagonal=_take(data.diagonal, padding.source),
-                          scale=_take(data.scale, padding.source),
-                          lower=blocks(data.lower, padding.lower),
-                          upper=blocks(data.upper, padding.upper))
+    def vector(v):
+        return _padded(v[:n], rows - n + arrays.chunk_rows)
+
+    return MulticolorData(
+        order=arrays.order, inverse=arrays.inverse, chunk_starts=arrays.chunk_starts,
+        chunk_counts=arrays.chunk_counts, diagonal=vector(data.diagonal),
+        scale=vector(data.scale),
+        lower=arrays.lower._replace(values=_take(data.lower.values, arrays.lower.values)),
+        upper=arrays.upper._replace(values=_take(data.upper.values, arrays.upper.values)),
+        chunk_rows=arrays.chunk_rows, lower_width=arrays.lower_width,
+        upper_width=arrays.upper_width)
 
 
 # -----------------------------------------------------------------------------
@@ -361,63 +442,94 @@ def multicolor_relax(matvec, data: MulticolorData, solver: str, omega: float,
     if solver == "MULTICOLOR_DILU":
         for _ in range(sweeps):
             residual = b if x is None else b - matvec(x)
-            step = omega * _take(_dilu_solve(data, _take(residual, data.order)), data.inverse)
+            step = omega * _from_color_order(data, _dilu_solve(
+                data, _to_color_order(data, residual)))
             x = step if x is None else x + step
         return x
     if sweeps == 0:
         return x
-    b = _take(b, data.order)  # Gauss-Seidel stays in the color order for all its sweeps
-    x = None if x is None else _take(x, data.order)
+    b = _to_color_order(data, b)  # Gauss-Seidel stays in the color order for all its sweeps
+    x = None if x is None else _to_color_order(data, x)
     for _ in range(sweeps):
         x = _gauss_seidel(data, omega, b, x, reverse=False)
         if symmetric:
             x = _gauss_seidel(data, omega, b, x, reverse=True)
-    return _take(x, data.inverse)
+    return _from_color_order(data, x)
 
 
-def _take(v: jax.Array, index: jax.Array) -> jax.Array:
-    """``v[index]``, and 0 where ``index`` is past the end: a padded ordering's padding
-    (see :func:`padded_data`) reads zeros."""
-    return v.at[index].get(mode="fill", fill_value=0)
+def _to_color_order(data: MulticolorData, v: jax.Array) -> jax.Array:
+    """``v`` in the color order, with ``chunk_rows`` zeros past its end for the windows."""
+    return _padded(_take(v, data.order), data.chunk_rows)
+
+
+def _from_color_order(data: MulticolorData, v: jax.Array) -> jax.Array:
+    return _take(v, data.inverse)
+
+
+def _loop(data: MulticolorData, body, init, reverse: bool = False):
+    """``body(k, carry)`` over the chunks ``k``, first to last (or last to first)."""
+    count = data.chunk_starts.shape[0]
+    if reverse:
+        return jax.lax.fori_loop(0, count, lambda i, c: body(count - 1 - i, c), init)
+    return jax.lax.fori_loop(0, count, body, init)
+
+
+def _window(data: MulticolorData, v: jax.Array, k: jax.Array) -> jax.Array:
+    """The ``chunk_rows`` entries of ``v`` from chunk ``k``'s first row."""
+    return jax.lax.dynamic_slice(v, (data.chunk_starts[k],), (data.chunk_rows,))
+
+
+def _set_chunk(data: MulticolorData, k: jax.Array, v: jax.Array, new: jax.Array) -> jax.Array:
+    """``v`` with chunk ``k``'s rows from ``new`` (a window; the rows past the chunk kept)."""
+    inside = jnp.arange(data.chunk_rows, dtype=jnp.int32) < data.chunk_counts[k]
+    return jax.lax.dynamic_update_slice(
+        v, jnp.where(inside, new, _window(data, v, k)), (data.chunk_starts[k],))
+
+
+def _chunk_product(data: MulticolorData, block: CsrArrays, width: int, k: jax.Array,
+                   x: jax.Array) -> jax.Array:
+    """Chunk ``k``'s rows of ``block`` (``L`` or ``U``) times ``x``, as a window (zero
+    past the chunk's rows)."""
+    if width == 0:
+        return jnp.zeros(data.chunk_rows, x.dtype)
+    start, count = data.chunk_starts[k], data.chunk_counts[k]
+    indptr = jax.lax.dynamic_slice(block.indptr, (start,), (data.chunk_rows + 1,))
+    first = indptr[0]
+    indptr = jnp.minimum(indptr, indptr[count]) - first
+    window = CsrArrays(jax.lax.dynamic_slice(block.values, (first,), (width,)),
+                       jax.lax.dynamic_slice(block.indices, (first,), (width,)), indptr)
+    return window.matvec(x).astype(x.dtype)
 
 
 def _gauss_seidel(data: MulticolorData, omega: jax.Array, b: jax.Array,
                   x: jax.Array | None, reverse: bool) -> jax.Array:
-    """One Gauss-Seidel pass over the colors (in the color order), forward or backward."""
+    """One Gauss-Seidel pass over the chunks (in the color order), forward or backward."""
     zero = x is None  # the colors not visited yet are zero: their products are skipped
     x = jnp.zeros_like(b) if zero else x
-    ranges = list(enumerate(_ranges(data.lower)))
-    for c, (begin, end) in reversed(ranges) if reverse else ranges:
-        visited, ahead = (data.upper[c], data.lower[c]) if reverse else (
-            data.lower[c], data.upper[c])
-        coupled = _block_product(visited, x, b.dtype)
+    lower, upper = (data.lower, data.lower_width), (data.upper, data.upper_width)
+    visited, ahead = (upper, lower) if reverse else (lower, upper)
+
+    def chunk(k, x):
+        coupled = _chunk_product(data, *visited, k, x)
         if not zero:
-            coupled = coupled + _block_product(ahead, x, b.dtype)
-        own = x[begin:end]
-        residual = b[begin:end] - coupled - data.diagonal[begin:end] * own
-        x = jax.lax.dynamic_update_slice(
-            x, own + omega * data.scale[begin:end] * residual, (begin,))
-    return x
+            coupled = coupled + _chunk_product(data, *ahead, k, x)
+        own = _window(data, x, k)
+        residual = _window(data, b, k) - coupled - _window(data, data.diagonal, k) * own
+        return _set_chunk(data, k, x, own + omega * _window(data, data.scale, k) * residual)
+
+    return _loop(data, chunk, x, reverse)
 
 
 def _dilu_solve(data: MulticolorData, r: jax.Array) -> jax.Array:
     """``M⁻¹ r`` for ``M = (E + L) E⁻¹ (E + U)``, in the color order."""
-    ranges = _ranges(data.lower)
-    y = jnp.zeros_like(r)
-    for (begin, end), block in zip(ranges, data.lower, strict=True):  # (E + L) y = r
-        y = jax.lax.dynamic_update_slice(
-            y, data.scale[begin:end] * (r[begin:end] - _block_product(block, y, r.dtype)),
-            (begin,))
-    z = y
-    for (begin, end), block in reversed(list(zip(ranges, data.upper, strict=True))):
-        z = jax.lax.dynamic_update_slice(  # (E + U) z = E y
-            z, y[begin:end] - data.scale[begin:end] * _block_product(block, z, r.dtype),
-            (begin,))
-    return z
+    def forward(k, y):  # (E + L) y = r
+        lower = _chunk_product(data, data.lower, data.lower_width, k, y)
+        return _set_chunk(data, k, y, _window(data, data.scale, k) * (_window(data, r, k) - lower))
 
+    y = _loop(data, forward, jnp.zeros_like(r))
 
-def _block_product(block: CsrArrays, x: jax.Array, dtype) -> jax.Array:
-    """One color's rows of ``L`` or ``U`` times ``x`` (zeros for an empty block)."""
-    if block.indices.shape[0] == 0:
-        return jnp.zeros(block.n_rows, dtype)
-    return block.matvec(x).astype(dtype)
+    def backward(k, z):  # (E + U) z = E y
+        upper = _chunk_product(data, data.upper, data.upper_width, k, z)
+        return _set_chunk(data, k, z, _window(data, y, k) - _window(data, data.scale, k) * upper)
+
+    return _loop(data, backward, y, reverse=True)

@@ -27,8 +27,10 @@ row's ``Σ |a_ij|`` over the columns outside its block (hypre's ℓ1 block-Jacob
 other relaxations stay pointwise.
 
 The multicolor smoothers live in :mod:`._multicolor`: their coloring is host work of the
-structure (a :class:`~._multicolor.MulticolorOrdering`), and each color's update touches
-only that color's rows, so that a sweep costs about one product with ``A``.
+structure (a :class:`~._multicolor.MulticolorOrdering`), and a pass over the colors is one
+loop whose body updates a chunk of one color's rows, touching only those rows of ``A``: a
+sweep costs a small multiple of one product with ``A``, and compiles to the same program
+whatever the number of colors.
 
 :func:`relaxation_data` computes what a relaxation needs from ``A``'s values (jit-able, so
 it is part of the numeric re-setup); :func:`relax` applies sweeps.  A sweep from ``x = 0``
