@@ -17,11 +17,11 @@ import re  # noqa: E402
 
 import pytest  # noqa: E402
 
-import build  # noqa: E402
+import build_site  # noqa: E402
 import griffe_docstrings  # noqa: E402
-import hooks  # noqa: E402
+import mkdocs_hooks  # noqa: E402
 
-PAGES = sorted((build.DOCS / "pages").rglob("*.md"))
+PAGES = sorted((build_site.DOCS / "pages").rglob("*.md"))
 _EXAMPLE_BLOCK = re.compile(r"^```pycon\n(.*?)^```", re.MULTILINE | re.DOTALL)
 
 
@@ -33,7 +33,7 @@ def page_examples(page: pathlib.Path) -> str:
 @pytest.fixture(scope="module")
 def site(tmp_path_factory):
     site_dir = tmp_path_factory.mktemp("site")
-    return site_dir, build.build(site_dir)
+    return site_dir, build_site.build(site_dir)
 
 
 def test_site_builds_one_page_per_source_page_without_warnings(site):
@@ -50,19 +50,19 @@ def test_site_builds_one_page_per_source_page_without_warnings(site):
 def test_config_reference_lists_every_key_the_parser_reads(site):
     site_dir, _ = site
     reference = (site_dir / "reference" / "amgx-config" / "index.html").read_text()
-    config = hooks._config_module()
+    config = mkdocs_hooks._config_module()
     for key in (*config._IMPLEMENTED_KEYS, *config._DEFAULT_ONLY_KEYS, *config._IGNORED_KEYS):
         assert f"<code>{key}</code>" in reference, key
 
 
 def test_config_reference_fails_on_an_undescribed_key(monkeypatch):
-    monkeypatch.delitem(hooks.MEANINGS, "cycle")
+    monkeypatch.delitem(mkdocs_hooks.MEANINGS, "cycle")
     with pytest.raises(ValueError, match=r"\['cycle'\] read by the parser but not described"):
-        hooks.config_reference()
+        mkdocs_hooks.config_reference()
 
 
 @pytest.mark.parametrize("page", [p for p in PAGES if page_examples(p)],
-                         ids=lambda p: str(p.relative_to(build.DOCS / "pages")))
+                         ids=lambda p: str(p.relative_to(build_site.DOCS / "pages")))
 def test_page_examples_run(page, monkeypatch):
     monkeypatch.setattr(logging.root, "handlers", list(logging.root.handlers))  # a page may
     monkeypatch.setattr(logging.root, "level", logging.root.level)  # configure logging

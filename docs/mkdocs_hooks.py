@@ -136,7 +136,7 @@ def _default(config: Any, key: str) -> str:
     meaning = MEANINGS[key]
     if isinstance(meaning, tuple):
         return f"`{meaning[1]!r}`"
-    raise ValueError(f"docs/hooks.py: the parser has no default for {key!r}; give one in"
+    raise ValueError(f"docs/mkdocs_hooks.py: the parser has no default for {key!r}; give one in"
                      " MEANINGS as (meaning, default)")
 
 
@@ -174,7 +174,7 @@ def _check_coverage(config: Any) -> None:
                 " not such"]
     problems = [p for p in problems if not p.startswith("[]")]
     if problems:
-        raise ValueError("docs/hooks.py: the AmgX configuration reference is out of date: "
+        raise ValueError("docs/mkdocs_hooks.py: the AmgX configuration reference is out of date: "
                          + "; ".join(problems))
 
 

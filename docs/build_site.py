@@ -1,13 +1,13 @@
 """Builds jaxsolve's documentation site with warnings as errors: ``tools/dev docs``.
 
-    python docs/build.py [SITE_DIR]      # default: site/ beside this file's folder
+    python docs/build_site.py [SITE_DIR]      # default: site/ beside this file's folder
 
 MkDocs (with mkdocstrings' Python handler and the Material theme, pinned in tools/lock/)
 renders ``docs/pages`` and the API reference from the packages' docstrings; ``--strict``
 turns every warning (a broken link, a docstring Griffe cannot parse, an out-of-date AmgX
-configuration reference, see ``hooks.py``) into a failed build.  The packages must be
-importable (``hooks.py`` reads the configuration parser's tables): Bazel's ``//docs:build``
-and ``//docs:docs_test`` depend on them.
+configuration reference, see ``mkdocs_hooks.py``) into a failed build.  The packages must
+be importable (``mkdocs_hooks.py`` reads the configuration parser's tables): Bazel's
+``//docs:build`` and ``//docs:docs_test`` depend on them.
 """
 
 from __future__ import annotations
