@@ -31,6 +31,16 @@ def reference(A, b):
     return np.linalg.solve(np.asarray(A.todense(), np.float64), np.asarray(b, np.float64))
 
 
+def symmetric_gradient(A, b):
+    """d(1ᵀ A⁻¹ b)/d a_ij = -λ_i x_j (λ = A⁻ᵀ 1, x = A⁻¹ b), projected onto symmetric
+    matrices, on A's stored entries."""
+    dense = np.asarray(A.todense(), np.float64)
+    x = np.linalg.solve(dense, np.asarray(b, np.float64))
+    full = -np.outer(np.linalg.solve(dense.T, np.ones(len(x))), x)
+    rows = np.repeat(np.arange(len(x)), np.diff(np.asarray(A.indptr)))
+    return ((full + full.T) / 2)[rows, np.asarray(A.indices)]
+
+
 class TestJitArguments:
     def test_one_compilation_per_pattern(self):
         A = poisson()
@@ -118,15 +128,28 @@ class TestGradAndVmap:
         solve, _ = counted_solve()
         grad = jax.grad(lambda M: jnp.sum(solve(M, b)))(A)
         assert type(grad) is type(A) and grad.pattern_key == A.pattern_key
-        # d(1ᵀ A⁻¹ b)/d a_ij = -λ_i x_j, λ = A⁻ᵀ 1, x = A⁻¹ b, on the stored entries;
         # PCG takes A as symmetric, so its derivative is the symmetric part's.
-        dense = np.asarray(A.todense(), np.float64)
-        x = np.linalg.solve(dense, np.asarray(b, np.float64))
-        lam = np.linalg.solve(dense.T, np.ones(64))
-        full = -np.outer(lam, x)
-        rows = np.repeat(np.arange(64), np.diff(np.asarray(A.indptr)))
-        expected = ((full + full.T) / 2)[rows, np.asarray(A.indices)]
-        np.testing.assert_allclose(grad.data, expected, rtol=1e-3, atol=1e-5)
+        np.testing.assert_allclose(grad.data, symmetric_gradient(A, b), rtol=1e-3, atol=1e-5)
+
+    def test_is_symmetric_spares_the_transposed_hierarchy(self):
+        # JAX-AMG's meaning of is_symmetric: reverse mode of a BiCGSTAB solve needs no Aᵀ.
+        A, b = poisson(), jnp.linspace(1.0, 2.0, 64)
+        config = {"solver": "PBICGSTAB", "tolerance": 1e-7}
+
+        def gradient(matrix):
+            before = sparse.cache_info().misses
+            grad = jax.grad(lambda M: jnp.sum(sparse.solve(M, b, config=config)[0]))(matrix)
+            return grad.data, sparse.cache_info().misses - before
+
+        sparse.clear_cache()
+        declared, declared_setups = gradient(sparse.with_cache(A, is_symmetric=True))
+        sparse.clear_cache()
+        plain, plain_setups = gradient(sparse.with_cache(A))
+        assert (declared_setups, plain_setups) == (1, 2)  # A's; A's and Aᵀ's
+        expected = symmetric_gradient(A, b)
+        np.testing.assert_allclose(declared, expected, rtol=1e-3, atol=1e-5)
+        # The plain gradient is unprojected; its symmetric part is the declared one.
+        assert not np.allclose(plain, expected, rtol=1e-3, atol=1e-5)
 
     def test_vmap_over_b_and_over_values(self):
         A = sparse.with_cache(poisson())

@@ -184,8 +184,12 @@ def with_cache(A: Any, *, coloring: ColoringInfo | None = None, mpi: Any = None,
         an operator of the same structure (ignored for a matrix, as JAX-AMG does).
       mpi: JAX-AMG's MPI metadata (``cache_mpi_metadata``'s result), recorded as the
         ``attachments.mpi`` of the result.
-      is_symmetric: whether ``A`` is symmetric, recorded as the result's ``is_symmetric``
-        (``CG``/``PCG`` configurations already treat ``A`` as symmetric).
+      is_symmetric: whether ``A`` is symmetric (JAX-AMG's meaning: the backward pass
+        skips the transpose).  :func:`solve` then treats a real ``A`` as ``CG``/``PCG``
+        configurations treat every ``A``: reverse mode solves with ``A``'s own hierarchy,
+        never building ``Aᵀ``'s, and derivatives with respect to the values are
+        projected onto symmetric matrices.  Declare it only for a matrix that is and
+        stays symmetric.
       nullspace: for an operator, ``(n,)`` or ``(n, k)``, a basis of the null space of a
         singular ``A`` (JAX-AMG's keyword): :func:`solve` uses it as its own
         ``nullspace=`` when that is not given, and returns the minimum-norm solution.
@@ -470,6 +474,12 @@ def _abs_matvec(matrix: CsrMatrix, x: jax.Array) -> jax.Array:
 def attached_nullspace(A: Any) -> Any:
     """The null space attached to a matrix-free ``A`` by :func:`with_cache`, or None."""
     return A.nullspace if isinstance(A, CachedOperator) else None
+
+
+def declared_symmetric(A: Any) -> bool:
+    """Whether :func:`with_cache` declared ``A`` (a matrix or an operator) symmetric."""
+    attachments = getattr(A, "attachments", None)
+    return isinstance(attachments, Attachments) and attachments.is_symmetric
 
 
 def is_operator(A: Any) -> bool:

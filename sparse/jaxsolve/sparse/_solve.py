@@ -262,7 +262,10 @@ def solve(
             jax.block_until_ready([leaf for leaf in jax.tree.leaves(state) if is_concrete(leaf)])
     setup_seconds = time.perf_counter() - setup_start
     _print_grid_stats(config, system, matrix)
-    hermitian = config.solver in HERMITIAN_METHODS
+    # CG/PCG take A as Hermitian; so does every method for a real A declared symmetric by
+    # with_cache (JAX-AMG's is_symmetric): reverse mode needs no Aᵀ hierarchy then.
+    hermitian = config.solver in HERMITIAN_METHODS or (
+        _matrix_free.declared_symmetric(A) and not jnp.iscomplexobj(matrix.values))
     pattern = _sparse_pattern(matrix._pattern)
     # An initial guess enters as the right-hand side of the correction, A δ = b − A x0,
     # δ from zero: the Krylov iterates are those from x0, and x0 gets no derivative.
