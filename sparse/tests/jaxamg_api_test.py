@@ -8,9 +8,8 @@ the documented uses must work: ``AMGXStatus``'s codes, ``make_preconditioner`` a
 ``jax.scipy.sparse.linalg.bicgstab``, ``make_lineax_preconditioner`` from the top level, the
 sparsity functions' return shapes, ``utils.to_scipy``, ``config.prepare_config``.
 
-Not yet here (issue 32): ``solve``'s ``save_stats_file``; ``make_preconditioner``'s and
-``make_lineax_preconditioner``'s ``comm``, ``nglobal``, ``partition_info``,
-``save_stats_file`` (and the former's ``return_info``); ``make_lineax_preconditioner``
+Not yet here (issue 32): ``save_stats_file`` (of ``solve`` and both preconditioners);
+``make_lineax_preconditioner``'s ``comm``, ``nglobal``, ``partition_info``; it
 names its first parameter ``A`` (JAX-AMG: ``operator``); ``utils.format_amgx_stats`` and
 ``mpi_utils``' transport internals (``register_comm``, ``resolve_comm``, ``HaloPlan``,
 ``build_halo_plan``, ``local_transpose_nnz``).
@@ -40,7 +39,8 @@ SIGNATURES = {
         "finalize": ([], []),
         "get_solver_cache_info": ([], []),
         "make_lineax_preconditioner": (["operator", "config"], ["tags"]),
-        "make_preconditioner": (["A", "config"], []),
+        "make_preconditioner": (["A", "config"], ["comm", "nglobal", "partition_info",
+                                                  "return_info"]),
         "solve": (["A", "b", "x0", "config", "block_dim", "comm", "nglobal", "partition_info",
                    "reuse_setup"], []),
         "with_cache": (["A"], ["coloring", "mpi", "is_symmetric"]),
@@ -130,6 +130,18 @@ def test_make_preconditioner_as_m_of_jax_scipy_bicgstab():
     M = jaxamg.make_preconditioner(A)
     x, _ = jax.scipy.sparse.linalg.bicgstab(lambda v: A @ v, b, M=M, tol=1e-6, maxiter=50)
     assert float(jnp.linalg.norm(b - A @ x)) <= 1e-5 * float(jnp.linalg.norm(b))
+
+
+def test_make_preconditioner_jax_amg_keywords():
+    A = jaxamg.matrices.poisson_matrix(12)
+    b = jaxamg.matrices.rhs_ones(144)
+    M = jaxamg.make_preconditioner(A)
+    x, info = jaxamg.make_preconditioner(A, return_info=True)(b)  # one V-cycle, by solve
+    np.testing.assert_allclose(x, M(b), rtol=1e-6, atol=1e-7)
+    assert info["iterations"] == 1
+    stronger = jaxamg.make_preconditioner(A, max_iters=2)  # a keyword override
+    assert (float(jnp.linalg.norm(b - A @ stronger(b)))
+            < float(jnp.linalg.norm(b - A @ M(b))))
 
 
 def test_make_lineax_preconditioner_from_the_top_level():

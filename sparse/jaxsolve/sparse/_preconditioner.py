@@ -20,7 +20,7 @@ import jax
 import jax.numpy as jnp
 
 from . import _blocks, _matrix_free
-from ._config import DEFAULT_SOLVER_CONFIG, SolverConfig, parse_amgx_config
+from ._config import DEFAULT_SOLVER_CONFIG, SolverConfig, parse_amgx_config, with_overrides
 from ._csr import as_csr
 from ._csr_arrays import CsrArrays
 from ._cycle import cycle
@@ -102,7 +102,12 @@ def make_preconditioner(
     near_nullspace: jax.Array | None = None,
     check: bool = True,
     block_dim: int | None = None,
-) -> Preconditioner:
+    comm: Any = None,
+    nglobal: int | None = None,
+    partition_info: tuple[int, int] | None = None,
+    return_info: bool = False,
+    **kwargs: Any,
+) -> Preconditioner | Callable[[jax.Array], Any]:
     """A preconditioner ``M⁻¹ ≈ A⁻¹`` of the configured kind: one AMG V-cycle by default.
 
     ``config`` describes the preconditioner itself — a flat AmgX scope such as
@@ -119,9 +124,20 @@ def make_preconditioner(
       check: validate concrete inputs first.
       block_dim: unknowns per node of a block system, as for :func:`solve` (None: a
         scipy BSR matrix's block size, else 1).
+      comm, nglobal, partition_info: JAX-AMG's MPI arguments, as for :func:`solve`
+        (``A`` is then this rank's rows; or attach them with ``with_cache(A_local,
+        mpi=cache_mpi_metadata(...))``): each application is then a distributed
+        :func:`solve` with the preconditioner as its solver, every rank calling together
+        (the distributed solve runs Krylov methods only, so that solver must be one:
+        AMG or a relaxation is refused there with a clear error).
+      return_info: JAX-AMG's: each application returns ``(x, info)``, the
+        :class:`SolveInfo` of that solve.
+      **kwargs: AmgX keys of the preconditioner's scope, overriding ``config``'s
+        (JAX-AMG's ``make_preconditioner(A, max_iters=2)``).
 
     Returns:
-      A :class:`Preconditioner`.
+      A :class:`Preconditioner`; with MPI arguments or ``return_info``, a function
+      ``r ↦ M⁻¹ r`` (or ``(M⁻¹ r, info)``) applying it through :func:`solve`.
 
     Raises:
       TypeError, ValueError: as :func:`solve` does for its inputs; ValueError also for a
@@ -137,7 +153,11 @@ def make_preconditioner(
       >>> bool(jnp.linalg.norm(A @ x - b) <= 1e-4 * jnp.linalg.norm(b))  # float32
       True
     """
-    preconditioner = _preconditioner_config(config)
+    preconditioner = _preconditioner_config(with_overrides(config, kwargs))
+    if (comm is not None or nglobal is not None or partition_info is not None or return_info
+            or getattr(getattr(A, "attachments", None), "mpi", None) is not None):
+        return functools.partial(_apply_by_solve, A, preconditioner, comm, nglobal,
+                                 partition_info, return_info)
     block_dim = _blocks.block_dim_of("make_preconditioner", A, block_dim)
     if _matrix_free.is_operator(A):  # its size and dtype are those of its attached structure
         if getattr(A, "shape", None) is None:
@@ -159,6 +179,16 @@ def make_preconditioner(
     amg = preconditioner.solver == "AMG"
     return Preconditioner(matrix, numbers if amg else None, None if amg else numbers,
                           config=preconditioner)
+
+
+def _apply_by_solve(A: Any, preconditioner: SolverConfig, comm: Any, nglobal: Any,
+                    partition_info: Any, return_info: bool, r: jax.Array) -> Any:
+    """``M⁻¹ r`` as a solve whose solver is the preconditioner (JAX-AMG's way)."""
+    from ._solve import solve  # solve builds on this module
+
+    x, info = solve(A, r, config=preconditioner, comm=comm, nglobal=nglobal,
+                    partition_info=partition_info)
+    return (x, info) if return_info else x
 
 
 def _preconditioner_config(config: Any) -> SolverConfig:
