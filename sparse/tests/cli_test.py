@@ -7,6 +7,7 @@ use a Jacobi-preconditioned CG (nothing to compile for an AMG setup), so the fil
 
 import gzip
 import json
+import logging
 import os
 import struct
 import subprocess
@@ -18,7 +19,7 @@ import scipy.io
 import scipy.sparse
 
 from jaxsolve import sparse
-from jaxsolve.sparse import _cli, _matrix_market, plot
+from jaxsolve.sparse import _cli, _matrix_market, _report, plot
 
 JACOBI_CG = '{"solver": "PCG", "preconditioner": {"solver": "BLOCK_JACOBI"}, "tolerance": 1e-8}'
 # Unpreconditioned BiCGSTAB stopped after 3 iterations: a solve that does not converge.
@@ -75,11 +76,16 @@ def run(capsys, *argv):
     return status, out, err
 
 
-def test_spd_with_amg_prints_amgx_report_and_writes_json(files, tmp_path, capsys):
-    status, out, err = run(capsys, "solve", files / "spd.mtx", "--config", json.dumps(AMG_CG),
-                           "--repeat", 2, "--json", tmp_path / "out.json",
-                           "--plot", tmp_path / "solve.png")
+def test_spd_with_amg_prints_amgx_report_and_writes_json(files, tmp_path, capsys, caplog,
+                                                         monkeypatch):
+    monkeypatch.setattr(_report, "PROGRESS_SECONDS", 0.0)  # every setup logs its progress
+    with caplog.at_level(logging.INFO, logger="jaxsolve.sparse"):
+        status, out, err = run(capsys, "solve", files / "spd.mtx", "--config",
+                               json.dumps(AMG_CG), "--repeat", 2, "--json",
+                               tmp_path / "out.json", "--plot", tmp_path / "solve.png")
     assert (status, err) == (0, "")
+    assert any(message.startswith(f"config 1: the AMG setup of {ROWS} rows: done in ")
+               for message in caplog.messages), caplog.messages
     for section in ("Ini", "Total Iterations", "Avg Convergence Rate", "AMG hierarchy",
                     "operator complexity", "setup:", "solve(per iteration)", "status: SUCCESS"):
         assert section in out, section

@@ -44,7 +44,7 @@ import scipy.sparse
 from ._config import SolverConfig, parse_amgx_config
 from ._csr import as_csr
 from ._matrix_market import MatrixMarketError, read_header, read_matrix_market
-from ._report import SolveRun, bench_table, outcome, solve_stats, timings
+from ._report import SolveRun, bench_table, outcome, setup_progress, solve_stats, timings
 from ._solve import solve
 from ._statistics import describe
 from ._status import FailureReason, Status
@@ -184,7 +184,8 @@ def run_solve(problem: Problem, label: str, config: SolverConfig, *, dtype: str 
               device: str = "cpu", repeat: int = 1) -> SolveRun:
     """Sets up and solves ``problem`` with ``config``; measures everything.
 
-    The AMG setup is done once by :func:`describe` (which times its phases), then
+    The AMG setup is done once by :func:`describe` (which times its phases; one that runs
+    past a second logs progress, :func:`setup_progress`), then
     :func:`solve` runs ``repeat`` times with ``reuse_setup=True``, so that its time is the
     solve's alone.  The configuration's reporting keys are the command's business: the
     solve itself runs with them off and with its residual history stored.
@@ -204,7 +205,8 @@ def run_solve(problem: Problem, label: str, config: SolverConfig, *, dtype: str 
         try:
             if _has_amg(quiet):
                 start = time.perf_counter()
-                stats = describe(A, quiet)
+                with setup_progress(f"{label}: the AMG setup of {problem.matrix.shape[0]} rows"):
+                    stats = describe(A, quiet)
                 seconds["first setup"] = time.perf_counter() - start
                 seconds["setup"] = sum(stats.setup_seconds.values())
             solve_seconds = []
