@@ -38,7 +38,7 @@ from jaxsolve import autodiff
 from . import _blocks, _matrix_free
 from ._amgx import solve_amgx
 from ._backend import current_backend
-from ._config import SolverConfig, parse_amgx_config
+from ._config import SolverConfig, parse_amgx_config, with_overrides
 from ._csr_arrays import CsrArrays
 from ._sharded import ShardedCsrMatrix, solve_sharded
 from ._hierarchy import Hierarchy
@@ -71,6 +71,7 @@ def solve(
     block_dim: int | None = None,
     nullspace: Any = None,
     transpose_nullspace: Any = None,
+    **kwargs: Any,
 ) -> tuple[jax.Array, SolveInfo]:
     r"""Solves ``A x = b`` by an AMG-preconditioned Krylov method; differentiable.
 
@@ -177,6 +178,13 @@ def solve(
         checked against ``A`` (unless ``check=False``).
       block_dim: unknowns per node of a block system (JAX-AMG's keyword); ``A``'s rows
         must be a multiple of it.  None: a scipy BSR matrix's block size, else 1.
+      **kwargs: AmgX keys of the outer solver's scope overriding ``config``'s, as
+        JAX-AMG takes them: ``solve(A, b, config={"solver": "CG"}, max_iters=50)``.
+
+    An ``A_local`` given JAX-AMG's MPI metadata by ``with_cache(A_local,
+    mpi=cache_mpi_metadata(...))`` is solved across the ranks without ``comm``,
+    ``nglobal`` and ``partition_info``, and with the metadata's configuration unless
+    ``config`` is given.
 
     Returns:
       ``(x, info)``: the solution, of ``b``'s shape, and a :class:`SolveInfo`
@@ -214,6 +222,11 @@ def solve(
       >>> jax.jit(jax.grad(loss))(A.values).shape
       (4992,)
     """
+    config = with_overrides(config, kwargs)
+    mpi = getattr(getattr(A, "attachments", None), "mpi", None)  # cache_mpi_metadata's
+    if mpi is not None and comm is None:
+        comm, nglobal, partition_info = mpi["comm"], mpi["nglobal"], mpi["partition_info"]
+        config = mpi["config"] if config is None else config
     if current_backend() == "amgx":  # NVIDIA AmgX computes it (use_backend; _amgx.py)
         return solve_amgx(A, b, x0, config, reuse_setup=reuse_setup, derivative=derivative,
                           check=check, unsupported={
