@@ -8,7 +8,7 @@ the documented uses must work: ``AMGXStatus``'s codes, ``make_preconditioner`` a
 ``jax.scipy.sparse.linalg.bicgstab``, ``make_lineax_preconditioner`` from the top level, the
 sparsity functions' return shapes, ``utils.to_scipy``, ``config.prepare_config``.
 
-Not yet here (issue 32): ``save_stats_file`` (of ``solve`` and both preconditioners);
+Not yet here (issue 32): the preconditioners' ``save_stats_file``;
 ``make_lineax_preconditioner``'s ``comm``, ``nglobal``, ``partition_info``; it
 names its first parameter ``A`` (JAX-AMG: ``operator``); ``utils.format_amgx_stats`` and
 ``mpi_utils``' transport internals (``register_comm``, ``resolve_comm``, ``HaloPlan``,
@@ -42,7 +42,7 @@ SIGNATURES = {
         "make_preconditioner": (["A", "config"], ["comm", "nglobal", "partition_info",
                                                   "return_info"]),
         "solve": (["A", "b", "x0", "config", "block_dim", "comm", "nglobal", "partition_info",
-                   "reuse_setup"], []),
+                   "save_stats_file", "reuse_setup"], []),
         "with_cache": (["A"], ["coloring", "mpi", "is_symmetric"]),
     },
     "matrices": {
@@ -117,6 +117,16 @@ def test_jax_amg_signature(module, name):
         assert keyword in parameters, keyword
         assert parameters[keyword].kind in (inspect.Parameter.KEYWORD_ONLY,
                                             inspect.Parameter.POSITIONAL_OR_KEYWORD), keyword
+
+
+def test_solve_save_stats_file(tmp_path):
+    A = jaxamg.matrices.poisson_matrix(12)
+    path = tmp_path / "stats.txt"
+    x, info = jaxamg.solve(A, jaxamg.matrices.rhs_ones(144), save_stats_file=str(path))
+    text = path.read_text()
+    assert "print_grid_stats" in text and "print_solve_stats" in text
+    assert f"Total Iterations: {info['iterations']}" in text
+    assert info.residual_history.shape == (0,)  # the report switched on no stored history
 
 
 def test_amgx_status_codes():

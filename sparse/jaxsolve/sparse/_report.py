@@ -338,6 +338,24 @@ def log_timings(solver: str, setup_seconds: float, solve_start: float,
 
 
 @contextlib.contextmanager
+def reports_to_file(path: Any, write: bool = True) -> Iterator[None]:
+    """Sends the records of :data:`LOGGER` to the file ``path`` (overwritten) instead of
+    their usual destination while the block runs: JAX-AMG's ``save_stats_file``.  With
+    ``write=False`` (an MPI rank other than 0, as JAX-AMG writes from rank 0 only) they are
+    dropped."""
+    handler = logging.FileHandler(path, mode="w") if write else logging.NullHandler()
+    propagate = LOGGER.propagate
+    LOGGER.addHandler(handler)
+    LOGGER.propagate = False
+    try:
+        yield
+    finally:
+        LOGGER.removeHandler(handler)
+        LOGGER.propagate = propagate
+        handler.close()
+
+
+@contextlib.contextmanager
 def setup_progress(what: str) -> Iterator[None]:
     """Logs a progress line for a setup that runs past :data:`PROGRESS_SECONDS`.
 

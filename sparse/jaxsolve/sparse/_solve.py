@@ -48,7 +48,7 @@ from ._mpi import solve_mpi
 from ._nullspace import minimum_norm, null_spaces, pseudo_inverse_services, singular_config
 from ._preconditioner import make_precondition
 from ._relaxation import RelaxationData, stored_diagonal
-from ._report import log, log_timings, logged_solve_stats, setup_progress
+from ._report import log, log_timings, logged_solve_stats, reports_to_file, setup_progress
 from ._setup import (System, checked_inputs, divides_by_diagonal, is_concrete,
                      raise_on_invalid_inputs)
 from ._statistics import statistics
@@ -71,6 +71,7 @@ def solve(
     block_dim: int | None = None,
     nullspace: Any = None,
     transpose_nullspace: Any = None,
+    save_stats_file: Any = None,
     **kwargs: Any,
 ) -> tuple[jax.Array, SolveInfo]:
     r"""Solves ``A x = b`` by an AMG-preconditioned Krylov method; differentiable.
@@ -178,6 +179,10 @@ def solve(
         checked against ``A`` (unless ``check=False``).
       block_dim: unknowns per node of a block system (JAX-AMG's keyword); ``A``'s rows
         must be a multiple of it.  None: a scipy BSR matrix's block size, else 1.
+      save_stats_file: a path (JAX-AMG's keyword): the solve's AmgX reports
+        (``print_solve_stats``, ``print_grid_stats``, switched on) are written to this
+        file instead of the log, from rank 0 of a distributed solve; for a call outside
+        ``jax.jit`` (inside, they are logged when the compiled program runs).
       **kwargs: AmgX keys of the outer solver's scope overriding ``config``'s, as
         JAX-AMG takes them: ``solve(A, b, config={"solver": "CG"}, max_iters=50)``.
 
@@ -227,6 +232,14 @@ def solve(
     if mpi is not None and comm is None:
         comm, nglobal, partition_info = mpi["comm"], mpi["nglobal"], mpi["partition_info"]
         config = mpi["config"] if config is None else config
+    if save_stats_file is not None:  # the reports of this call, into the file
+        reports = with_overrides(config, {"print_solve_stats": 1, "print_grid_stats": 1})
+        with reports_to_file(save_stats_file, write=comm is None or comm.rank == 0):
+            return jax.block_until_ready(solve(
+                A, b, x0, reports, reuse_setup=reuse_setup, derivative=derivative,
+                near_nullspace=near_nullspace, check=check, comm=comm, nglobal=nglobal,
+                partition_info=partition_info, block_dim=block_dim, nullspace=nullspace,
+                transpose_nullspace=transpose_nullspace))
     if current_backend() == "amgx":  # NVIDIA AmgX computes it (use_backend; _amgx.py)
         return solve_amgx(A, b, x0, config, reuse_setup=reuse_setup, derivative=derivative,
                           check=check, unsupported={
