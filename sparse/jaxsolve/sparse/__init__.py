@@ -24,6 +24,9 @@ Krylov methods, configured in AmgX's vocabulary and differentiable through
   `fgmres`, and the `stationary` iteration, each returning ``(x, info)`` with a `Status`
   (AmgX's numbering, alias `AMGXStatus`) and a `FailureReason`; `raise_on_failure` turns
   a failed `info` into a `SolveError`. `jacobi` is the simplest preconditioner.
+* `enable_compilation_cache` (or the environment variable ``JAXSOLVE_COMPILATION_CACHE``,
+  a directory or ``1``, read at import): JAX's persistent compilation cache, every program
+  written, so that a new process's first solve loads the programs an earlier one compiled.
 * `parse_amgx_config`: AmgX configurations (flat, nested ``config_version: 2``, JSON text or
   file) into a hashable `SolverConfig` tree with documented defaults.
 * Matrix-free operators: `solve` and `make_preconditioner` also take ``A`` as a function
@@ -81,6 +84,8 @@ from ._cache import clear_cache as clear_cache
 from ._cache import finalize as finalize
 from ._cache import set_cache_size as set_cache_size
 from ._coloring import color_columns as color_columns
+from . import _compilation_cache
+from ._compilation_cache import enable_compilation_cache as enable_compilation_cache
 from ._matrix_free import ColoringInfo as ColoringInfo
 from ._matrix_free import cache_coloring as cache_coloring
 from ._matrix_free import with_cache as with_cache
@@ -116,6 +121,10 @@ def __getattr__(name: str):
     raise AttributeError(f"module 'jaxsolve.sparse' has no attribute {name!r}")
 
 
+# ``JAXSOLVE_COMPILATION_CACHE=<dir>`` (or ``1``): JAX's persistent compilation cache from
+# the first solve on.
+_compilation_cache.enable_from_environment()
+
 try:
     __version__ = _metadata.version("jaxsolve-sparse")
 except _metadata.PackageNotFoundError:  # a source checkout, not an installed distribution
@@ -149,6 +158,7 @@ __all__ = [
     "config",
     "current_backend",
     "describe",
+    "enable_compilation_cache",
     "fgmres",
     "finalize",
     "get_solver_cache_info",
