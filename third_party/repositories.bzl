@@ -104,16 +104,22 @@ def _write_cuda_toolkit(rctx, major, nvcc, comment, tools = []):
     """The BUILD file of a CUDA toolkit repository: `nvcc`, `headers`, `cudart_static`.
 
     Expects `include/` and `lib/libcudart_static.a` in the repository; `nvcc` is the path of
-    the compiler, run through a wrapper (not a symlink: nvcc finds nvcc.profile, cicc and
-    ptxas from its own path). `tools` names more files of the repository to export.
+    the compiler, absolute or relative to the repository, run through a wrapper (not a
+    symlink: nvcc finds nvcc.profile, cicc and ptxas from its own path). `tools` names more
+    files of the repository to export.
     """
-    version = rctx.execute([nvcc, "--version"]).stdout.strip().split("\n")[-1]
+    version = rctx.execute([rctx.path(nvcc), "--version"]).stdout.strip().split("\n")[-1]
     if not version.startswith("Build cuda_%d." % major):
         fail("%s is not a CUDA %d compiler: %s" % (nvcc, major, version))
 
     # The wrapper is the compile actions' only input from the toolkit, so it names what the
-    # toolkit is made of: another compiler or other headers then recompile.
-    rctx.file("nvcc", "#!/bin/sh\n# %s\n# %s\nexec '%s' \"$@\"\n" % (comment, version, nvcc),
+    # toolkit is made of: another compiler or other headers then recompile. It names no path
+    # of this output base (a compiler inside the repository is found from the wrapper's own
+    # real location), since its text is part of every CUDA compile's key and the disk cache
+    # serves those to every checkout of the machine.
+    if not nvcc.startswith("/"):
+        nvcc = "$(dirname \"$(readlink -f \"$0\")\")/" + nvcc
+    rctx.file("nvcc", "#!/bin/sh\n# %s\n# %s\nexec \"%s\" \"$@\"\n" % (comment, version, nvcc),
               executable = True)
     rctx.file("BUILD.bazel", """\
 package(default_visibility = ["//visibility:public"])
@@ -205,7 +211,7 @@ INCLUDES += "-I{include}" $(_SPACE_)
     _write_cuda_toolkit(
         rctx,
         rctx.attr.major,
-        str(toolkit.get_child("bin").get_child("nvcc")),
+        "compiler/usr/lib/nvidia-cuda-toolkit/bin/nvcc",
         "nvcc of %s, the headers of %s, the static runtime of %s." % (
             rctx.attr.compiler_deb, ", ".join(rctx.attr.header_wheels), rctx.attr.runtime_wheel),
         tools = ["cuobjdump"],
