@@ -83,6 +83,12 @@ def test_a_private_reach_in_and_a_forbidden_arrow_are_reported():
     ]
 
 
+def test_a_module_reached_by_several_names_is_reported_once():
+    source = "from jaxsolve.dense import _arguments\n_arguments.check(1)\n_arguments.mesh"
+    assert violations("tools/bench/example.py", source, ALLOWED) == [
+        ("tools/bench/example.py", "jaxsolve.dense._arguments", "is private to jaxsolve.dense")]
+
+
 def check(tmp_path, files: dict[str, str], *options: str) -> tuple[int, bool]:
     """Runs the build's checker on `files` (path below the root -> text), as Bazel does from
     the root; returns its exit status and whether it wrote its stamp."""

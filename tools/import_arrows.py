@@ -122,7 +122,7 @@ def violations(relative: str, source: str, allowed: dict[str, set[str]]
         module = private_module(name)
         if module is not None and (relative, module) not in KNOWN_REACH_INS:
             found.append((relative, module, f"is private to jaxsolve.{parts[1]}"))
-    return found
+    return list(dict.fromkeys(found))  # a module reached by several names once
 
 
 def dependency_violations(package: str, build_deps: list[str], allowed: dict[str, set[str]]
