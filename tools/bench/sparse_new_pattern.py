@@ -1,0 +1,311 @@
+"""What a new sparsity pattern costs: AMG setup, compilation and solve, stage by stage.
+
+Issue 33's benchmark. A user whose pattern changes (remeshing, adaptive refinement, contact,
+a new geometry per sample) pays, for every new pattern, the host setup of the AMG structure
+and XLA's compilation of the programs for that pattern's level sizes. One run measures, for
+3D Poisson on an ``n × n × n`` grid (``matrices.poisson3d_matrix``, f64, ``b`` standard
+normal from a fixed seed, ``x0 = 0``, PCG to ``‖r‖ ≤ 1e-8 ‖b‖``) and each configuration
+(the library's default solver and AMG with that tolerance, and classical PMISC with one
+aggressive level), in one process, in this order:
+
+* **first call end to end**: ``clear_cache()`` then ``solve``: the first solve of this
+  configuration in the process (JAX itself is warmed up first by a trivial program), with
+  the XLA programs it compiles (``programs``: backend compilations, less those read from
+  JAX's persistent compilation cache, whose reads are ``from disk``), their compile time
+  (**XLA compile**, the sum of JAX's ``backend_compile_duration`` events) and the tracing
+  and lowering that precede compilation (**trace + lower**), from ``jax.monitoring``;
+* **host setup (structure)** and **numeric setup**: ``clear_cache()`` then ``describe``,
+  whose ``setup_seconds`` are the structure's phases on the host (summed) and one numeric
+  setup on the device, compiled (medians);
+* **solve**: ``solve(..., reuse_setup=True)``; **re-setup + solve**: ``solve`` with new
+  values (the matrix's, times 1.01) on the cached pattern (medians);
+* **new pattern, same rows**: the same grid with ``--extra-couplings`` more couplings
+  (``k`` random pairs of cells one step apart along the diagonal ``(1, 1, 1)``, each adding
+  a graph-Laplacian term of weight 0.5, so the matrix stays symmetric positive definite),
+  solved once end to end; then **another such pattern**, ``k`` other pairs, the same number
+  of nonzeros; then **new pattern, (n−1)³**: a grid one cell smaller. Each shows whether a
+  pattern of similar size reuses the compiled programs (``0 programs``) or recompiles.
+
+Every cell is ``time`` or ``time [programs compiled, from disk]``. A second run with
+``JAXSOLVE_COMPILATION_CACHE=<dir>`` (the same directory) shows the first call of a process
+that finds its programs on disk.
+
+**Running it.** ``n`` is the first argument (default 128 on a GPU, 32 on a CPU):
+
+    tools/dev bench sparse_new_pattern 32
+    JAXSOLVE_COMPILATION_CACHE=/tmp/jaxsolve-xla python3 tools/bench/sparse_new_pattern.py 32
+    tools/dev gpu-run python3 tools/bench/sparse_new_pattern.py 128
+
+``--json PATH`` writes the rows (seconds and counts) as JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import json
+import statistics
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import scipy.sparse
+
+import jaxsolve.sparse as jsp
+from jaxsolve.sparse import matrices
+
+TOLERANCE = 1e-8
+CONFIGS = {
+    "default": {"tolerance": TOLERANCE, "max_iters": 200},
+    "PMISC + 1 aggressive": {
+        "solver": "PCG",
+        "tolerance": TOLERANCE,
+        "max_iters": 200,
+        "preconditioner": {"solver": "AMG", "algorithm": "CLASSICAL", "selector": "PMISC",
+                           "aggressive_levels": 1},
+    },
+}
+# The table's rows, in order (the JSON's keys).
+STAGES = (
+    "host setup (structure)",
+    "numeric setup",
+    "XLA compile (first call)",
+    "trace + lower (first call)",
+    "solve",
+    "first call end to end",
+    "re-setup + solve",
+    "new pattern, same rows",
+    "another such pattern",
+    "new pattern, (n-1)^3",
+)
+
+_BACKEND_COMPILE = "/jax/core/compile/backend_compile_duration"
+_TRACE_AND_LOWER = ("/jax/core/compile/jaxpr_trace_duration",
+                    "/jax/core/compile/jaxpr_to_mlir_module_duration")
+_CACHE_HIT = "/jax/compilation_cache/cache_hits"
+
+
+@dataclasses.dataclass
+class Compilations:
+    """What JAX compiled while a block ran (from ``jax.monitoring``'s events)."""
+
+    backend: int = 0  # backend compilations, including those read from the persistent cache
+    from_disk: int = 0  # persistent-cache hits
+    compile_seconds: float = 0.0
+    trace_and_lower_seconds: float = 0.0
+
+    @property
+    def programs(self) -> int:
+        """Programs XLA compiled anew."""
+        return self.backend - self.from_disk
+
+
+_ACTIVE: list[Compilations] = []
+
+
+def _on_duration(event: str, duration: float, **kwargs: Any) -> None:
+    for counts in _ACTIVE:
+        if event == _BACKEND_COMPILE:
+            counts.backend += 1
+            counts.compile_seconds += duration
+        elif event in _TRACE_AND_LOWER:
+            counts.trace_and_lower_seconds += duration
+
+
+def _on_event(event: str, **kwargs: Any) -> None:
+    for counts in _ACTIVE:
+        if event == _CACHE_HIT:
+            counts.from_disk += 1
+
+
+jax.monitoring.register_event_duration_secs_listener(_on_duration)
+jax.monitoring.register_event_listener(_on_event)
+
+
+@contextlib.contextmanager
+def compilations() -> Iterator[Compilations]:
+    """Counts what JAX compiles inside the block."""
+    counts = Compilations()
+    _ACTIVE.append(counts)
+    try:
+        yield counts
+    finally:
+        _ACTIVE.remove(counts)
+
+
+@dataclasses.dataclass
+class Cell:
+    """One measurement: seconds, and the compilations when they were counted."""
+
+    seconds: float
+    compiled: Compilations | None = None
+    iterations: int | None = None
+
+    def __str__(self) -> str:
+        text = _duration(self.seconds)
+        if self.iterations is not None:
+            text += f" ({self.iterations} its)"
+        if self.compiled is not None:
+            disk = f", {self.compiled.from_disk} from disk" if self.compiled.from_disk else ""
+            text += f" [{self.compiled.programs} programs{disk}]"
+        return text
+
+    def as_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"seconds": self.seconds, "iterations": self.iterations}
+        if self.compiled is not None:
+            out |= {"programs": self.compiled.programs, "from_disk": self.compiled.from_disk}
+        return out
+
+
+def _duration(seconds: float) -> str:
+    return f"{seconds * 1e3:.1f} ms" if seconds < 1 else f"{seconds:.2f} s"
+
+
+def poisson3d(n: int) -> scipy.sparse.csr_matrix:
+    """The 7-point Poisson matrix on ``n³`` cells, f64, on the host."""
+    A = jsp.as_csr(matrices.poisson3d_matrix(n, dtype=jnp.float64))
+    return scipy.sparse.csr_matrix((np.asarray(A.values), A.indices, A.indptr), A.shape)
+
+
+def with_extra_couplings(A: scipy.sparse.csr_matrix, n: int, k: int, seed: int
+                         ) -> scipy.sparse.csr_matrix:
+    """``A`` plus ``k`` couplings between cells one step apart along ``(1, 1, 1)``.
+
+    Each pair ``(i, j)`` adds ``0.5 (e_i - e_j)(e_i - e_j)ᵀ``: two new off-diagonal
+    entries, the matrix stays symmetric positive definite.
+    """
+    rng = np.random.default_rng(seed)
+    cells = rng.choice((n - 1) ** 3, size=k, replace=False)
+    x, y, z = np.unravel_index(cells, (n - 1,) * 3)
+    i = np.ravel_multi_index((x, y, z), (n,) * 3)
+    j = np.ravel_multi_index((x + 1, y + 1, z + 1), (n,) * 3)
+    rows = np.concatenate([i, j, i, j])
+    cols = np.concatenate([i, j, j, i])
+    weights = np.concatenate([np.full(2 * k, 0.5), np.full(2 * k, -0.5)])
+    extra = scipy.sparse.csr_matrix((weights, (rows, cols)), A.shape)
+    out = (A + extra).tocsr()
+    out.sort_indices()
+    return out
+
+
+def _once(fn: Callable[[], Any]) -> tuple[float, Any]:
+    start = time.perf_counter()
+    result = jax.block_until_ready(fn())
+    return time.perf_counter() - start, result
+
+
+def _median(fn: Callable[[], Any], repeats: int, warmup: int) -> tuple[float, Any]:
+    times, result = [], None
+    for _ in range(warmup + repeats):
+        result = None
+        seconds, result = _once(fn)
+        times.append(seconds)
+    return statistics.median(times[warmup:]), result
+
+
+def _first_solve(A: Any, b: jax.Array, config: dict[str, Any]) -> Cell:
+    """One solve end to end, on a pattern not seen before, with what it compiled."""
+    with compilations() as compiled:
+        seconds, (_, info) = _once(lambda: jsp.solve(A, b, config=config))
+    _check(info)
+    return Cell(seconds, compiled, int(info.iterations))
+
+
+def _check(info: Any) -> None:
+    status = jsp.Status(int(info.status))
+    if status != jsp.Status.SUCCESS:
+        raise RuntimeError(f"the solve ended with {status.name}")
+
+
+def measure(n: int, config: dict[str, Any], *, extra_couplings: int, repeats: int,
+            warmup: int, seed: int = 0) -> dict[str, Cell]:
+    """The stages of one configuration on the ``n³`` grid (see the module's docstring)."""
+    host = poisson3d(n)
+    A = jsp.as_csr(host)
+    b = matrices.rhs_random(n**3, seed, dtype=jnp.float64)
+    cells: dict[str, Cell] = {}
+
+    jsp.clear_cache()
+    first = _first_solve(A, b, config)
+    cells["first call end to end"] = first
+    cells["XLA compile (first call)"] = Cell(first.compiled.compile_seconds, first.compiled)
+    cells["trace + lower (first call)"] = Cell(first.compiled.trace_and_lower_seconds)
+
+    def fresh_setup() -> jsp.HierarchyStatistics:
+        jsp.clear_cache()
+        return jsp.describe(A, config)
+
+    phases = [_once(fresh_setup)[1].setup_seconds for _ in range(warmup + repeats)][warmup:]
+    cells["host setup (structure)"] = Cell(statistics.median(
+        sum(s for phase, s in p.items() if phase != "numeric setup") for p in phases))
+    cells["numeric setup"] = Cell(statistics.median(p["numeric setup"] for p in phases))
+
+    with compilations() as compiled:
+        seconds, (_, info) = _median(
+            lambda: jsp.solve(A, b, config=config, reuse_setup=True), repeats, warmup)
+    _check(info)
+    cells["solve"] = Cell(seconds, compiled, int(info.iterations))
+    new_values = A.values * 1.01
+    with compilations() as compiled:
+        seconds, (_, info) = _median(
+            lambda: jsp.solve(A.with_values(new_values), b, config=config), repeats, warmup)
+    _check(info)
+    cells["re-setup + solve"] = Cell(seconds, compiled, int(info.iterations))
+
+    cells["new pattern, same rows"] = _first_solve(
+        jsp.as_csr(with_extra_couplings(host, n, extra_couplings, seed + 1)), b, config)
+    cells["another such pattern"] = _first_solve(
+        jsp.as_csr(with_extra_couplings(host, n, extra_couplings, seed + 2)), b, config)
+    cells["new pattern, (n-1)^3"] = _first_solve(
+        jsp.as_csr(poisson3d(n - 1)), matrices.rhs_random((n - 1) ** 3, seed, dtype=jnp.float64),
+        config)
+    jsp.clear_cache()
+    return cells
+
+
+def table(results: dict[str, dict[str, Cell]]) -> str:
+    """The stages as rows, the configurations as columns (markdown)."""
+    names = list(results)
+    lines = ["| stage | " + " | ".join(names) + " |", "|---" * (len(names) + 1) + "|"]
+    lines += [f"| {stage} | " + " | ".join(str(results[name][stage]) for name in names) + " |"
+              for stage in STAGES]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    jax.config.update("jax_enable_x64", True)
+    on_gpu = jax.default_backend() == "gpu"
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("n", type=int, nargs="?", default=128 if on_gpu else 32,
+                        help="grid cells per side (n³ rows)")
+    parser.add_argument("--extra-couplings", type=int, default=8,
+                        help="couplings added for the new patterns of the same size")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--warmup", type=int, default=1)
+    parser.add_argument("--configs", nargs="+", choices=list(CONFIGS), default=list(CONFIGS))
+    parser.add_argument("--json", help="write the rows to this file")
+    args = parser.parse_args(argv)
+    if args.n < 3:
+        parser.error("n must be at least 3")
+
+    jax.block_until_ready(jax.jit(lambda x: x + 1)(jnp.zeros(3)))  # JAX's own start-up
+    cache_dir = jax.config.jax_compilation_cache_dir
+    print(f"3D Poisson {args.n}³ = {args.n**3} rows, f64, PCG to {TOLERANCE:g}, on "
+          f"{jax.devices()[0].device_kind}; persistent compilation cache: "
+          f"{cache_dir or 'off (JAXSOLVE_COMPILATION_CACHE unset)'}")
+    results = {name: measure(args.n, CONFIGS[name], extra_couplings=args.extra_couplings,
+                             repeats=args.repeats, warmup=args.warmup)
+               for name in args.configs}
+    print(table(results))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({name: {stage: cell.as_json() for stage, cell in cells.items()}
+                       for name, cells in results.items()}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
