@@ -26,7 +26,8 @@ aggressive level), in one process, in this order:
   of nonzeros; then **new pattern, (n−1)³**: a grid one cell smaller. Each shows whether a
   pattern of similar size reuses the compiled programs (``0 programs``) or recompiles.
 
-Every cell is ``time`` or ``time [programs compiled, from disk]``. A second run with
+Every cell is ``time`` or ``time [programs compiled, from disk; compile and trace + lower
+time]``: a new pattern read entirely from disk still pays its tracing and lowering. A second run with
 ``JAXSOLVE_COMPILATION_CACHE=<dir>`` (the same directory) shows the first call of a process
 that finds its programs on disk.
 
@@ -149,15 +150,20 @@ class Cell:
         text = _duration(self.seconds)
         if self.iterations is not None:
             text += f" ({self.iterations} its)"
-        if self.compiled is not None:
-            disk = f", {self.compiled.from_disk} from disk" if self.compiled.from_disk else ""
-            text += f" [{self.compiled.programs} programs{disk}]"
+        compiled = self.compiled
+        if compiled is not None:
+            disk = f", {compiled.from_disk} from disk" if compiled.from_disk else ""
+            spent = (f"; compile {_duration(compiled.compile_seconds)}, trace + lower "
+                     f"{_duration(compiled.trace_and_lower_seconds)}") if compiled.backend else ""
+            text += f" [{compiled.programs} programs{disk}{spent}]"
         return text
 
     def as_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"seconds": self.seconds, "iterations": self.iterations}
         if self.compiled is not None:
-            out |= {"programs": self.compiled.programs, "from_disk": self.compiled.from_disk}
+            out |= {"programs": self.compiled.programs, "from_disk": self.compiled.from_disk,
+                    "compile_seconds": self.compiled.compile_seconds,
+                    "trace_and_lower_seconds": self.compiled.trace_and_lower_seconds}
         return out
 
 

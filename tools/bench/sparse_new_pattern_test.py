@@ -47,3 +47,5 @@ def test_every_stage_of_a_tiny_grid():
     lines = text.splitlines()
     assert [line.split("|")[1].strip() for line in lines[2:]] == list(bench.STAGES)
     assert all(line.count("|") == 3 for line in lines)
+    first_call = lines[2 + bench.STAGES.index("first call end to end")]
+    assert "programs; compile " in first_call and "trace + lower " in first_call
