@@ -39,7 +39,7 @@ if sys.argv[1] == "call":
     sparse.enable_compilation_cache(sys.argv[2])
 A = sparse.matrices.poisson_matrix(12)
 x, info = sparse.solve(A, jnp.ones(A.shape[0]), config={
-    "solver": "PCG", "tolerance": 1e-6,
+    "solver": "PCG", "tolerance": 1e-4,
     "preconditioner": {"solver": "AMG", "min_coarse_rows": 16}})
 assert int(info.status) == 0, info
 print(json.dumps({"compiled": counts["backend"] - counts["hits"], "hits": counts["hits"],
