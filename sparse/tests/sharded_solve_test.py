@@ -26,8 +26,10 @@ pytestmark = pytest.mark.skipif(
     len(jax.devices("cpu")) < 8,
     reason="needs 8 CPU devices: run this file in its own process (XLA_FLAGS set too late)")
 
-PCG = {"solver": "PCG", "tolerance": 1e-7, "max_iters": 200, "preconditioner": {"solver": "AMG"}}
-BICGSTAB = {"solver": "PBICGSTAB", "tolerance": 1e-7, "max_iters": 200,
+# float32: a tolerance near its attainable accuracy (eps·κ), not below it, where a solve ends
+# ACCURACY_LIMIT (issue 29).
+PCG = {"solver": "PCG", "tolerance": 2e-6, "max_iters": 200, "preconditioner": {"solver": "AMG"}}
+BICGSTAB = {"solver": "PBICGSTAB", "tolerance": 2e-6, "max_iters": 200,
             "preconditioner": {"solver": "AMG"}}
 PROBLEMS = {
     "poisson2d": (lambda: matrices.poisson_matrix(16), PCG),
@@ -166,7 +168,7 @@ class TestSolveSharded:
         b = matrices.rhs_random(A.shape[0], seed=2)
         # θ = 0.5: the coarse levels whose colorings differ between the blocks (at the
         # default 0.25 the Poisson blocks' color counts happen to agree).
-        config = {"solver": solver, "tolerance": 1e-7, "max_iters": 100, "preconditioner": {
+        config = {"solver": solver, "tolerance": 2e-6, "max_iters": 100, "preconditioner": {
             "solver": "AMG", "smoother": smoother, "min_coarse_rows": 16,
             "coarse_solver": coarse_solver, "strength_threshold": 0.5}}
         A_sharded = sharding.shard_rows(A, _mesh(4))
