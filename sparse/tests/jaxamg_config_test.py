@@ -48,8 +48,15 @@ DEFAULT_CONFIG = {  # docs/config.md, "Default config"
 }
 
 
-def solved(x, tolerance=1e-5):
+def solved(x, tolerance=1e-5, A=A, b=b):
     return float(jnp.linalg.norm(b - A @ x)) <= tolerance * float(jnp.linalg.norm(b))
+
+
+def system64():
+    """The module's system in float64: the page's tolerances (1e-6, 1e-8) are below what a
+    float32 solve attains, and `solve` reports a float32 solve that stalls above them as
+    NOT_CONVERGED (ACCURACY_LIMIT), where AmgX trusts its recurrence's residual."""
+    return poisson_matrix(16, dtype=jnp.float64), rhs_ones(256, dtype=jnp.float64)
 
 
 def test_keyword_arguments_override_config():
@@ -65,16 +72,16 @@ def test_keyword_arguments_override_config():
     x_cg, info_cg = jaxamg.solve(A, b, config={"solver": "CG", "max_iters": 100})
     assert info_cg["iterations"] > 50
     assert info["iterations"] == 50 and info["status"] == jaxamg.AMGXStatus.NOT_CONVERGED
-    x, info = jaxamg.solve(A, b, config={"solver": "CG"}, max_iters=500, tolerance=1e-7)
+    x, info = jaxamg.solve(A, b, config={"solver": "CG"}, max_iters=500, tolerance=1e-4)
     assert info["status"] == jaxamg.AMGXStatus.SUCCESS
-    _, same = jaxamg.solve(A, b, config={"solver": "CG", "max_iters": 500, "tolerance": 1e-7})
+    _, same = jaxamg.solve(A, b, config={"solver": "CG", "max_iters": 500, "tolerance": 1e-4})
     assert info["iterations"] == same["iterations"]  # the keywords set exactly those keys
-    assert info["residual"] <= 1e-7 * float(jnp.linalg.norm(b)) * (1 + 1e-5)
+    assert info["residual"] <= 1e-4 * float(jnp.linalg.norm(b)) * (1 + 1e-5)
     with pytest.raises(ValueError, match="'max_iter' is not an AmgX parameter"):
         jaxamg.solve(A, b, max_iter=5)
 
 
-def test_default_config_as_written():
+def test_default_config_as_written(x64):
     config = parse_amgx_config(DEFAULT_CONFIG)
     amg = config.preconditioner.amg
     assert (config.solver, config.tolerance, config.max_iters) == ("PBICGSTAB", 1e-6, 1000)
@@ -82,8 +89,9 @@ def test_default_config_as_written():
         "CLASSICAL", "PMIS", "D2", "V")
     assert amg.smoother.relaxation_factor == 0.9 and amg.strength_threshold == 0.5
     assert amg.min_coarse_rows == 1  # dense_lu_num_rows: AmgX's meaning
+    A, b = system64()
     x, info = jaxamg.solve(A, b, config=DEFAULT_CONFIG)
-    assert info["status"] == jaxamg.AMGXStatus.SUCCESS and solved(x)
+    assert info["status"] == jaxamg.AMGXStatus.SUCCESS and solved(x, 1e-6, A, b)
 
 
 def test_partial_config_inherits_the_defaults():
@@ -92,7 +100,7 @@ def test_partial_config_inherits_the_defaults():
     assert config.preconditioner.amg.algorithm == "CLASSICAL"
 
 
-def test_block_defaults_with_block_dim():
+def test_block_defaults_with_block_dim(x64):
     block_amg = {  # docs/config.md, "Block matrices"
         "solver": "AMG",
         "algorithm": "AGGREGATION",
@@ -107,8 +115,8 @@ def test_block_defaults_with_block_dim():
         "max_iters": 1,
         "cycle": "V",
     }
-    E, _ = elasticity_matrix_2d(10, youngs_modulus=1.0)
-    rhs = jnp.ones(E.shape[0])
+    E, _ = elasticity_matrix_2d(10, youngs_modulus=1.0, dtype=jnp.float64)
+    rhs = jnp.ones(E.shape[0], jnp.float64)
     x, info = jaxamg.solve(E, rhs, config={"solver": "PCG", "preconditioner": block_amg,
                                            "max_iters": 200}, block_dim=2)
     assert info["status"] == jaxamg.AMGXStatus.SUCCESS
@@ -116,7 +124,7 @@ def test_block_defaults_with_block_dim():
     assert parse_amgx_config({"preconditioner": block_amg}).preconditioner.amg.min_coarse_rows == 64
 
 
-def test_mpi_flat_and_nested_configs():
+def test_mpi_flat_and_nested_configs(x64):
     mpi_config = {  # docs/config.md, "MPI config"
         "solver": "PBICGSTAB",
         "preconditioner": {"solver": "MULTICOLOR_DILU"},
@@ -146,13 +154,15 @@ def test_mpi_flat_and_nested_configs():
     assert parse_amgx_config(flat) == parse_amgx_config(
         {"solver": "CG", "tolerance": 1e-8, "max_iters": 200})
     assert parse_amgx_config(nested).preconditioner.amg.smoother.solver == "JACOBI_L1"
-    for config in (mpi_config, flat, nested):  # float32: the true residual to about 1e-6
+    A, b = system64()
+    for config in (mpi_config, flat, nested):
         x, info = jaxamg.solve(A, b, config=config)
-        assert info["status"] == jaxamg.AMGXStatus.SUCCESS and solved(x), config
+        assert info["status"] == jaxamg.AMGXStatus.SUCCESS and solved(x, 1e-6, A, b), config
 
 
 @pytest.mark.parametrize("convergence", ["ABSOLUTE", "RELATIVE_INI", "RELATIVE_INI_CORE"])
-def test_convergence_criteria(convergence):
+def test_convergence_criteria(convergence, x64):
+    A, b = system64()
     x, info = jaxamg.solve(A, b, config={"convergence": convergence, "tolerance": 1e-6})
     assert info["status"] == jaxamg.AMGXStatus.SUCCESS
     scale = 1.0 if convergence == "ABSOLUTE" else float(jnp.linalg.norm(b))
