@@ -54,8 +54,8 @@ def solved(x, tolerance=1e-5, A=A, b=b):
 
 def system64():
     """The module's system in float64: the page's tolerances (1e-6, 1e-8) are below what a
-    float32 solve attains, and `solve` reports a float32 solve that stalls above them as
-    NOT_CONVERGED (ACCURACY_LIMIT), where AmgX trusts its recurrence's residual."""
+    float32 solve attains (eps·κ), so its true residual would miss them even where the
+    method's recurrence reports success."""
     return poisson_matrix(16, dtype=jnp.float64), rhs_ones(256, dtype=jnp.float64)
 
 

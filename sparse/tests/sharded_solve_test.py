@@ -26,8 +26,7 @@ pytestmark = pytest.mark.skipif(
     len(jax.devices("cpu")) < 8,
     reason="needs 8 CPU devices: run this file in its own process (XLA_FLAGS set too late)")
 
-# float32: a tolerance near its attainable accuracy (eps·κ), not below it, where a solve ends
-# ACCURACY_LIMIT (issue 29).
+# float32: a tolerance near its attainable accuracy (eps·κ), not below it.
 PCG = {"solver": "PCG", "tolerance": 2e-6, "max_iters": 200, "preconditioner": {"solver": "AMG"}}
 BICGSTAB = {"solver": "PBICGSTAB", "tolerance": 2e-6, "max_iters": 200,
             "preconditioner": {"solver": "AMG"}}

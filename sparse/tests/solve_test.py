@@ -165,10 +165,8 @@ class TestConfigurations:
     def test_amg_variants_converge(self, amg):
         A = matrices.poisson_matrix(20)
         b = matrices.rhs_ones(400)
-        # float32 attains a true relative residual of about 2e-6 here (eps·κ): a tolerance
-        # of 1e-6 ends ACCURACY_LIMIT (issue 29).
-        x, info = sparse.solve(A, b, config={"solver": "PCG", "tolerance": 1e-5,
-                                             "preconditioner": {"solver": "AMG", **amg}})
+        x, info = sparse.solve(A, b, config={"solver": "PCG", "preconditioner": {
+            "solver": "AMG", **amg}})
         assert status(info) == "SUCCESS"
         assert int(info.iterations) <= 30
         assert relative_residual(A, x, b) <= 1e-5
@@ -241,9 +239,7 @@ class TestTransformations:
         sparse.clear_cache()
         A = sparse.as_csr(matrices.poisson_matrix(16))
         b = matrices.rhs_ones(256)
-        # float32: a tolerance above its attainable accuracy (issue 29).
-        x, info = jax.jit(lambda v, b: sparse.solve(A.with_values(v), b,
-                                                    config={"tolerance": 1e-5}))(A.values, b)
+        x, info = jax.jit(lambda v, b: sparse.solve(A.with_values(v), b))(A.values, b)
         assert status(info) == "SUCCESS"
         assert relative_residual(A, x, b) <= 1e-5
         assert sparse.cache_info().misses == 1

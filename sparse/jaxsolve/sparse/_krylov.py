@@ -33,14 +33,6 @@ iteration stops with
   finite;
 * ``NOT_CONVERGED`` after ``max_iters`` iterations.
 
-A ``SUCCESS`` is checked on the true residual ``b - A x`` (one ``matvec`` per solve; GMRES
-forms it at the end of each cycle anyway): the recurrence residual drifts from it in finite
-precision and can meet a tolerance below what the dtype attains (about ``eps · κ(A)``).
-If the true residual misses the threshold, the method restarts once from ``x`` with
-``r = b - A x`` (residual replacement; the iterations keep counting toward
-``max_iters``); if it misses again, the solve ends ``NOT_CONVERGED`` with
-``ACCURACY_LIMIT``.  ``info.residual`` is then the true residual.
-
 **What comes back.** A solve never returns an ``x`` worse than ``x_0``.  CG,
 BiCGSTAB and the stationary iteration, whose residuals can grow, return the
 iterate with the smallest residual norm they met (``x_0`` included; on
@@ -195,6 +187,11 @@ def cg(
     """
     problem, r0 = _setup("cg", matvec, b, x0, precondition, tolerance, max_iters, convergence,
                          inner_product, store_history)
+    z0 = problem.precondition(r0)
+    rho0 = problem.inner(r0, z0).real
+    start = _start(
+        problem, _breakdown(rho0 <= 0, FailureReason.PRECONDITIONER_NOT_POSITIVE_DEFINITE)
+    )
 
     def step(state):
         x, best, r, p, rho, progress = state
@@ -218,17 +215,9 @@ def cg(
         )
         return x, best, r, p, rho, _advance(progress, residual_norm, breakdown, problem)
 
-    def run(x, r, progress):
-        z = problem.precondition(r)
-        rho = problem.inner(r, z).real
-        progress = _classify(
-            progress, _breakdown(rho <= 0, FailureReason.PRECONDITIONER_NOT_POSITIVE_DEFINITE),
-            problem, FailureReason.NONFINITE_INPUT,
-        )
-        x, best, *_, progress = lax.while_loop(_running, step, (x, x, r, z, rho, progress))
-        return _best(progress, x, best), progress
-
-    return _verified(problem, run, r0)
+    zeros = jnp.zeros_like(r0)
+    x, best, *_, progress = lax.while_loop(_running, step, (zeros, zeros, r0, z0, rho0, start))
+    return problem.solution(_best(progress, x, best)), _info(progress, problem)
 
 
 def bicgstab(
@@ -291,11 +280,13 @@ def bicgstab(
         inner_product, store_history,
     )
     one = jnp.ones((), r0.dtype)
+    start = _start(problem, FailureReason.NONE)
     zeros = jnp.zeros_like(r0)
 
-    def step(r_hat, state):  # r_hat: the shadow residual
+    def step(state):
         x, best, r, p, v, rho, alpha, omega, progress = state
         best = _best(progress, x, best)
+        r_hat = r0  # the shadow residual
         rho_next = problem.inner(r_hat, r)
         p_next = r + (rho_next / rho) * (alpha / omega) * (p - omega * v)
         p_hat = problem.precondition(p_next)
@@ -329,12 +320,9 @@ def bicgstab(
         return (x, best, r, p, v, rho, alpha, omega,
                 _advance(progress, norm, breakdown, problem))
 
-    def run(x, r, progress):
-        state = (x, x, r, zeros, zeros, one, one, one, progress)
-        x, best, *_, progress = lax.while_loop(_running, lambda s: step(r, s), state)
-        return _best(progress, x, best), progress
-
-    return _verified(problem, run, r0)
+    state = (zeros, zeros, r0, zeros, zeros, one, one, one, start)
+    x, best, *_, progress = lax.while_loop(_running, step, state)
+    return problem.solution(_best(progress, x, best)), _info(progress, problem)
 
 
 def stationary(
@@ -378,6 +366,7 @@ def stationary(
         "stationary", matvec, b, x0, precondition, tolerance, max_iters, convergence,
         inner_product, store_history,
     )
+    start = _start(problem, FailureReason.NONE)
 
     def step(state):
         x, best, r, progress = state
@@ -386,11 +375,9 @@ def stationary(
         r = problem.b - problem.matvec(x)
         return x, best, r, _advance(progress, problem.norm(r), FailureReason.NONE, problem)
 
-    def run(x, r, progress):
-        x, best, _, progress = lax.while_loop(_running, step, (x, x, r, progress))
-        return _best(progress, x, best), progress
-
-    return _verified(problem, run, r0)
+    zeros = jnp.zeros_like(r0)
+    x, best, _, progress = lax.while_loop(_running, step, (zeros, zeros, r0, start))
+    return problem.solution(_best(progress, x, best)), _info(progress, problem)
 
 
 def gmres(
@@ -613,9 +600,9 @@ def _gmres(
             ),
         )
 
-    def cycle(state: tuple[jax.Array, jax.Array, jax.Array, jax.Array, _Progress]):
+    def cycle(state: tuple[jax.Array, jax.Array, jax.Array, _Progress]):
         """One restart cycle: up to m Arnoldi steps, then the update of x, r and ‖r‖."""
-        x, r, beta, replaced, progress = state
+        x, r, beta, progress = state
         safe_beta = jnp.where(beta == 0, 1, beta).astype(dtype)
         zeros = jnp.zeros(m, dtype)
         arnoldi = lax.while_loop(
@@ -655,18 +642,12 @@ def _gmres(
             progress._replace(residual_norm=jnp.where(finite, progress.residual_norm, beta_next)),
             FailureReason.NONE, problem, FailureReason.NONFINITE_RESIDUAL,
         )
-        # The Arnoldi steps' ‖r‖ comes from the least-squares problem; a SUCCESS must hold
-        # for the true one, beta_next, which the next cycle restarts from (its replacement).
-        claimed = progress.status == Status.SUCCESS
-        progress, retry = _recheck(progress, beta_next, replaced, problem)
         x, r, beta = _keep_if(~finite, (x, r, beta), (x_next, r_next, beta_next))
-        return x, r, beta, replaced | retry, progress._replace(
-            residual_norm=jnp.where(claimed, beta, progress.residual_norm)
-        )
+        return x, r, beta, progress
 
     start = _start(problem, FailureReason.NONE)
-    state = (jnp.zeros_like(r0), r0, problem.r0_norm, jnp.zeros((), bool), start)
-    x, _, beta, _, progress = lax.while_loop(_running, cycle, state)
+    state = (jnp.zeros_like(r0), r0, problem.r0_norm, start)
+    x, _, beta, progress = lax.while_loop(_running, cycle, state)
     # The last iterate's residual norm: the one the Arnoldi steps tracked, or after a cycle
     # that met NaN, that of the iterate kept.
     norm = jnp.where(jnp.isfinite(progress.residual_norm), progress.residual_norm, beta)
@@ -928,81 +909,6 @@ def _classify(
         status = jnp.where(applies, jnp.int32(rule_status), status)
         reason = jnp.where(applies, jnp.asarray(rule_reason, jnp.int32), reason)
     return progress._replace(status=status, reason=reason)
-
-
-def _verified(
-    problem: _Problem,
-    run: Callable[[jax.Array, jax.Array, _Progress], tuple[jax.Array, _Progress]],
-    r0: jax.Array,
-) -> tuple[jax.Array, SolveInfo]:
-    """Runs a method and checks a ``SUCCESS`` on the true residual; returns ``(x, info)``.
-
-    ``run(δ, r, progress)`` iterates from the correction ``δ`` with residual ``r`` until
-    ``progress`` stops, and returns the iterate it keeps.  The recurrence residual drifts
-    from ``b - A δ`` in finite precision, so a ``SUCCESS`` is checked with one ``matvec``;
-    if the true residual misses the threshold, the method restarts once from ``δ`` with
-    ``r = b - A δ`` (residual replacement; the iterations keep counting), and a second
-    miss ends ``NOT_CONVERGED`` (``ACCURACY_LIMIT``).  The iterate returned is the one
-    with the smallest true residual met on a ``SUCCESS`` (``x_0`` included), else the
-    method's own best.
-    """
-
-    def attempt(state):
-        x, r, answer, answer_norm, replaced, progress = state
-        x, progress = run(x, r, progress)
-        r = problem.b - problem.matvec(x)
-        true_norm = problem.norm(r)
-        claimed = progress.status == Status.SUCCESS
-        better = true_norm <= answer_norm  # NaN never
-        answer = jnp.where(~claimed | better, x, answer)
-        answer_norm = jnp.where(
-            claimed, jnp.where(better, true_norm, answer_norm), progress.best_norm
-        )
-        progress, retry = _recheck(progress, true_norm, replaced, problem)
-        return x, r, answer, answer_norm, replaced | retry, progress
-
-    zeros = jnp.zeros_like(r0)
-    state = (zeros, r0, zeros, problem.r0_norm, jnp.zeros((), bool),
-             _start(problem, FailureReason.NONE))
-    *_, answer, answer_norm, _, progress = lax.while_loop(_running, attempt, state)
-    return problem.solution(answer), _info(progress, problem, answer_norm)
-
-
-def _recheck(
-    progress: _Progress, true_norm: jax.Array, replaced: jax.Array, problem: _Problem
-) -> tuple[_Progress, jax.Array]:
-    """Checks a stopped ``progress``'s ``SUCCESS`` against the true residual norm.
-
-    Returns the progress (running again, from the true residual, where a first miss
-    restarts the method; ``ACCURACY_LIMIT`` on a second miss or when no iteration is
-    left; ``NONFINITE_RESIDUAL`` for a NaN) and whether it restarts.
-    """
-    claimed = progress.status == Status.SUCCESS
-    missed = claimed & ~(true_norm <= problem.threshold)
-    retry = missed & ~replaced & (progress.iterations < problem.max_iters) & jnp.isfinite(
-        true_norm
-    )
-    reason = jnp.where(jnp.isfinite(true_norm), jnp.int32(FailureReason.ACCURACY_LIMIT),
-                       jnp.int32(FailureReason.NONFINITE_RESIDUAL))
-    failed = missed & ~retry
-    status = jnp.where(retry, jnp.int32(_RUNNING), progress.status)
-    status = jnp.where(
-        failed, jnp.where(jnp.isfinite(true_norm), jnp.int32(Status.NOT_CONVERGED),
-                          jnp.int32(Status.DIVERGED)), status
-    )
-    history = progress.history
-    if problem.store_history:  # the last entry becomes the true residual
-        k = progress.iterations
-        history = history.at[k].set(jnp.where(claimed, true_norm / problem.scale, history[k]))
-    progress = progress._replace(
-        status=status,
-        reason=jnp.where(failed, reason, progress.reason),
-        history=history,
-        residual_norm=jnp.where(retry, true_norm, progress.residual_norm),
-        best_norm=jnp.where(retry, true_norm, progress.best_norm),
-        latest_is_best=progress.latest_is_best | retry,
-    )
-    return progress, retry
 
 
 def _info(progress: _Progress, problem: _Problem, norm: jax.Array | None = None) -> SolveInfo:

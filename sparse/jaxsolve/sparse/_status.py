@@ -31,9 +31,7 @@ class Status(enum.IntEnum):
     * ``DIVERGED`` (2): the residual became NaN/Inf or grew far beyond the
       initial residual.
     * ``NOT_CONVERGED`` (3): ``max_iters`` iterations ran without meeting the
-      tolerance, or (``ACCURACY_LIMIT``) the method's recurrence residual met
-      it but the true residual ``b - A x`` did not, also after one restart
-      from ``x``: the tolerance is below what the dtype attains.
+      tolerance.
 
     Whatever the status, the ``x`` returned is never worse than the initial
     guess: CG, BiCGSTAB and the stationary iteration return the iterate with
@@ -89,7 +87,6 @@ class FailureReason(enum.IntEnum):
     NONFINITE_MATRIX = 10
     ZERO_DIAGONAL = 11
     BACKEND_FAILED = 12
-    ACCURACY_LIMIT = 13
 
     @property
     def status(self) -> Status:
@@ -187,14 +184,6 @@ _REASONS = {
         "Use preconditioner 'NOSOLVER' (or JACOBI_L1), or reorder the system so that"
         " the diagonal is nonzero.",
     ),
-    FailureReason.ACCURACY_LIMIT: (
-        Status.NOT_CONVERGED,
-        "the method's recurrence residual met the tolerance but the true residual"
-        " b - A x stalls above it, also after a restart from x: the tolerance is below"
-        " the accuracy the dtype attains for this matrix (about eps times its condition"
-        " number)",
-        "Solve in float64, or ask for a tolerance above the attainable accuracy.",
-    ),
     FailureReason.BACKEND_FAILED: (
         Status.FAILED,
         "the AmgX backend reported a failed solve (AmgX's AMGX_SOLVE_FAILED)",
@@ -236,10 +225,10 @@ class SolveInfo:
         iterations: ``()`` int32, the iterations done (for GMRES: Arnoldi
             steps, summed over restarts).
         residual: ``()`` real, the relative residual ``‖r‖ / ‖r_0‖`` of the
-            returned ``x`` (``0`` when ``r_0 = 0``), ``r = b - A x``: on
-            success (and on ``ACCURACY_LIMIT``) the true residual, computed
-            once after the loop; else the smallest recurrence residual the
-            method met (see :class:`Status`).
+            returned ``x`` (``0`` when ``r_0 = 0``), ``r = b - A x``, as the
+            convergence test saw it (the method's recurrence residual): the
+            final one on success, else the smallest the method met (see
+            :class:`Status`).
         status: ``()`` int32, a :class:`Status` code.
         residual_history: real, ``‖r_k‖ / ‖r_0‖`` for
             ``k = 0, ..., iterations`` (so entry 0 is ``1``), then NaN, in
