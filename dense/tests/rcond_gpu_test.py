@@ -66,17 +66,28 @@ def test_gpu_matrices_take_the_native_backends(backend):
     assert _backend.backend_name("lu", layout, np.float32) == name
 
 
+def assert_reported_singular(info, rcond, x):
+    """The issue's matrix is reported singular, in one of LAPACK's two ways: cuSOLVER's getrf
+    on one GPU meets an exactly zero pivot (``info = 8``, x NaN: the H200 run of 6 Dec), where
+    rounding in another order (cuSOLVERMp, LAPACK) leaves a tiny one (``info = n + 1``,
+    ``rcond`` below eps, x computed, as xGESVX)."""
+    if info == N + 1:
+        assert 0 < rcond < np.finfo(np.float64).eps
+        assert np.all(np.isfinite(x))
+    else:
+        assert 1 <= info <= N and rcond == 0
+        assert np.all(np.isnan(x))
+
+
 def test_lu_solve_reports_the_issues_matrix(backend, x64):
     a, b = singular_by_a_duplicated_column(), np.ones(N)
     x, status = dense.lu_solve(backend(a), backend(b), T_A=4, return_status=True)
-    assert int(status) == N + 1 and 0 < float(status.rcond) < np.finfo(np.float64).eps
-    assert np.all(np.isfinite(np.asarray(x)))  # computed, not NaN (xGESVX)
-    with pytest.raises(dense.SolverError, match=r"^lu_solve failed: info=9: the matrix is "
-                       r"numerically singular: rcond="):
+    assert_reported_singular(int(status), float(status.rcond), np.asarray(x))
+    with pytest.raises(dense.SolverError, match=r"^lu_solve failed: info=\d: "):
         dense.raise_on_failure(status)
     factor = dense.lu_factor(backend(a), T_A=4)
-    assert int(factor.status) == N + 1
-    assert int(dense.lu_solve(factor, backend(b), return_status=True)[1]) == N + 1
+    assert int(factor.status) == int(status)
+    assert int(dense.lu_solve(factor, backend(b), return_status=True)[1]) == int(status)
 
 
 def test_cholesky_routines_report_n_plus_one(backend, x64):
@@ -111,8 +122,9 @@ def test_vmap_and_jit(x64):
                           well_conditioned(np.random.default_rng(2), N, np.float64)]))
     x, status = jax.jit(jax.vmap(lambda a: dense.lu_solve(a, jnp.ones(N), return_status=True)))(
         stack)
-    np.testing.assert_array_equal(np.asarray(status), [N + 1, 0])
-    assert status.rcond.shape == (2,) and np.all(np.isfinite(np.asarray(x)))
+    info, rcond, x = np.asarray(status), np.asarray(status.rcond), np.asarray(x)
+    assert info[1] == 0 and status.rcond.shape == (2,) and np.all(np.isfinite(x[1]))
+    assert_reported_singular(int(info[0]), float(rcond[0]), x[0])
 
 
 def test_grad_is_unaffected(x64):
