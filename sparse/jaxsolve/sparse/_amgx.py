@@ -60,7 +60,7 @@ from jaxsolve import autodiff
 from jaxsolve.runtime import NativeLibrary
 
 from . import _cache
-from ._config import SolverConfig, _load_json, parse_amgx_config
+from ._config import SolverConfig, _load_json
 from ._sharded import ShardedCsrMatrix
 from ._krylov import check_max_iters
 from ._setup import checked_inputs, is_concrete
@@ -250,19 +250,14 @@ def amgx_config_text(config: SolverConfig, given: Any = None) -> str:
 # The solve
 
 
-def solve_amgx(A: Any, b: Any, x0: Any, config: Any, *, reuse_setup: bool, derivative: str,
-               check: bool, unsupported: dict[str, Any]) -> tuple[jax.Array, SolveInfo]:
-    """``solve`` on the AmgX backend; see the module docstring and ``solve``."""
+def solve_amgx(A: Any, b: Any, x0: Any, config: SolverConfig, given: Any, *,
+               reuse_setup: bool, derivative: str, check: bool
+               ) -> tuple[jax.Array, SolveInfo]:
+    """``solve`` on the AmgX backend, from ``solve``'s parsed `config` (and the `given`
+    configuration, whose run-wide keys reach AmgX); see the module docstring and ``solve``."""
     if isinstance(A, ShardedCsrMatrix):
         raise ValueError("solve: the AmgX backend solves on one GPU; a sharded A"
                          " (jaxsolve.sharding.ShardedCsrMatrix) needs use_backend('jaxsolve').")
-    if derivative not in ("implicit", "adjoint"):
-        raise ValueError(f"solve: derivative must be 'implicit' or 'adjoint', got {derivative!r}.")
-    for name, value in unsupported.items():
-        if value is not None:
-            raise ValueError(f"solve: {name}= is not supported by the AmgX backend"
-                             " (use_backend('jaxsolve') supports it).")
-    given, config = config, parse_amgx_config(config)
     check_max_iters("solve", config.max_iters)
     text = amgx_config_text(config, given)
     matrix, b, x0, _ = checked_inputs("solve", A, b, x0, None, check)

@@ -240,18 +240,17 @@ def solve(
                 near_nullspace=near_nullspace, check=check, comm=comm, nglobal=nglobal,
                 partition_info=partition_info, block_dim=block_dim, nullspace=nullspace,
                 transpose_nullspace=transpose_nullspace))
-    if current_backend() == "amgx":  # NVIDIA AmgX computes it (use_backend; _amgx.py)
-        return solve_amgx(A, b, x0, config, reuse_setup=reuse_setup, derivative=derivative,
-                          check=check, unsupported={
-                              "near_nullspace": near_nullspace, "comm": comm,
-                              "nglobal": nglobal, "partition_info": partition_info,
-                              "block_dim": None if block_dim in (None, 1) else block_dim,
-                              "nullspace": nullspace,
-                              "transpose_nullspace": transpose_nullspace})
     if derivative not in ("implicit", "adjoint"):
         raise ValueError(f"solve: derivative must be 'implicit' or 'adjoint', got {derivative!r}.")
-    config = parse_amgx_config(config)  # once, for every path below
+    given, config = config, parse_amgx_config(config)  # once, for every path below
     blocks = None if block_dim in (None, 1) else block_dim
+    if current_backend() == "amgx":  # NVIDIA AmgX computes it (use_backend; _amgx.py)
+        _reject("by the AmgX backend (use_backend('jaxsolve') supports it)",
+                near_nullspace=near_nullspace, comm=comm, nglobal=nglobal,
+                partition_info=partition_info, block_dim=blocks, nullspace=nullspace,
+                transpose_nullspace=transpose_nullspace)
+        return solve_amgx(A, b, x0, config, given, reuse_setup=reuse_setup,
+                          derivative=derivative, check=check)
     if isinstance(A, ShardedCsrMatrix):
         _reject("with a sharded A (jaxsolve.sharding.ShardedCsrMatrix)",
                 near_nullspace=near_nullspace, comm=comm, nglobal=nglobal,
