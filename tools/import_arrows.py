@@ -34,10 +34,6 @@ PACKAGES = ("runtime", "layout", "autodiff", "sharding", "dense", "sparse")
 # name (issue 31). The list may only shrink: a pair no file of the tree makes any more fails
 # tests/imports_test.py, so that it cannot come back.
 KNOWN_REACH_INS = frozenset({
-    ("tools/bench/dense.py", "jaxsolve.dense._backend"),
-    ("tools/bench/dense.py", "jaxsolve.dense._cusolver"),
-    ("tools/bench/dense.py", "jaxsolve.dense._cusolvermp"),
-    ("tools/bench/dense.py", "jaxsolve.dense._arguments"),
     ("tools/bench/sparse_matrix_free.py", "jaxsolve.sparse._matrix_free"),
     ("tools/bench/sparse_multicolor.py", "jaxsolve.sparse._setup"),
     ("tools/bench/sparse_poisson3d.py", "jaxsolve.sparse._host_setup"),

@@ -37,7 +37,7 @@ sets up handles; ``A`` is rebuilt before each call, untimed, since the call cons
 solve; syevd ``4N³``); **extra**, the device memory the first call needed beyond ``A`` and
 ``b``, in units of ``A``'s bytes: the growth of ``memory_stats()['peak_bytes_in_use']`` plus
 **ws**, device workspace held outside XLA's allocator (cuSOLVER's and cuSOLVERMp's cached
-workspaces, ``_cusolver.workspace_bytes()`` / ``_cusolvermp.workspace_bytes()``; JAXMg's as its
+workspaces, ``jaxsolve.dense.workspace_bytes()``; JAXMg's as its
 status vector reports it, the larger of its two routines' for the solves); **×native** and
 **×jaxmg**, that implementation's time over this one's (above 1: this one is faster). Every
 result is checked (the residual ``max |A x - b|``, or ``|Σ w - tr A|`` relative) before it is
@@ -153,11 +153,11 @@ def make_call(implementation: str, routine: str, tile: int):
     if implementation == "jaxmg":
         import jaxmg
 
-        from jaxsolve.dense import _cusolvermp
+        from jaxsolve import dense
 
         # JAXMg preloads only libcusolverMp.so.0; this loads what it needs beside it (NCCL,
         # cuBLAS, cuSOLVER, cuBLASMp, from wheels anywhere on sys.path) with RTLD_GLOBAL.
-        _cusolvermp.library()
+        dense.load_backend("cusolvermp")
 
         def call(a, b):
             if routine == "syevd":
@@ -183,14 +183,10 @@ def outside_workspace(implementation: str, routine: str, status) -> int:
     """Device bytes the implementation holds outside XLA's allocator."""
     import numpy as np
 
-    if implementation in ("cusolver", "cusolver_lean"):
-        from jaxsolve.dense import _cusolver
+    if implementation in ("cusolver", "cusolver_lean", "cusolvermp"):
+        from jaxsolve import dense
 
-        return _cusolver.workspace_bytes()
-    if implementation == "cusolvermp":
-        from jaxsolve.dense import _cusolvermp
-
-        return _cusolvermp.workspace_bytes()
+        return dense.workspace_bytes()  # this process ran only this implementation
     if implementation == "jaxmg" and status is not None:
         from jaxmg import _cusolvermp_status as schema
 
@@ -278,9 +274,9 @@ def cusolver_workspaces(sizes: list[int]) -> dict:
 
     import jax
 
-    from jaxsolve.dense import _cusolver
+    from jaxsolve import dense
 
-    assert not _cusolver._missing_wheels(), "cuSOLVER's wheels are missing"
+    dense.load_backend("cusolver")  # NVIDIA's cuSOLVER wheel, loaded with RTLD_GLOBAL
     jax.devices()  # the CUDA context, which cuSOLVER shares
     lib = ctypes.CDLL("libcusolver.so.12")
     handle, params, syevj = ctypes.c_void_p(), ctypes.c_void_p(), ctypes.c_void_p()
@@ -327,16 +323,16 @@ def describe() -> dict:
     """The device, JAX's version, and jaxsolve.dense's default backends on the 1 × 1 mesh."""
     import jax
     import numpy as np
+    from jax.sharding import NamedSharding
     from jax.sharding import PartitionSpec as P
 
-    from jaxsolve.dense import _arguments, _backend
+    from jaxsolve import dense
 
     device = jax.devices()[0]
-    layout = _arguments.Layout(mesh=_mesh(), matrix_spec=P("pr", "pc"), tile=1024)
-    families = {"potrs": "cholesky", "lu_solve": "lu", "syevd": "syevd"}
+    a = jax.device_put(np.zeros((8, 8)), NamedSharding(_mesh(), P("pr", "pc")))
     return {"platform": device.platform, "kind": device.device_kind, "jax": jax.__version__,
-            "defaults": {routine: _backend.backend_name(family, layout, np.float64)
-                         for routine, family in families.items()}}
+            "defaults": {routine: dense.backend_for(routine, a, T_A=1024)
+                         for routine in ROUTINES}}
 
 
 def child(request: dict) -> dict:

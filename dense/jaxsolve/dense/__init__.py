@@ -51,7 +51,10 @@ reference backend**: XLA's own linear algebra (``jax.lax.linalg``, LAPACK on CPU
 sharded operands, the correctness reference, not the scalable path (XLA gathers the matrix
 onto each device to factor it). `use_backend` (or ``JAXSOLVE_DENSE_BACKEND``) picks a backend
 explicitly, e.g. cuSOLVERMp on a 1 × 1 grid of one GPU, or ``"cusolver_lean"``: a `syevd`
-on one GPU whose workspace is one matrix instead of cuSOLVER's four.
+on one GPU whose workspace is one matrix instead of cuSOLVER's four. `backend_for` says
+which backend a call would take, `load_backend` loads a native one's libraries up front (to
+fail early, or to share them with JAXMg), and `workspace_bytes` counts the device workspace
+the native backends cache outside XLA's allocator.
 
 Examples:
   JAXMg's README example, ``A = diag(1..N)``, ``b = 1``, over a 2 × 2 mesh of (virtual CPU)
@@ -91,7 +94,10 @@ import importlib.metadata as _metadata
 from . import _xla as _xla  # registers the XLA reference backend
 from . import _cusolver as _cusolver  # registers cuSOLVER (one GPU)
 from . import _cusolvermp as _cusolvermp  # registers cuSOLVERMp (meshes of several GPUs)
+from ._backend import backend_for as backend_for
+from ._backend import load_backend as load_backend
 from ._backend import use_backend as use_backend
+from ._backend import workspace_bytes as workspace_bytes
 from ._cholesky import cho_factor as cho_factor
 from ._cholesky import cho_inverse as cho_inverse
 from ._cholesky import cho_solve as cho_solve
@@ -130,6 +136,7 @@ __all__ = [
     "DenseFactor",
     "SolverError",
     "Status",
+    "backend_for",
     "cho_factor",
     "cho_inverse",
     "cho_solve",
@@ -139,6 +146,7 @@ __all__ = [
     "gesvd_shardmap_ctx",
     "least_squares",
     "least_squares_shardmap_ctx",
+    "load_backend",
     "logdet",
     "lu_factor",
     "lu_solve",
@@ -156,4 +164,5 @@ __all__ = [
     "syevd_shardmap_ctx",
     "sygvd",
     "use_backend",
+    "workspace_bytes",
 ]

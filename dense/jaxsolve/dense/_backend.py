@@ -27,6 +27,16 @@ everything; cuSOLVER (``_cusolver.py``, through XLA FFI) is registered after it,
 for a matrix on one GPU. Another native backend (cuSOLVERMp over a 2D grid) registers its
 families with `register` and a predicate such as "the mesh is on CUDA devices", without any
 change to the public routines.
+
+**The platform is the lowering's.** A matrix on a mesh, or a concrete array on one device,
+says where the routine runs. A value traced without a mesh (inside ``jax.jit``, ``jax.grad``,
+``jax.vmap`` of the caller's) does not: the program runs where its arguments are when it is
+compiled, which JAX's default backend need not be (arrays committed to the CPU of a GPU host).
+There `services` takes both choices, the backend a GPU would take and the one the CPU would,
+and where they differ calls each service through ``jax.lax.platform_dependent``: the program
+lowered for CUDA holds the cuSOLVER call, lowered for any other platform the XLA reference's,
+never both. The one-device backends' factors are therefore of one type per family
+(`CholeskyFactor`, `LUFactor`), each backend reading its own layout in it.
 """
 
 from __future__ import annotations
@@ -38,9 +48,10 @@ import os
 from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple
 
+import jax
 import numpy as np
 
-from ._arguments import Layout
+from ._arguments import Layout, prepare_matrix
 
 FAMILIES = ("cholesky", "lu", "syevd", "sygvd", "least_squares", "qr", "gesvd", "polar")
 
@@ -66,6 +77,36 @@ class FactorServices(NamedTuple):
     solve: Callable[..., Any]
     logdet: Callable[..., Any]
     diagonal: Callable[..., Any]
+
+
+class CholeskyFactor(NamedTuple):
+    """The ``"cholesky"`` factor of the one-device backends (XLA's and cuSOLVER's).
+
+    Attributes:
+      triangle: ``(n, n)``, the triangular factor of ``A = L Lᴴ`` as the backend stores it
+        (XLA's: ``L``; cuSOLVER's: its column-major ``L`` over ``A``'s buffer, upper triangular
+        in JAX's row-major view); NaN when ``info > 0``.
+      info: ``potrf``'s ``info``, an int32 scalar.
+    """
+
+    triangle: jax.Array
+    info: jax.Array
+
+
+class LUFactor(NamedTuple):
+    """The ``"lu"`` factor of the one-device backends: ``getrf``'s, of ``A`` (XLA's) or of
+    ``Aᵀ`` (cuSOLVER's, ``A``'s buffer read column-major).
+
+    Attributes:
+      lu: ``(n, n)``, ``L`` and ``U`` packed as LAPACK packs them, in the backend's layout;
+        its diagonal is ``U``'s. NaN when ``info > 0``.
+      pivots: ``(n,)`` int32, LAPACK's row interchanges, 0-based.
+      info: ``getrf``'s ``info``, an int32 scalar.
+    """
+
+    lu: jax.Array
+    pivots: jax.Array
+    info: jax.Array
 
 
 class Decomposition(NamedTuple):
@@ -96,6 +137,17 @@ class _Entry:
 _REGISTRY: dict[str, list[_Entry]] = {family: [] for family in FAMILIES}
 _CLEAR_HOOKS: list[Callable[[], None]] = []
 _PREPARE_HOOKS: list[Callable[[Layout], None]] = []
+_WORKSPACE_HOOKS: list[Callable[[], int]] = []
+_LOADERS: dict[str, Callable[[], Any] | None] = {}
+
+# The family of each routine that takes the matrix (`backend_for`).
+ROUTINE_FAMILIES = {
+    "potrs": "cholesky", "cho_factor": "cholesky", "cho_inverse": "cholesky",
+    "lu_solve": "lu", "lu_factor": "lu", "solve": "lu", "slogdet": "lu",
+    "syevd": "syevd", "sygvd": "sygvd", "least_squares": "least_squares", "qr": "qr",
+    "gesvd": "gesvd", "polar": "polar",
+}
+_RECTANGULAR = ("least_squares", "qr", "gesvd", "polar")
 
 
 def register(
@@ -106,6 +158,8 @@ def register(
     applies: Predicate = lambda layout, dtype: True,
     clear: Callable[[], None] | None = None,
     prepare: Callable[[Layout], None] | None = None,
+    load: Callable[[], Any] | None = None,
+    workspace: Callable[[], int] | None = None,
 ) -> None:
     """Registers a backend's services for one family, ahead of those registered before.
 
@@ -121,6 +175,10 @@ def register(
       prepare: ``prepare(layout)``, readies outside ``jax.jit`` what the services of a call
         on `layout` will need and cannot make while traced (e.g. a communicator whose id
         travels between processes); `prepare_backends` calls it.
+      load: loads the backend's native libraries, raising ``RuntimeError`` (naming what is
+        missing) where they cannot load; `load_backend` calls it.
+      workspace: the device bytes the backend's caches hold outside XLA's allocator;
+        `workspace_bytes` sums them.
     """
     if family not in _REGISTRY:
         raise ValueError(f"register: unknown family {family!r}; families are {FAMILIES}.")
@@ -129,6 +187,9 @@ def register(
         _CLEAR_HOOKS.append(clear)
     if prepare is not None and prepare not in _PREPARE_HOOKS:
         _PREPARE_HOOKS.append(prepare)
+    if workspace is not None and workspace not in _WORKSPACE_HOOKS:
+        _WORKSPACE_HOOKS.append(workspace)
+    _LOADERS[backend] = load or _LOADERS.get(backend)
 
 
 def prepare_backends(layout: Layout) -> None:
@@ -192,17 +253,157 @@ def _entry(family: str, layout: Layout, dtype: np.dtype) -> _Entry:
     raise RuntimeError(f"no jaxsolve.dense backend computes {family!r} on {layout}")
 
 
+def _choices(family: str, layout: Layout, dtype: np.dtype) -> dict[str, _Entry]:
+    """The backend of each platform the call may run on: ``layout.platform``'s, or, where the
+    lowering decides (`Layout.platform` None), a GPU's and the CPU's (which stands for every
+    platform but CUDA), leaving out one where `use_backend`'s backend cannot compute."""
+    if layout.platform is not None:
+        return {layout.platform: _entry(family, layout, dtype)}
+    choices, refusal = {}, None
+    for platform in ("gpu", "cpu"):
+        try:
+            choices[platform] = _entry(family, layout.on_platform(platform), dtype)
+        except ValueError as error:
+            refusal = error
+    if not choices:
+        raise refusal
+    return choices
+
+
 def services(family: str, layout: Layout, dtype: Any) -> Any:
-    """The services of the backend that computes `family` on `layout` and `dtype`."""
-    return _entry(family, layout, np.dtype(dtype)).make(layout, np.dtype(dtype))
+    """The services of the backend that computes `family` on `layout` and `dtype`; where the
+    platform is the lowering's and a GPU's backend differs from the CPU's, both, chosen per
+    call when the program is lowered (``jax.lax.platform_dependent``)."""
+    dtype = np.dtype(dtype)
+    choices = _choices(family, layout, dtype)
+    if len({id(entry) for entry in choices.values()}) == 1:
+        return next(iter(choices.values())).make(layout, dtype)
+    made = {platform: entry.make(layout.on_platform(platform), dtype)
+            for platform, entry in choices.items()}
+    return type(made["cpu"])(*(
+        on_gpu if on_gpu is elsewhere else _per_platform(on_gpu, elsewhere)
+        for on_gpu, elsewhere in zip(made["gpu"], made["cpu"])))
+
+
+def _per_platform(on_cuda: Callable[..., Any], elsewhere: Callable[..., Any]
+                  ) -> Callable[..., Any]:
+    """A service that calls `on_cuda` in a program lowered for CUDA, `elsewhere` otherwise.
+
+    Its array arguments go through ``jax.lax.platform_dependent``; the others (a flag such as
+    ``getrs``'s ``transpose``) stay Python values. Both must return the same types.
+    """
+    def service(*args: Any) -> Any:
+        leaves, tree = jax.tree.flatten(args)
+        positions = [i for i, leaf in enumerate(leaves) if isinstance(leaf, jax.Array)]
+
+        def branch(chosen):
+            def call(*arrays):
+                filled = list(leaves)
+                for position, array in zip(positions, arrays):
+                    filled[position] = array
+                return chosen(*jax.tree.unflatten(tree, filled))
+
+            return call
+
+        return jax.lax.platform_dependent(*(leaves[i] for i in positions),
+                                          cuda=branch(on_cuda), default=branch(elsewhere))
+
+    return service
 
 
 def backend_name(family: str, layout: Layout, dtype: Any) -> str:
-    """The name of the backend `services` picks (for tests and diagnostics)."""
-    return _entry(family, layout, np.dtype(dtype)).backend
+    """The name of the backend `services` picks (for tests and diagnostics); where the lowering
+    chooses between two, ``"platform_dependent(cuda='cusolver', default='xla')"``."""
+    names = {platform: entry.backend
+             for platform, entry in _choices(family, layout, np.dtype(dtype)).items()}
+    if len(set(names.values())) == 1:
+        return next(iter(names.values()))
+    return f"platform_dependent(cuda={names['gpu']!r}, default={names['cpu']!r})"
 
 
 def clear_backends() -> None:
     """Runs every backend's ``clear`` hook."""
     for hook in _CLEAR_HOOKS:
         hook()
+
+
+def backend_for(routine: str, a: Any, *, mesh: Any = None, matrix_specs: Any = None,
+                T_A: int = 256) -> str:
+    """The backend that would compute `routine` on the matrix `a`, called here and now.
+
+    The routine's own choice, made from the same arguments: the backend `use_backend` asks
+    for, where it implements the routine, else the newest registered one that applies to
+    `a`'s mesh, specs, tile and dtype (``"cusolver"`` on one GPU, ``"cusolvermp"`` on a mesh
+    of several, ``"xla"`` elsewhere). Nothing is computed or loaded.
+
+    Args:
+      routine: a routine that takes the matrix: ``"potrs"``, ``"cho_factor"``,
+        ``"cho_inverse"``, ``"lu_solve"``, ``"lu_factor"``, ``"solve"``, ``"slogdet"``,
+        ``"syevd"``, ``"sygvd"``, ``"least_squares"``, ``"qr"``, ``"gesvd"`` or ``"polar"``.
+      a: the matrix, placed as it would be passed (or any array of its shape, dtype and
+        sharding).
+      mesh, matrix_specs, T_A: as the routine takes them.
+
+    Returns:
+      The backend's name, as `use_backend` takes it.
+
+    Raises:
+      ValueError: an unknown routine; arguments the routine would refuse; or a backend asked
+        for with `use_backend` that cannot compute the call.
+
+    Examples:
+      >>> import jax.numpy as jnp
+      >>> from jaxsolve import dense
+      >>> dense.backend_for("potrs", jnp.eye(4))  # on a CPU
+      'xla'
+    """
+    if routine not in ROUTINE_FAMILIES:
+        raise ValueError(f"backend_for: unknown routine {routine!r}; routines are "
+                         f"{tuple(ROUTINE_FAMILIES)}.")
+    a, layout = prepare_matrix(routine, a, T_A, mesh, matrix_specs, flags={},
+                               square=routine not in _RECTANGULAR)
+    return backend_name(ROUTINE_FAMILIES[routine], layout, a.dtype)
+
+
+def load_backend(name: str) -> None:
+    """Loads a backend's native libraries now, rather than at the backend's first call.
+
+    cuSOLVER (``"cusolver"``, ``"cusolver_lean"``) loads NVIDIA's cuSOLVER and cuBLAS wheels
+    and jaxsolve's handlers; cuSOLVERMp (``"cusolvermp"``) also NCCL, cuBLASMp and
+    cuSOLVERMp, all with ``RTLD_GLOBAL``, so that another library in the process (JAXMg)
+    finds them loaded. The XLA reference backend loads nothing. Call it at start-up to fail
+    early, with the missing wheel named, rather than in the first solve.
+
+    Args:
+      name: a backend name, as `use_backend` takes it.
+
+    Raises:
+      ValueError: an unknown backend name.
+      RuntimeError: the backend cannot run in this process (no CUDA GPU, a missing wheel,
+        a library that does not load); the message says which and what to install.
+
+    Examples:
+      >>> from jaxsolve import dense
+      >>> dense.load_backend("xla")
+    """
+    if name not in _LOADERS:
+        raise ValueError(f"load_backend: unknown backend {name!r}; backends are "
+                         f"{tuple(_LOADERS)}.")
+    if _LOADERS[name] is not None:
+        _LOADERS[name]()
+
+
+def workspace_bytes() -> int:
+    """Device bytes the native backends hold in cached workspaces, outside XLA's allocator.
+
+    cuSOLVER and cuSOLVERMp keep the workspaces of their last calls, per device and shape,
+    until `clear_cache`; ``jax.Device.memory_stats`` does not count them. 0 before any
+    native call, and on a CPU.
+
+    Examples:
+      >>> from jaxsolve import dense
+      >>> dense.clear_cache()
+      >>> dense.workspace_bytes()
+      0
+    """
+    return sum(hook() for hook in _WORKSPACE_HOOKS)

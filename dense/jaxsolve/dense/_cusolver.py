@@ -74,8 +74,6 @@ import atexit
 import ctypes
 import functools
 import pathlib
-from typing import NamedTuple
-
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -84,7 +82,7 @@ from jaxsolve.runtime import NativeLibrary, nvidia_library
 
 from . import _xla
 from ._arguments import Layout
-from ._backend import Decomposition, FactorServices, register
+from ._backend import CholeskyFactor, Decomposition, FactorServices, LUFactor, register
 
 POTRF = "jaxsolve_dense_cusolver_potrf"
 POTRS = "jaxsolve_dense_cusolver_potrs"
@@ -209,35 +207,29 @@ def _columns(rhs: jax.Array) -> jax.Array:
 # ------------------------------------------------------------------------ cholesky
 
 
-class CholeskyFactor(NamedTuple):
-    """``A = L Lᴴ`` from ``A``'s lower triangle, with ``lt = Lᵀ``: the column-major ``L`` that
-    cuSOLVER wrote over ``A``'s buffer, in JAX's row-major view (upper triangular, zero below the
-    diagonal). NaN when ``info > 0``."""
-
-    lt: jax.Array
-    info: jax.Array
-
-
 def potrf(a: jax.Array) -> CholeskyFactor:
+    """``A = L Lᴴ`` from ``A``'s lower triangle, with ``triangle = Lᵀ``: the column-major ``L``
+    that cuSOLVER wrote over ``A``'s buffer, in JAX's row-major view (upper triangular, zero
+    below the diagonal). NaN when ``info > 0``."""
     lt, info = _call(POTRF, (_like(a.shape, a.dtype), _like((), jnp.int32)), a, aliases={0: 0})
-    return CholeskyFactor(lt=lt, info=info)
+    return CholeskyFactor(triangle=lt, info=info)
 
 
 def potrs(factor: CholeskyFactor, rhs: jax.Array) -> jax.Array:
     b = _columns(rhs)
-    x = _call(POTRS, _like(b.shape, b.dtype), factor.lt, b, aliases={1: 0})
+    x = _call(POTRS, _like(b.shape, b.dtype), factor.triangle, b, aliases={1: 0})
     return x.T
 
 
 def cholesky_diagonal(factor: CholeskyFactor) -> jax.Array:
     """``L``'s diagonal, which ``Lᵀ`` shares (``n`` elements read, not the factor)."""
-    return jnp.real(jnp.diagonal(factor.lt))
+    return jnp.real(jnp.diagonal(factor.triangle))
 
 
 # ------------------------------------------------------------------------------ lu
 
 
-class LUFactor(NamedTuple):
+def getrf(a: jax.Array) -> LUFactor:
     """``getrf`` of ``Aᵀ`` (``A``'s buffer read column-major): ``Aᵀ = P L U``.
 
     ``lu`` holds ``L`` and ``U`` packed as LAPACK packs them, column-major, i.e. transposed in
@@ -245,13 +237,6 @@ class LUFactor(NamedTuple):
     ``Aᵀ``, 0-based. NaN when ``info > 0``. `_xla.lu_logdet` reads it as it reads XLA's factor:
     ``det Aᵀ = det A``.
     """
-
-    lu: jax.Array
-    pivots: jax.Array
-    info: jax.Array
-
-
-def getrf(a: jax.Array) -> LUFactor:
     n = a.shape[0]
     lu, pivots, info = _call(
         GETRF, (_like(a.shape, a.dtype), _like((n,), jnp.int32), _like((), jnp.int32)), a,
@@ -332,9 +317,19 @@ def on_one_gpu(layout: Layout, dtype: np.dtype) -> bool:
     return layout.grid == (1, 1) and layout.platform == "gpu" and LIBRARY.ships_cuda_library()
 
 
+def _host_has_gpu() -> bool:
+    try:
+        return bool(jax.devices("gpu"))
+    except RuntimeError:  # JAX has no GPU backend here
+        return False
+
+
 def _loaded(services):
+    """A factory of `services` that loads the libraries first where a GPU can run them (a host
+    without one may still lower the program for CUDA, e.g. a traced call's CUDA branch)."""
     def make(layout: Layout, dtype: np.dtype):
-        require()
+        if _host_has_gpu():
+            require()
         return services
 
     return make
@@ -357,6 +352,7 @@ _SERVICES = {
 register("syevd", "cusolver_lean",
          _loaded(Decomposition(functools.partial(syevd, target=LEAN_SYEVD),
                                eigenvalues_info(_xla.syevd_info))),
-         applies=on_one_gpu, clear=clear_cache)
+         applies=on_one_gpu, clear=clear_cache, load=require, workspace=workspace_bytes)
 for _family, _services in _SERVICES.items():
-    register(_family, "cusolver", _loaded(_services), applies=on_one_gpu, clear=clear_cache)
+    register(_family, "cusolver", _loaded(_services), applies=on_one_gpu, clear=clear_cache,
+             load=require, workspace=workspace_bytes)

@@ -652,4 +652,5 @@ def _sygvd(layout: Layout, dtype: np.dtype) -> Decomposition:
 for _family, _make in (("cholesky", _cholesky), ("lu", _lu), ("syevd", _syevd),
                        ("sygvd", _sygvd), ("least_squares", _least_squares), ("qr", _qr),
                        ("gesvd", _gesvd), ("polar", _polar)):
-    register(_family, NAME, _make, applies=applies, clear=clear, prepare=prepare)
+    register(_family, NAME, _make, applies=applies, clear=clear, prepare=prepare,
+             load=library, workspace=workspace_bytes)
