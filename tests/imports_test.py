@@ -47,14 +47,6 @@ def test_every_file_obeys_the_arrows_and_uses_only_public_names():
     assert not found, "\n".join(f"{f}: {name} ({why})" for f, name, why in found)
 
 
-def test_the_known_reach_ins_still_occur():
-    # One the benchmarks no longer make leaves the list, so that it cannot come back.
-    used = {(path.relative_to(ROOT).as_posix(), import_arrows.private_module(name))
-            for path in python_files() for name in names_used(ast.parse(path.read_text()))
-            if name.startswith("jaxsolve.")}
-    assert import_arrows.KNOWN_REACH_INS <= used, import_arrows.KNOWN_REACH_INS - used
-
-
 @pytest.mark.parametrize("source, name", [
     ("from jaxsolve.layout import _ffi as ffi\nffi.LIBRARY", "jaxsolve.layout._ffi.LIBRARY"),
     ("import jaxsolve.layout as jl\njl._native_library", "jaxsolve.layout._native_library"),

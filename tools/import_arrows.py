@@ -30,16 +30,6 @@ import sys
 
 PACKAGES = ("runtime", "layout", "autodiff", "sharding", "dense", "sparse")
 
-# Reach-ins of the benchmarks into the solver packages' modules, each waiting for a public
-# name (issue 31). The list may only shrink: a pair no file of the tree makes any more fails
-# tests/imports_test.py, so that it cannot come back.
-KNOWN_REACH_INS = frozenset({
-    ("tools/bench/sparse_matrix_free.py", "jaxsolve.sparse._matrix_free"),
-    ("tools/bench/sparse_multicolor.py", "jaxsolve.sparse._setup"),
-    ("tools/bench/sparse_poisson3d.py", "jaxsolve.sparse._host_setup"),
-    ("tools/bench/sparse_spmv.py", "jaxsolve.sparse._ffi_primitives"),
-})
-
 
 def allowed_imports(readme: str) -> dict[str, set[str]]:
     """The README's arrow table: package -> the siblings it may import."""
@@ -116,7 +106,7 @@ def violations(relative: str, source: str, allowed: dict[str, set[str]]
         if mine is not None and parts[1] not in allowed[mine]:
             found.append((relative, name, f"{mine} may not import {parts[1]}"))
         module = private_module(name)
-        if module is not None and (relative, module) not in KNOWN_REACH_INS:
+        if module is not None:
             found.append((relative, module, f"is private to jaxsolve.{parts[1]}"))
     return list(dict.fromkeys(found))  # a module reached by several names once
 

@@ -98,7 +98,7 @@ class TestAgainstScipy:
         rng = np.random.default_rng(2)
         a = hermitian_positive_definite(rng, N, dtype)
         factor = dense.cho_factor(gpu(a))
-        l = np.asarray(factor.factorization.factor.lt).T
+        l = np.asarray(factor.factorization.factor.triangle).T
         np.testing.assert_allclose(l, np.linalg.cholesky(a), rtol=rtol(dtype) * 10,
                                    atol=rtol(dtype) * 10 * np.abs(l).max())
         b = random_matrix(rng, (N, 2), dtype)
@@ -295,7 +295,7 @@ class TestFailures:
             dense.raise_on_failure(status)
         factor = dense.cho_factor(gpu(a))
         assert int(factor.status.info) == 8
-        assert np.all(np.isnan(np.asarray(factor.factorization.factor.lt)))
+        assert np.all(np.isnan(np.asarray(factor.factorization.factor.triangle)))
 
     @pytest.mark.parametrize("bad", [np.nan, np.inf], ids=["nan", "inf"])
     def test_not_finite_matrix(self, dtype, bad):

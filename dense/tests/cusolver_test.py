@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from jax.sharding import PartitionSpec as P
 
-from helpers import grid_mesh, put
+from helpers import grid_mesh, hermitian_positive_definite, put, well_conditioned
 from jaxsolve import dense
 from jaxsolve.dense import (
     _arguments,
@@ -79,16 +79,20 @@ class TestSelection:
         layout = _arguments.matrix_layout("potrs", sharded, None, None)
         assert layout.platform == "cpu" and layout.grid == (2, 1)
 
-    def test_traced_matrix_runs_on_the_default_backend(self):
+    def test_traced_matrix_leaves_the_platform_to_the_lowering(self):
         platforms = []
 
         def f(a):
             layout = _arguments.matrix_layout("potrs", a, None, None)
-            platforms.append((layout.device_platform, layout.platform))
+            platforms.append((layout.device_platform, layout.platform,
+                              _backend.backend_name("cholesky", layout, a.dtype)))
             return a
 
         jax.jit(f)(jnp.eye(2))
-        assert platforms == [(None, jax.default_backend())]
+        assert platforms == [(None, None, "platform_dependent(cuda='cusolver', default='xla')")]
+        with dense.use_backend("cusolver_lean"):  # syevd's lean backend exists on CUDA only
+            assert _backend.backend_name("syevd", _arguments.Layout(), np.float64) == (
+                "cusolver_lean")
 
     def test_cpu_matrix_never_loads_the_cuda_library(self):
         dense.potrs(2 * jnp.eye(3), jnp.ones(3))
@@ -126,6 +130,76 @@ class TestLoading:
         library.JaxsolveDenseCusolverWorkspaceBytes.restype = ctypes.c_int64
         assert library.JaxsolveDenseCusolverWorkspaceBytes() == 0
         library.JaxsolveDenseCusolverClear()
+
+
+def _cusolver_calls(text):
+    return set(re.findall(r"custom_call @jaxsolve_dense_cusolver_(\w+)", text))
+
+
+class TestTracedCallsTakeTheLoweringsPlatform:
+    """A routine traced without a mesh (inside the caller's ``jax.jit``, ``jax.grad``,
+    ``jax.vmap``) runs where its program is lowered: cuSOLVER's handlers for CUDA, XLA's
+    LAPACK on the CPU, in one process. Before, JAX's default backend chose: on the H200,
+    ``jax.grad`` of ``potrs`` on arrays committed to the CPU took cuSOLVER and failed ("No FFI
+    handler registered for jaxsolve_dense_cusolver_potrf on Host")."""
+
+    N = 6
+
+    @staticmethod
+    def routines(dtype):
+        rng = np.random.default_rng(0)
+        n = TestTracedCallsTakeTheLoweringsPlatform.N
+        spd = jnp.asarray(hermitian_positive_definite(rng, n, dtype))
+        tall = jnp.asarray(well_conditioned(rng, n, dtype)[:, :4])
+        b = jnp.ones(n, dtype)
+        # (name, function of A, its handlers on CUDA); each returns arrays to sum for a loss.
+        return spd, tall, [
+            ("potrs", lambda a: dense.potrs(a, b), {"potrf", "potrs"}),
+            ("cho_solve", lambda a: dense.cho_solve(dense.cho_factor(a), b), {"potrf", "potrs"}),
+            ("logdet", lambda a: dense.logdet(dense.cho_factor(a)), {"potrf", "potrs"}),
+            ("cho_inverse", dense.cho_inverse, {"potrf", "potrs"}),
+            ("lu_solve", lambda a: dense.lu_solve(a, b), {"getrf", "getrs"}),
+            ("slogdet", lambda a: dense.slogdet(a)[1], {"getrf", "getrs"}),
+            ("syevd", lambda a: dense.syevd(a)[0], {"syevd"}),
+            ("sygvd", lambda a: dense.sygvd(a, spd)[0], {"sygvd"}),
+            ("qr", lambda a: dense.qr(a[:, :4])[1], {"qr"}),
+            ("least_squares", lambda a: dense.least_squares(a[:, :4], b), {"qr"}),
+            ("gesvd", lambda a: dense.gesvd(a[:, :4])[1], {"gesvd"}),
+            ("polar", lambda a: dense.polar(a[:, :4])[0], {"gesvd", "syevd"}),
+        ]
+
+    def test_each_platform_gets_its_backend_in_one_process(self, x64):
+        spd, tall, routines = self.routines(np.complex128)
+        for name, routine, handlers in routines:
+            a = tall if name in ("qr", "least_squares", "gesvd", "polar") else spd
+            a = jnp.pad(a, ((0, 0), (0, self.N - a.shape[1])))  # (n, n); routines slice
+
+            def loss(a):
+                return jnp.sum(jnp.abs(routine(a)) ** 2)
+
+            programs = {"jit": (jax.jit(routine), a), "grad": (jax.jit(jax.grad(loss)), a)}
+            if name in ("potrs", "lu_solve", "syevd"):
+                programs["vmap"] = (jax.jit(jax.vmap(routine)), jnp.stack([a, a]))
+            for how, (program, operand) in programs.items():
+                traced = program.trace(operand)
+                on_cuda = traced.lower(lowering_platforms=("cuda",)).as_text()
+                on_cpu = traced.lower(lowering_platforms=("cpu",)).as_text()
+                calls = _cusolver_calls(on_cuda)
+                assert calls and calls <= handlers and "lapack_" not in on_cuda, (name, how)
+                assert not _cusolver_calls(on_cpu) and "lapack_" in on_cpu, (name, how)
+        # The CPU program runs: the gradient of the H200's failing test, against NumPy's.
+        a, b = hermitian_positive_definite(np.random.default_rng(1), self.N, np.float64), np.ones(
+            self.N)
+        gradient = jax.jit(jax.grad(lambda a: jnp.sum(dense.potrs(a, jnp.asarray(b)))))(a)
+        x = np.linalg.solve(a, b)
+        expected = -np.outer(np.linalg.solve(a, b), x)  # d(1ᵀx)/dA = -A⁻ᵀ1 xᵀ, made symmetric
+        np.testing.assert_allclose(np.asarray(gradient), (expected + expected.T) / 2, rtol=1e-10)
+
+    def test_lean_syevd_is_the_cuda_branch_only(self, x64):
+        with dense.use_backend("cusolver_lean"):
+            traced = jax.jit(dense.syevd).trace(jnp.eye(4))
+        assert _cusolver_calls(traced.lower(lowering_platforms=("cuda",)).as_text()) == {
+            "lean_syevd"}
 
 
 class TestLoweringForCuda:

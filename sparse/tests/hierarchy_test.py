@@ -172,8 +172,9 @@ def test_fingerprint_follows_the_finest_pattern_and_the_aggregates(x64):
 
 
 def test_statistics_count_levels_and_memory():
-    stats = sparse.describe(matrices.poisson3d_matrix(12),
-                            {"preconditioner": {"algorithm": "AGGREGATION", "selector": "SIZE_8", "min_coarse_rows": 20}})
+    stats = sparse.describe(matrices.poisson3d_matrix(12), {"preconditioner": {
+        "algorithm": "AGGREGATION", "selector": "SIZE_8", "min_coarse_rows": 20,
+        "smoother": {"solver": "MULTICOLOR_GS", "symmetric_GS": 1}}})
     assert stats.rows[0] == 1728 and stats.nonzeros[0] == 1728 * 7 - 6 * 144
     assert all(a > b for a, b in zip(stats.rows, stats.rows[1:]))
     assert stats.operator_complexity == pytest.approx(sum(stats.nonzeros) / stats.nonzeros[0])
@@ -181,10 +182,17 @@ def test_statistics_count_levels_and_memory():
                                      "smoothers", "coarsest inverse", "product plans"}
     assert "operator complexity" in str(stats)
     # the setup's phases, each timed (the numeric one once more by describe itself)
-    assert list(stats.setup_seconds) == ["aggregation", "sparse products", "to the device",
-                                         "numeric setup"]
+    assert list(stats.setup_seconds) == ["aggregation", "sparse products", "coloring",
+                                         "to the device", "numeric setup"]
     assert all(seconds > 0 for seconds in stats.setup_seconds.values())
     assert "setup time: aggregation" in str(stats)
+    assert stats.setup_threads >= 1 and f"on {stats.setup_threads} threads" in str(stats)
+    # the multicolor smoother's colors: 2 on each level's 7-point stencil (SIZE_8's 2 × 2 × 2
+    # aggregates of a grid make a coarser grid), a bipartite graph; none on the coarsest,
+    # which is solved directly
+    assert stats.colors == (2,) * (len(stats.rows) - 1) + (0,)
+    header, finest = str(stats).splitlines()[1:3]
+    assert header.endswith("colors") and finest.endswith(" 2")
 
 
 def test_kept_hierarchy_shares_the_structures_arrays_and_the_matrix_values(x64):
@@ -252,8 +260,15 @@ def test_single_precision_hierarchy_inside_a_double_precision_solve(x64):
         stats = sparse.describe(A, config)
         coarse_bytes[precision] = stats.bytes_kept["coarse operators"]
     assert iterations["SINGLE"] <= iterations["DEFAULT"] + 1, iterations
-    # 4 bytes less for every coarse value (the index arrays stay as they were)
-    assert coarse_bytes["DEFAULT"] - coarse_bytes["SINGLE"] == 4 * sum(stats.nonzeros[1:])
+    # 4 bytes less for every coarse value, padding included (the index arrays stay as they
+    # were); the statistics count the true nonzeros
+    structure, _ = _setup.System.for_matrix(A, sparse.parse_amgx_config(config), None,
+                                            reuse_setup=False, check=True).setup
+    shape = structure.shape
+    padded = sum(level.a_nnz for level in shape.levels[1:]) + shape.coarsest[1]
+    assert coarse_bytes["DEFAULT"] - coarse_bytes["SINGLE"] == 4 * padded
+    assert stats.nonzeros[1:] == tuple(level.a.nnz for level in structure.levels[1:]) + (
+        structure.coarsest.nnz,)
 
 
 def test_aggregates_grow_with_the_near_null_space():

@@ -14,8 +14,8 @@ grid (``shared/reference/peers.md`` §2.4), gives 17; it is printed beside ours,
 **Timing.** For the 7-point 3D operator on an ``--n``³ grid (128 by default: 2,097,152
 unknowns), on the CPU: sparsity tracing (``trace_sparsity``: the jaxpr interpretation and
 its check by random probes), distance-2 coloring (``color_columns``), and materialization
-(one operator evaluation per color under ``jax.vmap`` and the gather of the CSR values,
-jitted; *first* includes compilation, *again* is the median of ``--repeats`` later calls),
+(``jaxsolve.sparse.sparsity.materialize_sparse_matrix``: one operator evaluation per color
+under ``jax.vmap`` and the gather of the CSR values, jitted; *first* includes compilation, *again* is the median of ``--repeats`` later calls),
 each with ``time.perf_counter`` around ``jax.block_until_ready``. ``cache_coloring`` runs
 tracing and coloring and checks the recovered matrix once more; its total is printed too.
 
@@ -34,7 +34,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxsolve import sparse
-from jaxsolve.sparse import _matrix_free
+from jaxsolve.sparse.sparsity import materialize_sparse_matrix
 
 JAX_AMG_5_POINT = 17
 
@@ -93,18 +93,16 @@ def timing_table(n: int, repeats: int) -> None:
           f" {jax.devices()[0].platform.upper()} ({jax.devices()[0].device_kind})")
     pattern, trace_s = timed(lambda: sparse.trace_sparsity(operator, size, dtype))
     colors, color_s = timed(lambda: sparse.color_columns(pattern))
-    coo = pattern.tocoo()
-    info = sparse.ColoringInfo(
-        rows=coo.row.astype(np.int32), cols=coo.col.astype(np.int32),
-        colors=colors, n_colors=int(colors.max()) + 1, shape=(size, size), dtype=dtype)
-    materialize = jax.jit(lambda: _matrix_free.materialize(operator, info).values)
+    coo, n_colors = pattern.tocoo(), int(colors.max()) + 1
+    materialize = jax.jit(lambda: materialize_sparse_matrix(
+        operator, (size, size), coo.row, coo.col, colors, n_colors).data)
     _, first_s = timed(materialize)
     again = [timed(materialize)[1] for _ in range(repeats)]
-    _matrix_free.clear_coloring_cache()
+    sparse.finalize()  # empties cache_coloring's cache (and the AMG setups')
     _, cache_s = timed(lambda: sparse.cache_coloring(operator, size))
     print(f"{'step':<38}{'seconds':>9}")
     print(f"{'trace_sparsity (incl. probe check)':<38}{trace_s:>9.2f}   nnz {pattern.nnz:,}")
-    print(f"{'color_columns (distance 2)':<38}{color_s:>9.2f}   {info.n_colors} colors")
+    print(f"{'color_columns (distance 2)':<38}{color_s:>9.2f}   {n_colors} colors")
     print(f"{'materialize, first (compiles)':<38}{first_s:>9.2f}")
     print(f"{'materialize, again (median)':<38}{statistics.median(again):>9.2f}")
     print(f"{'total: trace + color + materialize':<38}"

@@ -24,9 +24,10 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
+import scipy.sparse
 
 import jaxsolve.sparse as jsp
-from jaxsolve.sparse import _setup
 from timing import smallest_time
 
 GS = {"solver": "MULTICOLOR_GS", "symmetric_GS": 1, "relaxation_factor": 1.0}
@@ -43,16 +44,17 @@ PRECONDITIONERS = {
 
 
 def colors_per_level(A: jsp.CsrMatrix, config: dict[str, Any]) -> str:
-    parsed = jsp.parse_amgx_config(config)
-    system = _setup.System.for_matrix(A, parsed, None, reuse_setup=False, check=False)
-    structure, _ = system.setup
-    if structure is None:
-        ordering = system.ordering
-        return "–" if ordering is None else str(ordering.n_colors)
-    orderings = [level.ordering for level in structure.levels] + [structure.coarsest_ordering]
-    if orderings[0] is None:
+    """The multicolor orderings' colors, finest level first (``describe``'s), or, for a
+    smoother alone, the distance-1 coloring of ``A`` it orders by."""
+    preconditioner = config["preconditioner"]
+    if preconditioner["solver"] == "AMG":
+        colors = [c for c in jsp.describe(A, preconditioner).colors if c]
+        return " ".join(map(str, colors)) or "–"
+    if not preconditioner["solver"].startswith("MULTICOLOR"):
         return "–"
-    return " ".join(str(o.n_colors) for o in orderings if o is not None)
+    pattern = scipy.sparse.csr_array(
+        (np.ones(A.nnz, bool), np.asarray(A.indices), np.asarray(A.indptr)), shape=A.shape)
+    return str(int(jsp.color_columns(pattern, distance=1).max()) + 1)
 
 
 def table(name: str, A: jsp.CsrMatrix, repeats: int) -> None:

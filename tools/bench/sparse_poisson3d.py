@@ -98,7 +98,7 @@ import scipy.sparse
 from jax.experimental import sparse as jsparse
 
 import jaxsolve.sparse as jsp
-from jaxsolve.sparse import _host_setup, matrices
+from jaxsolve.sparse import matrices
 
 
 def _optional(module: str) -> Any:
@@ -580,8 +580,8 @@ def main() -> None:
 
     device = jax.devices()[0]
     print(f"device: {device.device_kind} ({device.platform}), jax {jax.__version__}")
-    # the cores the host setup kernels split over
-    print(f"host: {os.cpu_count()} CPUs, setup threads {_host_setup.host_threads()}")
+    # (the threads the host setup kernels split over: describe's table, at the end)
+    print(f"host: {os.cpu_count()} CPUs")
     print(f"3D Poisson {n}^3: {n**3} unknowns, {problem.A.nnz} nonzeros, f64, b random "
           f"(seed {args.seed}), x0 = 0, tolerance {settings.tolerance:g} relative to ||b||")
     print(f"jaxsolve config: {json.dumps(config)}")

@@ -9,7 +9,7 @@ way of computing ``A x``, jitted, with the matrix's arrays as arguments (not con
 * **BCSR**: ``jax.experimental.sparse.BCSR @ x``;
 * **segment_sum**: ``x`` gathered at the column indices, times the values, summed per row by
   ``jax.ops.segment_sum(..., indices_are_sorted=True)``;
-* **jaxsolve**: ``jaxsolve.sparse._ffi_primitives.csr_matvec``, the native FFI kernel;
+* **jaxsolve**: ``jaxsolve.sparse.csr_matvec``, the native FFI kernel;
 * **CuPy**: ``cupyx.scipy.sparse.csr_matrix @ x`` (cuSPARSE), when CuPy imports and the device
   is a GPU.
 
@@ -45,7 +45,7 @@ import numpy as np
 import scipy.sparse
 from jax.experimental import sparse as jsparse
 
-from jaxsolve.sparse._ffi_primitives import csr_matvec
+from jaxsolve.sparse import csr_matvec
 
 jax.config.update("jax_enable_x64", True)
 

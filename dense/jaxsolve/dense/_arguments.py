@@ -61,12 +61,19 @@ class Layout:
     replicate_solution: bool = False  # x replicated (JAXMg's placement), else split like b
 
     @property
-    def platform(self) -> str:
+    def platform(self) -> str | None:
         """Where the routine runs: ``"cpu"``, ``"gpu"``, ... (the mesh's devices', else the
-        matrix's device's, else, for a value traced without a mesh, JAX's default backend)."""
+        matrix's device's), or None for a value traced without a mesh: its platform is the one
+        the program is lowered for, which `jaxsolve.dense._backend.services` leaves to
+        ``jax.lax.platform_dependent`` (JAX's default backend need not be it: a program on
+        arrays committed to the CPU of a GPU host runs on the CPU)."""
         if self.mesh is not None:
             return self.mesh.devices.flat[0].platform
-        return self.device_platform or jax.default_backend()
+        return self.device_platform
+
+    def on_platform(self, platform: str) -> Layout:
+        """This layout, its matrix on one device of `platform` (a layout without a mesh)."""
+        return dataclasses.replace(self, device_platform=platform)
 
     @property
     def grid(self) -> tuple[int, int]:

@@ -16,12 +16,11 @@ when an output is not finite).
 from __future__ import annotations
 
 import math
-from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 
-from ._backend import Decomposition, FactorServices, register
+from ._backend import CholeskyFactor, Decomposition, FactorServices, LUFactor, register
 
 _HIGHEST = jax.lax.Precision.HIGHEST
 
@@ -51,13 +50,6 @@ def _not_finite(*outputs: jax.Array) -> jax.Array:
 
 
 # ------------------------------------------------------------------------ cholesky
-
-
-class CholeskyFactor(NamedTuple):
-    """``A = L Lᴴ`` from the lower triangle of ``A``; ``l`` NaN when ``info > 0``."""
-
-    l: jax.Array
-    info: jax.Array
 
 
 def _unpivoted_cholesky_info(a: jax.Array) -> jax.Array:
@@ -100,20 +92,22 @@ def potrf_info(a: jax.Array, l: jax.Array) -> jax.Array:
 
 
 def potrf(a: jax.Array) -> CholeskyFactor:
+    """``A = L Lᴴ`` from the lower triangle of ``A``, with ``triangle = L``."""
     l = jax.lax.linalg.cholesky(a, symmetrize_input=False)
     info = potrf_info(a, l)
-    return CholeskyFactor(l=_nan_unless(info == 0, jnp.tril(l)), info=info)
+    return CholeskyFactor(triangle=_nan_unless(info == 0, jnp.tril(l)), info=info)
 
 
 def potrs(factor: CholeskyFactor, rhs: jax.Array) -> jax.Array:
-    y = jax.lax.linalg.triangular_solve(factor.l, rhs, left_side=True, lower=True)
+    l = factor.triangle
+    y = jax.lax.linalg.triangular_solve(l, rhs, left_side=True, lower=True)
     return jax.lax.linalg.triangular_solve(
-        factor.l, y, left_side=True, lower=True, transpose_a=True, conjugate_a=True
+        l, y, left_side=True, lower=True, transpose_a=True, conjugate_a=True
     )
 
 
 def cholesky_diagonal(factor: CholeskyFactor) -> jax.Array:
-    return jnp.real(jnp.diagonal(factor.l))
+    return jnp.real(jnp.diagonal(factor.triangle))
 
 
 def cholesky_logdet(factor: CholeskyFactor, diagonal=cholesky_diagonal) -> jax.Array:
@@ -144,33 +138,26 @@ def log_abs_product(values: jax.Array) -> jax.Array:
 # ------------------------------------------------------------------------------ lu
 
 
-class LUFactor(NamedTuple):
-    """``P A = L U`` packed as LAPACK's ``getrf`` packs it; NaN when ``info > 0``."""
-
-    lu: jax.Array
-    pivots: jax.Array
-    permutation: jax.Array
-    info: jax.Array
-
-
 def getrf(a: jax.Array) -> LUFactor:
-    lu, pivots, permutation = jax.lax.linalg.lu(a)
+    """``P A = L U`` packed as LAPACK's ``getrf`` packs it."""
+    lu, pivots, _ = jax.lax.linalg.lu(a)
     zero = jnp.diagonal(lu) == 0
     info = jnp.where(jnp.any(zero), jnp.argmax(zero) + 1, 0).astype(jnp.int32)
-    return LUFactor(_nan_unless(info == 0, lu), pivots, permutation, info)
+    return LUFactor(_nan_unless(info == 0, lu), pivots, info)
 
 
 def getrs(factor: LUFactor, rhs: jax.Array, transpose: bool) -> jax.Array:
     lu = factor.lu
+    permutation = jax.lax.linalg.lu_pivots_to_permutation(factor.pivots, lu.shape[0])
     if not transpose:  # A = Pᵀ L U:  x = U⁻¹ L⁻¹ P b
         y = jax.lax.linalg.triangular_solve(
-            lu, rhs[factor.permutation], left_side=True, lower=True, unit_diagonal=True)
+            lu, rhs[permutation], left_side=True, lower=True, unit_diagonal=True)
         return jax.lax.linalg.triangular_solve(lu, y, left_side=True, lower=False)
     # Aᵀ = Uᵀ Lᵀ P:  x = Pᵀ L⁻ᵀ U⁻ᵀ b
     y = jax.lax.linalg.triangular_solve(lu, rhs, left_side=True, lower=False, transpose_a=True)
     y = jax.lax.linalg.triangular_solve(
         lu, y, left_side=True, lower=True, transpose_a=True, unit_diagonal=True)
-    return jnp.zeros_like(y).at[factor.permutation].set(y)
+    return jnp.zeros_like(y).at[permutation].set(y)
 
 
 def lu_diagonal(factor: LUFactor) -> jax.Array:

@@ -19,7 +19,8 @@ Krylov methods, configured in AmgX's vocabulary and differentiable through
   `jax.vmap` and `jax.grad`, in the same setup cache.
 * `CsrMatrix` / `as_csr`: a CSR matrix whose values are a differentiable leaf and whose
   pattern stays concrete under `jax.jit`, converted from dense arrays,
-  `jax.experimental.sparse` BCOO/BCSR and any `scipy.sparse` matrix.
+  `jax.experimental.sparse` BCOO/BCSR and any `scipy.sparse` matrix; `csr_matvec`, the
+  native CSR product behind it, on raw ``(values, indices, indptr)`` arrays.
 * Krylov methods as `lax.while_loop`s with static shapes: `cg`, `bicgstab`, `gmres`,
   `fgmres`, and the `stationary` iteration, each returning ``(x, info)`` with a `Status`
   (AmgX's numbering, alias `AMGXStatus`) and a `FailureReason`; `raise_on_failure` turns
@@ -71,6 +72,7 @@ from ._config import SolverConfig as SolverConfig
 from ._config import parse_amgx_config as parse_amgx_config
 from ._csr import CsrMatrix as CsrMatrix
 from ._csr import as_csr as as_csr
+from ._ffi_primitives import csr_matvec as csr_matvec
 from ._sharded import communication_per_iteration as communication_per_iteration
 from ._krylov import bicgstab as bicgstab
 from ._krylov import cg as cg
@@ -151,6 +153,7 @@ __all__ = [
     "cache_info",
     "cache_mpi_metadata",
     "cg",
+    "csr_matvec",
     "clear_cache",
     "clear_solver_cache",
     "color_columns",

@@ -274,6 +274,7 @@ def csr_matvec(
 
     Examples:
       >>> import numpy as np, jax, jax.numpy as jnp
+      >>> from jaxsolve.sparse import csr_matvec
       >>> indptr, indices = np.array([0, 2, 3]), np.array([0, 1, 1])  # [[2, 1], [0, 3]]
       >>> values = jnp.array([2.0, 1.0, 3.0])
       >>> csr_matvec(values, indices, indptr, jnp.array([1.0, 2.0]), n_rows=2)

@@ -19,6 +19,7 @@ import numpy as np
 from . import _blocks
 from ._config import parse_amgx_config
 from ._hierarchy import Hierarchy, HierarchyStructure
+from ._host_setup import host_threads
 from ._setup import System, amg_config, checked_inputs, numeric_setup_now
 
 
@@ -48,6 +49,13 @@ class HierarchyStatistics:
         :func:`describe`, one ``"numeric setup"`` on the device (compiled already).
       block_dims: unknowns per node of each level (all 1 for a scalar system; see
         :func:`solve`'s ``block_dim``), shown as a column when one is larger.
+      colors: the colors of each level's multicolor smoother ordering (``MULTICOLOR_GS``,
+        ``MULTICOLOR_DILU``: a distance-1 coloring, one sweep step per color), 0 for a level
+        without one (another smoother, or the coarsest solved directly); shown as a column
+        when a level has one.
+      setup_threads: the most host threads the structure's setup kernels split their work
+        over: the CPUs this process may run on, at most its cgroup's CPU quota (in a
+        container, often far fewer than the host's CPUs).
     """
 
     rows: tuple[int, ...]
@@ -58,14 +66,18 @@ class HierarchyStatistics:
     matrix_bytes: int
     setup_seconds: dict[str, float] = dataclasses.field(default_factory=dict)
     block_dims: tuple[int, ...] = ()
+    colors: tuple[int, ...] = ()
+    setup_threads: int | None = None
 
     def __str__(self) -> str:
         blocks = max(self.block_dims, default=1) > 1
+        colored = any(self.colors)
         lines = ["AMG hierarchy", " level        rows      nonzeros  nnz/row"
-                 + ("  unknowns/node" if blocks else "")]
+                 + ("  unknowns/node" if blocks else "") + ("  colors" if colored else "")]
         for level, (rows, nonzeros) in enumerate(zip(self.rows, self.nonzeros, strict=True)):
             lines.append(f" {level:5d} {rows:11d} {nonzeros:13d} {nonzeros / max(rows, 1):8.1f}"
-                         + (f" {self.block_dims[level]:14d}" if blocks else ""))
+                         + (f" {self.block_dims[level]:14d}" if blocks else "")
+                         + (f" {self.colors[level] or '–':>7}" if colored else ""))
         lines.append(f" grid complexity {self.grid_complexity:.3f},"
                      f" operator complexity {self.operator_complexity:.3f}")
         total = sum(self.bytes_kept.values())
@@ -75,7 +87,9 @@ class HierarchyStatistics:
                      for part, size in self.bytes_kept.items())
         if self.setup_seconds:
             lines.append(" setup time: " + ", ".join(
-                f"{phase} {seconds * 1e3:.1f} ms" for phase, seconds in self.setup_seconds.items()))
+                f"{phase} {seconds * 1e3:.1f} ms" for phase, seconds in self.setup_seconds.items())
+                + ("" if self.setup_threads is None else
+                   f"; host setup on {self.setup_threads} threads"))
         return "\n".join(lines)
 
 
@@ -156,4 +170,8 @@ def statistics(structure: HierarchyStructure, numbers: Hierarchy, itemsize: int,
             {} if numeric_seconds is None else {"numeric setup": numeric_seconds})},
         block_dims=tuple(level.block_dim for level in structure.levels)
         + (structure.coarsest_block_dim,),
+        colors=tuple(0 if ordering is None else ordering.n_colors for ordering in
+                     [level.ordering for level in structure.levels]
+                     + [structure.coarsest_ordering]),
+        setup_threads=host_threads(),
     )
