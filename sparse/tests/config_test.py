@@ -425,9 +425,9 @@ class TestParseAmgxConfig:
         ({"preconditioner": {"coarse_solver": "PCG"}}, ValueError,
          "in scope 'solver.preconditioner.coarse_solver', coarse_solver 'PCG' is not"
          " implemented yet; supported: DENSE_LU_SOLVER, NOSOLVER."),
-        ({"convergence": "RELATIVE_MAX"}, ValueError,
-         "in scope 'solver', convergence 'RELATIVE_MAX' is not implemented yet; supported:"
-         " RELATIVE_INI, ABSOLUTE."),
+        ({"convergence": "COMBINED_REL_INI_ABS"}, ValueError,
+         "in scope 'solver', convergence 'COMBINED_REL_INI_ABS' is not implemented yet;"
+         " supported: RELATIVE_INI, ABSOLUTE, RELATIVE_MAX."),
         ({"norm": "LMAX"}, ValueError,
          "in scope 'solver', norm 'LMAX' is not implemented yet; supported: L2."),
         ({"fine_smoother": "GS"}, ValueError,

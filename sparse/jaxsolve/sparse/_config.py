@@ -49,6 +49,8 @@ _AMGX_SELECTORS = ("SIZE_2", "SIZE_4", "SIZE_8", "MULTI_PAIRWISE", "DUMMY", "GEO
 _DEFAULT_SELECTORS = {"AGGREGATION": "SIZE_4", "CLASSICAL": "PMIS"}
 _INTERPOLATORS = ("D2", "D1")
 _STRENGTHS = ("AHAT", "ALL")
+_CONVERGENCE_TESTS = ("RELATIVE_INI", "ABSOLUTE", "RELATIVE_MAX")
+_CONVERGENCE_ALIASES = {"RELATIVE_INI_CORE": "RELATIVE_INI", "RELATIVE_MAX_CORE": "RELATIVE_MAX"}
 
 # Parameters jaxsolve reads, by the component that reads them.
 _STOPPING_KEYS = frozenset({"max_iters", "tolerance", "convergence", "norm", "monitor_residual"})
@@ -542,8 +544,9 @@ class SolverConfig:
         ``"CHEBYSHEV_POLY"`` (stationary sweeps) or ``"NOSOLVER"`` (identity).
       max_iters: iterations (cycles, sweeps) at most, ``>= 1``.
       tolerance: convergence tolerance ``>= 0``.
-      convergence: ``"RELATIVE_INI"`` (stop when ``‖r‖ <= tolerance ‖r₀‖``) or
-        ``"ABSOLUTE"`` (``‖r‖ <= tolerance``).
+      convergence: ``"RELATIVE_INI"`` (stop when ``‖r‖ <= tolerance ‖r₀‖``),
+        ``"ABSOLUTE"`` (``‖r‖ <= tolerance``) or ``"RELATIVE_MAX"`` (``‖r‖ <=
+        tolerance · max ‖rⱼ‖``, the largest residual norm seen so far, ``‖r₀‖`` included).
       norm: ``"L2"``.
       monitor_residual: compute the residual and stop on convergence; when
         False, run exactly ``max_iters`` iterations (a preconditioner's cycle).
@@ -597,8 +600,8 @@ class SolverConfig:
         _check_choice("solver", solver, _SOLVERS, _AMGX_SOLVERS, _SOLVER_REASONS)
         _check_int("max_iters", self.max_iters, 1)
         _normalized_float(self, "tolerance", lambda t: t >= 0, ">= 0")
-        _check_choice("convergence", self.convergence, ("RELATIVE_INI", "ABSOLUTE"),
-                      ("RELATIVE_MAX", "RELATIVE_MAX_CORE", "COMBINED_REL_INI_ABS"))
+        _check_choice("convergence", self.convergence, _CONVERGENCE_TESTS,
+                      ("COMBINED_REL_INI_ABS", *_CONVERGENCE_ALIASES))
         _check_choice("norm", self.norm, ("L2",), ("L1", "LMAX"))
         for flag in ("monitor_residual", *sorted(_REPORTING_KEYS)):
             _check_flag(flag, getattr(self, flag))
@@ -747,7 +750,8 @@ def parse_amgx_config(
       ``min_coarse_rows``, ``coarsest_sweeps``; ``dense_lu_num_rows`` (AmgX's
       meaning: with coarse solver DENSE_LU_SOLVER, a value above 0 replaces
       ``min_coarse_rows``; JAX-AMG's default config sets it to 1).
-    * ``convergence``: RELATIVE_INI (also spelled RELATIVE_INI_CORE), ABSOLUTE;
+    * ``convergence``: RELATIVE_INI, RELATIVE_MAX (also spelled RELATIVE_INI_CORE,
+      RELATIVE_MAX_CORE: AmgX registers the same tests under both names), ABSOLUTE;
       ``norm``: L2; ``max_iters``, ``tolerance``, ``monitor_residual``,
       ``gmres_n_restart``, ``relaxation_factor``, ``chebyshev_polynomial_order``.
     * ``print_solve_stats``, ``print_grid_stats``, ``store_res_history``,
@@ -967,7 +971,7 @@ def _solver_config(
     convergence = get("convergence")
     fields: dict[str, Any] = {
         "solver": solver, "max_iters": get("max_iters"), "tolerance": get("tolerance"),
-        "convergence": "RELATIVE_INI" if convergence == "RELATIVE_INI_CORE" else convergence,
+        "convergence": _CONVERGENCE_ALIASES.get(convergence, convergence),
         "norm": get("norm"),
         **{flag: _flag(flag, get(flag), path)
            for flag in ("monitor_residual", *sorted(_REPORTING_KEYS))},

@@ -25,7 +25,9 @@ right-hand side of ``1e-30`` or ``1e30`` (f32) solves as one of ``1`` does.
 iteration stops with
 
 * ``SUCCESS`` when ``‖r_k‖ <= tolerance · ‖r_0‖`` (``"RELATIVE_INI"``, the
-  default) or ``‖r_k‖ <= tolerance`` (``"ABSOLUTE"``);
+  default), ``‖r_k‖ <= tolerance`` (``"ABSOLUTE"``) or ``‖r_k‖ <= tolerance ·
+  max_{j<=k} ‖r_j‖`` (``"RELATIVE_MAX"``, AmgX's: relative to the largest residual
+  norm the test has seen, ``‖r_0‖`` included, so never stricter than RELATIVE_INI);
 * ``DIVERGED`` when ``‖r_k‖`` is NaN/Inf or exceeds
   ``DIVERGENCE_FACTOR = 1e10`` times ``‖r_0‖``;
 * ``FAILED`` when the method breaks down (a zero denominator its theory
@@ -66,8 +68,8 @@ from jax import lax
 
 from ._status import DIVERGENCE_FACTOR, FailureReason, SolveInfo, Status
 
-Convergence = Literal["RELATIVE_INI", "ABSOLUTE"]
-_CONVERGENCE_TESTS = ("RELATIVE_INI", "ABSOLUTE")
+Convergence = Literal["RELATIVE_INI", "ABSOLUTE", "RELATIVE_MAX"]
+_CONVERGENCE_TESTS = ("RELATIVE_INI", "ABSOLUTE", "RELATIVE_MAX")
 _RUNNING = -1  # the status of a solve still iterating; never returned
 MAX_ITERS = 2**31 - 1
 """The largest ``max_iters`` a method accepts: its iterations are counted in int32."""
@@ -83,7 +85,8 @@ class _Problem(NamedTuple):
     matvec: Callable[[jax.Array], jax.Array]
     precondition: Callable[[jax.Array], jax.Array]
     b: jax.Array  # r_0 / 2^e
-    threshold: jax.Array  # stop when ‖r‖ <= threshold (scaled)
+    threshold: jax.Array  # the initial _Progress.threshold (scaled)
+    max_tolerance: jax.Array | None  # RELATIVE_MAX's tolerance, else None
     r0_norm: jax.Array  # ‖b‖
     scale: jax.Array  # ‖b‖, or 1 when r_0 = 0: relative residual = ‖r‖ / scale
     max_iters: int
@@ -112,6 +115,7 @@ class _Progress(NamedTuple):
     history: jax.Array  # (max_iters + 1,) when stored, else (0,)
     best_norm: jax.Array  # the smallest residual norm so far (‖r_0‖ included)
     latest_is_best: jax.Array  # whether the latest iterate's residual norm is best_norm
+    threshold: jax.Array  # stop when ‖r‖ <= threshold; RELATIVE_MAX raises it as ‖r‖ grows
 
 
 def cg(
@@ -154,7 +158,8 @@ def cg(
             ``2**31 - 1``).
         convergence: ``"RELATIVE_INI"``: stop when
             ``‖r_k‖ <= tolerance · ‖r_0‖``; ``"ABSOLUTE"``: when
-            ``‖r_k‖ <= tolerance``.
+            ``‖r_k‖ <= tolerance``; ``"RELATIVE_MAX"``: when ``‖r_k‖ <=
+            tolerance · max_{j<=k} ‖r_j‖``.
         inner_product: ``(u, v) ↦ uᴴ v`` on vectors of shape ``(n,)``;
             ``jnp.vdot`` by default.  A solve over the shards of a vector under
             ``jax.shard_map`` passes one that sums the local products over the
@@ -251,7 +256,8 @@ def bicgstab(
         precondition: ``r ↦ M⁻¹ r``; the identity by default.
         tolerance: the convergence tolerance (see ``convergence``).
         max_iters: the most iterations (static).
-        convergence: ``"RELATIVE_INI"`` or ``"ABSOLUTE"``, as for :func:`cg`.
+        convergence: ``"RELATIVE_INI"``, ``"ABSOLUTE"`` or ``"RELATIVE_MAX"``, as
+            for :func:`cg`.
         inner_product: ``(u, v) ↦ uᴴ v`` on vectors of shape ``(n,)``;
             ``jnp.vdot`` by default.  A solve over the shards of a vector under
             ``jax.shard_map`` passes one that sums the local products over the
@@ -296,7 +302,7 @@ def bicgstab(
         s = r - alpha_next * v_next
         x_half = x + alpha_next * p_hat
         s_norm = problem.norm(s)
-        half_done = s_norm <= problem.threshold
+        half_done = s_norm <= progress.threshold
         s_hat = problem.precondition(s)
         t = problem.matvec(s_hat)
         t_t = problem.inner(t, t)
@@ -421,7 +427,8 @@ def gmres(
         precondition: ``r ↦ M⁻¹ r``; the identity by default.
         tolerance: the convergence tolerance (see ``convergence``).
         max_iters: the most Arnoldi steps in all (static).
-        convergence: ``"RELATIVE_INI"`` or ``"ABSOLUTE"``, as for :func:`cg`.
+        convergence: ``"RELATIVE_INI"``, ``"ABSOLUTE"`` or ``"RELATIVE_MAX"``, as
+            for :func:`cg`.
         inner_product: ``(u, v) ↦ uᴴ v`` on vectors of shape ``(n,)``;
             ``jnp.vdot`` by default.  A solve over the shards of a vector under
             ``jax.shard_map`` passes one that sums the local products over the
@@ -485,7 +492,8 @@ def fgmres(
         precondition: ``r ↦ M⁻¹ r`` (may vary); the identity by default.
         tolerance: the convergence tolerance (see ``convergence``).
         max_iters: the most Arnoldi steps in all (static).
-        convergence: ``"RELATIVE_INI"`` or ``"ABSOLUTE"``, as for :func:`cg`.
+        convergence: ``"RELATIVE_INI"``, ``"ABSOLUTE"`` or ``"RELATIVE_MAX"``, as
+            for :func:`cg`.
         inner_product: ``(u, v) ↦ uᴴ v`` on vectors of shape ``(n,)``;
             ``jnp.vdot`` by default.  A solve over the shards of a vector under
             ``jax.shard_map`` passes one that sums the local products over the
@@ -714,7 +722,7 @@ def _setup(
     check_max_iters(name, max_iters)
     if convergence not in _CONVERGENCE_TESTS:
         raise ValueError(
-            f"{name}: convergence must be 'RELATIVE_INI' or 'ABSOLUTE', got"
+            f"{name}: convergence must be 'RELATIVE_INI', 'ABSOLUTE' or 'RELATIVE_MAX', got"
             f" {convergence!r}."
         )
     if not isinstance(store_history, (bool, np.bool_)):
@@ -782,6 +790,7 @@ def _setup(
         precondition=cast(precondition),
         b=r0,
         threshold=threshold,
+        max_tolerance=tolerance if convergence == "RELATIVE_MAX" else None,
         r0_norm=scaled_norm,
         scale=jnp.where(scaled_norm > 0, scaled_norm, 1),
         max_iters=int(max_iters),
@@ -862,6 +871,7 @@ def _start(problem: _Problem, breakdown: Any) -> _Progress:
         history=history.at[0].set(r0_norm / problem.scale) if length else history,
         best_norm=r0_norm,
         latest_is_best=jnp.ones((), bool),
+        threshold=problem.threshold,
     )
     return _classify(progress, breakdown, problem, FailureReason.NONFINITE_INPUT)
 
@@ -881,6 +891,8 @@ def _advance(
         history=history,
         best_norm=jnp.where(best, residual_norm, progress.best_norm),
         latest_is_best=best,
+        threshold=progress.threshold if problem.max_tolerance is None
+        else jnp.fmax(progress.threshold, problem.max_tolerance * residual_norm),
     )
     return _classify(progress, breakdown, problem, FailureReason.NONFINITE_RESIDUAL)
 
@@ -901,7 +913,7 @@ def _classify(
         (progress.iterations >= problem.max_iters, Status.NOT_CONVERGED, FailureReason.MAX_ITERS),
         (norm > DIVERGENCE_FACTOR * problem.scale, Status.DIVERGED, FailureReason.RESIDUAL_GROWTH),
         (breakdown != FailureReason.NONE, Status.FAILED, breakdown),
-        (norm <= problem.threshold, Status.SUCCESS, FailureReason.NONE),
+        (norm <= progress.threshold, Status.SUCCESS, FailureReason.NONE),
         (~jnp.isfinite(norm), nonfinite.status, nonfinite),
     ]
     status, reason = progress.status, progress.reason
