@@ -8,14 +8,35 @@ which is all the two paths implement differently:
 
 * :func:`local_matvec` and :func:`inner_product`: this part's rows of ``A x`` and the
   inner products of the Krylov methods (:func:`krylov_columns`), summed over the parts;
-* the preconditioner, block-Jacobi AMG with a coarse space (:mod:`._sharded` describes
-  it): each block's aggregates for the coarse space (:func:`coarse_aggregates`, host), the
-  part's rows of the coarse inverse (:func:`coarse_inverse_rows`) and the application
-  (:func:`precondition`) of a :class:`BlockPreconditioner`;
+* the preconditioner, block-Jacobi AMG with a coarse space (below): each block's
+  aggregates for the coarse space (:func:`coarse_aggregates`, host), the part's rows of the
+  coarse inverse (:func:`coarse_inverse_rows`) and the application (:func:`precondition`)
+  of a :class:`BlockPreconditioner`;
 * :func:`kept_numbers`: when concrete values are set up again and when their numbers are
   reused;
 * :func:`check_krylov` and :func:`amg_of`: the solver and the AMG configuration of a
   distributed solve, checked.
+
+**The products** ``A x``: a part receives the entries of ``x`` its rows reach (its halo)
+from their owners, then multiplies its block with the native CSR kernel. **The inner
+products** are local ``vdot`` s summed over the parts, given to the unchanged Krylov
+methods of :mod:`._krylov` as their ``inner_product``, so that every part takes the same
+steps.
+
+**The preconditioner** is block-Jacobi AMG with a coarse space, inside damped Jacobi on all
+of ``A``. Each part runs one AMG cycle on its *diagonal block* ``A_rr`` (the hierarchy code
+of the single-device solve, set up per block): ``B``. A coarse space couples the blocks:
+``Z`` is piecewise constant on large aggregates of each block (at most `COARSE_PER_PART`
+per part), ``A_c = Zᵀ A Z`` is assembled from every part's rows (one sum at setup) and
+inverted redundantly, each part keeping its rows of ``A_c⁻¹``: ``Q = Z A_c⁻¹ Zᵀ``. The
+two-level method is ``T = Q + (I − QA) B (I − AQ)`` (coarse correction, block cycles on the
+new residual, coarse correction again), and one application of the preconditioner
+``M⁻¹ = S + (I − SA) T (I − AS)`` wraps it in a damped-Jacobi sweep ``S`` on the whole
+``A`` before and after, which smooths the errors that the blocks' cuts leave. All of it is
+symmetric for a symmetric ``A`` (PCG). Per application: four products (halo exchanges),
+two sums of ``P × C`` coarse values. Measured on 3D Poisson 24³ over 8 devices it takes 15
+PCG iterations where the single-device AMG takes 12 (``tools/bench/sparse_sharded.py``);
+block-Jacobi AMG alone, on 16³, 28 against 12.
 """
 
 from __future__ import annotations

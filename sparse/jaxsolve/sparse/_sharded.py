@@ -8,35 +8,21 @@ array only evenly), every block has ``m = ⌈n / P⌉`` rows, some an empty padd
 ``x`` with ``n`` rows replicated over the mesh, or in the padded layout of the blocks
 (``A.shard_vector(b)``, sharded like them), giving ``x`` in that layout. Padding rows hold
 zeros throughout and change neither the solution, nor the iterations, nor the derivatives.
-The solve runs as one `jax.shard_map` program in which every device iterates on its own
-rows:
+The solve runs as one `jax.shard_map` program in which every device runs, on its own rows,
+the algorithms of :mod:`._partitioned` — the products, the Krylov methods' inner products,
+and the preconditioner, block-Jacobi AMG with a coarse space, all described there — which
+reach the other devices only through a :class:`._collectives.Collectives`. Here it is
+``_AxisCollectives``, over the mesh's axis:
 
-* **products** ``A x``: each device receives its halo entries of ``x`` from their owners with
-  `jax.lax.ppermute` (only those entries, one message per neighbouring device; ``x`` is never
-  all-gathered), then multiplies its block with the native CSR kernel;
-* **inner products**: local ``vdot`` then `jax.lax.psum`, given to the unchanged Krylov
-  methods of :mod:`._krylov` as their ``inner_product``, so every device takes the same steps;
-* **preconditioner**: block-Jacobi AMG with a coarse space, inside damped Jacobi on all of
-  ``A``. Each device runs one AMG cycle on its *diagonal block* ``A_rr`` (the hierarchy code
-  of the single-device solve, set up per block): ``B``. A coarse space couples the blocks:
-  ``Z`` is piecewise constant on large aggregates of each block (at most `COARSE_PER_PART`
-  per device), ``A_c = Zᵀ A Z`` is assembled from every device's rows (one ``psum`` at
-  setup) and inverted redundantly, each device keeping its rows of ``A_c⁻¹``: ``Q = Z A_c⁻¹
-  Zᵀ``. The two-level method is ``T = Q + (I − QA) B (I − AQ)`` (coarse correction, block
-  cycles on the new residual, coarse correction again), and one application of the
-  preconditioner ``M⁻¹ = S + (I − SA) T (I − AS)`` wraps it in a damped-Jacobi sweep ``S``
-  on the whole ``A`` before and after, which smooths the errors that the blocks' cuts
-  leave. All of it is symmetric for a symmetric ``A`` (PCG). Per application: four
-  products (halo exchanges), two ``psum`` s of ``P × C`` coarse values. Measured on 3D
-  Poisson 24³ over 8 devices it takes 15 PCG iterations where the single-device AMG takes
-  12 (``tools/bench/sparse_sharded.py``); block-Jacobi AMG alone, on 16³, 28 against 12.
+* **halo exchange** (each product ``A x``): a device receives its halo entries of ``x`` from
+  their owners with `jax.lax.ppermute`, only those entries, one message per neighbouring
+  device; ``x`` is never all-gathered;
+* **sums** (inner products, the coarse operator's assembly at setup, each coarse
+  correction): `jax.lax.psum`.
 
-**Communication is pluggable.** The algorithms each device runs are :mod:`._partitioned`'s
-(`local_matvec`, `inner_product`, `coarse_inverse_rows`, `precondition`, `krylov_columns`),
-which talk to the other parts only through a :class:`._collectives.Collectives`: here
-``_AxisCollectives`` (``ppermute``, ``psum``); :mod:`._mpi` runs the same functions across
-MPI processes with ``mpi4jax``. What this module adds is the shard_map driver: the blocks'
-setup from a `ShardedCsrMatrix`'s layout, and one compiled program per configuration.
+:mod:`._mpi` runs the same algorithms across MPI processes with ``mpi4jax``. What this
+module adds is the shard_map driver: the blocks' setup from a `ShardedCsrMatrix`'s layout,
+and one compiled program per configuration.
 
 **Setup.** Like the single-device solve, the structure of each block's hierarchy is built
 on the host once per layout (from the values when they are concrete, else from the pattern)
