@@ -8,8 +8,9 @@
 // the API's functions by name, so the library builds and loads without AmgX, and
 // only a solve that asks for AmgX needs it.
 //
-// Handles. A solver (AmgX's config, resources, matrix, vectors and solver) is
-// kept per id in a table; _amgx.py allocates one id per sparsity pattern,
+// Handles. A solver (AmgX's config, matrix, vectors and solver, on the
+// resources its device shares with every other solver there) is kept per id in
+// a table; _amgx.py allocates one id per sparsity pattern,
 // configuration, dtype and orientation (A or Aᵀ) and holds it in the setup cache,
 // whose eviction and clear_cache release it (JaxsolveSparseAmgxRelease). The
 // handler creates the solver on its first call with an id, from the config text
@@ -27,7 +28,9 @@
 // exception_handling at 0: errors come back as codes, AmgX never exits the
 // process), and a failure becomes an ffi::Error naming the call, AmgX's error
 // string, the messages AmgX printed for it (its error output is captured) and
-// the versions of AmgX and CUDA: a Python exception, never a crash.
+// the versions of AmgX and CUDA: a Python exception, never a crash. The solver
+// it failed in is dropped (never destroyed: see Solver::failed); the next call
+// with its id builds it again.
 #include <cuda_runtime.h>
 #include <dlfcn.h>
 
@@ -192,23 +195,46 @@ std::string Load(const char* path) {
   return "";
 }
 
+// AmgX's resources, one per device, shared by every solver on it, and created
+// with a config of their own (AmgX's defaults). AmgX's temporary memory pools
+// belong to the device, not to a resources object: a second resources object
+// on the device, destroyed while another lives, frees pools the other still
+// uses (AmgX issue 109: "multiple solver instance error in clean up"; here it
+// aborted the process at the first cache eviction). They live until exit.
+struct Resources {
+  AMGX_config_handle config = nullptr;
+  AMGX_resources_handle resources = nullptr;
+};
+std::unordered_map<int, Resources> g_resources;
+
+// Set when a solver is left undestroyed because AmgX failed inside it (below);
+// then exit skips AMGX_finalize, whose clean-up would meet that solver's objects.
+bool g_leaked = false;
+
 // One solver of the table: AmgX's objects for one pattern, config and mode.
 struct Solver {
   AMGX_config_handle config = nullptr;
-  AMGX_resources_handle resources = nullptr;
   AMGX_matrix_handle matrix = nullptr;
   AMGX_vector_handle rhs = nullptr;
   AMGX_vector_handle x = nullptr;
   AMGX_solver_handle solver = nullptr;
   bool uploaded = false;
   bool set_up = false;
+  // An AmgX call failed in it: AmgX may have left it half built (after a
+  // Thrust or CUDA failure its destroy can terminate the process, AmgX issue
+  // 289), so it is never used or destroyed again; a later call with its id
+  // builds a new one.
+  bool failed = false;
 
   ~Solver() {  // in reverse order of creation; AmgX ignores none of them
+    if (failed) {
+      g_leaked = true;
+      return;
+    }
     if (solver) g_api.AMGX_solver_destroy(solver);
     if (x) g_api.AMGX_vector_destroy(x);
     if (rhs) g_api.AMGX_vector_destroy(rhs);
     if (matrix) g_api.AMGX_matrix_destroy(matrix);
-    if (resources) g_api.AMGX_resources_destroy(resources);
     if (config) g_api.AMGX_config_destroy(config);
   }
 };
@@ -227,14 +253,29 @@ ffi::Error CudaCheck(cudaError_t error, const char* what) {
                               cudaGetErrorName(error) + ": " + cudaGetErrorString(error));
 }
 
+// The resources of `device`, created on its first solver.
+ffi::Error ResourcesOf(int device, AMGX_resources_handle* resources) {
+  Resources& shared = g_resources[device];
+  if (shared.resources == nullptr) {
+    if (shared.config == nullptr) {
+      JAXSOLVE_AMGX_CHECK(AMGX_config_create, &shared.config, "config_version=2");
+    }
+    JAXSOLVE_AMGX_CHECK(AMGX_resources_create, &shared.resources, shared.config, nullptr, 1,
+                        &device);
+  }
+  *resources = shared.resources;
+  return ffi::Error::Success();
+}
+
 ffi::Error Create(Solver& s, std::string_view config_text, AMGX_Mode mode, int device) {
+  AMGX_resources_handle resources = nullptr;
+  if (auto error = ResourcesOf(device, &resources); error.failure()) return error;
   const std::string config(config_text);
   JAXSOLVE_AMGX_CHECK(AMGX_config_create, &s.config, config.c_str());
-  JAXSOLVE_AMGX_CHECK(AMGX_resources_create, &s.resources, s.config, nullptr, 1, &device);
-  JAXSOLVE_AMGX_CHECK(AMGX_matrix_create, &s.matrix, s.resources, mode);
-  JAXSOLVE_AMGX_CHECK(AMGX_vector_create, &s.rhs, s.resources, mode);
-  JAXSOLVE_AMGX_CHECK(AMGX_vector_create, &s.x, s.resources, mode);
-  JAXSOLVE_AMGX_CHECK(AMGX_solver_create, &s.solver, s.resources, mode, s.config);
+  JAXSOLVE_AMGX_CHECK(AMGX_matrix_create, &s.matrix, resources, mode);
+  JAXSOLVE_AMGX_CHECK(AMGX_vector_create, &s.rhs, resources, mode);
+  JAXSOLVE_AMGX_CHECK(AMGX_vector_create, &s.x, resources, mode);
+  JAXSOLVE_AMGX_CHECK(AMGX_solver_create, &s.solver, resources, mode, s.config);
   return ffi::Error::Success();
 }
 
@@ -246,59 +287,25 @@ void Download(const std::vector<double>& host, void* device, cudaStream_t stream
   cudaStreamSynchronize(stream);  // `converted` dies here
 }
 
-ffi::Error Solve(cudaStream_t stream, int64_t id, std::string_view config, bool reuse_setup,
-                 ffi::Buffer<ffi::S32, 1> indptr, ffi::Buffer<ffi::S32, 1> indices,
-                 ffi::AnyBuffer values, ffi::AnyBuffer rhs, ffi::Result<ffi::AnyBuffer> x,
-                 ffi::Result<ffi::Buffer<ffi::S32, 0>> iterations,
-                 ffi::Result<ffi::Buffer<ffi::S32, 0>> status,
-                 ffi::Result<ffi::AnyBuffer> residual,
-                 ffi::Result<ffi::AnyBuffer> history) {
-  std::lock_guard<std::mutex> lock(g_mutex);
-  if (g_library == nullptr) {
-    return ffi::Error::Internal(
-        "AmgX backend: libamgxsh.so is not loaded (jaxsolve.sparse loads it before a solve)");
-  }
-  const ffi::DataType dtype = values.element_type();
-  if (dtype != ffi::DataType::F64 && dtype != ffi::DataType::F32) {
-    return ffi::Error::InvalidArgument("AmgX backend: values must be float32 or float64");
-  }
-  const bool f64 = dtype == ffi::DataType::F64;
-  const AMGX_Mode mode = f64 ? AMGX_mode_dDDI : AMGX_mode_dFFI;
-  const int n = static_cast<int>(indptr.element_count()) - 1;
-  const int nnz = static_cast<int>(indices.element_count());
-
-  // AmgX reads the inputs on its own stream: XLA's work on them must be done.
-  if (auto error = CudaCheck(cudaStreamSynchronize(stream), "waiting for XLA's stream");
-      error.failure()) {
-    return error;
-  }
-  g_output.clear();
-  auto& slot = g_solvers[id];
-  if (slot == nullptr) {
-    cudaPointerAttributes attributes;
-    if (auto error = CudaCheck(cudaPointerGetAttributes(&attributes, values.untyped_data()),
-                               "finding the device of A's values");
-        error.failure()) {
-      g_solvers.erase(id);
-      return error;
-    }
-    auto solver = std::make_unique<Solver>();
-    if (auto error = Create(*solver, config, mode, attributes.device); error.failure()) {
-      g_solvers.erase(id);
-      return error;
-    }
-    slot = std::move(solver);
-  }
-  Solver& s = *slot;
+// Sets `s` up if it needs it and solves with it; the rest of Solve.
+ffi::Error Run(Solver& s, cudaStream_t stream, bool f64, int n, int nnz, bool reuse_setup,
+               ffi::Buffer<ffi::S32, 1> indptr, ffi::Buffer<ffi::S32, 1> indices,
+               ffi::AnyBuffer values, ffi::AnyBuffer rhs, ffi::Result<ffi::AnyBuffer> x,
+               ffi::Result<ffi::Buffer<ffi::S32, 0>> iterations,
+               ffi::Result<ffi::Buffer<ffi::S32, 0>> status,
+               ffi::Result<ffi::AnyBuffer> residual,
+               ffi::Result<ffi::AnyBuffer> history) {
+  // The matrix always takes this call's values; with reuse_setup, a solver set
+  // up before keeps its preconditioner (built from the values it was set up
+  // with) and its Krylov method works on the new ones.
   if (!s.uploaded) {
     JAXSOLVE_AMGX_CHECK(AMGX_matrix_upload_all, s.matrix, n, nnz, 1, 1, indptr.typed_data(),
                         indices.typed_data(), values.untyped_data(), nullptr);
     s.uploaded = true;
-    s.set_up = false;
-  } else if (!reuse_setup || !s.set_up) {
+  } else {
     JAXSOLVE_AMGX_CHECK(AMGX_matrix_replace_coefficients, s.matrix, n, nnz,
                         values.untyped_data(), nullptr);
-    s.set_up = false;
+    if (!reuse_setup) s.set_up = false;
   }
   if (!s.set_up) {
     JAXSOLVE_AMGX_CHECK(AMGX_solver_setup, s.solver, s.matrix);
@@ -350,6 +357,59 @@ ffi::Error Solve(cudaStream_t stream, int64_t id, std::string_view config, bool 
     if (stored > 0) Download<float>(norms, history->untyped_data(), stream);
   }
   return CudaCheck(cudaStreamSynchronize(stream), "copying AmgX's answers");
+}
+
+ffi::Error Solve(cudaStream_t stream, int64_t id, std::string_view config, bool reuse_setup,
+                 ffi::Buffer<ffi::S32, 1> indptr, ffi::Buffer<ffi::S32, 1> indices,
+                 ffi::AnyBuffer values, ffi::AnyBuffer rhs, ffi::Result<ffi::AnyBuffer> x,
+                 ffi::Result<ffi::Buffer<ffi::S32, 0>> iterations,
+                 ffi::Result<ffi::Buffer<ffi::S32, 0>> status,
+                 ffi::Result<ffi::AnyBuffer> residual,
+                 ffi::Result<ffi::AnyBuffer> history) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  if (g_library == nullptr) {
+    return ffi::Error::Internal(
+        "AmgX backend: libamgxsh.so is not loaded (jaxsolve.sparse loads it before a solve)");
+  }
+  const ffi::DataType dtype = values.element_type();
+  if (dtype != ffi::DataType::F64 && dtype != ffi::DataType::F32) {
+    return ffi::Error::InvalidArgument("AmgX backend: values must be float32 or float64");
+  }
+  const bool f64 = dtype == ffi::DataType::F64;
+  const AMGX_Mode mode = f64 ? AMGX_mode_dDDI : AMGX_mode_dFFI;
+  const int n = static_cast<int>(indptr.element_count()) - 1;
+  const int nnz = static_cast<int>(indices.element_count());
+
+  // AmgX reads the inputs on its own stream: XLA's work on them must be done.
+  if (auto error = CudaCheck(cudaStreamSynchronize(stream), "waiting for XLA's stream");
+      error.failure()) {
+    return error;
+  }
+  g_output.clear();
+  auto& slot = g_solvers[id];
+  if (slot == nullptr) {
+    cudaPointerAttributes attributes;
+    if (auto error = CudaCheck(cudaPointerGetAttributes(&attributes, values.untyped_data()),
+                               "finding the device of A's values");
+        error.failure()) {
+      g_solvers.erase(id);
+      return error;
+    }
+    auto solver = std::make_unique<Solver>();
+    if (auto error = Create(*solver, config, mode, attributes.device); error.failure()) {
+      g_solvers.erase(id);
+      return error;
+    }
+    slot = std::move(solver);
+  }
+  Solver& s = *slot;
+  ffi::Error error = Run(s, stream, f64, n, nnz, reuse_setup, indptr, indices, values, rhs, x,
+                         iterations, status, residual, history);
+  if (error.failure()) {
+    s.failed = true;
+    g_solvers.erase(id);
+  }
+  return error;
 }
 
 using Indices = ffi::Buffer<ffi::S32, 1>;
@@ -409,15 +469,21 @@ JAXSOLVE_SPARSE_EXPORT void JaxsolveSparseAmgxRelease(int64_t id) {
   js::g_solvers.erase(id);
 }
 
-// Frees every solver's AmgX objects (clear_cache, and at exit before
-// AMGX_finalize, which `finalize` asks for).
+// Frees every solver's AmgX objects (clear_cache); with `finalize` (at exit)
+// also the devices' resources, then AMGX_finalize — unless a failed solver was
+// left undestroyed, whose objects AmgX's clean-up would meet: then the process
+// ends with AmgX as it is.
 JAXSOLVE_SPARSE_EXPORT void JaxsolveSparseAmgxReleaseAll(int32_t finalize) {
   std::lock_guard<std::mutex> lock(js::g_mutex);
   js::g_solvers.clear();
-  if (finalize && js::g_library != nullptr) {
-    js::g_api.AMGX_finalize();
-    js::g_library = nullptr;  // not dlclosed: AmgX's static objects outlive this call
+  if (!finalize || js::g_library == nullptr || js::g_leaked) return;
+  for (auto& [device, shared] : js::g_resources) {
+    if (shared.resources) js::g_api.AMGX_resources_destroy(shared.resources);
+    if (shared.config) js::g_api.AMGX_config_destroy(shared.config);
   }
+  js::g_resources.clear();
+  js::g_api.AMGX_finalize();
+  js::g_library = nullptr;  // not dlclosed: AmgX's static objects outlive this call
 }
 
 // How many solvers hold AmgX objects now.
