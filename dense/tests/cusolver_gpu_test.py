@@ -150,15 +150,15 @@ class TestAgainstScipy:
 
     @pytest.mark.parametrize("spectrum", ["random", "clustered"])
     def test_lean_syevd_several_reflector_blocks(self, dtype, spectrum):
-        """n = 300: the lean syevd's back-transformation applies three blocks of reflectors,
-        the last one partial; a clustered spectrum (eigenvalues of multiplicity 20) takes the
-        tridiagonal solver's cluster path."""
-        n = 300
+        """n = 600: the lean syevd's back-transformation applies three blocks of 256
+        reflectors, the last one partial; a clustered spectrum (eigenvalues of multiplicity 20)
+        takes the tridiagonal solver's cluster path."""
+        n = 600
         rng = np.random.default_rng(7)
         a = hermitian(rng, n, dtype)
         if spectrum == "clustered":
             q, _ = np.linalg.qr(a)
-            a = ((q * np.repeat(np.arange(15.0), 20)[None]) @ q.conj().T).astype(dtype)
+            a = ((q * np.repeat(np.arange(30.0), 20)[None]) @ q.conj().T).astype(dtype)
         with dense.use_backend("cusolver_lean"):
             w, v, status = dense.syevd(gpu(a), return_status=True)
         v = np.asarray(v)
@@ -426,7 +426,7 @@ def test_donated_results_are_the_same(routine):
 @pytest.mark.parametrize("element_type", [np.float64, np.complex64])
 def test_lean_syevd_workspace_is_one_matrix(element_type, x64):
     """The lean syevd's whole workspace is one n × n matrix and O(n) (cusolverDnXsyevd asks
-    for about 4 n × n). Bound: n² elements, 3 reflector blocks of 128 × n, and 1 KiB per row
+    for about 4 n × n). Bound: n² elements, 3 reflector blocks of 256 × n, and 1 KiB per row
     for the tridiagonal solver's scratch, T's diagonals and τ."""
     n = 4096
     rng = np.random.default_rng(8)
@@ -436,7 +436,7 @@ def test_lean_syevd_workspace_is_one_matrix(element_type, x64):
         w, v, status = dense.syevd(gpu(a), donate=True, return_status=True)
     assert int(status.info) == 0
     itemsize = np.dtype(element_type).itemsize
-    assert _cusolver.workspace_bytes() <= (n * n + 3 * 128 * n) * itemsize + 1024 * n
+    assert _cusolver.workspace_bytes() <= (n * n + 3 * 256 * n) * itemsize + 1024 * n
     residual = jnp.matmul(gpu(a), v, precision="highest") - v * w[None].astype(v.dtype)
     assert relative(residual, a) < rtol(element_type) * n
     dense.clear_cache()

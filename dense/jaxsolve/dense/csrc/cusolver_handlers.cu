@@ -247,30 +247,6 @@ void MirrorLower(cudaStream_t stream, T* a, int64_t n, int* not_finite = nullptr
                                                                                not_finite);
 }
 
-// out (n x n, row-major) = in (n x n, column-major), i.e. out = inᵀ as
-// stored arrays: tile (by, bx) of `out` from tile (bx, by) of `in` through
-// shared memory, reads and writes coalesced.
-template <typename T>
-__global__ void TransposeKernel(const T* in, T* out, int64_t n) {
-  __shared__ T tile[kTile][kTile + 1];
-  const int64_t r0 = blockIdx.y * int64_t{kTile}, c0 = blockIdx.x * int64_t{kTile};
-  for (int y = threadIdx.y; y < kTile; y += kTileRows) {
-    const int64_t c = c0 + y, r = r0 + threadIdx.x;  // in[c * n + r]: out's (r, c)
-    if (r < n && c < n) tile[y][threadIdx.x] = in[c * n + r];
-  }
-  __syncthreads();
-  for (int y = threadIdx.y; y < kTile; y += kTileRows) {
-    const int64_t r = r0 + y, c = c0 + threadIdx.x;
-    if (r < n && c < n) out[r * n + c] = tile[threadIdx.x][y];
-  }
-}
-
-template <typename T>
-void Transpose(cudaStream_t stream, const T* in, T* out, int64_t n) {
-  const int64_t tiles = (n + kTile - 1) / kTile;
-  TransposeKernel<T><<<dim3(tiles, tiles), dim3(kTile, kTileRows), 0, stream>>>(in, out, n);
-}
-
 // r (column-major k x n) = the upper trapezoid of a (column-major, lda rows).
 template <typename T>
 __global__ void UpperTrapezoidKernel(const T* a, int64_t lda, T* r, int64_t k, int64_t n) {
@@ -424,11 +400,16 @@ ffi::Error NoQuery(WorkspaceSizes*) { return ffi::Error::Success(); }
 // stored below the diagonal in column i of A's buffer (column-major). The
 // eigenvectors of A are Q Z for those Z of T, applied kReflectorBlock
 // reflectors at a time, the last block first: a block's product is
-// I - V S Vᴴ (S upper triangular, LAPACK's larft), so that
-//   Z <- Z - V (S (Vᴴ Z))
+// B = I - V S Vᴴ (S upper triangular, LAPACK's larft), so that
+//   Z <- B Z = Z - V (S (Vᴴ Z))
 // is three matrix products on cuBLAS and O(kReflectorBlock n) workspace.
+// They run on Zᵀ, column-major (Z row-major, as the tridiagonal solver's
+// threads write it coalesced, and as JAX reads V): Zᵀ <- Zᵀ Bᵀ =
+// Zᵀ - (S Vᴴ Z)ᵀ Vᵀ, transposes only, no conjugates. 256 reflectors a block:
+// the update's products have an inner dimension of 256, where 128 left the
+// H200's FP64 tensor cores at about 28 TFLOP/s.
 
-constexpr int kReflectorBlock = 128;
+constexpr int kReflectorBlock = 256;
 
 // V (column-major m x kb, m = n - 1 - j) of reflectors j .. j + kb - 1 from
 // A's buffer, with its implicit ones and zeros made explicit.
@@ -468,15 +449,15 @@ __global__ void LarftKernel(const T* g, const T* tau, int kb, T* s) {
   }
 }
 
-// C = alpha op(A) B + beta C on cuBLAS, column-major.
+// C = alpha op_a(A) op_b(B) + beta C on cuBLAS, column-major, C m x n.
 template <typename T>
-ffi::Error Gemm(cublasHandle_t blas, cublasOperation_t op, int64_t m, int64_t n, int64_t k,
-                double alpha, const T* a, int64_t lda, const T* b, int64_t ldb, double beta, T* c,
-                int64_t ldc) {
+ffi::Error Gemm(cublasHandle_t blas, cublasOperation_t op_a, cublasOperation_t op_b, int64_t m,
+                int64_t n, int64_t k, double alpha, const T* a, int64_t lda, const T* b,
+                int64_t ldb, double beta, T* c, int64_t ldc) {
   constexpr cudaDataType kType = Scalar<T>::kType;
   const T alpha_t = FromReal<T>(alpha), beta_t = FromReal<T>(beta);
   return CublasError(
-      cublasGemmEx(blas, op, CUBLAS_OP_N, static_cast<int>(m), static_cast<int>(n),
+      cublasGemmEx(blas, op_a, op_b, static_cast<int>(m), static_cast<int>(n),
                    static_cast<int>(k), &alpha_t, a, kType, static_cast<int>(lda), b, kType,
                    static_cast<int>(ldb), &beta_t, c, kType, static_cast<int>(ldc),
                    Scalar<T>::kCompute, CUBLAS_GEMM_DEFAULT),
@@ -515,28 +496,31 @@ struct ReflectorWorkspace {
   }
 };
 
-// Z (column-major n x n) <- Q Z, Q from the reflectors sytrd(LOWER) left in
-// `a` and `tau`.
+// Zᵀ (column-major n x n: Z row-major) <- (Q Z)ᵀ, Q from the reflectors
+// sytrd(LOWER) left in `a` and `tau`.
 template <typename T>
 ffi::Error ApplyReflectors(cudaStream_t stream, cublasHandle_t blas, const T* a, const T* tau,
-                           int64_t n, T* z, const ReflectorWorkspace<T>& work) {
+                           int64_t n, T* zt, const ReflectorWorkspace<T>& work) {
   if (n < 2) return ffi::Error::Success();  // Q = I
+  constexpr cublasOperation_t kN = CUBLAS_OP_N, kT = CUBLAS_OP_T, kC = CUBLAS_OP_C;
   for (int64_t j = (n - 2) / kReflectorBlock * kReflectorBlock; j >= 0; j -= kReflectorBlock) {
     const int64_t kb = std::min<int64_t>(kReflectorBlock, n - 1 - j), m = n - 1 - j;
-    T* rows = z + (j + 1);  // Z(j + 1:n, :), leading dimension n
+    T* columns = zt + (j + 1) * n;  // Zᵀ(:, j + 1:n) = Z(j + 1:n, :)ᵀ, n x m
     const dim3 grid(static_cast<unsigned>(std::min<int64_t>((m + kThreads - 1) / kThreads, 64)),
                     static_cast<unsigned>(kb));
     ReflectorBlockKernel<T><<<grid, kThreads, 0, stream>>>(a, n, j, kb, work.v);
     JAXSOLVE_RETURN_IF_ERROR(
-        Gemm<T>(blas, CUBLAS_OP_C, kb, kb, m, 1.0, work.v, m, work.v, m, 0.0, work.g, kb));
+        Gemm<T>(blas, kC, kN, kb, kb, m, 1.0, work.v, m, work.v, m, 0.0, work.g, kb));
     LarftKernel<T><<<1, kReflectorBlock, 0, stream>>>(work.g, tau + j, static_cast<int>(kb),
                                                       work.s);
+    // product = Vᴴ Z(j + 1:n, :), scaled = S product (kb x n), then
+    // Zᵀ(:, j + 1:n) -= scaledᵀ Vᵀ.
     JAXSOLVE_RETURN_IF_ERROR(
-        Gemm<T>(blas, CUBLAS_OP_C, kb, n, m, 1.0, work.v, m, rows, n, 0.0, work.product, kb));
-    JAXSOLVE_RETURN_IF_ERROR(Gemm<T>(blas, CUBLAS_OP_N, kb, n, kb, 1.0, work.s, kb, work.product,
-                                     kb, 0.0, work.scaled, kb));
+        Gemm<T>(blas, kC, kT, kb, n, m, 1.0, work.v, m, columns, n, 0.0, work.product, kb));
+    JAXSOLVE_RETURN_IF_ERROR(Gemm<T>(blas, kN, kN, kb, n, kb, 1.0, work.s, kb, work.product, kb,
+                                     0.0, work.scaled, kb));
     JAXSOLVE_RETURN_IF_ERROR(
-        Gemm<T>(blas, CUBLAS_OP_N, m, n, kb, -1.0, work.v, m, work.scaled, kb, 1.0, rows, n));
+        Gemm<T>(blas, kT, kT, n, m, kb, -1.0, work.scaled, kb, work.v, m, 1.0, columns, n));
   }
   JAXSOLVE_CUDA(cudaGetLastError());
   return ffi::Error::Success();
@@ -696,9 +680,9 @@ ffi::Error Syevd(cudaStream_t stream, ffi::AnyBuffer a, ffi::Result<ffi::AnyBuff
 //   2. sytrd(LOWER) reduces it in place, A = Q T Qᴴ (T real tridiagonal, the
 //      reflectors of Q below the diagonal);
 //   3. the tridiagonal eigensolver (tridiagonal_eigh_cuda.h) writes w and T's
-//      eigenvectors Z into the workspace matrix;
-//   4. Z <- Q Z there, in blocks of reflectors (ApplyReflectors);
-//   5. the column-major V is transposed into A's buffer, row-major.
+//      eigenvectors Z into the workspace matrix, row-major (coalesced);
+//   4. Z <- Q Z there, in blocks of reflectors (ApplyReflectors, on Zᵀ);
+//   5. V = Q Z, row-major as JAX reads it, is copied into A's buffer.
 // NaN on failure (an eigenvector whose iteration did not converge).
 template <typename T>
 ffi::Error LeanSyevd(cudaStream_t stream, ffi::AnyBuffer a, ffi::Result<ffi::AnyBuffer> v,
@@ -742,12 +726,14 @@ ffi::Error LeanSyevd(cudaStream_t stream, ffi::AnyBuffer a, ffi::Result<ffi::Any
   const int lwork = static_cast<int>(std::min<size_t>(call.sizes.device / sizeof(T), INT_MAX));
   JAXSOLVE_CUSOLVER(Typed<T>::Sytrd(call.handle(), static_cast<int>(n), data, diag, offdiag, tau,
                                     z, lwork, d_info));
-  JAXSOLVE_CUDA(TridiagonalEighGpu<Real>(stream, diag, offdiag, n, values,
-                                         reinterpret_cast<Real*>(z), sizeof(T) / sizeof(Real),
-                                         scratch_base, unconverged));
+  JAXSOLVE_CUDA(TridiagonalEighGpu<Real>(
+      stream, diag, offdiag, n, values, reinterpret_cast<Real*>(z),
+      EigenvectorLayout{sizeof(T) / sizeof(Real), /*row_major=*/true}, scratch_base,
+      unconverged));
   JAXSOLVE_RETURN_IF_ERROR(
       ApplyReflectors<T>(stream, blas, data, tau, n, z, ReflectorWorkspace<T>(scratch_base, n)));
-  Transpose(stream, z, data, n);
+  JAXSOLVE_CUDA(cudaMemcpyAsync(data, z, static_cast<size_t>(n) * n * sizeof(T),
+                                cudaMemcpyDeviceToDevice, stream));
   AccumulateInfoKernel<<<1, 1, 0, stream>>>(d_info, unconverged);
   return NanEigenpairsIfFailed(stream, data, values, n, d_info);
 }

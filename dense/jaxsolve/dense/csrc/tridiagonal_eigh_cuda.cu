@@ -60,6 +60,14 @@ struct Scratch {
   }
 };
 
+// The eigenvector of rank k (the k-th smallest eigenvalue): column k of Z.
+template <typename Real>
+__device__ td::Column<Real> EigenvectorColumn(Real* z, int64_t n, EigenvectorLayout layout,
+                                              int64_t k) {
+  return layout.row_major ? td::Column<Real>{z + k * layout.stride, n * layout.stride}
+                          : td::Column<Real>{z + k * n * layout.stride, layout.stride};
+}
+
 int Blocks(int64_t work, int threads) {
   return static_cast<int>(std::max<int64_t>(1, (work + threads - 1) / threads));
 }
@@ -107,13 +115,14 @@ __global__ void RanksKernel(const double* keys, const int64_t* rows, int64_t n, 
 template <typename Real>
 __global__ void SingletonsKernel(const Real* d, const Real* e, int64_t n, const double* lambda,
                                  const td::Block* blocks, const int64_t* rank, Real* z,
-                                 int64_t stride, int* unconverged) {
+                                 EigenvectorLayout layout, int* unconverged) {
   const int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
   if (i >= n) return;
   const td::Block b = blocks[i];
   if (td::InCluster<Real>(lambda, b, i)) return;
-  const td::Column<Real> column{z + rank[i] * n * stride, stride};
-  if (!td::SeparatedVector(d, e, b, lambda, i, column)) atomicAdd(unconverged, 1);
+  if (!td::SeparatedVector(d, e, b, lambda, i, EigenvectorColumn(z, n, layout, rank[i]))) {
+    atomicAdd(unconverged, 1);
+  }
 }
 
 // The threads of a block as a team of tridiagonal.h's ClusterVectors.
@@ -138,7 +147,7 @@ struct BlockTeam {
 template <typename Real>
 __global__ void ClustersKernel(const Real* d, const Real* e, int64_t n, const double* lambda,
                                const td::Block* blocks, const int64_t* rank, Real* z,
-                               int64_t stride, td::DD* pivots, td::DD* partial) {
+                               EigenvectorLayout layout, td::DD* pivots, td::DD* partial) {
   __shared__ double sums[kClusterThreads];
   BlockTeam team{sums};
   td::DD* my_pivots = pivots + blockIdx.x * n;
@@ -146,9 +155,7 @@ __global__ void ClustersKernel(const Real* d, const Real* e, int64_t n, const do
   for (int64_t i = blockIdx.x; i < n; i += gridDim.x) {
     const td::Block b = blocks[i];
     if (!td::StartsCluster<Real>(lambda, b, i)) continue;
-    auto column = [&](int64_t row) {
-      return td::Column<Real>{z + rank[row] * n * stride, stride};
-    };
+    auto column = [&](int64_t row) { return EigenvectorColumn(z, n, layout, rank[row]); };
     td::ClusterVectors<Real>(team, d, e, b, lambda, i, column, my_pivots, my_partial);
   }
 }
@@ -159,7 +166,7 @@ size_t TridiagonalScratchBytes(int64_t n) { return Scratch::Bytes(n); }
 
 template <typename Real>
 cudaError_t TridiagonalEighGpu(cudaStream_t stream, const Real* d, const Real* e, int64_t n,
-                               Real* w, Real* z, int64_t stride, void* scratch,
+                               Real* w, Real* z, EigenvectorLayout layout, void* scratch,
                                int* unconverged) {
   cudaMemsetAsync(unconverged, 0, sizeof(int), stream);
   if (n == 0) return cudaGetLastError();
@@ -174,19 +181,20 @@ cudaError_t TridiagonalEighGpu(cudaStream_t stream, const Real* d, const Real* e
   }
   RanksKernel<Real><<<Blocks(n, 256), 256, 0, stream>>>(s.keys, s.rows, n, w, s.rank);
   if (z != nullptr) {
-    cudaMemsetAsync(z, 0, static_cast<size_t>(n) * n * stride * sizeof(Real), stream);
+    cudaMemsetAsync(z, 0, static_cast<size_t>(n) * n * layout.stride * sizeof(Real), stream);
     SingletonsKernel<Real><<<Blocks(n, kThreads), kThreads, 0, stream>>>(
-        d, e, n, s.lambda, s.blocks, s.rank, z, stride, unconverged);
+        d, e, n, s.lambda, s.blocks, s.rank, z, layout, unconverged);
     ClustersKernel<Real><<<static_cast<int>(std::min<int64_t>(kClusterBlocks, n)),
                            kClusterThreads, 0, stream>>>(d, e, n, s.lambda, s.blocks, s.rank, z,
-                                                         stride, s.pivots, s.partial);
+                                                         layout, s.pivots, s.partial);
   }
   return cudaGetLastError();
 }
 
 template cudaError_t TridiagonalEighGpu<float>(cudaStream_t, const float*, const float*, int64_t,
-                                               float*, float*, int64_t, void*, int*);
+                                               float*, float*, EigenvectorLayout, void*, int*);
 template cudaError_t TridiagonalEighGpu<double>(cudaStream_t, const double*, const double*,
-                                                int64_t, double*, double*, int64_t, void*, int*);
+                                                int64_t, double*, double*, EigenvectorLayout,
+                                                void*, int*);
 
 }  // namespace jaxsolve::dense

@@ -16,15 +16,24 @@ namespace jaxsolve::dense {
 // The device scratch bytes TridiagonalEighGpu needs for order n: O(n).
 size_t TridiagonalScratchBytes(int64_t n);
 
+// How the n x n eigenvector matrix Z lies in memory: its entries `stride`
+// Reals apart (2 for the real parts of a complex Z), column-major (column k,
+// w[k]'s eigenvector, contiguous) or row-major. A thread computes one
+// eigenvector, so the threads of a warp, walking their vectors in step,
+// write row-major Z coalesced, and column-major Z one 32-byte sector each.
+struct EigenvectorLayout {
+  int64_t stride;
+  bool row_major;
+};
+
 // w (n, ascending) and, unless z is null, the eigenvectors of the symmetric
-// tridiagonal (d, e): column k of the column-major n x n Z (entries `stride`
-// Reals apart: 2 for the real parts of a complex Z) is w[k]'s, unit 2-norm.
-// Z is zeroed first (its imaginary parts too). `unconverged` (one device int)
-// receives the number of vectors whose iteration did not converge. Issues
-// the work on `stream` and returns cudaGetLastError().
+// tridiagonal (d, e): column k of Z (laid out as `layout` says) is w[k]'s,
+// unit 2-norm. Z is zeroed first (its imaginary parts too). `unconverged`
+// (one device int) receives the number of vectors whose iteration did not
+// converge. Issues the work on `stream` and returns cudaGetLastError().
 template <typename Real>
 cudaError_t TridiagonalEighGpu(cudaStream_t stream, const Real* d, const Real* e, int64_t n,
-                               Real* w, Real* z, int64_t stride, void* scratch,
+                               Real* w, Real* z, EigenvectorLayout layout, void* scratch,
                                int* unconverged);
 
 }  // namespace jaxsolve::dense

@@ -21,7 +21,9 @@ ffi::Error TridiagonalEighEntry(cudaStream_t stream, ffi::ScratchAllocator scrat
     if (!memory.has_value()) {
       return ffi::Error::Internal("eigh_tridiagonal: XLA gave no scratch memory");
     }
-    TridiagonalEighGpu(stream, d, e, n, w, z, 1, *memory, info->typed_data());
+    // z's row k is w[k]'s eigenvector (tridiagonal_eigh_ffi.h): Z column-major.
+    TridiagonalEighGpu(stream, d, e, n, w, z, EigenvectorLayout{1, false}, *memory,
+                       info->typed_data());
     return LastCudaError();
   });
 }
