@@ -9,7 +9,6 @@ are in ``amgx_gpu_test.py``.
 """
 
 import ctypes
-import doctest
 import gc
 import json
 import pathlib
@@ -32,11 +31,6 @@ AGGREGATION_PCG = {"solver": "PCG", "tolerance": 1e-8, "preconditioner": {
 @pytest.fixture(autouse=True)
 def no_backend_variable(monkeypatch):
     monkeypatch.delenv(_backend.ENVIRONMENT_VARIABLE, raising=False)
-
-
-def test_backend_docstring_examples():
-    failed, attempted = doctest.testmod(_backend)
-    assert attempted >= 3 and failed == 0
 
 
 def test_default_backend_is_jaxsolve():

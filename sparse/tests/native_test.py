@@ -5,7 +5,6 @@ run on the host only and are checked here against references written from their 
 """
 
 import concurrent.futures
-import doctest
 import os
 import pathlib
 import re
@@ -68,12 +67,6 @@ MATRICES = [
     ((20, 400), 0.5, (3,)),
 ]
 MATRIX_IDS = ["40x30", "25x60", "no-entries", "1x1", "long-rows"]
-
-
-@pytest.mark.parametrize("module", [_ffi_primitives, _host_setup])
-def test_docstring_examples_run(module):
-    failed, attempted = doctest.testmod(module, optionflags=doctest.NORMALIZE_WHITESPACE)
-    assert attempted > 0 and failed == 0
 
 
 AMGX_EXPORTS = {"JaxsolveSparseAmgxSolve", "JaxsolveSparseAmgxLoad", "JaxsolveSparseAmgxVersions",

@@ -1,13 +1,11 @@
 """Tests for the batched small-matrix inverse without LAPACK (jaxsolve.sparse._small_inverse)."""
 
-import doctest
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxsolve.sparse import _small_inverse
 from jaxsolve.sparse._small_inverse import small_inverse
 
 # Relative accuracy of an inverse of a matrix of condition number ≲ 10 in each precision.
@@ -87,8 +85,3 @@ def test_calls_no_lapack():
 def test_rejects_non_square():
     with pytest.raises(ValueError, match=r"must be square, got shape \(4, 2, 3\)"):
         small_inverse(jnp.ones((4, 2, 3)))
-
-
-def test_docstring_example():
-    failed, attempted = doctest.testmod(_small_inverse, optionflags=doctest.NORMALIZE_WHITESPACE)
-    assert attempted and not failed
