@@ -85,11 +85,13 @@ class TestSelection:
         def f(a):
             layout = _arguments.matrix_layout("potrs", a, None, None)
             platforms.append((layout.device_platform, layout.platform,
-                              _backend.backend_name("cholesky", layout, a.dtype)))
+                              _backend.backend_name("cholesky", layout, a.dtype),
+                              dense.backend_for("potrs", a)))
             return a
 
         jax.jit(f)(jnp.eye(2))
-        assert platforms == [(None, None, "platform_dependent(cuda='cusolver', default='xla')")]
+        both = "platform_dependent(cuda='cusolver', default='xla')"
+        assert platforms == [(None, None, both, both)]
         with dense.use_backend("cusolver_lean"):  # syevd's lean backend exists on CUDA only
             assert _backend.backend_name("syevd", _arguments.Layout(), np.float64) == (
                 "cusolver_lean")

@@ -345,7 +345,9 @@ def backend_for(routine: str, a: Any, *, mesh: Any = None, matrix_specs: Any = N
       mesh, matrix_specs, T_A: as the routine takes them.
 
     Returns:
-      The backend's name, as `use_backend` takes it.
+      The backend's name, as `use_backend` takes it. For `a` traced without a mesh (inside
+      ``jax.jit``), whose platform the lowering decides, both choices where they differ:
+      ``"platform_dependent(cuda='cusolver', default='xla')"``.
 
     Raises:
       ValueError: an unknown routine; arguments the routine would refuse; or a backend asked
