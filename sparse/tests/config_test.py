@@ -281,13 +281,14 @@ class TestParseAmgxConfig:
         {"solver": "PBICGSTAB", "preconditioner": {"solver": "JACOBI_L1", "max_iters": 2}},
         {"solver": "BLOCK_JACOBI", "relaxation_factor": 0.6, "max_iters": 30},
         {"solver": "PCG", "preconditioner": "NOSOLVER"},
+        {"solver": "PCG", "preconditioner": {"coarse_solver": {"solver": "CG", "max_iters": 7}}},
         {"solver": "PCG", "preconditioner": {
             "algorithm": "CLASSICAL", "selector": "HMIS", "interpolator": "D1",
             "strength": "ALL", "strength_threshold": 0.6, "max_row_sum": 0.9,
             "interp_max_elements": 4, "interp_truncation_factor": 0.1,
             "aggressive_levels": 1}},
     ], ids=["default", "cg", "fgmres-sa-cheby", "pbicgstab-jacobi-l1", "jacobi", "pcg-none",
-            "pcg-classical"])
+            "pcg-cg-coarse", "pcg-classical"])
     def test_parse_amgx_config_round_trip(self, config):
         parsed = parse_amgx_config(config)
         amgx = parsed.to_amgx_dict()
@@ -424,7 +425,11 @@ class TestParseAmgxConfig:
          " W, F."),
         ({"preconditioner": {"coarse_solver": "PCG"}}, ValueError,
          "in scope 'solver.preconditioner.coarse_solver', coarse_solver 'PCG' is not"
-         " implemented yet; supported: DENSE_LU_SOLVER, NOSOLVER."),
+         " implemented yet; supported: DENSE_LU_SOLVER, NOSOLVER, CG, BICGSTAB, GMRES."),
+        ({"preconditioner": {"coarse_solver": {"solver": "CG", "monitor_residual": 1}}},
+         ValueError, "in scope 'solver.preconditioner.coarse_solver', a coarse solver's"
+         " monitor_residual is implemented only at AmgX's default 0 (a fixed number of"
+         " iterations, max_iters), got 1."),
         ({"convergence": "COMBINED_REL_INI_ABS"}, ValueError,
          "in scope 'solver', convergence 'COMBINED_REL_INI_ABS' is not implemented yet;"
          " supported: RELATIVE_INI, ABSOLUTE, RELATIVE_MAX."),

@@ -39,7 +39,11 @@ _ESTIMATED_RELAXATIONS = ("BLOCK_JACOBI",)
 _SOLVERS = ("CG", "PCG", "BICGSTAB", "PBICGSTAB", "GMRES", "FGMRES", "AMG", *_RELAXATIONS,
             "NOSOLVER")
 _PRECONDITIONERS = ("AMG", *_RELAXATIONS, "NOSOLVER")
-_COARSE_SOLVERS = ("DENSE_LU_SOLVER", "NOSOLVER")
+# Krylov methods AmgX runs as coarse solvers; from a scope of their own they read only
+# max_iters (AmgX's default scope: 100 iterations, monitor_residual 0).
+_ITERATIVE_COARSE_SOLVERS = ("CG", "BICGSTAB", "GMRES")
+_ITERATIVE_COARSE_ITERATIONS = 100
+_COARSE_SOLVERS = ("DENSE_LU_SOLVER", "NOSOLVER", *_ITERATIVE_COARSE_SOLVERS)
 _SOLVER_REASONS: dict[str, str] = {}
 _SELECTORS = {"AGGREGATION": ("SIZE_2", "SIZE_4", "SIZE_8"),
               "CLASSICAL": ("PMIS", "HMIS", "PMISC")}
@@ -76,7 +80,8 @@ _IMPLEMENTED_KEYS = {"solver"} | _STOPPING_KEYS | _REPORTING_KEYS | _COMPONENT_K
 # block-matrix options (jaxsolve takes the block size from solve's block_dim); and the options of components
 # jaxsolve rejects (energy-minimising AMG, aggressive coarsening, the MULTI_PAIRWISE and DUMMY
 # selectors, colouring-based and Gauss-Seidel-type smoothers, CHEBYSHEV, IDR, CG cycles,
-# iterative coarse solvers, the COMBINED_REL_INI_ABS criterion).
+# the COMBINED_REL_INI_ABS criterion); max_coarse_iters (jaxsolve's Krylov coarse solver
+# runs for its own scope's max_iters).
 _IGNORED_KEYS = frozenset({
     "print_config", "solver_verbose", "verbosity_level", "print_vis_data",
     "print_aggregation_info", "print_coloring_info", "spmm_verbose", "convergence_analysis",
@@ -379,8 +384,10 @@ class AMGConfig:
     see :mod:`jaxsolve.sparse._aggregation`).  A cycle smooths ``presweeps``
     times, corrects from the next level (once for ``V``, twice for ``W``, an
     F-cycle for ``F``) and smooths ``postsweeps`` times.  The coarsest level is
-    solved by dense LU (``DENSE_LU_SOLVER``) or, with ``NOSOLVER``, only
-    smoothed ``coarsest_sweeps`` times, as AmgX does.
+    solved by dense LU (``DENSE_LU_SOLVER``), by ``coarse_iterations`` iterations of
+    a Krylov method (``CG``, ``BICGSTAB``, ``GMRES``; no residual test, as AmgX runs a
+    coarse solver with ``monitor_residual: 0``) or, with ``NOSOLVER``, only smoothed
+    ``coarsest_sweeps`` times, as AmgX does.
 
     With ``hierarchy_precision="SINGLE"`` the hierarchy is set up and cycled in
     single precision (float32, or complex64 for complex matrices) whatever the
@@ -414,8 +421,11 @@ class AMGConfig:
       cycle: ``"V"``, ``"W"`` or ``"F"``.
       max_levels: most levels, the finest included, ``>= 1``.
       min_coarse_rows: stop coarsening at this many rows or fewer, ``>= 1``.
-      coarse_solver: ``"DENSE_LU_SOLVER"`` or ``"NOSOLVER"``.
+      coarse_solver: ``"DENSE_LU_SOLVER"``, ``"NOSOLVER"``, or ``"CG"``,
+        ``"BICGSTAB"``, ``"GMRES"`` (unpreconditioned, from the cycle's iterate).
       coarsest_sweeps: sweeps on the coarsest level for ``NOSOLVER``, else None.
+      coarse_iterations: the iterations of a Krylov ``coarse_solver`` (``>= 1``; it
+        stops earlier only on an exact solution or a breakdown), else None.
       hierarchy_precision: ``"DEFAULT"`` (the matrix's) or ``"SINGLE"`` (AmgX key
         ``jaxsolve_hierarchy_precision``, a jaxsolve extension).
       coarse_null_dimension: ``0``, or for a singular system (``solve(...,
@@ -453,6 +463,7 @@ class AMGConfig:
     min_coarse_rows: int
     coarse_solver: str
     coarsest_sweeps: int | None
+    coarse_iterations: int | None = None
     hierarchy_precision: str = "DEFAULT"
     coarse_null_dimension: int = 0
     block_dim: int = 1
@@ -505,6 +516,11 @@ class AMGConfig:
                        f"coarse_solver {self.coarse_solver!r}")
         if smoothed_only:
             _check_int("coarsest_sweeps", self.coarsest_sweeps, 0)
+        iterative = self.coarse_solver in _ITERATIVE_COARSE_SOLVERS
+        _check_set_iff("coarse_iterations", self.coarse_iterations, iterative,
+                       f"coarse_solver {self.coarse_solver!r}")
+        if iterative:
+            _check_int("coarse_iterations", self.coarse_iterations, 1)
         _check_choice("hierarchy_precision", self.hierarchy_precision, ("DEFAULT", "SINGLE"), ())
         _check_int("coarse_null_dimension", self.coarse_null_dimension, 0)
         _check_int("block_dim", self.block_dim, 1)
@@ -520,6 +536,9 @@ class AMGConfig:
         }
         if self.coarsest_sweeps is not None:
             keys["coarsest_sweeps"] = self.coarsest_sweeps
+        if self.coarse_iterations is not None:
+            keys["coarse_solver"] = {"scope": f"{scope}_coarse", "solver": self.coarse_solver,
+                                     "max_iters": self.coarse_iterations, "monitor_residual": 0}
         if self.smoothed_aggregation:
             keys["jaxsolve_smoothed_aggregation"] = 1
         if self.hierarchy_precision != "DEFAULT":
@@ -722,7 +741,8 @@ def parse_amgx_config(
     (off); ``smoother: BLOCK_JACOBI``, ``presweeps: 1``, ``postsweeps: 1``,
     ``cycle: V``, ``max_levels: 100``, ``min_coarse_rows: 256`` (2; a dense
     inverse of up to 256 rows costs less than more levels), ``coarse_solver:
-    DENSE_LU_SOLVER``, ``coarsest_sweeps: 2``.
+    DENSE_LU_SOLVER``, ``coarsest_sweeps: 2``; a Krylov coarse solver's ``max_iters:
+    100`` (AmgX's).
     Relaxations: ``relaxation_factor``: for BLOCK_JACOBI none, ``ω = 4 / (3 ρ(D⁻¹A))``
     from an estimate in the numeric setup (AmgX and JAX-AMG: ``0.9``, which diverges
     where ``ρ(D⁻¹A) > 2 / 0.9``: elasticity, rotated anisotropy), 0.9 for the others;
@@ -739,7 +759,8 @@ def parse_amgx_config(
       MULTICOLOR_GS, MULTICOLOR_DILU, NOSOLVER (for PCG, PBICGSTAB, GMRES, FGMRES
       only); ``smoother``: BLOCK_JACOBI, JACOBI_L1, CHEBYSHEV_POLY, MULTICOLOR_GS,
       MULTICOLOR_DILU (``symmetric_GS``: 0 or 1 for MULTICOLOR_GS);
-      ``coarse_solver``: DENSE_LU_SOLVER, NOSOLVER.
+      ``coarse_solver``: DENSE_LU_SOLVER, NOSOLVER, and CG, BICGSTAB, GMRES run for
+      their scope's ``max_iters`` (``monitor_residual`` only at 0, AmgX's default).
     * ``algorithm``: CLASSICAL, AGGREGATION; ``selector``: PMIS, HMIS, and
       jaxsolve's PMISC (classical), SIZE_2, SIZE_4, SIZE_8 (aggregation); ``interpolator``:
       D2, D1; ``strength``: AHAT, ALL; ``strength_threshold``,
@@ -1010,8 +1031,8 @@ def _amg_config(keys: Mapping[str, Any], path: str) -> AMGConfig:
         parameters = dict.fromkeys(parameters)
     smoother = _component(keys, "smoother", path, _AMG_DEFAULTS["smoother"],
                                          _smoother_config)
-    coarse_solver = _component(keys, "coarse_solver", path,
-                                            _AMG_DEFAULTS["coarse_solver"], _coarse_solver)
+    coarse_solver, coarse_iterations = _component(
+        keys, "coarse_solver", path, _AMG_DEFAULTS["coarse_solver"], _coarse_solver)
     min_coarse_rows = get("min_coarse_rows")
     # AmgX: a dense LU coarse solver with dense_lu_num_rows > 0 stops coarsening there.
     dense_lu_rows = keys.get("dense_lu_num_rows", 0)
@@ -1030,6 +1051,7 @@ def _amg_config(keys: Mapping[str, Any], path: str) -> AMGConfig:
         hierarchy_precision=get("jaxsolve_hierarchy_precision"),
     )
     return amg
+        coarse_iterations=coarse_iterations,
 
 
 def _check_int_in_scope(key: str, value: object, path: str) -> None:
@@ -1060,9 +1082,18 @@ def _smoother_config(keys: Mapping[str, Any], path: str) -> RelaxationConfig:
     return _relaxation_config(keys, path, keys["solver"])
 
 
-def _coarse_solver(keys: Mapping[str, Any], path: str) -> str:
-    _check_choice_in_scope("coarse_solver", keys["solver"], _COARSE_SOLVERS, path)
-    return keys["solver"]
+def _coarse_solver(keys: Mapping[str, Any], path: str) -> tuple[str, int | None]:
+    """The coarse solver's name and, for a Krylov one, its iterations."""
+    solver = keys["solver"]
+    _check_choice_in_scope("coarse_solver", solver, _COARSE_SOLVERS, path)
+    if solver not in _ITERATIVE_COARSE_SOLVERS:
+        return solver, None
+    if keys.get("monitor_residual", 0) != 0:
+        raise ValueError(
+            f"{_CALLER}: in scope {path!r}, a coarse solver's monitor_residual is implemented"
+            f" only at AmgX's default 0 (a fixed number of iterations, max_iters), got"
+            f" {keys['monitor_residual']!r}.")
+    return solver, keys.get("max_iters", _ITERATIVE_COARSE_ITERATIONS)
 
 
 def with_overrides(config: Any, overrides: Mapping[str, Any]) -> Any:

@@ -9,9 +9,12 @@ A cycle on level ``ℓ`` for ``A_ℓ x = b``:
    (``W``), or an F-cycle then a V-cycle (``F``) — and prolong, ``x ← x + P e``;
 3. *post-smooth*: ``postsweeps`` sweeps.
 
-The coarsest level is solved with its dense inverse (``DENSE_LU_SOLVER``) or smoothed
-``coarsest_sweeps`` times (``NOSOLVER``).  With equal pre- and post-sweeps of a symmetric
-relaxation, ``M⁻¹`` is symmetric, as preconditioned CG needs.
+The coarsest level is solved with its dense inverse (``DENSE_LU_SOLVER``), by
+``coarse_iterations`` iterations of a Krylov method (``CG``, ``BICGSTAB``, ``GMRES``) or
+smoothed ``coarsest_sweeps`` times (``NOSOLVER``).  With equal pre- and post-sweeps of a
+symmetric relaxation and a dense or smoothed coarsest level, ``M⁻¹`` is symmetric, as
+preconditioned CG needs (a Krylov coarse solve makes it depend on ``b`` nonlinearly, as
+in AmgX).
 
 The recursion over levels unrolls at trace time (the number of levels is static), so a
 cycle is straight-line code that XLA fuses across levels inside the Krylov loop.
@@ -22,6 +25,7 @@ from __future__ import annotations
 import jax
 
 from ._hierarchy import Hierarchy
+from ._krylov import KRYLOV_METHODS
 from ._relaxation import relax
 
 
@@ -58,6 +62,10 @@ def _cycle(hierarchy: Hierarchy, index: int, b: jax.Array, x: jax.Array | None,
 
 def _coarsest(hierarchy: Hierarchy, b: jax.Array, x: jax.Array | None) -> jax.Array:
     coarsest, config = hierarchy.coarsest, hierarchy.config
+    if config.coarse_iterations is not None:  # AmgX's monitor_residual 0: no residual test
+        method = KRYLOV_METHODS[config.coarse_solver]
+        return method(coarsest.a.matvec, b, x, tolerance=0.0,
+                      max_iters=config.coarse_iterations)[0]
     if coarsest.inverse is None:
         return relax(coarsest.a, coarsest.smoother, config.smoother, b, x,
                      config.coarsest_sweeps)

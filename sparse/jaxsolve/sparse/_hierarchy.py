@@ -452,7 +452,8 @@ class LevelNumbers(NamedTuple):
 
 
 class CoarsestNumbers(NamedTuple):
-    """The coarsest level: its operator, and its dense inverse or smoother data."""
+    """The coarsest level: its operator, and its dense inverse or smoother data (neither
+    for a Krylov coarse solver)."""
 
     a: CsrArrays
     inverse: jax.Array | None
@@ -721,3 +722,5 @@ def _pseudo_inverse(dense: jax.Array, null_dimension: int,
     keep = (jnp.arange(n) < n - null_dimension) & (s > cutoff)
     inverse_s = jnp.where(keep, 1 / jnp.where(keep, s, 1), 0).astype(dense.dtype)
     return (jnp.conj(vh).T * inverse_s[None, :]) @ jnp.conj(u).T
+    if config.coarse_iterations is not None:  # a Krylov method on the operator alone
+        return CoarsestNumbers(a=a, inverse=None, smoother=None)
