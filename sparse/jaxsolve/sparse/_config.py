@@ -1048,10 +1048,10 @@ def _amg_config(keys: Mapping[str, Any], path: str) -> AMGConfig:
         cycle=get("cycle"), max_levels=get("max_levels"),
         min_coarse_rows=min_coarse_rows, coarse_solver=coarse_solver,
         coarsest_sweeps=get("coarsest_sweeps") if coarse_solver == "NOSOLVER" else None,
+        coarse_iterations=coarse_iterations,
         hierarchy_precision=get("jaxsolve_hierarchy_precision"),
     )
     return amg
-        coarse_iterations=coarse_iterations,
 
 
 def _check_int_in_scope(key: str, value: object, path: str) -> None:
