@@ -7,6 +7,7 @@ an AMG setup); one test sets up a small AMG hierarchy for its grid table.
 """
 
 import logging
+import os
 import re
 import time
 
@@ -158,3 +159,53 @@ def test_stats_table_rates_and_totals():
     assert re.search(r"^\s+1\s+5\.000000e-01\s+0\.2500$", table, re.MULTILINE)
     assert "Avg Convergence Rate:              0.3536" in table
     assert "Final Residual:            5.000000e-01" in table
+
+
+def test_reporting_keys_compile_nothing_new(caplog):
+    """The reporting keys are host work (`_report.split_reports`): switching one on reuses
+    the compiled solve; print_solve_stats shares store_res_history's program (the history).
+    A numerical key compiles anew."""
+    count = [0]
+
+    def listener(event, duration, **kwargs):
+        count[0] += event == "/jax/core/compile/backend_compile_duration"
+
+    history = {**JACOBI_CG, "store_res_history": 1}
+    for config in (JACOBI_CG, history):  # the programs without and with the history
+        sparse.solve(A, B, config=config)
+    jax.monitoring.register_event_duration_secs_listener(listener)
+    counts = {}
+    try:
+        with caplog.at_level(logging.INFO, logger="jaxsolve.sparse"):
+            for name, config in [
+                    ("print_grid_stats", {**JACOBI_CG, "print_grid_stats": 1}),
+                    ("obtain_timings", {**JACOBI_CG, "obtain_timings": 1}),
+                    ("print_solve_stats", {**history, "print_solve_stats": 1}),
+                    ("tolerance", {**JACOBI_CG, "tolerance": 1e-7})]:
+                count[0] = 0
+                jax.block_until_ready(sparse.solve(A, B, config=config))
+                counts[name] = count[0]
+            count[0] = 0
+            jax.block_until_ready(sparse.solve(A, B, config=JACOBI_CG, save_stats_file=os.devnull))
+            counts["save_stats_file"] = count[0]
+    finally:
+        jax.monitoring.unregister_event_duration_listener(listener)
+    assert counts["tolerance"] > 0, counts
+    del counts["tolerance"]
+    assert counts == {"print_grid_stats": 0, "obtain_timings": 0, "print_solve_stats": 0,
+                      "save_stats_file": 0}
+    assert len(tables(caplog)) == 1  # the reports were made all the same
+    assert len([m for m in messages(caplog) if m.startswith("PCG: obtain_timings")]) == 1
+
+
+def test_split_reports_leaves_the_program_config_without_them():
+    config = sparse.parse_amgx_config({
+        "solver": "PCG", "print_solve_stats": 1, "obtain_timings": 1,
+        "preconditioner": {"solver": "AMG", "print_grid_stats": 1}})
+    program, reports = _report.split_reports(config)
+    assert reports == _report.Reports(solver="PCG", solve_stats=True, grid_stats=True,
+                                      timings=True, keep_history=False)
+    plain = sparse.parse_amgx_config({"solver": "PCG", "store_res_history": 1,
+                                      "preconditioner": {"solver": "AMG"}})
+    assert program == plain  # the history stored for the table, nothing else reported
+    assert _report.split_reports(plain)[0] == plain

@@ -57,6 +57,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import time
 from typing import Any, Literal
 
 import jax
@@ -73,9 +74,12 @@ from ._hierarchy import HierarchyStructure, build_structure, numeric_setup
 from ._krylov import HERMITIAN_METHODS
 from ._linear_solve import service, solve_from
 from ._partitioned import (COARSE_PER_PART, BlockPreconditioner, amg_of, check_krylov,
-                           coarse_aggregates, coarse_inverse_rows, kept_numbers, krylov_columns,
-                           local_matvec, precondition)
+                           coarse_aggregates, coarse_inverse_rows, kept_bytes, kept_numbers,
+                           krylov_columns, local_matvec, precondition)
+from ._report import (Reports, log_parts_grid_stats, log_timings, logged_solve_stats,
+                      report_solve)
 from ._setup import is_concrete
+from ._statistics import level_sizes
 from ._status import SolveInfo
 
 _WHERE = "with comm="  # the path, in the errors of _partitioned's checks
@@ -441,12 +445,17 @@ def _local_solve(config: SolverConfig, layout: _Layout, system: _RankSystem,
 
 @functools.lru_cache(maxsize=64)
 def _compiled_solve(config: SolverConfig, layout: _Layout, transposed: bool):
-    """The jitted solve service of ``A`` (or ``Aᵀ``, its values routed from ``A``'s)."""
+    """The jitted solve service of ``A`` (or ``Aᵀ``, its values routed from ``A``'s). With
+    ``config.print_solve_stats`` (a traced solve's: `split_reports`) rank 0's program logs
+    AmgX's table by a host callback (``info`` is the same on every rank)."""
     system = layout.transposed if transposed else layout.forward
 
     def run(values, numbers, rhs):
-        return _local_solve(config, layout, system, _own_values(layout, transposed, values),
-                            numbers, rhs)
+        x, info = _local_solve(config, layout, system, _own_values(layout, transposed, values),
+                               numbers, rhs)
+        if config.print_solve_stats and layout.comm.rank == 0:
+            logged_solve_stats(config.solver, info)
+        return x, info
 
     return jax.jit(run)
 
@@ -588,6 +597,7 @@ def solve_mpi(
     b_local: Any,
     x0: Any,
     config: SolverConfig,
+    reports: Reports,
     *,
     comm: Any,
     nglobal: Any,
@@ -598,7 +608,9 @@ def solve_mpi(
     """`jaxsolve.sparse.solve` with ``comm=``: this rank's rows of a distributed solve.
 
     See the module documentation; the arguments are `solve`'s, its configuration parsed and
-    the keywords this path does not take refused by `solve`. A collective: every rank of
+    split from its ``reports`` (`split_reports`, logged by rank 0 once per solve, the grid
+    table of every rank's block hierarchy summed level by level) and the keywords this path
+    does not take refused by `solve`. A collective: every rank of
     ``comm`` calls it with its own rows, in the same order as its other calls, also when a
     `jax.jit` traces it (setup then runs while tracing).
     """
@@ -628,7 +640,14 @@ def solve_mpi(
         host_values = np.asarray(values)
     hermitian = config.solver in HERMITIAN_METHODS
     comm = _private_comm(comm)
+    setup_start = time.perf_counter()
     layout = _layout(comm, row_ranges, indptr, indices, host_values, amg, hermitian)
+    numbers = _preconditioner_numbers(layout, False, values, reuse_setup)
+    if reports.timings:
+        jax.block_until_ready([leaf for leaf in jax.tree.leaves(numbers) if is_concrete(leaf)])
+    setup_seconds = time.perf_counter() - setup_start
+    if reports.grid_stats:
+        _log_grid_stats(reports.solver, layout, numbers, values.dtype.itemsize)
     collectives = _MpiCollectives(comm, layout.forward)
 
     def matvec(operator, x):
@@ -637,7 +656,7 @@ def solve_mpi(
 
     # The preconditioner's numbers travel with the values as the operator (arguments of the
     # compiled solve, not constants); only the values are differentiated.
-    operator = (values, _preconditioner_numbers(layout, False, values, reuse_setup))
+    operator = (values, numbers)
 
     symmetrize = None
     if hermitian:
@@ -652,7 +671,34 @@ def solve_mpi(
     transpose_solve = None if hermitian else service(
         _compiled_solve(config, layout, True),
         functools.partial(_preconditioner_numbers, layout, True, values, reuse_setup))
-    return solve_from(operator, b, x0, matvec=matvec,
-                      solve=service(_compiled_solve(config, layout, False)),
-                      transpose_solve=transpose_solve, hermitian=hermitian,
-                      symmetrize=symmetrize, derivative=derivative)
+    # A traced solve's table is logged by its program; a concrete one's when it returns.
+    concrete = all(map(is_concrete, jax.tree.leaves((operator, b, x0))))
+    forward_config = config
+    if reports.solve_stats and not concrete:
+        forward_config = dataclasses.replace(config, print_solve_stats=True)
+    solve_start = time.perf_counter()
+    x, info = solve_from(operator, b, x0, matvec=matvec,
+                         solve=service(_compiled_solve(forward_config, layout, False)),
+                         transpose_solve=transpose_solve, hermitian=hermitian,
+                         symmetrize=symmetrize, derivative=derivative)
+    info = report_solve(reports, info, logged_in_program=not concrete, log_here=comm.rank == 0)
+    if reports.timings and comm.rank == 0:
+        log_timings(reports.solver, setup_seconds, solve_start, x, info)
+    return x, info
+
+
+def _log_grid_stats(solver: str, layout: _Layout, numbers: BlockPreconditioner | None,
+                    itemsize: int) -> None:
+    """AmgX's ``print_grid_stats`` of a setup from concrete values, logged by rank 0: every
+    rank's block hierarchy, summed level by level (`log_parts_grid_stats`). A collective."""
+    system = layout.forward
+    if system.structure is None or numbers is None:
+        return
+    parts = layout.comm.gather((level_sizes(system.structure), kept_bytes(numbers),
+                                len(system.indices)), root=0)
+    if layout.comm.rank != 0:
+        return
+    bytes_kept = {part: sum(kept[part] for _, kept, _ in parts) for part in parts[0][1]}
+    nnz, n = sum(count for _, _, count in parts), layout.row_ranges[-1][1]
+    log_parts_grid_stats(solver, [sizes for sizes, _, _ in parts], system.n_coarse, bytes_kept,
+                         nnz * (itemsize + 4) + 4 * (n + 1))

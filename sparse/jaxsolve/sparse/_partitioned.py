@@ -148,6 +148,15 @@ class BlockPreconditioner(NamedTuple):
     coarse_inverse_rows: jax.Array  # (C, P C): this device's rows of A_c⁻¹
 
 
+def kept_bytes(numbers: BlockPreconditioner) -> dict[str, int]:
+    """Device bytes of preconditioner numbers, by part (``print_grid_stats``): of the arrays
+    given, every part's when they are stacked over the devices, one rank's under MPI."""
+    def size(tree):
+        return sum(leaf.nbytes for leaf in jax.tree.leaves(tree))
+    return {"block hierarchies": size(numbers.hierarchy),
+            "coarse inverse": size(numbers.coarse_inverse_rows)}
+
+
 def coarse_inverse_rows(collectives: Collectives, values: jax.Array, coarse_rows: jax.Array,
                         coarse_cols: jax.Array, n_coarse: int) -> jax.Array:
     """This part's ``(C, P C)`` rows of ``A_c⁻¹``, ``A_c = Zᵀ A Z`` summed from every part's

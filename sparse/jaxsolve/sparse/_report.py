@@ -15,12 +15,17 @@ and always :func:`outcome`.  :meth:`SolveRun.to_json` gives all of it, for ``--j
 :func:`bench_table` sets several runs side by side.
 
 :func:`jaxsolve.sparse.solve` reports through the same tables, as log records of the
-``jaxsolve.sparse`` logger (:data:`LOGGER`), when its configuration asks:
+``jaxsolve.sparse`` logger (:data:`LOGGER`), when its configuration asks, on every path
+(one device, a sharded ``A``, MPI ranks: once per solve, from rank 0 under MPI).
+:func:`split_reports` takes these keys out of the configuration the compiled programs
+depend on (:class:`Reports`), so switching a report on compiles nothing new:
 
-* ``print_solve_stats``: :func:`logged_solve_stats` wraps a solve's ``info`` inside the
-  compiled program; a host callback logs the table when the solve has finished, under
-  ``jit`` and ``vmap`` too (one table per right-hand side);
-* ``print_grid_stats``: :func:`log` of the hierarchy's table;
+* ``print_solve_stats``: the history is stored (as for ``store_res_history``, which
+  shares the program) and :func:`report_solve` logs the table of each right-hand side
+  when the solve returns; a solve traced inside a caller's program (``jit``, ``vmap``,
+  ``grad``) logs it by a host callback of that program (:func:`logged_solve_stats`);
+* ``print_grid_stats``: :func:`log` of the hierarchy's table (a distributed solve's:
+  its parts' block hierarchies, level by level, :func:`~._statistics.parts_statistics`);
 * ``obtain_timings``: :func:`log_timings`, the setup's and the solve's wall times of a
   call on concrete values (under ``jit`` the setup's host work, at trace time);
 * a setup that runs past a second logs a progress line, and its time when it ends
@@ -51,8 +56,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ._config import SolverConfig
 from ._setup import is_concrete
-from ._statistics import HierarchyStatistics
+from ._statistics import HierarchyStatistics, parts_statistics
 from ._status import FailureReason, SolveInfo, Status
 
 _RULE = " " * 9 + "-" * 62
@@ -266,43 +272,124 @@ def log(message: str, level: int = logging.INFO) -> None:
     handler.handle(LOGGER.makeRecord(LOGGER.name, level, __file__, 0, message, None, None))
 
 
-def logged_solve_stats(solver: str, info: SolveInfo, rhs: jax.Array, *,
-                       keep_history: bool) -> SolveInfo:
-    """Logs AmgX's ``print_solve_stats`` table of one solve once it has finished.
+@dataclasses.dataclass(frozen=True)
+class Reports:
+    """The reports a solve's configuration asks for: AmgX's reporting keys, host work that
+    no compiled program depends on (:func:`split_reports`).
+
+    Attributes:
+      solver: the outer method's AmgX name, heading each report.
+      solve_stats: ``print_solve_stats`` of the outer scope: AmgX's table of the
+        residuals, per right-hand side.
+      grid_stats: ``print_grid_stats`` of any scope: the hierarchy's table.
+      timings: ``obtain_timings`` of the outer scope: the setup's and the solve's times.
+      keep_history: ``store_res_history`` of the outer scope: the caller gets
+        ``info.residual_history``.
+    """
+
+    solver: str
+    solve_stats: bool = False
+    grid_stats: bool = False
+    timings: bool = False
+    keep_history: bool = False
+
+
+def split_reports(config: SolverConfig) -> tuple[SolverConfig, Reports]:
+    """``config`` split into what the compiled programs depend on and what is reported.
+
+    The first part is ``config`` with every scope's reporting keys off, except
+    ``store_res_history`` in the outer scope, on when ``print_solve_stats`` or
+    ``store_res_history`` needs the residual history (so both share one program).  Two
+    configurations that differ only in what they report thus compile the same programs.
+    A solve traced inside a caller's program switches ``print_solve_stats`` back on in
+    its program's configuration, for the program to log its table by a host callback
+    (:func:`logged_solve_stats`); concrete solves report after they return
+    (:func:`report_solve`).
+
+    Examples:
+      >>> from jaxsolve.sparse import parse_amgx_config
+      >>> config = parse_amgx_config({"solver": "PCG", "print_solve_stats": 1,
+      ...                             "obtain_timings": 1})
+      >>> program, reports = split_reports(config)
+      >>> program == split_reports(parse_amgx_config({"solver": "PCG",
+      ...                                             "store_res_history": 1}))[0]
+      True
+      >>> reports.solve_stats, reports.timings, reports.keep_history
+      (True, True, False)
+    """
+    scopes = [scope for scope in (config, config.preconditioner) if scope is not None]
+    reports = Reports(solver=config.solver, solve_stats=config.print_solve_stats,
+                      grid_stats=any(scope.print_grid_stats for scope in scopes),
+                      timings=config.obtain_timings, keep_history=config.store_res_history)
+    return _without_reports(config, config.store_res_history or config.print_solve_stats), \
+        reports
+
+
+def _without_reports(config: SolverConfig | None, store_history: bool) -> SolverConfig | None:
+    if config is None:
+        return None
+    return dataclasses.replace(
+        config, print_solve_stats=False, print_grid_stats=False, obtain_timings=False,
+        store_res_history=store_history,
+        preconditioner=_without_reports(config.preconditioner, False))
+
+
+def logged_solve_stats(solver: str, info: SolveInfo) -> None:
+    """Logs AmgX's ``print_solve_stats`` table of a traced solve once it has finished.
 
     Called inside the compiled solve, with ``info`` of a solve run with its history
-    stored: a host callback receives the history, ``‖rhs‖`` and the outcome when the
-    device has them and logs :func:`stats_table` under the heading
-    ``<solver>: print_solve_stats``, and the status.  Under ``jax.vmap`` the callback
-    runs once per solve.
+    stored: a host callback receives the history and the outcome when the device has them
+    and logs :func:`stats_table` under the heading ``<solver>: print_solve_stats``, and
+    the status, once per right-hand side (under ``jax.vmap`` too).
 
     Args:
       solver: the method's AmgX name, for the heading.
       info: the solve's info, its ``residual_history`` stored.
-      rhs: the right-hand side the method started from (``r₀``: ``b − A x0``).
-      keep_history: whether the caller asked for the history (``store_res_history``);
-        if not, the returned info holds none, as without ``print_solve_stats``.
+    """
+    jax.debug.callback(functools.partial(_log_solve_stats, solver), *_stats_fields(info))
+
+
+def report_solve(reports: Reports, info: SolveInfo, *, logged_in_program: bool,
+                 log_here: bool = True) -> SolveInfo:
+    """The host's part of ``print_solve_stats`` and ``store_res_history`` after a solve.
+
+    Logs the table of each right-hand side of a concrete ``info`` (unless its program
+    logged them: ``logged_in_program``; or ``log_here`` is False, on MPI ranks other
+    than 0) and drops the history the caller did not ask for.
 
     Returns:
-      ``info``, its history emptied unless ``keep_history``.
+      ``info``, its history emptied when only ``print_solve_stats`` stored it.
     """
-    jax.debug.callback(functools.partial(_log_solve_stats, solver), info.residual_history,
-                       jnp.linalg.norm(rhs), info.iterations, info.residual, info.status,
-                       info.failure_reason)
-    if keep_history:
+    if not reports.solve_stats:
         return info
-    return dataclasses.replace(info, residual_history=info.residual_history[..., :0])
+    if log_here and not logged_in_program:
+        _log_solve_stats(reports.solver, *(np.asarray(field) for field in _stats_fields(info)))
+    if reports.keep_history:
+        return info
+    history = info.residual_history
+    shape = history.shape[:-1] + (0,)
+    # Concrete: a new empty array (a slice would compile a program of its own).
+    empty = jax.device_put(np.zeros(shape, history.dtype)) if is_concrete(history) else \
+        history[..., :0]
+    return dataclasses.replace(info, residual_history=empty)
+
+
+def _stats_fields(info: SolveInfo) -> tuple:
+    return (info.residual_history, info.initial_residual, info.iterations, info.residual,
+            info.status, info.failure_reason)
 
 
 def _log_solve_stats(solver: str, history: np.ndarray, rhs_norm: np.ndarray,
                      iterations: np.ndarray, residual: np.ndarray, status: np.ndarray,
                      reason: np.ndarray) -> None:
-    status_, reason_ = Status(int(status)), FailureReason(int(reason))
-    ended = f"status {status_.name}" + ("" if status_ == Status.SUCCESS
-                                        else f": {reason_.message}")
-    log(f"{solver}: print_solve_stats\n"
-        f"{stats_table(history, float(rhs_norm), int(iterations), float(residual))}\n"
-        f"{'':9}{ended}")
+    """Logs one table per solve: the fields carry the solves' batch axes in front."""
+    for index in np.ndindex(np.shape(iterations)):
+        status_, reason_ = Status(int(status[index])), FailureReason(int(reason[index]))
+        ended = f"status {status_.name}" + ("" if status_ == Status.SUCCESS
+                                            else f": {reason_.message}")
+        table = stats_table(history[index], float(rhs_norm[index]), int(iterations[index]),
+                            float(residual[index]))
+        log(f"{solver}: print_solve_stats\n{table}\n{'':9}{ended}")
 
 
 def log_timings(solver: str, setup_seconds: float, solve_start: float,
@@ -335,6 +422,19 @@ def log_timings(solver: str, setup_seconds: float, solve_start: float,
     if iterations:
         lines.append(f"    solve(per iteration): {solve_seconds / iterations:.4f} s")
     log("\n".join(lines))
+
+
+def log_parts_grid_stats(solver: str, parts: Sequence[Sequence[tuple[int, int]]],
+                         n_coarse: int, bytes_kept: dict[str, int], matrix_bytes: int) -> None:
+    """Logs AmgX's ``print_grid_stats`` of a distributed solve's block-Jacobi AMG: the
+    table of :func:`~._statistics.parts_statistics` (``parts``: each part's
+    :func:`~._statistics.level_sizes`), under a line that names the parts and the coarse
+    space of ``n_coarse`` unknowns per part that couples them."""
+    stats = parts_statistics(parts, bytes_kept, matrix_bytes)
+    log(f"{solver}: print_grid_stats\n"
+        f"block-Jacobi AMG on {len(parts)} parts (each part's diagonal block; rows and"
+        f" nonzeros summed over the parts, level by level), coupled by a coarse space of"
+        f" {len(parts) * n_coarse} unknowns\n{stats}")
 
 
 @contextlib.contextmanager

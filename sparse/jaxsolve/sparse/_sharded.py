@@ -50,6 +50,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import time
 import weakref
 from typing import Any, Literal, NamedTuple
 
@@ -70,10 +71,13 @@ from ._linear_solve import service, solve_from
 from ._multicolor import (MULTICOLOR_SMOOTHERS, MulticolorPadding, common_color_shape,
                           multicolor_padding, padded_data)
 from ._partitioned import (COARSE_PER_PART, BlockPreconditioner, amg_of, check_krylov,
-                           coarse_aggregates, coarse_inverse_rows, kept_numbers, krylov_columns,
-                           local_matvec, precondition)
+                           coarse_aggregates, coarse_inverse_rows, kept_bytes, kept_numbers,
+                           krylov_columns, local_matvec, precondition)
 from ._relaxation import RelaxationData
+from ._report import (Reports, log_parts_grid_stats, log_timings, logged_solve_stats,
+                      report_solve)
 from ._setup import check_finite, is_concrete
+from ._statistics import level_sizes
 from ._status import SolveInfo, Status
 
 _WHERE = "with a sharded A"  # the path, in the errors of _partitioned's checks
@@ -439,9 +443,7 @@ def _service(config: SolverConfig, orientation: _Orientation, own_numbers=None):
     def run(values, numbers, rhs):
         arrays = orientation.layout.arrays  # for Aᵀ its own; its values are routed from A's
         setup_arrays = None if orientation.setup is None else orientation.setup.arrays
-        x, info = compiled(values, arrays, setup_arrays, orientation.routing_arrays, numbers,
-                           rhs)
-        return x, jax.tree.map(lambda leaf: leaf[0], info)
+        return compiled(values, arrays, setup_arrays, orientation.routing_arrays, numbers, rhs)
 
     return service(run, own_numbers)
 
@@ -449,10 +451,22 @@ def _service(config: SolverConfig, orientation: _Orientation, own_numbers=None):
 @functools.lru_cache(maxsize=64)
 def _compiled_solve(config: SolverConfig, orientation: _Orientation):
     """The jitted ``shard_map`` of the per-device solve (one per configuration and
-    orientation, so repeated solves reuse the compiled program)."""
+    orientation, so repeated solves reuse the compiled program); its ``info`` is device 0's
+    (every device's is the same). With ``config.print_solve_stats`` (a traced solve's:
+    `split_reports`) the program logs AmgX's table of it, once, by a host callback outside
+    the ``shard_map``."""
     spec = PartitionSpec(orientation.layout.axis_name)
-    return jax.jit(shard_map(_solve_body(config, orientation), orientation.layout.mesh,
-                             (spec,) * 6, (spec, spec)))
+    solve = shard_map(_solve_body(config, orientation), orientation.layout.mesh,
+                      (spec,) * 6, (spec, spec))
+
+    def run(*arguments):
+        x, info = solve(*arguments)
+        info = jax.tree.map(lambda leaf: leaf[0], info)
+        if config.print_solve_stats:
+            logged_solve_stats(config.solver, info)
+        return x, info
+
+    return jax.jit(run)
 
 
 @functools.lru_cache(maxsize=64)
@@ -534,6 +548,20 @@ def _compiled_routing(layout):
     return jax.jit(shard_map(body, layout.mesh, (spec, spec, spec), spec))
 
 
+def _log_grid_stats(solver: str, A: ShardedCsrMatrix, forward: _Orientation,
+                    numbers: BlockPreconditioner | None) -> None:
+    """AmgX's ``print_grid_stats`` of a setup from concrete values: every device's block
+    hierarchy, summed level by level (`log_parts_grid_stats`)."""
+    setup = forward.setup
+    if setup is None or numbers is None:
+        return
+    branch = np.asarray(jax.device_get(setup.arrays.branch))
+    parts = [level_sizes(setup.structures[u]) for u in branch]
+    nnz = int(np.sum(A.layout.nnz))
+    matrix_bytes = nnz * (np.dtype(A.dtype).itemsize + 4) + 4 * (A.shape[0] + 1)
+    log_parts_grid_stats(solver, parts, setup.n_coarse, kept_bytes(numbers), matrix_bytes)
+
+
 def _checked_vector(name: str, v: Any, A: ShardedCsrMatrix) -> jax.Array:
     """``v`` in the padded layout of A's rows, placed on A's mesh; clear errors otherwise.
 
@@ -580,13 +608,16 @@ def solve_sharded(
     b: Any,
     x0: Any,
     config: SolverConfig,
+    reports: Reports,
     *,
     reuse_setup: bool = False,
     derivative: Literal["implicit", "adjoint"] = "implicit",
     check: bool = True,
 ) -> tuple[jax.Array, SolveInfo]:
     """`jaxsolve.sparse.solve` for a `jaxsolve.sharding.ShardedCsrMatrix` (see the module),
-    its configuration parsed by `solve`.
+    its configuration parsed and split from its ``reports`` by `solve` (`split_reports`):
+    each is logged once per solve, the grid table of the blocks' hierarchies summed over the
+    devices.
 
     With `check`, a solve of concrete inputs that did not succeed looks for NaN or Inf in
     ``A``, ``b`` and ``x0`` and raises naming it (a successful one reads its status only,
@@ -605,8 +636,15 @@ def solve_sharded(
     values, b = A.values.astype(dtype), b.astype(dtype)
     layout = A.layout
     hermitian = config.solver in HERMITIAN_METHODS
+    setup_start = time.perf_counter()
     forward, transposed = _orientations(layout, values if is_concrete(values) else None,
                                         amg, hermitian)
+    numbers = _preconditioner_numbers(forward, values, reuse_setup)
+    if reports.timings:
+        jax.block_until_ready([leaf for leaf in jax.tree.leaves(numbers) if is_concrete(leaf)])
+    setup_seconds = time.perf_counter() - setup_start
+    if reports.grid_stats:
+        _log_grid_stats(reports.solver, A, forward, numbers)
     product = _matvec(layout)
 
     def matvec(operator, x):
@@ -615,7 +653,7 @@ def solve_sharded(
     # The numbers of the preconditioner travel with the values as the operator (arguments
     # of the compiled solve, not constants); only the values are differentiated. The index
     # arrays are the layout's constants.
-    operator = (values, _preconditioner_numbers(forward, values, reuse_setup))
+    operator = (values, numbers)
     transpose_service = symmetrize = None
     if hermitian:
         t_layout, _ = layout.transposed
@@ -632,9 +670,18 @@ def solve_sharded(
             _preconditioner_numbers, transposed, values, reuse_setup))
     if x0 is not None:
         x0 = lax.stop_gradient(_checked_vector("x0", x0, A).astype(dtype))
-    x, info = solve_from(operator, b, x0, matvec=matvec, solve=_service(config, forward),
+    # A traced solve's table is logged by its program; a concrete one's when it returns.
+    concrete = all(map(is_concrete, jax.tree.leaves((operator, b, x0))))
+    forward_config = config
+    if reports.solve_stats and not concrete:
+        forward_config = dataclasses.replace(config, print_solve_stats=True)
+    solve_start = time.perf_counter()
+    x, info = solve_from(operator, b, x0, matvec=matvec, solve=_service(forward_config, forward),
                          transpose_solve=transpose_service, hermitian=hermitian,
                          symmetrize=symmetrize, derivative=derivative)
+    info = report_solve(reports, info, logged_in_program=not concrete)
+    if reports.timings:
+        log_timings(reports.solver, setup_seconds, solve_start, x, info)
     inputs = {"A": values, "b": b, "x0": x0}
     if check and all(map(is_concrete, jax.tree.leaves((inputs, info.status)))) and (
             np.any(np.asarray(info.status) != Status.SUCCESS)):

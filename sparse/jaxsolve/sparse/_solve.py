@@ -48,7 +48,8 @@ from ._mpi import solve_mpi
 from ._nullspace import minimum_norm, null_spaces, pseudo_inverse_services, singular_config
 from ._preconditioner import make_precondition
 from ._relaxation import RelaxationData, stored_diagonal
-from ._report import log, log_timings, logged_solve_stats, reports_to_file, setup_progress
+from ._report import (Reports, log, log_timings, logged_solve_stats, report_solve,
+                      reports_to_file, setup_progress, split_reports)
 from ._setup import (System, checked_inputs, divides_by_diagonal, is_concrete,
                      raise_on_invalid_inputs)
 from ._statistics import statistics
@@ -251,18 +252,20 @@ def solve(
                 transpose_nullspace=transpose_nullspace)
         return solve_amgx(A, b, x0, config, given, reuse_setup=reuse_setup,
                           derivative=derivative, check=check)
+    # The reporting keys leave the configuration the compiled programs depend on.
+    config, reports = split_reports(config)
     if isinstance(A, ShardedCsrMatrix):
         _reject("with a sharded A (jaxsolve.sharding.ShardedCsrMatrix)",
                 near_nullspace=near_nullspace, comm=comm, nglobal=nglobal,
                 partition_info=partition_info, block_dim=blocks, nullspace=nullspace,
                 transpose_nullspace=transpose_nullspace)
-        return solve_sharded(A, b, x0, config, reuse_setup=reuse_setup, derivative=derivative,
-                             check=check)
+        return solve_sharded(A, b, x0, config, reports, reuse_setup=reuse_setup,
+                             derivative=derivative, check=check)
     if comm is not None or nglobal is not None or partition_info is not None:
         _reject("with comm= (a distributed solve across MPI processes)",
                 near_nullspace=near_nullspace, block_dim=blocks, nullspace=nullspace,
                 transpose_nullspace=transpose_nullspace)
-        return solve_mpi(A, b, x0, config, comm=comm, nglobal=nglobal,
+        return solve_mpi(A, b, x0, config, reports, comm=comm, nglobal=nglobal,
                          partition_info=partition_info, reuse_setup=reuse_setup,
                          derivative=derivative)
     block_dim = _blocks.block_dim_of("solve", A, block_dim)
@@ -283,10 +286,10 @@ def solve(
     setup_start = time.perf_counter()
     with setup_progress(f"solve: the setup of {matrix.shape[0]} rows"):
         state = system.state()
-        if config.obtain_timings:
+        if reports.timings:
             jax.block_until_ready([leaf for leaf in jax.tree.leaves(state) if is_concrete(leaf)])
     setup_seconds = time.perf_counter() - setup_start
-    _print_grid_stats(config, system, matrix)
+    _print_grid_stats(reports, system, matrix)
     # CG/PCG take A as Hermitian; so does every method for a real A declared symmetric by
     # with_cache (JAX-AMG's is_symmetric): reverse mode needs no Aᵀ hierarchy then.
     hermitian = config.solver in HERMITIAN_METHODS or (
@@ -299,11 +302,14 @@ def solve(
     # The setup's arrays travel with the values as the operator (arguments of the compiled
     # solve, not constants); only the values are differentiated.
     operator = (matrix.values, state)
-    services = (_service(system), None if hermitian else _service(system, transposed=True))
+    concrete = all(is_concrete(leaf) for leaf in jax.tree.leaves((operator, rhs)))
+    # A traced solve's table is logged by its program; a concrete one's when it returns.
+    services = (_service(system, log_stats=reports.solve_stats and not concrete),
+                None if hermitian else _service(system, transposed=True))
     if spaces is not None:  # A⁺ = P_N A⁻¹ P_W and its transpose (_nullspace.py)
         operator, *services = pseudo_inverse_services(spaces, operator, *services)
     solve_start = time.perf_counter()
-    if all(is_concrete(leaf) for leaf in jax.tree.leaves((operator, rhs))):
+    if concrete:
         # Nothing traces these arrays, so nothing can differentiate the solve: the
         # service alone (one compiled call) gives what the rule would, without the
         # Python work of setting the rule up on every call.
@@ -325,20 +331,20 @@ def solve(
             if hermitian else None,
             derivative=derivative,
         )
-    if config.obtain_timings:
-        log_timings(config.solver, setup_seconds, solve_start, correction, info)
+    info = report_solve(reports, info, logged_in_program=not concrete)
+    if reports.timings:
+        log_timings(reports.solver, setup_seconds, solve_start, correction, info)
     x = correction if x0 is None else x0 + correction
     return (x, info) if spaces is None else minimum_norm(spaces, x, b, info)
 
 
-def _print_grid_stats(config: SolverConfig, system: System, matrix) -> None:
+def _print_grid_stats(reports: Reports, system: System, matrix) -> None:
     """AmgX's ``print_grid_stats``: the hierarchy's table, for a setup from concrete values."""
-    scopes = [config, config.preconditioner]
-    if not any(scope is not None and scope.print_grid_stats for scope in scopes):
+    if not reports.grid_stats:
         return
     structure, numbers = system.setup
     if numbers is not None:
-        log(f"{config.solver}: print_grid_stats\n"
+        log(f"{reports.solver}: print_grid_stats\n"
             f"{statistics(structure, numbers, matrix.values.dtype.itemsize)}")
 
 
@@ -384,11 +390,10 @@ def _solve_columns(
         x, info = method(matrix.matvec, rhs, precondition=precondition,
                          tolerance=config.tolerance, max_iters=config.max_iters,
                          convergence=config.convergence,
-                         store_history=config.store_res_history or config.print_solve_stats,
+                         store_history=config.store_res_history,
                          **options)
-        if config.print_solve_stats:  # AmgX's table, logged once the solve is done
-            info = logged_solve_stats(config.solver, info, rhs,
-                                      keep_history=config.store_res_history)
+        if config.print_solve_stats:  # a traced solve's table, logged once it is done
+            logged_solve_stats(config.solver, info)
         return jnp.where(valid, x, jnp.nan), _with_failure(info, invalid)
 
     if rhs.ndim == 1:
@@ -435,15 +440,16 @@ def _with_failure(info: SolveInfo, reason: jax.Array) -> SolveInfo:
     )
 
 
-def _service(system: System, *, transposed: bool = False, report: bool = False
-             ) -> Callable[[tuple, jax.Array], tuple]:
+def _service(system: System, *, transposed: bool = False, report: bool = False,
+             log_stats: bool = False) -> Callable[[tuple, jax.Array], tuple]:
     """The solve service of ``system`` (or of its transpose; :func:`._linear_solve.service`):
     ``A⁻¹ rhs`` for ``rhs`` ``(n, m)``, or ``(n,)`` (see :func:`_solve_columns`).
 
     The operator is ``(A's values, A's setup state)``.  ``Aᵀ``'s system, values and setup
     are built only when reverse mode calls the transposed service.  With ``report``, the
     service also returns the failure reasons in host memory
-    (:func:`_solve_columns_reporting`).
+    (:func:`_solve_columns_reporting`); with ``log_stats`` its program logs AmgX's
+    ``print_solve_stats`` table (:func:`split_reports`).
     """
     if transposed:
         def run_transposed(values: jax.Array, state, rhs: jax.Array) -> tuple:
@@ -454,9 +460,10 @@ def _service(system: System, *, transposed: bool = False, report: bool = False
 
         return service(run_transposed, own_numbers=lambda: system.transposed.state())
     solve_columns = _solve_columns_reporting if report else _solve_columns
+    config = (dataclasses.replace(system.config, print_solve_stats=True) if log_stats
+              else system.config)
 
     def run(values: jax.Array, state, rhs: jax.Array) -> tuple:
-        return solve_columns(system.config, *system.operators(values, state), state.diagonal,
-                             rhs)
+        return solve_columns(config, *system.operators(values, state), state.diagonal, rhs)
 
     return service(run)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from collections.abc import Sequence
 from typing import Any
 
 import jax
@@ -135,12 +136,43 @@ def describe(A: Any, config: Any = None, *,
     return statistics(structure, numbers, matrix.values.dtype.itemsize, numeric_seconds)
 
 
+def level_sizes(structure: HierarchyStructure) -> tuple[tuple[int, int], ...]:
+    """``(rows, nonzeros)`` of each level's operator, finest first, the coarsest last."""
+    patterns = [level.a for level in structure.levels] + [structure.coarsest]
+    return tuple((pattern.n_rows, pattern.nnz) for pattern in patterns)
+
+
+def parts_statistics(parts: Sequence[Sequence[tuple[int, int]]], bytes_kept: dict[str, int],
+                     matrix_bytes: int) -> HierarchyStatistics:
+    """The :class:`HierarchyStatistics` of a distributed solve's block-Jacobi AMG.
+
+    Args:
+      parts: per part (device or MPI rank), the :func:`level_sizes` of the hierarchy of
+        its diagonal block; they are summed level by level (a part with fewer levels adds
+        nothing to the deeper ones).
+      bytes_kept: device bytes the preconditioner keeps, by part, over all parts.
+      matrix_bytes: bytes of the whole ``A`` in CSR.
+
+    Examples:
+      >>> stats = parts_statistics([((100, 460), (12, 80)), ((100, 460), (13, 85))],
+      ...                          {"block hierarchies": 9000}, 4000)
+      >>> stats.rows, stats.nonzeros, round(stats.operator_complexity, 3)
+      ((200, 25), (920, 165), 1.179)
+    """
+    depth = max(len(levels) for levels in parts)
+    rows = tuple(sum(levels[i][0] for levels in parts if i < len(levels)) for i in range(depth))
+    nonzeros = tuple(sum(levels[i][1] for levels in parts if i < len(levels))
+                     for i in range(depth))
+    return HierarchyStatistics(
+        rows=rows, nonzeros=nonzeros, grid_complexity=sum(rows) / rows[0],
+        operator_complexity=sum(nonzeros) / nonzeros[0], bytes_kept=dict(bytes_kept),
+        matrix_bytes=matrix_bytes)
+
+
 def statistics(structure: HierarchyStructure, numbers: Hierarchy, itemsize: int,
                numeric_seconds: float | None = None) -> HierarchyStatistics:
     """The :class:`HierarchyStatistics` of a built hierarchy (and a numeric setup's time)."""
-    patterns = [level.a for level in structure.levels] + [structure.coarsest]
-    rows = tuple(pattern.n_rows for pattern in patterns)
-    nonzeros = tuple(pattern.nnz for pattern in patterns)
+    rows, nonzeros = (tuple(column) for column in zip(*level_sizes(structure), strict=True))
     counted: set[int] = set()
 
     def size(*trees: Any) -> int:
