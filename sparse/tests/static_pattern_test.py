@@ -106,6 +106,34 @@ class TestJitArguments:
         with pytest.raises(TypeError, match=r"with_cache: the indices of this BCSR are traced"):
             jax.jit(lambda A: sparse.with_cache(A).data)(poisson())
 
+    def test_new_values_inside_jit_keep_the_static_pattern(self):
+        """JAX-AMG's solver_cache_benchmark rebuilds BCSR((data + noise, A.indices, A.indptr))
+        inside jit, which AmgX sets up at run time from the traced indices; here that gets the
+        error, which names the way that keeps the pattern static: jax.tree.map over data."""
+        A, b = poisson(), jnp.ones(64)
+        config = {"config_version": 2, "solver": {"solver": "JACOBI_L1", "max_iters": 1,
+                                                  "monitor_residual": 0}}
+
+        def rebuilt(A, noise):
+            return jsparse.BCSR((A.data + noise, A.indices, A.indptr), shape=A.shape)
+
+        def mapped(A, noise):
+            return jax.tree.map(lambda data: data + noise, A)
+
+        def step(A, noise, new_matrix):
+            return sparse.solve(new_matrix(A, noise), b, config=config)[0]
+
+        noise = jnp.linspace(-0.01, 0.01, A.data.shape[0], dtype=A.data.dtype)
+        with pytest.raises(TypeError, match=r"jax\.tree\.map\(lambda data: new_data, A\)"):
+            jax.jit(step, static_argnums=2)(sparse.with_cache(A), noise, rebuilt)
+        x = jax.jit(step, static_argnums=2)(sparse.with_cache(A), noise, mapped)
+        perturbed = A.todense() + jsparse.BCSR((noise, A.indices, A.indptr),
+                                               shape=A.shape).todense()
+        # One L1-Jacobi sweep from 0 (ω = 0.9): x = ω b / (a_ii + Σ_j≠i |a_ij|) on the
+        # perturbed matrix.
+        l1 = jnp.sum(jnp.abs(perturbed), axis=1)
+        np.testing.assert_allclose(x, 0.9 * b / l1, rtol=1e-5)
+
     def test_with_cache_inside_jit_on_a_closed_over_matrix(self):
         # JAX-AMG's demos call with_cache inside the jitted function on a closed-over A.
         A = poisson()

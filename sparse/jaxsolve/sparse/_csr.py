@@ -701,7 +701,10 @@ def _concrete(array: Any, what: str) -> np.ndarray:
             " the matrix through jaxsolve.sparse.with_cache(A) outside jit (its"
             " pattern then stays static as an argument, and only its values are"
             " traced), convert it with as_csr outside, close over it, or mark the"
-            " argument holding the pattern static (static_argnums)."
+            " argument holding the pattern static (static_argnums). To give such a"
+            " matrix new values inside jit, keep its pattern: jax.tree.map(lambda data:"
+            " new_data, A) (BCSR((new_data, A.indices, A.indptr)) traces the indices"
+            " again)."
         ) from None
 
 
