@@ -40,8 +40,11 @@ BiCGSTAB and the stationary iteration, whose residuals can grow, return the
 iterate with the smallest residual norm they met (``x_0`` included; on
 ``SUCCESS`` the last, the first to meet the tolerance), and ``info.residual``
 is that iterate's; this is what a breakdown, a divergence or an indefinite
-preconditioner leaves.  GMRES and FGMRES return their last iterate, whose
-residual is the smallest over its Krylov space and so never above
+preconditioner leaves.  Their loops carry no copy of that iterate (it would cost
+passes over two vectors every iteration): when the last iterate is not the best,
+the same steps run again from the start up to the best one (:func:`_best_iterate`),
+so only a failed solve pays, in iterations.  GMRES and FGMRES return their last
+iterate, whose residual is the smallest over its Krylov space and so never above
 ``‖r_0‖``; a cycle that meets NaN or Inf keeps the iterate before it.
 
 A zero right-hand side returns ``x = 0`` after 0 iterations.
@@ -115,6 +118,7 @@ class _Progress(NamedTuple):
     history: jax.Array  # (max_iters + 1,) when stored, else (0,)
     best_norm: jax.Array  # the smallest residual norm so far (‖r_0‖ included)
     latest_is_best: jax.Array  # whether the latest iterate's residual norm is best_norm
+    best_iteration: jax.Array  # the iteration whose iterate has best_norm (the latest such)
     threshold: jax.Array  # stop when ‖r‖ <= threshold; RELATIVE_MAX raises it as ‖r‖ grows
 
 
@@ -199,8 +203,7 @@ def cg(
     )
 
     def step(state):
-        x, best, r, p, rho, progress = state
-        best = _best(progress, x, best)
+        x, r, p, rho, progress = state
         q = problem.matvec(p)
         pq = problem.inner(p, q).real
         # On pᴴAp <= 0 the step is zero, so the last good iterate stays (and the loop stops):
@@ -218,11 +221,10 @@ def cg(
             jnp.int32(FailureReason.NOT_POSITIVE_DEFINITE),
             _breakdown(rho <= 0, FailureReason.PRECONDITIONER_NOT_POSITIVE_DEFINITE),
         )
-        return x, best, r, p, rho, _advance(progress, residual_norm, breakdown, problem)
+        return x, r, p, rho, _advance(progress, residual_norm, breakdown, problem)
 
-    zeros = jnp.zeros_like(r0)
-    x, best, *_, progress = lax.while_loop(_running, step, (zeros, zeros, r0, z0, rho0, start))
-    return problem.solution(_best(progress, x, best)), _info(progress, problem)
+    x, progress = _best_iterate(step, (jnp.zeros_like(r0), r0, z0, rho0), start)
+    return problem.solution(x), _info(progress, problem)
 
 
 def bicgstab(
@@ -290,8 +292,7 @@ def bicgstab(
     zeros = jnp.zeros_like(r0)
 
     def step(state):
-        x, best, r, p, v, rho, alpha, omega, progress = state
-        best = _best(progress, x, best)
+        x, r, p, v, rho, alpha, omega, progress = state
         r_hat = r0  # the shadow residual
         rho_next = problem.inner(r_hat, r)
         p_next = r + (rho_next / rho) * (alpha / omega) * (p - omega * v)
@@ -323,12 +324,10 @@ def bicgstab(
             jnp.int32(FailureReason.BICGSTAB_BREAKDOWN),
             _breakdown(stagnated, FailureReason.BICGSTAB_STAGNATION),
         )
-        return (x, best, r, p, v, rho, alpha, omega,
-                _advance(progress, norm, breakdown, problem))
+        return x, r, p, v, rho, alpha, omega, _advance(progress, norm, breakdown, problem)
 
-    state = (zeros, zeros, r0, zeros, zeros, one, one, one, start)
-    x, best, *_, progress = lax.while_loop(_running, step, state)
-    return problem.solution(_best(progress, x, best)), _info(progress, problem)
+    x, progress = _best_iterate(step, (zeros, r0, zeros, zeros, one, one, one), start)
+    return problem.solution(x), _info(progress, problem)
 
 
 def stationary(
@@ -375,15 +374,13 @@ def stationary(
     start = _start(problem, FailureReason.NONE)
 
     def step(state):
-        x, best, r, progress = state
-        best = _best(progress, x, best)
+        x, r, progress = state
         x = x + problem.precondition(r)
         r = problem.b - problem.matvec(x)
-        return x, best, r, _advance(progress, problem.norm(r), FailureReason.NONE, problem)
+        return x, r, _advance(progress, problem.norm(r), FailureReason.NONE, problem)
 
-    zeros = jnp.zeros_like(r0)
-    x, best, _, progress = lax.while_loop(_running, step, (zeros, zeros, r0, start))
-    return problem.solution(_best(progress, x, best)), _info(progress, problem)
+    x, progress = _best_iterate(step, (jnp.zeros_like(r0), r0), start)
+    return problem.solution(x), _info(progress, problem)
 
 
 def gmres(
@@ -871,6 +868,7 @@ def _start(problem: _Problem, breakdown: Any) -> _Progress:
         history=history.at[0].set(r0_norm / problem.scale) if length else history,
         best_norm=r0_norm,
         latest_is_best=jnp.ones((), bool),
+        best_iteration=jnp.zeros((), jnp.int32),
         threshold=problem.threshold,
     )
     return _classify(progress, breakdown, problem, FailureReason.NONFINITE_INPUT)
@@ -891,17 +889,50 @@ def _advance(
         history=history,
         best_norm=jnp.where(best, residual_norm, progress.best_norm),
         latest_is_best=best,
+        best_iteration=jnp.where(best, k, progress.best_iteration),
         threshold=progress.threshold if problem.max_tolerance is None
         else jnp.fmax(progress.threshold, problem.max_tolerance * residual_norm),
     )
     return _classify(progress, breakdown, problem, FailureReason.NONFINITE_RESIDUAL)
 
 
-def _best(progress: _Progress, latest: jax.Array, best: jax.Array) -> jax.Array:
-    """The iterate with the smallest residual norm so far, given the latest and the former
-    best.  Called at the top of a step, it shares a pass over the vectors with the step's
-    update of the iterate."""
-    return jnp.where(progress.latest_is_best, latest, best)
+def _best_iterate(step: Callable[[tuple], tuple], initial: tuple, start: _Progress
+                  ) -> tuple[jax.Array, _Progress]:
+    """Runs a method whose residual can grow; returns its best iterate and its progress.
+
+    ``step`` maps a state ``(x, ..., progress)`` to the next; the loop starts from
+    ``(*initial, start)`` and runs while the progress is running.  When its last iterate is
+    not the one with the smallest residual norm (a breakdown, a divergence, an indefinite
+    preconditioner, the iteration limit on an oscillating residual), the same steps run
+    again from the start up to that iterate's iteration, and that run's ``x`` is returned.
+    So the loop carries no copy of the best iterate: keeping one cost a pass over two
+    vectors per iteration (and, read beside the update of ``x``, a copy of ``x``), where
+    the rerun costs iterations only in a solve that has failed.  Both runs are one
+    ``while_loop`` inside another, so the step compiles once.  The rerun repeats the same
+    operations on the same numbers; where a reduction's order is not fixed (some GPU
+    reductions) its iterate may differ from the first run's in the last bits.
+    """
+
+    def run(carry):
+        runs, progress, _ = carry
+        # The first run stops with the progress; the rerun at the first run's best iteration.
+        target = jnp.where(runs == 0, -1, progress.best_iteration)
+
+        def running(state):
+            latest = state[-1]
+            return jnp.where(target < 0, latest.status == _RUNNING, latest.iterations < target)
+
+        state = lax.while_loop(running, step, (*initial, start))
+        progress = jax.tree.map(lambda first, kept: jnp.where(runs == 0, first, kept),
+                                state[-1], progress)
+        return runs + 1, progress, state[0]
+
+    def again(carry):
+        runs, progress, _ = carry
+        return (runs == 0) | ((runs == 1) & ~progress.latest_is_best)
+
+    _, progress, x = lax.while_loop(again, run, (jnp.int32(0), start, initial[0]))
+    return x, progress
 
 
 def _classify(
