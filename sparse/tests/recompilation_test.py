@@ -5,33 +5,14 @@ closure inside a ``lax`` loop, say) would make every repeated solve pay it. Comp
 counted with ``jax.monitoring``'s backend-compile event.
 """
 
-import contextlib
-
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from jaxsolve_testing import counted_compilations
 
 from jaxsolve import sparse
-
-COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
-
-
-@contextlib.contextmanager
-def counted_compilations():
-    count = [0]
-
-    def listener(event, duration, **kwargs):
-        del duration, kwargs
-        if event == COMPILE_EVENT:
-            count[0] += 1
-
-    jax.monitoring.register_event_duration_secs_listener(listener)
-    try:
-        yield count
-    finally:
-        jax.monitoring.unregister_event_duration_listener(listener)
 
 
 def poisson_2d(m: int) -> sp.csr_matrix:

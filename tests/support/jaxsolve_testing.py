@@ -12,6 +12,7 @@ of every ``jaxsolve_py_tests`` target); ``tools/dev gpu-test`` puts its folder o
 ``PYTHONPATH``.
 """
 
+import contextlib
 import doctest
 import importlib
 import importlib.util
@@ -48,6 +49,24 @@ def x64(strict_config):
     """Enables ``jax_enable_x64`` for one test (`strict_config` restores it)."""
     del strict_config
     jax.config.update("jax_enable_x64", True)
+
+
+@contextlib.contextmanager
+def counted_compilations():
+    """Counts the programs XLA compiles inside the block (``jax.monitoring``'s backend-compile
+    events): yields a one-element list whose entry grows with each."""
+    count = [0]
+
+    def listener(event, duration, **kwargs):
+        del duration, kwargs
+        if event == "/jax/core/compile/backend_compile_duration":
+            count[0] += 1
+
+    jax.monitoring.register_event_duration_secs_listener(listener)
+    try:
+        yield count
+    finally:
+        jax.monitoring.unregister_event_duration_listener(listener)
 
 
 def use_cpu_devices(count: int) -> None:

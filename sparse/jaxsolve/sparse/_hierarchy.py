@@ -52,6 +52,8 @@ from ._multicolor import (MULTICOLOR_SMOOTHERS, MulticolorArrays, MulticolorOrde
                           multicolor_ordering, safe_inverse)
 from ._products import ProductPlan, plan_product, plan_product_with_values
 from ._relaxation import RelaxationData, relaxation_data, spectral_radius, stored_diagonal
+from ._size_classes import (HierarchyShape, LevelShape, class_shape, pad_csr, pad_pattern,
+                            pad_relaxation, true_csr, true_shape)
 
 MAX_DENSE_COARSE_ROWS = 8192
 
@@ -114,8 +116,12 @@ class HierarchyStructure:
       coarsest_diagonal: its diagonal positions.
       coarsest_block_dim: unknowns per node of the coarsest operator.
       arrays: the index arrays :func:`numeric_setup` reads, on the device (one copy,
-        shared by every setup).
+        shared by every setup); the operators' and transfer operators' padded to
+        ``shape``.
       config: the AMG configuration it was built for.
+      shape: the size classes of its levels (:mod:`._size_classes`), to which a kept
+        hierarchy's numbers are padded (:func:`padded_hierarchy`); its own sizes for the
+        multicolor smoothers.
       setup_seconds: the host time the build took, by phase: ``"aggregation"`` (coupling
         graphs and matching) or ``"splitting"`` (classical: strength, C/F splitting,
         interpolation plan and truncation), ``"sparse products"`` (the patterns and plans of
@@ -133,6 +139,7 @@ class HierarchyStructure:
     coarsest_diagonal: np.ndarray
     arrays: StructureArrays
     config: AMGConfig
+    shape: HierarchyShape
     setup_seconds: dict[str, float] = dataclasses.field(default_factory=dict)
     coarsest_block_dim: int = 1
     coarsest_ordering: MulticolorOrdering | None = None
@@ -160,7 +167,7 @@ class HierarchyStructure:
             digest.update(np.ascontiguousarray(array))  # hashed in place, not copied
             digest.update(b"|")
         digest.update(repr([self.pattern_key, finest.n_cols, self.coarsest.n_rows,
-                            self.coarsest.nnz, self.coarsest_block_dim]
+                            self.coarsest.nnz, self.coarsest_block_dim, self.shape]
                            + [(level.a.n_rows, level.a.nnz, level.n_aggregates, level.columns,
                                level.smoothing is None, level.block_dim)
                               for level in self.levels]).encode())
@@ -175,6 +182,9 @@ class HierarchyStructure:
 
 class LevelArrays(NamedTuple):
     """A level's index arrays on the device (a pytree; see :class:`LevelStructure`).
+
+    ``a``, ``p`` and ``r`` are padded to the structure's size classes (the finest ``a``
+    is not): :func:`numeric_setup` reads their true parts, a kept hierarchy shares them.
 
     Each array is kept once: ``T``'s pattern follows from ``aggregates``, the smoothing
     product's result has ``P``'s pattern and the Galerkin product's the next level's.  The
@@ -209,17 +219,17 @@ def _pattern_arrays(pattern: CsrStructure) -> CsrArrays:
     return pattern.on_device(jnp.zeros(0, jnp.int32))
 
 
-def _level_arrays(level: LevelStructure) -> LevelArrays:
+def _level_arrays(level: LevelStructure, shape: LevelShape) -> LevelArrays:
     smoothed = level.smoothing is not None
     return LevelArrays(
-        a=_pattern_arrays(level.a),
+        a=_pattern_arrays(pad_pattern(level.a, shape.rows, shape.a_nnz)),
         diagonal=jax.device_put(level.diagonal),
         aggregates=None if level.aggregates is None else jax.device_put(level.aggregates),
         interpolation=(None if level.interpolation is None
                        else _classical.device_arrays(level.interpolation)),
         tentative_in_p=jax.device_put(level.tentative_in_p) if smoothed else None,
-        p=_pattern_arrays(level.p),
-        r=_pattern_arrays(level.r),
+        p=_pattern_arrays(pad_pattern(level.p, shape.rows, shape.p_nnz)),
+        r=_pattern_arrays(pad_pattern(level.r, shape.coarse_rows, shape.r_nnz)),
         r_from_p=jax.device_put(level.r_from_p),
         a_p=_pattern_arrays(level.a_p.c),
         ordering=None if level.ordering is None else level.ordering.on_device(),
@@ -290,9 +300,13 @@ def build_structure(
         if config.coarse_solver == "NOSOLVER":
             coarsest_ordering = multicolor_ordering(pattern, dilu)
         phase("coloring")
+    # Multicolor data follow a pattern's coloring: those hierarchies keep their sizes.
+    shape = (true_shape(levels, pattern) if config.smoother.solver in MULTICOLOR_SMOOTHERS
+             else class_shape(levels, pattern, coarsest_block_dim))
     arrays = StructureArrays(
-        levels=tuple(_level_arrays(level) for level in levels),
-        coarsest=_pattern_arrays(pattern),
+        levels=tuple(_level_arrays(level, level_shape)
+                     for level, level_shape in zip(levels, shape.levels, strict=True)),
+        coarsest=_pattern_arrays(pad_pattern(pattern, *shape.coarsest)),
         coarsest_diagonal=jax.device_put(coarsest_diagonal),
         coarsest_ordering=None if coarsest_ordering is None else coarsest_ordering.on_device(),
     )
@@ -300,7 +314,7 @@ def build_structure(
     phase("to the device")
     return HierarchyStructure(
         levels=tuple(levels), coarsest=pattern, coarsest_diagonal=coarsest_diagonal,
-        arrays=arrays, config=config, setup_seconds=dict(seconds),
+        arrays=arrays, config=config, shape=shape, setup_seconds=dict(seconds),
         coarsest_block_dim=coarsest_block_dim,
         coarsest_ordering=coarsest_ordering, pattern_key=pattern_key,
     )
@@ -494,7 +508,7 @@ def numeric_setup(
     """
     # Closed over by a caller's jit, the index arrays are constants; the barrier keeps XLA
     # from constant-folding the products' index arithmetic (seconds of compile time).
-    arrays = jax.lax.optimization_barrier(arrays)
+    arrays = _true_sizes(structure, jax.lax.optimization_barrier(arrays))
     a_values = values.astype(hierarchy_dtype(values.dtype, structure.config))
     basis = None if structure.config.algorithm == "CLASSICAL" else _initial_basis(
         near_nullspace, structure.coarsest.n_rows if not structure.levels
@@ -517,6 +531,45 @@ def numeric_setup(
                                    lambda: annihilates_constants(finest)),
         config=structure.config,
     )
+
+
+def _true_sizes(structure: HierarchyStructure, arrays: StructureArrays) -> StructureArrays:
+    """``arrays`` with the operators and transfer operators cut to their true sizes."""
+    levels = tuple(
+        level_arrays._replace(a=true_csr(level_arrays.a, level.a),
+                              p=true_csr(level_arrays.p, level.p),
+                              r=true_csr(level_arrays.r, level.r))
+        for level, level_arrays in zip(structure.levels, arrays.levels, strict=True))
+    return arrays._replace(levels=levels,
+                           coarsest=true_csr(arrays.coarsest, structure.coarsest))
+
+
+def padded_hierarchy(hierarchy: Hierarchy, shape: HierarchyShape,
+                     multicolor: tuple | None = None) -> Hierarchy:
+    """``hierarchy`` padded to ``shape`` (jit-able; see :mod:`._size_classes`): the same
+    cycles, in programs that every hierarchy of ``shape`` shares.
+
+    ``multicolor``: per level, then for the coarsest, the padding of the multicolor
+    smoothers' data (:class:`._multicolor.MulticolorPadding`, the sharded solve's), or None.
+    """
+    if multicolor is None:
+        multicolor = (None,) * (len(shape.levels) + 1)
+    levels = tuple(
+        LevelNumbers(a=pad_csr(level.a, sizes.rows, sizes.a_nnz),
+                     p=pad_csr(level.p, sizes.rows, sizes.p_nnz),
+                     r=pad_csr(level.r, sizes.coarse_rows, sizes.r_nnz),
+                     smoother=pad_relaxation(level.smoother, sizes.rows, padding))
+        for level, sizes, padding in zip(hierarchy.levels, shape.levels, multicolor[:-1],
+                                         strict=True))
+    rows, nnz = shape.coarsest
+    coarsest = hierarchy.coarsest
+    inverse = coarsest.inverse
+    if inverse is not None:  # zero outside the true block: padding entries stay zero
+        extra = rows - inverse.shape[0]
+        inverse = jnp.pad(inverse, ((0, extra), (0, extra)))
+    coarsest = CoarsestNumbers(a=pad_csr(coarsest.a, rows, nnz), inverse=inverse,
+                               smoother=pad_relaxation(coarsest.smoother, rows, multicolor[-1]))
+    return dataclasses.replace(hierarchy, levels=levels, coarsest=coarsest)
 
 
 def sharing_arrays(numbers: Hierarchy, arrays: StructureArrays,

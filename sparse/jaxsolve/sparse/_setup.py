@@ -22,7 +22,7 @@ from ._config import AMGConfig, RelaxationConfig, SolverConfig
 from ._csr import CsrMatrix, as_csr
 from ._csr_arrays import CsrArrays, CsrStructure
 from ._hierarchy import (Hierarchy, HierarchyStructure, StructureArrays, build_structure,
-                         numeric_setup, sharing_arrays)
+                         numeric_setup, padded_hierarchy, sharing_arrays)
 from ._multicolor import MULTICOLOR_SMOOTHERS, MulticolorArrays, multicolor_ordering
 from ._relaxation import RelaxationData, relaxation_data, stored_diagonal
 from ._status import FailureReason
@@ -329,7 +329,10 @@ def _relaxation_data(matrix: CsrArrays, diagonal: jax.Array, config: RelaxationC
 
 @functools.partial(jax.jit, static_argnums=0)
 def _numeric_setup(structure, arrays, values, near_nullspace):
-    return numeric_setup(structure, arrays, values, near_nullspace)
+    # Padded to the structure's size classes: a solve with these numbers compiles once for
+    # every pattern whose levels fall into the same classes (see _size_classes.py).
+    return padded_hierarchy(numeric_setup(structure, arrays, values, near_nullspace),
+                            structure.shape)
 
 
 def numeric_setup_now(structure: HierarchyStructure, values: jax.Array,
@@ -342,6 +345,7 @@ def numeric_setup_now(structure: HierarchyStructure, values: jax.Array,
     would be computed eagerly and baked into the program as a constant, gigabytes of them
     at a million rows.
 
+    The numbers come padded to the structure's size classes (:mod:`._size_classes`).
     The executable is kept on the structure, one per kind of input (shape, dtype and
     placement of ``values`` and ``near_nullspace``), so it lives as long as the setup cache
     keeps the structure. Lowering again at every re-setup, although JAX then finds the

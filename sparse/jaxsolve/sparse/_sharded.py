@@ -63,20 +63,19 @@ from jax.sharding import NamedSharding, PartitionSpec
 from jaxsolve.sharding import ShardedCsrMatrix, shard_map
 
 from ._config import AMGConfig, SolverConfig, parse_amgx_config
-from ._csr_arrays import CsrArrays, CsrStructure
-from ._hierarchy import (CoarsestNumbers, Hierarchy, HierarchyStructure, LevelNumbers,
-                         build_structure, numeric_setup)
+from ._csr_arrays import CsrStructure
+from ._hierarchy import HierarchyStructure, build_structure, numeric_setup, padded_hierarchy
 from ._krylov import HERMITIAN_METHODS
 from ._linear_solve import service, solve_from
 from ._multicolor import (MULTICOLOR_SMOOTHERS, MulticolorPadding, common_color_shape,
-                          multicolor_padding, padded_data)
+                          multicolor_padding)
 from ._partitioned import (COARSE_PER_PART, BlockPreconditioner, amg_of, check_krylov,
                            coarse_aggregates, coarse_inverse_rows, kept_bytes, kept_numbers,
                            krylov_columns, local_matvec, precondition)
-from ._relaxation import RelaxationData
 from ._report import (Reports, log_parts_grid_stats, log_timings, logged_solve_stats,
                       report_solve)
 from ._setup import check_finite, is_concrete
+from ._size_classes import HierarchyShape, LevelShape
 from ._statistics import level_sizes
 from ._status import SolveInfo, Status
 
@@ -147,21 +146,13 @@ class _SetupArrays(NamedTuple):
     multicolor: tuple[MulticolorPadding | None, ...] | None = None
 
 
-class _LevelShape(NamedTuple):
-    rows: int
-    a_nnz: int
-    p_nnz: int
-    coarse_rows: int
-    r_nnz: int
-
-
 @dataclasses.dataclass(frozen=True, eq=False)
 class _BlockSetup:
     """The host part of the sharded preconditioner of one layout (``A``'s or ``Aᵀ``'s)."""
 
     structures: tuple[HierarchyStructure, ...]
     block_nnz: tuple[int, ...]
-    levels: tuple[_LevelShape, ...]
+    levels: tuple[LevelShape, ...]  # the largest block's sizes
     coarsest: tuple[int, int]  # rows, nnz
     config: AMGConfig
     n_coarse: int  # C, per device
@@ -207,7 +198,7 @@ def _build_block_setup(layout, values: np.ndarray | None, amg: AMGConfig) -> _Bl
         amg = dataclasses.replace(amg, max_levels=depth + 1)
         structures = [build_structure(p, v, 1, amg) for p, v in blocks]
     levels = tuple(
-        _LevelShape(rows=max(s.levels[i].a.n_rows for s in structures),
+        LevelShape(rows=max(s.levels[i].a.n_rows for s in structures),
                     a_nnz=max(s.levels[i].a.nnz for s in structures),
                     p_nnz=max(s.levels[i].p.nnz for s in structures),
                     coarse_rows=max(s.levels[i].r.n_rows for s in structures),
@@ -253,7 +244,7 @@ def _build_block_setup(layout, values: np.ndarray | None, amg: AMGConfig) -> _Bl
 
 
 def _multicolor_paddings(structures: list[HierarchyStructure], branch: np.ndarray,
-                         levels: tuple[_LevelShape, ...], coarsest: tuple[int, int]
+                         levels: tuple[LevelShape, ...], coarsest: tuple[int, int]
                          ) -> tuple[MulticolorPadding | None, ...]:
     """Per level, then for the coarsest: each device's `MulticolorPadding` of its block's
     ordering to the common shape of every block's, stacked over the devices (host)."""
@@ -274,52 +265,6 @@ def _multicolor_paddings(structures: list[HierarchyStructure], branch: np.ndarra
 # Block-Jacobi AMG with a coarse space: numbers and application (inside shard_map)
 
 
-def _pad_csr(c: CsrArrays, rows: int, nnz: int) -> CsrArrays:
-    extra = nnz - c.values.shape[0]
-    return CsrArrays(
-        values=jnp.pad(c.values, (0, extra)),
-        indices=jnp.pad(c.indices, (0, extra)),
-        indptr=jnp.concatenate([c.indptr, jnp.broadcast_to(c.indptr[-1], (rows - c.n_rows,))]),
-    )
-
-
-def _pad_relaxation(data: RelaxationData | None, rows: int,
-                    multicolor: MulticolorPadding | None) -> RelaxationData | None:
-    """``data`` for ``rows`` rows, the extra ones unscaled (so they stay zero); the
-    multicolor smoothers' data padded by ``multicolor`` to the blocks' common shape."""
-    if data is None:
-        return None
-    if data.multicolor is not None:
-        padded = padded_data(data.multicolor, multicolor)
-        return data._replace(scale=padded.scale, multicolor=padded)
-    return data._replace(scale=jnp.pad(data.scale, (0, rows - data.scale.shape[0])))
-
-
-def _padded(setup: _BlockSetup, hierarchy: Hierarchy,
-            multicolor: tuple[MulticolorPadding | None, ...] | None) -> Hierarchy:
-    """``hierarchy``, one device's, padded to the common shapes of every device's."""
-    if multicolor is None:
-        multicolor = (None,) * (len(setup.levels) + 1)
-    levels = []
-    for shape, level, padding in zip(setup.levels, hierarchy.levels, multicolor[:-1],
-                                     strict=True):
-        levels.append(LevelNumbers(
-            a=_pad_csr(level.a, shape.rows, shape.a_nnz),
-            p=_pad_csr(level.p, shape.rows, shape.p_nnz),
-            r=_pad_csr(level.r, shape.coarse_rows, shape.r_nnz),
-            smoother=_pad_relaxation(level.smoother, shape.rows, padding)))
-    rows, nnz = setup.coarsest
-    coarsest = hierarchy.coarsest
-    inverse = coarsest.inverse
-    if inverse is not None:
-        extra = rows - inverse.shape[0]
-        inverse = jnp.pad(inverse, ((0, extra), (0, extra)))
-    coarsest = CoarsestNumbers(a=_pad_csr(coarsest.a, rows, nnz), inverse=inverse,
-                               smoother=_pad_relaxation(coarsest.smoother, rows,
-                                                        multicolor[-1]))
-    return Hierarchy(levels=tuple(levels), coarsest=coarsest, config=setup.config)
-
-
 def _local_setup(setup: _BlockSetup, layout, values: jax.Array,
                  arrays: _SetupArrays) -> BlockPreconditioner:
     """This device's preconditioner numbers from its stored values."""
@@ -330,7 +275,8 @@ def _local_setup(setup: _BlockSetup, layout, values: jax.Array,
             structure = setup.structures[u]
             hierarchy = numeric_setup(structure, structure.arrays,
                                       block_values[:setup.block_nnz[u]], None)
-            return _padded(setup, hierarchy, multicolor)
+            return padded_hierarchy(hierarchy, HierarchyShape(setup.levels, setup.coarsest),
+                                    multicolor)
         return numbers
 
     if len(setup.structures) == 1:

@@ -1,0 +1,192 @@
+"""Size classes: a hierarchy's coarse levels padded so that similar patterns share programs.
+
+A compiled solve is specialized to the shape of every array it reads, and an AMG
+hierarchy's coarse levels (their rows, their nonzeros, those of ``P`` and ``R``) differ
+from one sparsity pattern to the next even when the matrices have the same size (by 5 to
+20 % on a coarse level of two 16³ Poisson matrices with eight couplings more, placed
+differently): a new pattern would compile a new solve, seconds of XLA work. So the
+hierarchy a solve keeps is *padded*: every coarse level's rows, and the nonzeros of its
+operator and of every ``P`` and ``R``, are rounded up (:func:`class_shape`). A shape
+already handed out for the same finest size is taken when it fits (every size at least
+the true one, less than ``1.5 ×`` it ``+ 4``); else each size becomes the **size class**
+of ``9 / 8`` of it, a number ``q · 2ᵉ`` with ``q`` one of 4, 5, 6 or 7
+(:func:`size_class`: 4, 5, 6, 7, 8, 10, 12, 14, 16, 20, …), so that a similar pattern
+a little larger fits too. Patterns whose hierarchies take one shape run one compiled
+solve. The finest level, the user's ``A``, keeps its own sizes.
+
+**The padding changes no iteration.** Padding rows are empty (their row pointers repeat
+the last), padding entries hold zeros past the last row's end (read by no row), the
+smoothers' scale is zero on padding rows and the coarsest inverse is zero outside the true
+block. A vector's padding entries therefore start at zero (a restriction's padding rows are
+empty) and stay zero (no sweep, product or correction writes anything else there), and
+every sparse product and sweep sums the same entries in the same order as before. Only the
+coarsest level's dense product ``A_c⁻¹ b`` runs over zero columns more, which XLA may sum in
+another order: its results agree to rounding (the last bit; the iterations of the tests and
+of ``tools/bench/sparse_new_pattern.py`` are the unpadded hierarchy's).
+
+**Memory.** Every padded array holds less than ``1.5 ×`` its true entries ``+ 4`` (a new
+shape's ``size_class(9 n / 8) < 1.41 n`` for ``n > 4``): the coarse operators, transfer
+operators, smoother data and the structure's copies of their patterns, never the
+finest operator.
+
+The multicolor smoothers' data are specific to a pattern's coloring (:mod:`._multicolor`):
+their hierarchies keep their true sizes. The sharded solve pads its blocks' hierarchies to
+the largest block's sizes with the same functions.
+"""
+
+from __future__ import annotations
+
+import collections
+import threading
+from collections.abc import Sequence
+from typing import NamedTuple
+
+import jax.numpy as jnp
+import numpy as np
+
+from ._csr_arrays import CsrArrays, CsrStructure
+from ._multicolor import MulticolorPadding, padded_data
+from ._relaxation import RelaxationData
+
+
+class LevelShape(NamedTuple):
+    """The padded sizes of one level but the coarsest: its rows and operator's nonzeros,
+    ``P``'s nonzeros (``rows × coarse_rows``), the next level's rows and ``R``'s nonzeros."""
+
+    rows: int
+    a_nnz: int
+    p_nnz: int
+    coarse_rows: int
+    r_nnz: int
+
+
+class HierarchyShape(NamedTuple):
+    """The padded sizes of a hierarchy: its levels', then the coarsest's rows and nonzeros."""
+
+    levels: tuple[LevelShape, ...]
+    coarsest: tuple[int, int]
+
+
+def size_class(n: int, multiple: int = 1) -> int:
+    """The smallest size class ``≥ n``: ``q · 2ᵉ`` with ``q ∈ {4, 5, 6, 7}`` (or 4).
+
+    With ``multiple``, the class of ``n / multiple`` blocks (``n`` a multiple of it) times
+    ``multiple``: a block system's padding holds whole blocks. Less than ``1.25 n`` for
+    ``n > 4``.
+
+    >>> [size_class(n) for n in (1, 5, 8, 9, 11, 13, 15, 17, 1000)]
+    [4, 5, 8, 10, 12, 14, 16, 20, 1024]
+    >>> size_class(30, multiple=3)
+    30
+    """
+    if multiple > 1:
+        return multiple * size_class(-(-n // multiple))
+    if n <= 4:
+        return 4
+    exponent = (n - 1).bit_length() - 3  # 4 · 2ᵉ < n ≤ 8 · 2ᵉ
+    return next(q << exponent for q in (5, 6, 7, 8) if q << exponent >= n)
+
+
+def class_shape(levels: Sequence, coarsest: CsrStructure, coarsest_block_dim: int
+                ) -> HierarchyShape:
+    """The padded sizes of a hierarchy's levels (:class:`._hierarchy.LevelStructure` s) and
+    coarsest pattern: a shape already in use that fits them (every size at least the true
+    one and less than ``1.5 ×`` it ``+ 4``), the smallest such; else a new one, each size
+    the class of ``9 / 8`` of the true one (room for a similar pattern a little larger),
+    and remembered. The finest level's rows and nonzeros stay its own.
+    """
+    true = true_shape(levels, coarsest)
+    if not levels:  # the coarsest level is the finest: nothing to pad
+        return true
+    block_dims = tuple(level.block_dim for level in levels) + (coarsest_block_dim,)
+    key = (true.levels[0].rows, true.levels[0].a_nnz, block_dims)
+    sizes = _sizes(true)
+    with _LOCK:
+        fitting = [shape for shape in _SHAPES.get(key, ())
+                   if all(n <= padded < 1.5 * n + 4
+                          for n, padded in zip(sizes, _sizes(shape), strict=True))]
+        if fitting:
+            return min(fitting, key=lambda shape: sum(_sizes(shape)))
+        rows = [true.levels[0].rows] + [size_class(n + n // 8, block_dim) for n, block_dim in
+                                        zip(_rows(true)[1:], block_dims[1:], strict=True)]
+
+        def grown(n: int) -> int:
+            return size_class(n + n // 8)
+
+        shape = HierarchyShape(
+            levels=tuple(LevelShape(rows=rows[i], a_nnz=level.a_nnz if i == 0
+                                    else grown(level.a_nnz),
+                                    p_nnz=grown(level.p_nnz), coarse_rows=rows[i + 1],
+                                    r_nnz=grown(level.r_nnz))
+                         for i, level in enumerate(true.levels)),
+            coarsest=(rows[-1], grown(true.coarsest[1])))
+        _SHAPES.setdefault(key, collections.deque(maxlen=_SHAPES_PER_SIZE)).appendleft(shape)
+        return shape
+
+
+# The shapes handed out, per finest rows, nonzeros and block sizes: compiled solves exist
+# for them (or will), so a hierarchy that fits one takes it.
+_SHAPES: dict[tuple, collections.deque[HierarchyShape]] = {}
+_SHAPES_PER_SIZE = 64
+_LOCK = threading.Lock()
+
+
+def _rows(shape: HierarchyShape) -> list[int]:
+    return [level.rows for level in shape.levels] + [shape.coarsest[0]]
+
+
+def _sizes(shape: HierarchyShape) -> tuple[int, ...]:
+    return tuple(size for level in shape.levels for size in level) + shape.coarsest
+
+
+def true_shape(levels: Sequence, coarsest: CsrStructure) -> HierarchyShape:
+    """A hierarchy's own sizes (a shape that pads nothing)."""
+    return HierarchyShape(
+        levels=tuple(LevelShape(rows=level.a.n_rows, a_nnz=level.a.nnz, p_nnz=level.p.nnz,
+                                coarse_rows=level.r.n_rows, r_nnz=level.r.nnz)
+                     for level in levels),
+        coarsest=(coarsest.n_rows, coarsest.nnz))
+
+
+def pad_pattern(pattern: CsrStructure, rows: int, nnz: int) -> CsrStructure:
+    """``pattern`` with ``rows`` rows and ``nnz`` entries, as :func:`pad_csr` pads (host)."""
+    if (rows, nnz) == (pattern.n_rows, pattern.nnz):
+        return pattern
+    return CsrStructure(
+        indptr=np.concatenate([pattern.indptr, np.full(rows - pattern.n_rows, pattern.nnz,
+                                                       pattern.indptr.dtype)]),
+        indices=np.concatenate([pattern.indices, np.zeros(nnz - pattern.nnz,
+                                                          pattern.indices.dtype)]),
+        n_cols=pattern.n_cols)
+
+
+def pad_csr(c: CsrArrays, rows: int, nnz: int) -> CsrArrays:
+    """``c`` with ``rows`` rows and ``nnz`` entries: empty rows, zeros past the last row."""
+    extra = nnz - c.values.shape[0]
+    return CsrArrays(
+        values=jnp.pad(c.values, (0, extra)),
+        indices=jnp.pad(c.indices, (0, extra)),
+        indptr=jnp.concatenate([c.indptr, jnp.broadcast_to(c.indptr[-1], (rows - c.n_rows,))]),
+    )
+
+
+def true_csr(c: CsrArrays, pattern: CsrStructure) -> CsrArrays:
+    """The part of ``c``, padded by :func:`pad_csr`, that holds ``pattern`` (jit-able)."""
+    return c._replace(indices=c.indices[:pattern.nnz], indptr=c.indptr[:pattern.n_rows + 1])
+
+
+def pad_relaxation(data: RelaxationData | None, rows: int,
+                   multicolor: MulticolorPadding | None = None) -> RelaxationData | None:
+    """``data`` for ``rows`` rows, the extra ones unscaled (so they stay zero); the
+    multicolor smoothers' data padded by ``multicolor`` (the sharded solve's blocks)."""
+    if data is None:
+        return None
+    if data.multicolor is not None:
+        if multicolor is None:
+            return data
+        padded = padded_data(data.multicolor, multicolor)
+        return data._replace(scale=padded.scale, multicolor=padded)
+    scale = data.scale  # (n,), or (n / k, k, k): a block system's inverted blocks
+    per_entry = 1 if scale.ndim == 1 else scale.shape[-1]
+    extra = (rows - scale.shape[0] * per_entry) // per_entry
+    return data._replace(scale=jnp.pad(scale, [(0, extra)] + [(0, 0)] * (scale.ndim - 1)))

@@ -1,0 +1,114 @@
+"""Size classes: a kept hierarchy is padded so that a new pattern of similar size reuses the
+compiled solve, and the padding changes no iteration (see ``_size_classes.py``)."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import scipy.sparse
+from jaxsolve_testing import counted_compilations
+
+from jaxsolve import sparse
+from jaxsolve.sparse import _cycle, _hierarchy, _setup, _size_classes, _solve, matrices
+
+
+def poisson3d(n: int) -> scipy.sparse.csr_array:
+    a = sparse.as_csr(matrices.poisson3d_matrix(n, dtype=jnp.float64))
+    return scipy.sparse.csr_array((np.asarray(a.values), a.indices, a.indptr), shape=a.shape)
+
+
+def with_extra_couplings(a: scipy.sparse.csr_array, n: int, k: int, seed: int):
+    """``a`` plus ``k`` graph-Laplacian couplings between cells one step apart along
+    ``(1, 1, 1)`` (as ``tools/bench/sparse_new_pattern.py``): same rows, other pattern."""
+    cells = np.random.default_rng(seed).choice((n - 1) ** 3, size=k, replace=False)
+    x, y, z = np.unravel_index(cells, (n - 1,) * 3)
+    i = np.ravel_multi_index((x, y, z), (n,) * 3)
+    j = np.ravel_multi_index((x + 1, y + 1, z + 1), (n,) * 3)
+    extra = scipy.sparse.csr_array(
+        (np.concatenate([np.full(2 * k, 0.5), np.full(2 * k, -0.5)]),
+         (np.concatenate([i, j, i, j]), np.concatenate([i, j, j, i]))), shape=a.shape)
+    out = scipy.sparse.csr_array(a + extra)
+    out.sort_indices()
+    return out
+
+
+def test_size_classes_round_up_by_less_than_a_quarter():
+    sizes = np.arange(1, 5000)
+    classes = np.array([_size_classes.size_class(int(n)) for n in sizes])
+    assert np.all(classes >= sizes) and np.all(np.diff(classes) >= 0)
+    assert np.all(classes[sizes > 4] < 1.25 * sizes[sizes > 4])
+    for c in set(classes.tolist()):  # q · 2ᵉ, q in 4…7: four classes an octave
+        shift = c.bit_length() - 3
+        assert c >> shift in (4, 5, 6, 7) and c == (c >> shift) << shift, c
+    assert all(_size_classes.size_class(n, 3) % 3 == 0 and _size_classes.size_class(n, 3) >= n
+               for n in range(3, 300, 3))
+
+
+def test_a_new_pattern_of_similar_size_reuses_the_compiled_solve(x64):
+    n = 12
+    first, second = (with_extra_couplings(poisson3d(n), n, 8, seed) for seed in (1, 2))
+    assert first.nnz == second.nnz and (first != second).nnz > 0
+    b = jnp.asarray(np.random.default_rng(0).standard_normal(n**3))
+    config = {"solver": "PCG", "tolerance": 1e-8, "max_iters": 100}
+    sparse.clear_cache()
+    x, info = sparse.solve(first, b, config=config)
+    assert info.status == sparse.Status.SUCCESS
+    programs = _solve._solve_columns_reporting._cache_size()
+    with counted_compilations() as count:
+        y, info = sparse.solve(second, b, config=config)
+        jax.block_until_ready(y)
+    assert info.status == sparse.Status.SUCCESS
+    # The numeric setup compiles for the new pattern; the solve is the first one's.
+    assert _solve._solve_columns_reporting._cache_size() == programs
+    assert count[0] == 1
+    # ... although the two hierarchies differ in size
+    sizes = [sparse.describe(a, config) for a in (first, second)]
+    assert (sizes[0].rows, sizes[0].nonzeros) != (sizes[1].rows, sizes[1].nonzeros)
+    assert float(jnp.linalg.norm(second @ np.asarray(y) - b)) <= 1e-8 * float(
+        jnp.linalg.norm(b))
+
+
+CONFIGS = {
+    "classical": {},
+    "aggregation, W, Chebyshev": {"algorithm": "AGGREGATION", "jaxsolve_smoothed_aggregation": 1,
+                                  "cycle": "W", "smoother": "CHEBYSHEV_POLY",
+                                  "min_coarse_rows": 8},
+    "F, l1-Jacobi, smoothed coarsest": {"cycle": "F", "smoother": "JACOBI_L1",
+                                        "coarse_solver": "NOSOLVER", "min_coarse_rows": 8},
+}
+
+
+@pytest.mark.parametrize("amg", list(CONFIGS.values()), ids=list(CONFIGS))
+def test_the_padded_hierarchy_cycles_as_the_unpadded_one(x64, amg):
+    a = sparse.as_csr(with_extra_couplings(poisson3d(10), 10, 6, 3))
+    config = sparse.parse_amgx_config({"preconditioner": amg})
+    structure, padded = _setup.System.for_matrix(a, config, None, reuse_setup=False,
+                                                 check=True).setup
+    unpadded = jax.jit(_hierarchy.numeric_setup, static_argnums=0)(
+        _setup._without_arrays(structure), structure.arrays, a.values, None)
+    true_rows = [level.a.n_rows for level in structure.levels] + [structure.coarsest.n_rows]
+    assert [level.a.n_rows for level in unpadded.levels] + [unpadded.coarsest.a.n_rows] == (
+        true_rows)
+    padded_rows = [level.a.n_rows for level in padded.levels] + [padded.coarsest.a.n_rows]
+    assert padded_rows[0] == true_rows[0] and padded_rows != true_rows
+    # the memory bound: every padded array under 1.5 × its true size + 4
+    for true, kept in zip(jax.tree.leaves(unpadded), jax.tree.leaves(padded), strict=True):
+        assert all(t <= k < 1.5 * t + 4 for t, k in zip(true.shape, kept.shape)), (
+            true.shape, kept.shape)
+    r = jnp.asarray(np.random.default_rng(1).standard_normal(a.shape[0]))
+    np.testing.assert_allclose(_cycle.cycle(padded, r), _cycle.cycle(unpadded, r),
+                               rtol=1e-13, atol=1e-13 * float(jnp.max(jnp.abs(r))))
+
+
+def test_a_padded_solve_iterates_as_the_unpadded_one(x64):
+    # Outside jit the solve's hierarchy is padded; with values traced by a caller's jit it is
+    # set up inside that program, unpadded. The iterations are the same.
+    a = sparse.as_csr(with_extra_couplings(poisson3d(10), 10, 6, 4))
+    b = jnp.asarray(np.random.default_rng(2).standard_normal(a.shape[0]))
+    config = {"solver": "PCG", "tolerance": 1e-10, "max_iters": 100}
+    sparse.clear_cache()
+    x, info = sparse.solve(a, b, config=config)
+    y, traced = jax.jit(lambda values: sparse.solve(a.with_values(values), b, config=config))(
+        a.values)
+    assert int(info.iterations) == int(traced.iterations) > 3
+    np.testing.assert_allclose(x, y, rtol=1e-10)
