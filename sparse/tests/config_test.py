@@ -140,7 +140,7 @@ def block_jacobi(relaxation_factor=None):
 
 def amg(**changes):
     """jaxsolve's default AMG (classical), with ``changes``."""
-    fields = dict(algorithm="CLASSICAL", selector="PMIS", smoothed_aggregation=False,
+    fields = dict(algorithm="CLASSICAL", selector="HMIS", smoothed_aggregation=False,
                   smoother=block_jacobi(), presweeps=1, postsweeps=1, cycle="V", max_levels=100,
                   min_coarse_rows=256, coarse_solver="DENSE_LU_SOLVER", coarsest_sweeps=None,
                   interpolator="D2", strength="AHAT", strength_threshold=0.25, max_row_sum=1.1,

@@ -50,7 +50,7 @@ _SELECTORS = {"AGGREGATION": ("SIZE_2", "SIZE_4", "SIZE_8"),
 _AMGX_SELECTORS = ("SIZE_2", "SIZE_4", "SIZE_8", "MULTI_PAIRWISE", "DUMMY", "GEO",
                    "PARALLEL_GREEDY_SELECTOR", "PMIS", "AGGRESSIVE_PMIS", "HMIS",
                    "AGGRESSIVE_HMIS", "CR", "RS")
-_DEFAULT_SELECTORS = {"AGGREGATION": "SIZE_4", "CLASSICAL": "PMIS"}
+_DEFAULT_SELECTORS = {"AGGREGATION": "SIZE_4", "CLASSICAL": "HMIS"}
 _INTERPOLATORS = ("D2", "D1")
 _STRENGTHS = ("AHAT", "ALL")
 _CONVERGENCE_TESTS = ("RELATIVE_INI", "ABSOLUTE", "RELATIVE_MAX")
@@ -364,9 +364,9 @@ class AMGConfig:
     48³ leave this configuration at 14 iterations) it takes 14 iterations and 8 ms
     after a first setup of 0.56–1.0 s (a tenth of PyAMG's smoothed aggregation
     setup or less), and the arrays the solver keeps come to 2.9 times the
-    matrix's bytes (`describe`; operator complexity 1.32). The default (PMIS,
-    D2) takes 16 iterations and 14 ms after a 1.5–1.8 s first setup and keeps
-    8.5 times (operator complexity 3.3); HMIS with one aggressive level also
+    matrix's bytes (`describe`; operator complexity 1.32). PMIS with D2 (the
+    default then) takes 16 iterations and 14 ms after a 1.5–1.8 s first setup and
+    keeps 8.5 times (operator complexity 3.3); HMIS with one aggressive level also
     takes 14 iterations, in 9.2 ms, with 3.4 times (its first pass is
     sequential); PMIS with one takes 22.
 
@@ -446,7 +446,7 @@ class AMGConfig:
       >>> from jaxsolve.sparse import parse_amgx_config
       >>> amg = parse_amgx_config({"solver": "AMG"}).amg
       >>> amg.algorithm, amg.selector, amg.interpolator, amg.strength_threshold
-      ('CLASSICAL', 'PMIS', 'D2', 0.25)
+      ('CLASSICAL', 'HMIS', 'D2', 0.25)
       >>> parse_amgx_config({"solver": "AMG", "algorithm": "AGGREGATION",
       ...                    "selector": "SIZE_8"}).amg.selector
       'SIZE_8'
@@ -728,9 +728,12 @@ def parse_amgx_config(
     the same but ``solver: AMG``, ``max_iters: 1``, ``monitor_residual: 0``
     (one cycle per application).  AMG: ``algorithm: CLASSICAL`` (as AmgX and
     JAX-AMG; jaxsolve's default was AGGREGATION before classical AMG arrived),
-    ``selector: PMIS`` for CLASSICAL and ``SIZE_4`` for AGGREGATION (AmgX's
-    aggregation default is SIZE_2, whose levels halve the unknowns: SIZE_4
-    needs half the levels, each of which is compiled code, for the same
+    ``selector: HMIS`` for CLASSICAL (AmgX and JAX-AMG: PMIS, whose sparser
+    random splitting took 45 BiCGSTAB iterations against HMIS's 8 on a 50 000-row
+    unstructured P1 Laplacian, 27 against 13 on 3D elasticity, 23 against 8 on a 10⁶
+    coefficient jump, at operator complexities 10–40 % lower) and ``SIZE_4`` for
+    AGGREGATION (AmgX's aggregation default is SIZE_2, whose levels halve the
+    unknowns: SIZE_4 needs half the levels, each of which is compiled code, for the same
     iterations on Poisson problems); for CLASSICAL ``interpolator: D2``,
     ``strength: AHAT``, ``strength_threshold: 0.25`` (AmgX's; JAX-AMG: 0.5,
     which on 3D Poisson 48³ takes 13 PCG iterations at operator complexity 3.2 against
@@ -1136,7 +1139,7 @@ def deep_merge(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str
 
 DEFAULT_SOLVER_CONFIG: SolverConfig = _parse_document({})
 """jaxsolve's default: PBICGSTAB to 1e-6 relative, one classical AMG V-cycle as preconditioner
-(PMIS, D2 interpolation: JAX-AMG's).
+(HMIS, D2 interpolation; JAX-AMG's selector is PMIS).
 
 See :func:`parse_amgx_config` for every default value.
 """

@@ -78,9 +78,9 @@ def solve(
     r"""Solves ``A x = b`` by an AMG-preconditioned Krylov method; differentiable.
 
     The method is configured in AmgX's vocabulary (:func:`parse_amgx_config`); by default
-    BiCGSTAB preconditioned by one V-cycle of classical AMG (PMIS coarsening, distance-two
-    interpolation: JAX-AMG's default), to a residual ``1e-6`` times the initial one, in at
-    most 1000 iterations.  Aggregation AMG (``"algorithm": "AGGREGATION"``, jaxsolve's
+    BiCGSTAB preconditioned by one V-cycle of classical AMG (HMIS coarsening, distance-two
+    interpolation; JAX-AMG's coarsening is PMIS), to a residual ``1e-6`` times the initial
+    one, in at most 1000 iterations.  Aggregation AMG (``"algorithm": "AGGREGATION"``, jaxsolve's
     default before classical AMG arrived) sets up faster and cycles more cheaply, in more
     iterations.
 
