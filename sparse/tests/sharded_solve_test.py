@@ -86,6 +86,21 @@ class TestSolveSharded:
         residual = jnp.linalg.norm(A @ x - b) / jnp.linalg.norm(b)
         assert float(residual) < 1e-5
 
+    @pytest.mark.parametrize("preconditioner", ["MULTICOLOR_DILU", "JACOBI_L1"])
+    def test_relaxation_preconditioners_relax_each_block(self, preconditioner):
+        """JAX-AMG's MPI demos' preconditioners: block-Jacobi relaxation, each device
+        relaxing its diagonal block; the single-device solution."""
+        A = matrices.poisson_matrix(16)
+        b = matrices.rhs_random(A.shape[0], seed=4)
+        config = {"solver": "PBICGSTAB", "tolerance": 1e-6, "max_iters": 300,
+                  "preconditioner": preconditioner}
+        x_single, _ = sparse.solve(A, b, config=config)
+        A_sharded = sharding.shard_rows(A, _mesh(4))
+        x, info = sparse.solve(A_sharded, jax.device_put(b, A_sharded.sharding), config=config)
+        assert sparse.Status(int(info.status)) == sparse.Status.SUCCESS
+        np.testing.assert_allclose(x, x_single, rtol=1e-4,
+                                   atol=1e-4 * float(jnp.abs(x_single).max()))
+
     def test_solve_iterations_near_single_device(self):
         # Large enough for several AMG levels: the coarse space that couples the blocks keeps
         # the iterations near the single-device AMG's (block-Jacobi AMG alone would not).

@@ -626,7 +626,7 @@ def solve_mpi(
         raise TypeError(f"solve: comm must be an mpi4py communicator (e.g. MPI.COMM_WORLD), "
                         f"got {type(comm).__name__}.")
     check_krylov(config, _WHERE)
-    amg = amg_of(config, _WHERE)
+    amg = amg_of(config)
     row_ranges = _row_ranges(comm, nglobal, partition_info)
     try:
         indptr, indices, values, b, x0 = _local_inputs(A_local, b_local, x0, comm.rank,

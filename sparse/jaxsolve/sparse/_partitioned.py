@@ -17,6 +17,14 @@ which is all the two paths implement differently:
 * :func:`check_krylov` and :func:`amg_of`: the solver and the AMG configuration of a
   distributed solve, checked.
 
+**A relaxation preconditioner** (``BLOCK_JACOBI``, ``JACOBI_L1``, ``CHEBYSHEV_POLY``,
+``MULTICOLOR_GS``, ``MULTICOLOR_DILU``, ``max_iters`` sweeps) is block-Jacobi relaxation:
+each part runs the single-device relaxation on its diagonal block ``A_rr`` alone (as a
+hierarchy of one level, smoothed, :func:`amg_of`), with no coarse space and no sweep on all
+of ``A``. AmgX relaxes across the ranks, exchanging halos between the colors; here the
+parts' cuts are not relaxed across, so a solve takes a few more iterations than on one
+device, the more parts the more (the ℓ1 sums of ``JACOBI_L1`` are the block's rows').
+
 **The products** ``A x``: a part receives the entries of ``x`` its rows reach (its halo)
 from their owners, then multiplies its block with the native CSR kernel. **The inner
 products** are local ``vdot`` s summed over the parts, given to the unchanged Krylov
@@ -52,7 +60,7 @@ from jax import lax
 
 from . import _aggregation
 from ._collectives import Collectives
-from ._config import AMGConfig, SolverConfig
+from ._config import AMGConfig, RelaxationConfig, SolverConfig
 from ._csr_arrays import CsrStructure
 from ._cycle import cycle
 from ._ffi_primitives import csr_matvec
@@ -197,6 +205,9 @@ def precondition(collectives: Collectives, n_coarse: int, preconditioner: BlockP
         return (preconditioner.coarse_inverse_rows @ residual).at[coarse_of_row].get(
             mode="fill", fill_value=0)
 
+    if is_block_relaxation(preconditioner.hierarchy.config):
+        return lambda r: cycle(preconditioner.hierarchy, r)
+
     def two_level(r):
         x = coarse(r)
         x = x + cycle(preconditioner.hierarchy, r - matvec(x))
@@ -254,15 +265,27 @@ def check_krylov(config: SolverConfig, where: str) -> None:
                          f"GMRES, FGMRES), not {config.solver!r}.")
 
 
-def amg_of(config: SolverConfig, where: str) -> AMGConfig | None:
+def amg_of(config: SolverConfig) -> AMGConfig | None:
     """The AMG configuration of a distributed solve's preconditioner (None: ``NOSOLVER`` or
-    none), checked to be one a distributed solve runs. ``where`` names the path in the error
-    (``"with comm="``)."""
+    none); a relaxation's is a hierarchy of one level that the relaxation smooths
+    ``max_iters`` times (:func:`is_block_relaxation`)."""
     preconditioner = config.preconditioner
     if preconditioner is None or preconditioner.solver == "NOSOLVER":
         return None
-    if preconditioner.solver != "AMG":
-        raise ValueError(
-            f"solve: {where}, the preconditioners are 'AMG' (block-Jacobi AMG with a coarse "
-            f"space) and 'NOSOLVER', not {preconditioner.solver!r}.")
+    if preconditioner.relaxation is not None:
+        return _relaxation_amg(preconditioner.relaxation, preconditioner.max_iters)
     return preconditioner.amg
+
+
+def _relaxation_amg(relaxation: RelaxationConfig, sweeps: int) -> AMGConfig:
+    """``sweeps`` of ``relaxation`` as an AMG configuration: one level, smoothed only."""
+    return AMGConfig(algorithm="AGGREGATION", selector="SIZE_2", smoothed_aggregation=False,
+                     smoother=relaxation, presweeps=0, postsweeps=0, cycle="V", max_levels=1,
+                     min_coarse_rows=1, coarse_solver="NOSOLVER", coarsest_sweeps=sweeps)
+
+
+def is_block_relaxation(amg: AMGConfig) -> bool:
+    """Whether ``amg`` is a relaxation preconditioner's (:func:`amg_of`), or an AMG of one
+    level without a coarse solver, which is one: its cycle is the relaxation alone, applied
+    without the coarse space."""
+    return amg.max_levels == 1 and amg.coarse_solver == "NOSOLVER"

@@ -570,7 +570,7 @@ def solve_sharded(
     as the single-device solve does, and makes no pass over the inputs).
     """
     check_krylov(config, _WHERE)
-    amg = amg_of(config, _WHERE)
+    amg = amg_of(config)
     given = jnp.shape(b)  # (n, ...) or the padded layout's (P m, ...)
     if x0 is not None and jnp.shape(x0) != given:
         raise ValueError(f"solve: x0 must have b's shape {given}, got {jnp.shape(x0)}.")
@@ -687,7 +687,7 @@ def communication_per_iteration(A: ShardedCsrMatrix, config: Any = None) -> dict
         products, applications, scalars = 1, 1, restart // 2 + 2
     itemsize = np.dtype(A.dtype).itemsize
     halo = A.bytes_per_matvec()
-    amg = amg_of(config, _WHERE)
+    amg = amg_of(config)
     coarse = 0
     if amg is not None:
         products += 4 * applications  # Jacobi twice, the two-level method twice
