@@ -31,8 +31,8 @@ class TestSolveMpi:
 
     def test_solve_mpi_2_ranks(self):
         # The paper example, the nonsymmetric and PCG's gradients and tangents, the errors.
-        out = _run(2, "errors", "poisson", "reuse", "relaxation", "grad", "grad-pcg", "jvp",
-                   "jvp-pcg")
+        out = _run(2, "errors", "poisson", "reuse", "relaxation", "operator", "grad",
+                   "grad-pcg", "jvp", "jvp-pcg")
         assert "OK grad convection-diffusion PBICGSTAB on 2 ranks" in out
         assert "OK jvp convection-diffusion PBICGSTAB on 2 ranks" in out
 

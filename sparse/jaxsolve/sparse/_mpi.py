@@ -73,6 +73,7 @@ from ._csr_arrays import CsrStructure
 from ._hierarchy import HierarchyStructure, build_structure, numeric_setup
 from ._krylov import HERMITIAN_METHODS
 from ._linear_solve import service, solve_from
+from ._matrix_free import is_operator, operator_matrix
 from ._partitioned import (COARSE_PER_PART, BlockPreconditioner, amg_of, check_krylov,
                            coarse_aggregates, coarse_inverse_rows, kept_bytes, kept_numbers,
                            krylov_columns, local_matvec, precondition)
@@ -492,7 +493,10 @@ def _preconditioner_numbers(layout: _Layout, transposed: bool, values: jax.Array
 
 def _local_csr(A: Any) -> tuple[np.ndarray, np.ndarray, Any, tuple[int, int]]:
     """``(indptr, indices, values, shape)`` of a rank's block: a concrete pattern, values
-    possibly traced."""
+    possibly traced. A matrix-free block (JAX-AMG's ``partition_operator``, this rank's rows
+    of the product) is materialized on its attached coloring's pattern."""
+    if is_operator(A):
+        A = operator_matrix("solve", A, None, None)
     if scipy.sparse.issparse(A):
         A = scipy.sparse.csr_array(A)
         if A.has_canonical_format is False:
@@ -506,7 +510,8 @@ def _local_csr(A: Any) -> tuple[np.ndarray, np.ndarray, Any, tuple[int, int]]:
         raise TypeError(
             "solve: with comm=, A must be this rank's rows as a CSR matrix with global column "
             "indices (a scipy.sparse matrix, a jax.experimental.sparse BCSR or a "
-            f"jaxsolve.sparse.CsrMatrix), got {type(A).__name__}.")
+            "jaxsolve.sparse.CsrMatrix) or a matrix-free operator of them with its coloring "
+            f"attached by with_cache, got {type(A).__name__}.")
     try:
         indptr, indices = np.asarray(indptr, np.int64), np.asarray(indices, np.int64)
     except jax.errors.TracerArrayConversionError as error:
