@@ -75,6 +75,8 @@ CONFIGS = {
                                   "min_coarse_rows": 8},
     "F, l1-Jacobi, smoothed coarsest": {"cycle": "F", "smoother": "JACOBI_L1",
                                         "coarse_solver": "NOSOLVER", "min_coarse_rows": 8},
+    "CG on the coarsest": {"coarse_solver": {"solver": "CG", "max_iters": 5},
+                           "min_coarse_rows": 30},
 }
 
 

@@ -20,9 +20,10 @@ smoothers' scale is zero on padding rows and the coarsest inverse is zero outsid
 block. A vector's padding entries therefore start at zero (a restriction's padding rows are
 empty) and stay zero (no sweep, product or correction writes anything else there), and
 every sparse product and sweep sums the same entries in the same order as before. Only the
-coarsest level's dense product ``A_c⁻¹ b`` runs over zero columns more, which XLA may sum in
-another order: its results agree to rounding (the last bit; the iterations of the tests and
-of ``tools/bench/sparse_new_pattern.py`` are the unpadded hierarchy's).
+coarsest level's dense product ``A_c⁻¹ b`` (or a Krylov coarse solver's inner products)
+runs over zeros more, which XLA may sum in another order: its results agree to rounding
+(the last bit; the iterations of the tests and of ``tools/bench/sparse_new_pattern.py``
+are the unpadded hierarchy's).
 
 **Memory.** Every padded array holds less than ``1.5 ×`` its true entries ``+ 4`` (a new
 shape's ``size_class(9 n / 8) < 1.41 n`` for ``n > 4``): the coarse operators, transfer
