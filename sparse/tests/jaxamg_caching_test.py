@@ -3,7 +3,9 @@
 Its code block (``clear_solver_cache``, ``finalize``) and what its text documents:
 ``with_cache(A, coloring=cache_coloring(...))`` reuses an operator's structure across
 solves under ``jax.jit`` while the values change; ``is_symmetric=True``; ``reuse_setup``;
-a new sparsity pattern is a cache miss with no explicit clear; the cache counters.
+a new sparsity pattern is a cache miss with no explicit clear; the cache counters; and
+"Cache inspection": ``get_solver_cache_info()``'s ``single_gpu``/``mpi`` size, capacity and
+per-entry summaries and ``isolated_mode``.
 """
 
 import jax
@@ -17,14 +19,14 @@ from jaxsolve.sparse.matrices import poisson_matrix, rhs_ones, tridiagonal_opera
 def test_clearing_caches_and_cleanup():
     A, b = poisson_matrix(8), rhs_ones(64)
     jaxamg.solve(A, b)
-    assert jaxamg.get_solver_cache_info().currsize >= 1
+    assert jaxamg.get_solver_cache_info()["single_gpu"]["size"] >= 1
     operator = tridiagonal_operator(3.0)
     jaxamg.cache_coloring(operator, 16)
     # --- docs/caching.md, "Clearing caches and cleanup" ---
     jaxamg.clear_solver_cache()  # Clears C++ AmgX handle cache
     jaxamg.finalize()            # Clears caches/resources and tears down native state
     # --- end of the page's block ---
-    assert jaxamg.get_solver_cache_info().currsize == 0
+    assert jaxamg.get_solver_cache_info()["single_gpu"]["size"] == 0
     x, info = jaxamg.solve(A, b)  # solves may follow: they set up anew
     assert info["status"] == jaxamg.AMGXStatus.SUCCESS
 
@@ -58,10 +60,34 @@ def test_reuse_setup_and_pattern_changes():
     jaxamg.clear_solver_cache()
     A, b = poisson_matrix(10), rhs_ones(100)
     jaxamg.solve(A, b)
-    misses = jaxamg.get_solver_cache_info().misses
+    misses = jaxamg.cache_info().misses
     scaled = jaxamg.as_csr(A).with_values(1.5 * A.data)
     x, info = jaxamg.solve(scaled, b, reuse_setup=True)  # hierarchy kept, values refreshed
     assert info["status"] == jaxamg.AMGXStatus.SUCCESS
     np.testing.assert_allclose(1.5 * (A @ x), b, atol=1e-4)
     jaxamg.solve(poisson_matrix(11), rhs_ones(121))  # a new pattern: a miss, no clear needed
-    assert jaxamg.get_solver_cache_info().misses == misses + 1
+    assert jaxamg.cache_info().misses == misses + 1
+
+
+def test_cache_inspection():
+    """Sizes and capacities of both caches, an entry per setup with its dimensions, config
+    and pattern hash (equal for equal patterns), and isolated mode."""
+    jaxamg.clear_solver_cache()
+    A, b = poisson_matrix(10), rhs_ones(100)
+    jaxamg.solve(A, b)
+    jaxamg.solve(A, b, config={"solver": "CG"})  # no preconditioner: the pattern only
+    info = jaxamg.get_solver_cache_info()
+    assert set(info) == {"single_gpu", "mpi", "isolated_mode"}
+    assert info["isolated_mode"] is False
+    assert info["mpi"]["entries"] == [] and info["mpi"]["size"] == 0
+    single = info["single_gpu"]
+    assert (single["size"], single["capacity"]) == (2, jaxamg.cache_info().maxsize)
+    amg, pattern = single["entries"]
+    assert (amg["n_rows"], amg["nnz"]) == (pattern["n_rows"], pattern["nnz"]) == (100, 460)
+    assert amg["structure_hash"] == pattern["structure_hash"]
+    assert amg["config"]["solver"] == "AMG" and pattern["config"] is None
+    jaxamg.set_cache_size(0)
+    try:
+        assert jaxamg.get_solver_cache_info()["isolated_mode"] is True
+    finally:
+        jaxamg.set_cache_size(8)

@@ -96,6 +96,12 @@ def check_caching():
     jitted, jitted_info = jax.jit(lambda A, b: jaxamg.solve(A, b))(A_cached, b_local)
     np.testing.assert_allclose(jitted, direct, rtol=1e-5, atol=1e-6)
     assert int(jitted_info["iterations"]) == info["iterations"]
+    distributed = jaxamg.get_solver_cache_info()["mpi"]  # this rank's layouts
+    assert distributed["size"] >= 1, distributed
+    entry = distributed["entries"][-1]
+    assert (entry["n_local"], entry["n_global"], entry["lrank"]) == (
+        row_end - row_start, n_global, rank), entry
+    assert entry["nnz"] == len(A_local.data), entry
     report(f"OK caching on {nranks} ranks: PCG {info['iterations']} iterations")
 
 

@@ -85,6 +85,7 @@ from ._cache import cache_info as cache_info
 from ._cache import clear_cache as clear_cache
 from ._cache import finalize as finalize
 from ._cache import set_cache_size as set_cache_size
+from ._cache import solver_cache_info as get_solver_cache_info
 from ._coloring import color_columns as color_columns
 from . import _compilation_cache
 from ._compilation_cache import enable_compilation_cache as enable_compilation_cache
@@ -108,7 +109,6 @@ from ._status import Status as Status
 from ._status import raise_on_failure as raise_on_failure
 
 # JAX-AMG's names, so that ported code runs unchanged.
-get_solver_cache_info = cache_info
 clear_solver_cache = clear_cache
 
 

@@ -87,6 +87,11 @@ class _SetupCache:
         with self._lock:
             return CacheInfo(self._hits, self._misses, self._maxsize, len(self._entries))
 
+    def items(self) -> list[tuple[Any, CacheEntry]]:
+        """The entries, the least recently used first."""
+        with self._lock:
+            return list(self._entries.items())
+
     def clear(self) -> None:
         with self._lock:
             self._entries.clear()
@@ -124,7 +129,7 @@ def setup_for(key: Any, build: Callable[[], CacheEntry]) -> CacheEntry:
 def cache_info() -> CacheInfo:
     """Statistics of the AMG setup cache: hits, misses, maxsize, currsize.
 
-    JAX-AMG's name for it, ``get_solver_cache_info``, is an alias.
+    JAX-AMG's ``get_solver_cache_info`` describes the entries (:func:`solver_cache_info`).
 
     Examples:
       >>> from jaxsolve import sparse
@@ -133,6 +138,52 @@ def cache_info() -> CacheInfo:
       CacheInfo(hits=0, misses=0, maxsize=8, currsize=0)
     """
     return _CACHE.info()
+
+
+def solver_cache_info() -> dict[str, Any]:
+    """The caches as JAX-AMG's ``get_solver_cache_info`` describes its AmgX caches.
+
+    JAX-AMG's keys with their meaning: ``"single_gpu"`` (the setup cache of one-process
+    solves) and ``"mpi"`` (the distributed layouts of ``comm=`` solves on this rank), each
+    a dict of ``"size"`` (entries kept), ``"capacity"`` (the most kept) and ``"entries"``
+    (least recently used first), and ``"isolated_mode"`` (True when nothing is kept,
+    ``JAXSOLVE_CACHE_SIZE=0``, as ``JAXAMG_CACHE_SIZE=0`` is JAX-AMG's).  An entry has
+    JAX-AMG's ``"n_rows"`` and ``"nnz"`` (``"n_local"``, ``"n_global"``, ``"nnz"`` and
+    ``"lrank"`` for ``"mpi"``), ``"structure_hash"`` (an int digest of the pattern) and
+    ``"config"`` (the AMG configuration as AmgX keys, a relaxation's name, or None for a
+    solve without a preconditioner's structure); a multicolor smoother's ordering has
+    ``"nnz"`` None.  jaxsolve keys no entry by dtype or
+    orientation (a transpose is a pattern of its own), so JAX-AMG's ``"mode"`` and
+    ``"transpose_solve"`` are not there.  :func:`cache_info` gives the hit statistics.
+
+    Examples:
+      >>> from jaxsolve import sparse
+      >>> sparse.clear_cache()
+      >>> info = sparse.get_solver_cache_info()
+      >>> info["single_gpu"]["size"], info["single_gpu"]["capacity"], info["isolated_mode"]
+      (0, 8, False)
+    """
+    from . import _mpi  # here: _mpi imports what imports this module
+
+    maxsize = _CACHE.info().maxsize
+    entries = [_entry_summary(key, entry) for key, entry in _CACHE.items()]
+    return {"single_gpu": {"size": len(entries), "capacity": maxsize, "entries": entries},
+            "mpi": _mpi.layout_cache_info(), "isolated_mode": maxsize == 0}
+
+
+def _entry_summary(key: tuple, entry: CacheEntry) -> dict[str, Any]:
+    pattern_key, component = key[0], key[1]
+    structure = entry.structure
+    if isinstance(structure, HierarchyStructure):
+        finest = structure.levels[0].a if structure.levels else structure.coarsest
+        n_rows, nnz = finest.n_rows, finest.nnz
+        config = {"solver": "AMG", **component._amgx_keys("main_preconditioner")}
+    elif isinstance(structure, MulticolorArrays):
+        n_rows, nnz, config = int(structure.inverse.shape[0]), None, component
+    else:  # a solve without AMG: the pattern's device arrays
+        n_rows, nnz, config = structure[0].n_rows, int(structure[0].indices.shape[0]), None
+    return {"n_rows": int(n_rows), "nnz": nnz if nnz is None else int(nnz),
+            "structure_hash": int(pattern_key[:16], 16), "config": config}
 
 
 def clear_cache() -> None:

@@ -57,6 +57,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import hashlib
 import time
 from typing import Any, Literal
 
@@ -380,6 +381,22 @@ def _layout(comm: Any, row_ranges, indptr: np.ndarray, indices: np.ndarray,
         del _LAYOUTS[next(iter(_LAYOUTS))]
     _LAYOUTS[key] = layout
     return layout
+
+
+def layout_cache_info() -> dict[str, Any]:
+    """The distributed layouts kept on this rank, as JAX-AMG's ``get_solver_cache_info``
+    describes its MPI cache (see :func:`jaxsolve.sparse.get_solver_cache_info`)."""
+    entries = []
+    for key, layout in _LAYOUTS.items():
+        amg = key[4]
+        start, end = layout.row_ranges[layout.comm.rank]
+        digest = hashlib.blake2b(key[2] + key[3], digest_size=8).hexdigest()
+        entries.append({"n_local": end - start, "n_global": layout.row_ranges[-1][1],
+                        "nnz": int(layout.forward.indptr[-1]), "lrank": layout.comm.rank,
+                        "structure_hash": int(digest, 16),
+                        "config": None if amg is None else
+                        {"solver": "AMG", **amg._amgx_keys("main_preconditioner")}})
+    return {"size": len(entries), "capacity": _MAX_LAYOUTS, "entries": entries}
 
 
 def _new_layout(comm: Any, row_ranges, indptr: np.ndarray, indices: np.ndarray,
