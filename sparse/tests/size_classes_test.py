@@ -1,6 +1,8 @@
 """Size classes: a kept hierarchy is padded so that a new pattern of similar size reuses the
 compiled solve, and the padding changes no iteration (see ``_size_classes.py``)."""
 
+import types
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -42,6 +44,44 @@ def test_size_classes_round_up_by_less_than_a_quarter():
         assert c >> shift in (4, 5, 6, 7) and c == (c >> shift) << shift, c
     assert all(_size_classes.size_class(n, 3) % 3 == 0 and _size_classes.size_class(n, 3) >= n
                for n in range(3, 300, 3))
+
+
+def fake_levels(rows, nonzeros, p_nonzeros):
+    """Level structures of these sizes (what `class_shape` reads of them), the coarsest's
+    pattern last."""
+    def pattern(n, nnz):
+        return types.SimpleNamespace(n_rows=n, nnz=nnz)
+
+    levels = [types.SimpleNamespace(a=pattern(rows[i], nonzeros[i]),
+                                    p=pattern(rows[i], p_nonzeros[i]),
+                                    r=pattern(rows[i + 1], p_nonzeros[i]), block_dim=1)
+              for i in range(len(rows) - 1)]
+    return levels, pattern(rows[-1], nonzeros[-1])
+
+
+def test_a_hierarchy_takes_a_shape_in_use_that_fits_it():
+    rows, nonzeros, p_nonzeros = [100003, 20011, 3001, 97], [700001, 300007, 60013, 4001], [
+        150001, 30011, 4513]
+    shape = _size_classes.class_shape(*fake_levels(rows, nonzeros, p_nonzeros), 1)
+    assert shape.levels[0].rows == rows[0] and shape.levels[0].a_nnz == nonzeros[0]
+    padded = [level.rows for level in shape.levels] + [shape.coarsest[0]]
+    assert all(n < k < 1.5 * n + 4 for n, k in zip(rows[1:], padded[1:]))
+    # coarse levels 5 % smaller or 4 % larger: the same shape, though the smaller one's
+    # own classes (of a finest size seen first, nonzeros + 1) are smaller
+    for factor in (0.95, 1.04):
+        coarse = ([int(n * factor) for n in rows[1:]], [int(n * factor) for n in nonzeros[1:]],
+                  [int(n * factor) for n in p_nonzeros])
+        similar = fake_levels(rows[:1] + coarse[0], nonzeros[:1] + coarse[1], coarse[2])
+        assert _size_classes.class_shape(*similar, 1) == shape
+        if factor < 1:
+            own = fake_levels(rows[:1] + coarse[0], [nonzeros[0] + 1] + coarse[1], coarse[2])
+            assert sum(_size_classes._sizes(_size_classes.class_shape(*own, 1))) < sum(
+                _size_classes._sizes(shape))
+    # a third of the size: a shape of its own, not three times larger than it
+    smaller = fake_levels(rows[:1] + [n // 3 for n in rows[1:]],
+                          nonzeros[:1] + [n // 3 for n in nonzeros[1:]],
+                          [n // 3 for n in p_nonzeros])
+    assert _size_classes.class_shape(*smaller, 1) != shape
 
 
 def test_a_new_pattern_of_similar_size_reuses_the_compiled_solve(x64):

@@ -103,6 +103,8 @@ def class_shape(levels: Sequence, coarsest: CsrStructure, coarsest_block_dim: in
     key = (true.levels[0].rows, true.levels[0].a_nnz, block_dims)
     sizes = _sizes(true)
     with _LOCK:
+        if key in _SHAPES:
+            _SHAPES.move_to_end(key)
         fitting = [shape for shape in _SHAPES.get(key, ())
                    if all(n <= padded < 1.5 * n + 4
                           for n, padded in zip(sizes, _sizes(shape), strict=True))]
@@ -122,13 +124,17 @@ def class_shape(levels: Sequence, coarsest: CsrStructure, coarsest_block_dim: in
                          for i, level in enumerate(true.levels)),
             coarsest=(rows[-1], grown(true.coarsest[1])))
         _SHAPES.setdefault(key, collections.deque(maxlen=_SHAPES_PER_SIZE)).appendleft(shape)
+        while len(_SHAPES) > _SIZES_KEPT:
+            _SHAPES.popitem(last=False)
         return shape
 
 
-# The shapes handed out, per finest rows, nonzeros and block sizes: compiled solves exist
-# for them (or will), so a hierarchy that fits one takes it.
-_SHAPES: dict[tuple, collections.deque[HierarchyShape]] = {}
+# The shapes handed out, per finest rows, nonzeros and block sizes (the most recently used
+# sizes kept): compiled solves exist for them (or will), so a hierarchy that fits one takes it.
+_SHAPES: collections.OrderedDict[tuple, collections.deque[HierarchyShape]] = (
+    collections.OrderedDict())
 _SHAPES_PER_SIZE = 64
+_SIZES_KEPT = 256
 _LOCK = threading.Lock()
 
 
