@@ -10,9 +10,9 @@ sparsity functions' return shapes, ``utils.to_scipy``, ``config.prepare_config``
 
 Not yet here (issue 32): the preconditioners' ``save_stats_file``;
 ``make_lineax_preconditioner``'s ``comm``, ``nglobal``, ``partition_info``; it
-names its first parameter ``A`` (JAX-AMG: ``operator``); ``utils.format_amgx_stats`` and
-``mpi_utils``' transport internals (``register_comm``, ``resolve_comm``, ``HaloPlan``,
-``build_halo_plan``, ``local_transpose_nnz``).
+names its first parameter ``A`` (JAX-AMG: ``operator``); ``mpi_utils``' transport
+internals (``register_comm``, ``resolve_comm``, ``HaloPlan``, ``build_halo_plan``,
+``local_transpose_nnz``). ``utils.format_amgx_stats`` is checked on text in AmgX's output format.
 """
 
 import importlib
@@ -76,6 +76,7 @@ SIGNATURES = {
     "utils": {
         "deep_merge": (["base", "override"], []),
         "ensure_int64_array": (["data"], []),
+        "format_amgx_stats": (["stats_str", "filepath", "rank"], []),
         "get_preferred_dtype": (["A", "b"], []),
         "temp_enable_x64": ([], []),
         "to_bcsr_matrix": (["A", "b", "use_int64_indices"], []),
@@ -234,3 +235,49 @@ def test_mpi_utils_without_mpi():
     mpi_utils.validate_partition(blocks[1][0], 9, 5, 9)
     with pytest.raises(ValueError, match=r"shape \(4, 9\) is not \(5, 9\)"):
         mpi_utils.validate_partition(blocks[1][0], 9, 4, 9)
+
+
+# AmgX's print_grid_stats and print_solve_stats output, as AmgX prints it (then a second
+# solve's table, which format_amgx_stats leaves out, as JAX-AMG's does).
+AMGX_STATS = """\
+AMG Grid:
+         Number of Levels: 2
+            LVL         ROWS               NNZ    SPRSTY       Mem (GB)
+         --------------------------------------------------------------
+           0(D)          100            460     0.046       8.46e-06
+           1(D)           50            240     0.096       3.85e-06
+         --------------------------------------------------------------
+         Grid Complexity: 1.5
+         Operator Complexity: 1.52174
+         Total Memory Usage: 1.23e-05 GB
+         --------------------------------------------------------------
+           iter      Mem Usage (GB)       residual           rate
+         --------------------------------------------------------------
+            Ini             0.403015   1.000000e+01
+              0             0.403015   1.032543e-01         0.0103
+         --------------------------------------------------------------
+        Total Iterations: 1
+        Final Residual: \t   1.032543e-01
+         --------------------------------------------------------------
+           iter      Mem Usage (GB)       residual           rate
+            Ini             0.403015   5.000000e+00
+"""
+
+
+def test_format_amgx_stats(tmp_path):
+    from jaxsolve.sparse.utils import format_amgx_stats
+
+    path = tmp_path / "stats.txt"
+    format_amgx_stats(AMGX_STATS, path)
+    lines = path.read_text().splitlines()
+    assert lines[:3] == ["=" * 60, "  AMG GRID STATISTICS", "=" * 60]
+    assert "  0(D)          100            460     0.046       8.46e-06" in lines
+    assert "  Operator Complexity: 1.52174" in lines
+    solver = lines.index("  SOLVER ITERATIONS")
+    assert lines[solver + 2] == "  iter      Mem Usage (GB)       residual           rate"
+    assert "  Ini             0.403015   1.000000e+01" in lines
+    assert f"    {'Total Iterations':<30}: 1" in lines
+    assert f"    {'Final Residual':<30}: 1.032543e-01" in lines
+    assert not any("5.000000e+00" in line for line in lines)  # the second table
+    format_amgx_stats(AMGX_STATS, tmp_path / "rank1.txt", rank=1)  # MPI: rank 0 writes
+    assert not (tmp_path / "rank1.txt").exists()

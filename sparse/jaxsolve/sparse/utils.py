@@ -9,6 +9,8 @@ import changed:
 * `to_bcsr_matrix`: any matrix, or a matrix-free operator, as a BCSR;
 * `get_preferred_dtype`: the precision a solve of ``A`` and ``b`` runs in;
 * `deep_merge`, `temp_enable_x64`, `ensure_int64_array`: JAX-AMG's small helpers;
+* `format_amgx_stats`: AmgX's statistics text (its grid and solve tables) written to a file
+  in sections;
 * `Matrix`, `MatrixOrOperator`: the types of ``solve``'s ``A``.
 
 Examples:
@@ -23,6 +25,7 @@ Examples:
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Callable, Iterator
 from typing import Any, Union
 
@@ -42,6 +45,7 @@ __all__ = [
     "MatrixOrOperator",
     "deep_merge",
     "ensure_int64_array",
+    "format_amgx_stats",
     "get_preferred_dtype",
     "temp_enable_x64",
     "to_bcsr_matrix",
@@ -136,3 +140,91 @@ def ensure_int64_array(data: ArrayLike) -> jax.Array:
     """``data`` as an int64 JAX array, made with x64 on for the call."""
     with temp_enable_x64():
         return jnp.asarray(data, jnp.int64)
+
+
+_RULE = "=" * 60
+
+
+def format_amgx_stats(stats_str: str, filepath: str | os.PathLike,
+                      rank: int | None = None) -> None:
+    """Writes AmgX's statistics text to ``filepath`` in sections (JAX-AMG's helper).
+
+    ``stats_str`` is what AmgX prints for ``print_grid_stats`` and ``print_solve_stats``,
+    or what jaxsolve logs for them (its ``save_stats_file`` content): the grid tables, which
+    begin at a line ``AMG Grid:`` (AmgX) or ``AMG hierarchy`` (jaxsolve), go under ``AMG
+    GRID STATISTICS``; the first solve table, from its ``iter ... residual`` header to the
+    end of its summary, under ``SOLVER ITERATIONS``, its ``key: value`` summary lines
+    aligned.  Other lines (a solver's name, the setup's progress) are left out.  In MPI
+    pass ``rank``: only rank 0 writes, as JAX-AMG does.
+
+    Args:
+      stats_str: the statistics text.
+      filepath: the file to write (overwritten).
+      rank: this process's MPI rank, or None (one process: it writes).
+
+    Examples:
+      >>> import pathlib, tempfile
+      >>> from jaxsolve.sparse.utils import format_amgx_stats
+      >>> text = "\\n".join(["iter residual rate", "----", "Ini 1.0e+00", "0 1.0e-07 0.1",
+      ...                     "----", "Total Iterations: 1", "----", "status SUCCESS"])
+      >>> path = pathlib.Path(tempfile.mkdtemp()) / "stats.txt"
+      >>> format_amgx_stats(text, path)
+      >>> print(path.read_text())  # doctest: +NORMALIZE_WHITESPACE
+      ============================================================
+        SOLVER ITERATIONS
+      ============================================================
+        iter residual rate
+        ----
+        Ini 1.0e+00
+        0 1.0e-07 0.1
+        ----
+          Total Iterations              : 1
+        ----
+      <BLANKLINE>
+    """
+    if rank is not None and rank != 0:
+        return
+    grids, tables = _stats_blocks(stats_str.splitlines())
+    out: list[str] = []
+    if grids:
+        out += [_RULE, "  AMG GRID STATISTICS", _RULE]
+        out += ["  " + line for grid in grids for line in grid] + [""]
+    if tables:
+        out += [_RULE, "  SOLVER ITERATIONS", _RULE]
+        out += [_summary_line(line) for line in tables[0]] + [""]
+    with open(filepath, "w") as file:
+        file.write("\n".join(out) + "\n")
+
+
+def _stats_blocks(lines: list[str]) -> tuple[list[list[str]], list[list[str]]]:
+    """The grid blocks and the solve tables of AmgX's statistics, their lines stripped."""
+    grids: list[list[str]] = []
+    tables: list[list[str]] = []
+    block: list[str] | None = None
+    rules = 0  # the rules a solve table has passed: under its header, body and summary
+    for line in (raw.strip() for raw in lines):
+        if line.startswith(("AMG Grid", "AMG hierarchy")):  # the title itself left out
+            block = []
+            grids.append(block)
+        elif line.startswith("iter") and "residual" in line:
+            block, rules = [line], 0
+            tables.append(block)
+        elif block is None:
+            continue
+        elif tables and block is tables[-1]:
+            rules += line.startswith("---")
+            if not line or line.startswith("status") or rules > 3:
+                block = None
+            else:
+                block.append(line)
+        elif not line or line.endswith(("print_solve_stats", "print_grid_stats")):
+            block = None
+        else:
+            block.append(line)
+    return grids, tables
+
+
+def _summary_line(line: str) -> str:
+    """A solve table's line, indented; a ``key: value`` summary line aligned."""
+    key, colon, value = line.partition(":")
+    return f"    {key.strip():<30}: {value.strip()}" if colon else "  " + line
