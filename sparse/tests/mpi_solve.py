@@ -26,7 +26,7 @@ iteration counts.
   ``MULTICOLOR_DILU``, ``BLOCK_JACOBI`` under PBICGSTAB (block-Jacobi relaxation: each rank
   relaxes its diagonal block) on 2D Poisson 24 × 24: the single-process solution, the DILU
   and two Jacobi sweeps in fewer iterations than without a preconditioner.
-* ``operator``: JAX-AMG's ``mpi_large_3d_poisson_operator_optimization`` at 8³: each rank
+* ``operator``: JAX-AMG's ``mpi_large_3d_poisson_operator_optimization`` at 6³: each rank
   solves with its rows of a matrix-free operator (``partition_operator``, its coloring and
   MPI metadata attached by ``with_cache``); the loss and its derivative with respect to the
   operator's shift equal the single-process ones.
@@ -237,7 +237,7 @@ def check_relaxation():
 
 
 def check_operator():
-    grid = 8
+    grid = 6
     n = grid**3
     config = {"solver": "PBICGSTAB", "preconditioner": {"solver": "AMG"}, "tolerance": 1e-10}
     row_start, row_end, n_local = sparse.mpi_utils.get_partition_info(n, rank, size)

@@ -31,10 +31,13 @@ class TestSolveMpi:
 
     def test_solve_mpi_2_ranks(self):
         # The paper example, the nonsymmetric and PCG's gradients and tangents, the errors.
-        out = _run(2, "errors", "poisson", "reuse", "relaxation", "operator", "grad",
-                   "grad-pcg", "jvp", "jvp-pcg")
+        out = _run(2, "errors", "poisson", "reuse", "grad", "grad-pcg", "jvp", "jvp-pcg")
         assert "OK grad convection-diffusion PBICGSTAB on 2 ranks" in out
         assert "OK jvp convection-diffusion PBICGSTAB on 2 ranks" in out
+
+    def test_jaxamg_demo_features_2_ranks(self):
+        # JAX-AMG's MPI demos: relaxation preconditioners, a matrix-free local operator.
+        _run(2, "relaxation", "operator")
 
     def test_solve_mpi_4_ranks(self):
         out = _run(4, "poisson", "grad", "jvp")
