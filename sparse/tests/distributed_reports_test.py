@@ -93,6 +93,18 @@ def test_sharded_solve_logs_each_report_once(system, logged):
 
 
 @needs_devices
+def test_sharded_relaxation_preconditioner_has_no_grid_table(system, logged):
+    # As on one device: print_grid_stats reports an AMG hierarchy; a relaxation has none.
+    _, A_sharded, b = system
+    config = {"solver": "PCG", "tolerance": 1e-5, "max_iters": 200, "print_grid_stats": 1,
+              "print_solve_stats": 1, "preconditioner": {"solver": "BLOCK_JACOBI"}}
+    _, info = sparse.solve(A_sharded, b, config=config)
+    assert int(info.status) == 0
+    assert starting(logged, "PCG: print_grid_stats") == []
+    assert len(starting(logged, "PCG: print_solve_stats")) == 1
+
+
+@needs_devices
 def test_sharded_solve_under_jit_logs_one_table_from_its_program(system, logged):
     _, A_sharded, b = system
     config = {**PCG, "print_solve_stats": 1, "store_res_history": 1}

@@ -76,8 +76,8 @@ from ._krylov import HERMITIAN_METHODS
 from ._linear_solve import service, solve_from
 from ._matrix_free import is_operator, operator_matrix
 from ._partitioned import (COARSE_PER_PART, BlockPreconditioner, amg_of, check_krylov,
-                           coarse_aggregates, coarse_inverse_rows, kept_bytes, kept_numbers,
-                           krylov_columns, local_matvec, precondition)
+                           coarse_aggregates, coarse_inverse_rows, is_block_relaxation,
+                           kept_bytes, kept_numbers, krylov_columns, local_matvec, precondition)
 from ._report import (Reports, log_parts_grid_stats, log_timings, logged_solve_stats,
                       report_solve)
 from ._setup import is_concrete
@@ -668,7 +668,7 @@ def solve_mpi(
     if reports.timings:
         jax.block_until_ready([leaf for leaf in jax.tree.leaves(numbers) if is_concrete(leaf)])
     setup_seconds = time.perf_counter() - setup_start
-    if reports.grid_stats:
+    if reports.grid_stats and amg is not None and not is_block_relaxation(amg):  # AMG's
         _log_grid_stats(reports.solver, layout, numbers, values.dtype.itemsize)
     collectives = _MpiCollectives(comm, layout.forward)
 

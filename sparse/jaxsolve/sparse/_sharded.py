@@ -70,8 +70,8 @@ from ._linear_solve import service, solve_from
 from ._multicolor import (MULTICOLOR_SMOOTHERS, MulticolorPadding, common_color_shape,
                           multicolor_padding)
 from ._partitioned import (COARSE_PER_PART, BlockPreconditioner, amg_of, check_krylov,
-                           coarse_aggregates, coarse_inverse_rows, kept_bytes, kept_numbers,
-                           krylov_columns, local_matvec, precondition)
+                           coarse_aggregates, coarse_inverse_rows, is_block_relaxation,
+                           kept_bytes, kept_numbers, krylov_columns, local_matvec, precondition)
 from ._report import (Reports, log_parts_grid_stats, log_timings, logged_solve_stats,
                       report_solve)
 from ._setup import check_finite, is_concrete
@@ -589,7 +589,7 @@ def solve_sharded(
     if reports.timings:
         jax.block_until_ready([leaf for leaf in jax.tree.leaves(numbers) if is_concrete(leaf)])
     setup_seconds = time.perf_counter() - setup_start
-    if reports.grid_stats:
+    if reports.grid_stats and amg is not None and not is_block_relaxation(amg):  # AMG's
         _log_grid_stats(reports.solver, A, forward, numbers)
     product = _matvec(layout)
 
