@@ -75,7 +75,7 @@ from ._hierarchy import HierarchyStructure, build_structure, numeric_setup
 from ._krylov import HERMITIAN_METHODS
 from ._linear_solve import service, solve_from
 from ._matrix_free import is_operator, operator_matrix
-from ._partitioned import (COARSE_PER_PART, BlockPreconditioner, amg_of, check_krylov,
+from ._partitioned import (COARSE_PER_PART, BlockPreconditioner, amg_of, check_solver,
                            coarse_aggregates, coarse_inverse_rows, is_block_relaxation,
                            kept_bytes, kept_numbers, krylov_columns, local_matvec, precondition)
 from ._report import (Reports, log_parts_grid_stats, log_timings, logged_solve_stats,
@@ -647,7 +647,7 @@ def solve_mpi(
     if not hasattr(comm, "Get_size") or not hasattr(comm, "Clone"):
         raise TypeError(f"solve: comm must be an mpi4py communicator (e.g. MPI.COMM_WORLD), "
                         f"got {type(comm).__name__}.")
-    check_krylov(config, _WHERE)
+    check_solver(config, _WHERE)
     amg = amg_of(config)
     row_ranges = _row_ranges(comm, nglobal, partition_info)
     try:

@@ -14,8 +14,10 @@ which is all the two paths implement differently:
   of a :class:`BlockPreconditioner`;
 * :func:`kept_numbers`: when concrete values are set up again and when their numbers are
   reused;
-* :func:`check_krylov` and :func:`amg_of`: the solver and the AMG configuration of a
-  distributed solve, checked.
+* :func:`check_solver` and :func:`amg_of`: the solver and the AMG configuration of a
+  distributed solve, checked. A Krylov solver runs with the preconditioner; ``AMG`` or a
+  relaxation as the solver runs the stationary iteration ``x ← x + M⁻¹ (b − A x)``, ``M⁻¹``
+  one application of the distributed AMG preconditioner or one block relaxation sweep.
 
 **A relaxation preconditioner** (``BLOCK_JACOBI``, ``JACOBI_L1``, ``CHEBYSHEV_POLY``,
 ``MULTICOLOR_GS``, ``MULTICOLOR_DILU``, ``max_iters`` sweeps) is block-Jacobi relaxation:
@@ -65,7 +67,7 @@ from ._csr_arrays import CsrStructure
 from ._cycle import cycle
 from ._ffi_primitives import csr_matvec
 from ._hierarchy import Hierarchy, HierarchyStructure
-from ._krylov import KRYLOV_METHODS
+from ._krylov import KRYLOV_METHODS, stationary
 from ._multicolor import safe_inverse
 from ._relaxation import finest_diagonal
 from ._setup import is_concrete
@@ -103,9 +105,10 @@ def inner_product(collectives: Collectives):
 
 def krylov_columns(config: SolverConfig, collectives: Collectives, matvec, precondition,
                    rhs: jax.Array) -> tuple[jax.Array, SolveInfo]:
-    """This part's rows of the configured Krylov solve of every column of ``rhs`` ``(m, k)``,
-    with inner products summed over the parts; ``info`` with a leading axis of ``k``."""
-    method = KRYLOV_METHODS[config.solver]
+    """This part's rows of the configured Krylov solve (or stationary iteration) of every
+    column of ``rhs`` ``(m, k)``, with inner products summed over the parts; ``info`` with a
+    leading axis of ``k``."""
+    method = KRYLOV_METHODS.get(config.solver, stationary)
     options = {} if config.gmres_n_restart is None else {"restart": config.gmres_n_restart}
 
     def one(b):
@@ -257,18 +260,23 @@ def _equal(a: jax.Array, b: jax.Array) -> jax.Array:
     return jnp.array_equal(a, b)
 
 
-def check_krylov(config: SolverConfig, where: str) -> None:
-    """Refuses a solver a distributed solve does not run: it runs the Krylov methods only.
-    ``where`` names the path in the error (``"with comm="``)."""
-    if config.solver not in KRYLOV_METHODS:
-        raise ValueError(f"solve: {where}, the solver is a Krylov method (PCG, PBICGSTAB, "
-                         f"GMRES, FGMRES), not {config.solver!r}.")
+def check_solver(config: SolverConfig, where: str) -> None:
+    """Refuses ``NOSOLVER`` as the solver, which solves nothing. ``where`` names the path in
+    the error (``"with comm="``)."""
+    if config.solver == "NOSOLVER":
+        raise ValueError(f"solve: {where}, solver 'NOSOLVER' solves nothing; it is a "
+                         "preconditioner choice.")
 
 
 def amg_of(config: SolverConfig) -> AMGConfig | None:
     """The AMG configuration of a distributed solve's preconditioner (None: ``NOSOLVER`` or
     none); a relaxation's is a hierarchy of one level that the relaxation smooths
-    ``max_iters`` times (:func:`is_block_relaxation`)."""
+    ``max_iters`` times (:func:`is_block_relaxation`). For ``AMG`` or a relaxation as the
+    solver, that of one cycle or one sweep of the stationary iteration."""
+    if config.solver == "AMG":
+        return config.amg
+    if config.relaxation is not None:
+        return _relaxation_amg(config.relaxation, 1)
     preconditioner = config.preconditioner
     if preconditioner is None or preconditioner.solver == "NOSOLVER":
         return None

@@ -69,7 +69,7 @@ from ._krylov import HERMITIAN_METHODS
 from ._linear_solve import service, solve_from
 from ._multicolor import (MULTICOLOR_SMOOTHERS, MulticolorPadding, common_color_shape,
                           multicolor_padding)
-from ._partitioned import (COARSE_PER_PART, BlockPreconditioner, amg_of, check_krylov,
+from ._partitioned import (COARSE_PER_PART, BlockPreconditioner, amg_of, check_solver,
                            coarse_aggregates, coarse_inverse_rows, is_block_relaxation,
                            kept_bytes, kept_numbers, krylov_columns, local_matvec, precondition)
 from ._report import (Reports, log_parts_grid_stats, log_timings, logged_solve_stats,
@@ -569,7 +569,7 @@ def solve_sharded(
     ``A``, ``b`` and ``x0`` and raises naming it (a successful one reads its status only,
     as the single-device solve does, and makes no pass over the inputs).
     """
-    check_krylov(config, _WHERE)
+    check_solver(config, _WHERE)
     amg = amg_of(config)
     given = jnp.shape(b)  # (n, ...) or the padded layout's (P m, ...)
     if x0 is not None and jnp.shape(x0) != given:

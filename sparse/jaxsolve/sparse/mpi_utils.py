@@ -13,7 +13,9 @@ written against JAX-AMG runs with only its imports changed:
 * `make_allgather_vector`: a differentiable all-gather, for a loss on the global vector;
 * `validate_partition`: checks a rank's block and prints JAX-AMG's one-line diagnostic.
 
-JAX-AMG's transport internals (``register_comm``, ``resolve_comm``, ``HaloPlan``,
+JAX-AMG's ``_mpi4jax_allgatherv(sendbuf, recvcounts_tuple, comm)``, private but imported by
+its ``mpi_preconditioned_solver`` demo, is here with its meaning (an all-gather inside the
+compiled program). Its other transport internals (``register_comm``, ``resolve_comm``, ``HaloPlan``,
 ``build_halo_plan``, ``local_transpose_nnz``) have no counterpart here: ``solve(...,
 comm=...)`` plans its halo exchanges itself (``jaxsolve.sharding.halo_plans``).
 
@@ -178,13 +180,9 @@ def make_allgather_vector(comm: Any, partition_info: tuple[int, int], nglobal: i
         raise ValueError(f'make_allgather_vector: backend must be "auto", "mpi4jax" or'
                          f' "host", got {backend!r}.')
     starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
-    widest = max(counts)
 
     def gather_in_program(x_local: jax.Array) -> jax.Array:
-        import mpi4jax
-        padded = jnp.pad(x_local, (0, widest - x_local.shape[0]))
-        rows = mpi4jax.allgather(padded, comm=comm)  # (nranks, widest)
-        return jnp.concatenate([rows[r, :c] for r, c in enumerate(counts)])
+        return _mpi4jax_allgatherv(x_local, tuple(counts), comm)
 
     def gather_on_host(x_local: jax.Array) -> jax.Array:
         def allgatherv(piece: np.ndarray) -> np.ndarray:
@@ -217,3 +215,16 @@ def _rank(rank: Any, nranks: Any) -> int:
     if not 0 <= rank < nranks:
         raise ValueError(f"rank={rank} is not one of the {nranks} ranks 0 to {nranks - 1}.")
     return int(rank)
+
+
+def _mpi4jax_allgatherv(sendbuf: jax.Array, recvcounts_tuple: tuple[int, ...],
+                        comm: Any) -> jax.Array:
+    """Every rank's ``sendbuf`` concatenated in rank order, inside the compiled program
+    (JAX-AMG's helper of the same name): padded to the longest, ``mpi4jax.allgather``,
+    trimmed. ``recvcounts_tuple``: each rank's length, static."""
+    import mpi4jax
+
+    widest = max(recvcounts_tuple)
+    padded = jnp.pad(sendbuf, (0, widest - sendbuf.shape[0]))
+    rows = mpi4jax.allgather(padded, comm=comm)  # (nranks, widest)
+    return jnp.concatenate([rows[r, :count] for r, count in enumerate(recvcounts_tuple)])
