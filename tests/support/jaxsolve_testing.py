@@ -23,6 +23,15 @@ import types
 import jax
 import pytest
 
+# On the CPU the tests compile far more than they run (small problems, many programs), and
+# XLA's backend (LLVM) optimizations cost more than they save: a fifth of the CPU time of
+# sparse's solve tests. Off there (not on a GPU host, whose tests run the real kernels), in
+# the environment too, for the processes tests start (MPI ranks, launchers, benchmarks).
+if not any(importlib.util.find_spec(f"jax_cuda{major}_plugin") for major in (12, 13)):
+    os.environ.setdefault("JAX_DISABLE_MOST_OPTIMIZATIONS", "true")
+    jax.config.update("jax_disable_most_optimizations",
+                      os.environ["JAX_DISABLE_MOST_OPTIMIZATIONS"].lower() in ("1", "true"))
+
 # The settings every test starts from: the users' default for x64 (off), and dtype and rank
 # promotion as strict as a user may set them (as Lineax's tests do), so that no code relies on
 # implicit promotion or broadcasting.
