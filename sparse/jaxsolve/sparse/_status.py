@@ -23,7 +23,9 @@ import numpy as np
 class Status(enum.IntEnum):
     """The outcome of an iterative solve, numbered as AmgX numbers it.
 
-    * ``SUCCESS`` (0): the convergence test was met.
+    * ``SUCCESS`` (0): the convergence test was met by the true residual
+      ``b - A x``, or the recurrence's was and ``x`` is as accurate as the
+      dtype allows (a normwise backward error of at most a few eps).
     * ``FAILED`` (1): the method broke down (a division by an exact zero
       its theory rules out, e.g. ``pᴴAp = 0`` in CG, or an indefinite
       preconditioner in CG) or its inputs were not finite;
@@ -31,7 +33,10 @@ class Status(enum.IntEnum):
     * ``DIVERGED`` (2): the residual became NaN/Inf or grew far beyond the
       initial residual.
     * ``NOT_CONVERGED`` (3): ``max_iters`` iterations ran without meeting the
-      tolerance.
+      tolerance, or (``ACCURACY_LIMIT``) the method's recurrence residual met
+      it but the true residual ``b - A x`` met neither it nor the accuracy the
+      dtype attains (a normwise backward error of a few eps), also after one
+      restart from ``x``: the recurrence drifted from ``b - A x``.
 
     Whatever the status, the ``x`` returned is never worse than the initial
     guess: CG, BiCGSTAB and the stationary iteration return the iterate with
@@ -87,6 +92,7 @@ class FailureReason(enum.IntEnum):
     NONFINITE_MATRIX = 10
     ZERO_DIAGONAL = 11
     BACKEND_FAILED = 12
+    ACCURACY_LIMIT = 13
 
     @property
     def status(self) -> Status:
@@ -184,6 +190,15 @@ _REASONS = {
         "Use preconditioner 'NOSOLVER' (or JACOBI_L1), or reorder the system so that"
         " the diagonal is nonzero.",
     ),
+    FailureReason.ACCURACY_LIMIT: (
+        Status.NOT_CONVERGED,
+        "the method's recurrence residual met the tolerance but the true residual"
+        " b - A x met neither the tolerance nor the accuracy the dtype attains (its"
+        " normwise backward error stayed above a few eps), also after a restart from x:"
+        " the recurrence drifted from the true residual",
+        "Solve in float64, precondition better (a smaller residual peak drifts less), or"
+        " use GMRES, whose restarts recompute b - A x.",
+    ),
     FailureReason.BACKEND_FAILED: (
         Status.FAILED,
         "the AmgX backend reported a failed solve (AmgX's AMGX_SOLVE_FAILED)",
@@ -225,9 +240,11 @@ class SolveInfo:
         iterations: ``()`` int32, the iterations done (for GMRES: Arnoldi
             steps, summed over restarts).
         residual: ``()`` real, the relative residual ``‖r‖ / ‖r_0‖`` of the
-            returned ``x`` (``0`` when ``r_0 = 0``), ``r = b - A x``, as the
-            convergence test saw it (the method's recurrence residual): the
-            final one on success, else the smallest the method met (see
+            returned ``x`` (``0`` when ``r_0 = 0``), ``r = b - A x``: on
+            success (and on ``ACCURACY_LIMIT``) the true residual, computed
+            once after the loop (a float32 success at the dtype's attainable
+            accuracy may lie above the tolerance: see :mod:`._krylov`); else
+            the smallest recurrence residual the method met (see
             :class:`Status`).
         status: ``()`` int32, a :class:`Status` code.
         residual_history: real, ``‖r_k‖ / ‖r_0‖`` for
