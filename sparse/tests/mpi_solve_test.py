@@ -40,9 +40,10 @@ class TestSolveMpi:
         _run(2, "relaxation", "operator")
 
     def test_solve_mpi_4_ranks(self):
-        out = _run(4, "poisson", "grad", "jvp")
+        # Ranks with two neighbours: the solve and the reverse solve with Aᵀ (its routing).
+        # The tangent solve exchanges halos as the solve does: 2 ranks check it.
+        out = _run(4, "poisson", "grad")
         assert "OK grad convection-diffusion PBICGSTAB on 4 ranks" in out
-        assert "OK jvp convection-diffusion PBICGSTAB on 4 ranks" in out
 
 
 class TestSolveMpiErrors:
