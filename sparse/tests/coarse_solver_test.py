@@ -50,3 +50,14 @@ def test_large_random_matrix_demo_config_solves():
     assert info["status"] == jaxamg.AMGXStatus.SUCCESS
     residual = np.linalg.norm(np.asarray(b) - np.asarray(A @ x)) / np.linalg.norm(b)
     assert residual <= 1e-5
+
+
+def test_a_krylov_coarse_solver_keeps_no_dense_inverse():
+    """The coarsest level then keeps its operator only: no LU inverse is computed or kept
+    (what makes a large coarsest level affordable, the reason to ask for one)."""
+    A = pyamg.gallery.poisson((24, 24), format="csr")
+    two_levels = {"max_levels": 2, "selector": "PMIS"}
+    dense = jaxamg.describe(A, {**preconditioner_config("DENSE_LU_SOLVER"), **two_levels})
+    krylov = jaxamg.describe(A, {**preconditioner_config("CG"), **two_levels})
+    assert dense.bytes_kept["coarsest inverse"] >= 4 * dense.rows[-1] ** 2
+    assert krylov.bytes_kept.get("coarsest inverse", 0) == 0

@@ -731,6 +731,8 @@ def _coarsest_numbers(
     (``coarse_null_dimension``) or found to be (``singular()``: the finest matrix
     annihilates the constants); else the inverse from an LU factorization.
     """
+    if config.coarse_iterations is not None:  # a Krylov method on the operator alone
+        return CoarsestNumbers(a=a, inverse=None, smoother=None)
     diagonal = stored_diagonal(a.values, diagonal_positions)
     if config.coarse_solver == "NOSOLVER":
         return CoarsestNumbers(a=a, inverse=None, smoother=relaxation_data(
@@ -775,5 +777,3 @@ def _pseudo_inverse(dense: jax.Array, null_dimension: int,
     keep = (jnp.arange(n) < n - null_dimension) & (s > cutoff)
     inverse_s = jnp.where(keep, 1 / jnp.where(keep, s, 1), 0).astype(dense.dtype)
     return (jnp.conj(vh).T * inverse_s[None, :]) @ jnp.conj(u).T
-    if config.coarse_iterations is not None:  # a Krylov method on the operator alone
-        return CoarsestNumbers(a=a, inverse=None, smoother=None)
