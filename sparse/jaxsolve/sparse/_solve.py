@@ -150,7 +150,7 @@ def solve(
         over.  Or a ``jaxsolve.sharding.ShardedCsrMatrix`` (``shard_rows``), solved on
         all the devices of its mesh under ``jax.shard_map`` with ``b`` split like its
         rows (Krylov methods with block-Jacobi AMG and a coarse space; ``x0``,
-        ``config``, ``reuse_setup`` and ``derivative`` only; see ``_sharded.py``).
+        ``config``, ``reuse_setup`` and ``derivative`` only).
       b: ``(n,)`` or ``(n, k)`` right-hand side(s).
       x0: initial guess of ``b``'s shape (zeros by default).
       config: an AmgX configuration (dict, JSON text or file path) or a
