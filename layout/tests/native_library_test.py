@@ -107,7 +107,7 @@ class TestNativeLibrary:
         library.require_platform("my_op", jax.device_put(np.zeros(3), jax.devices("cpu")[0]))
         assert library.cuda_unavailable_reason is not None
         with pytest.raises(RuntimeError,
-                           match=re.escape("my_op cannot run on the GPU: jaxsolve.demo's ")):
+                           match=re.escape("my_op cannot run on the GPU (jaxsolve.demo): ")):
             library.require_cuda("my_op")
 
     @pytest.mark.parametrize("major", [12, 13])

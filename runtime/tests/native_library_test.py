@@ -26,7 +26,7 @@ def test_without_cpu_library_nothing_loads_until_a_gpu_op(tmp_path):
     assert library.cpu is None and library.cuda is None
     library.require_platform("my_op", jax.device_put(np.zeros(3), jax.devices("cpu")[0]))
     with pytest.raises(RuntimeError,
-                       match=re.escape("my_op cannot run on the GPU: jaxsolve.demo's ")):
+                       match=re.escape("my_op cannot run on the GPU (jaxsolve.demo): ")):
         library.require_cuda("my_op")
     assert library.cuda is None
 
@@ -48,7 +48,7 @@ def test_an_unknown_major_ships_and_the_gpu_op_says_why(tmp_path):
     assert library.cuda_major is None
     assert library.ships_cuda_library()  # the first GPU op then says why it cannot run
     with pytest.raises(RuntimeError, match=re.escape(
-            "my_op cannot run on the GPU: jaxsolve.demo's the CUDA version of JAX's CUDA "
+            "my_op cannot run on the GPU (jaxsolve.demo): the CUDA version of JAX's CUDA "
             "backend could not be determined: no jax-cuda<major>-plugin is installed")):
         library.require_cuda("my_op")
 
@@ -61,4 +61,4 @@ def test_the_cuda_library_of_the_plugins_major_is_loaded(monkeypatch, tmp_path):
         monkeypatch.setattr(_native_library, "cuda_major", lambda major=major: major)
         library = NativeLibrary("jaxsolve.demo", tmp_path, "demo", {}, cpu=False)
         assert library.cuda_unavailable_reason.startswith(
-            f"its CUDA {major} library libdemo_cuda{major}.so failed to load: ")
+            f"the CUDA {major} library libdemo_cuda{major}.so failed to load: ")

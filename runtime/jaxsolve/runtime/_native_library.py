@@ -166,7 +166,7 @@ class NativeLibrary:
             cuda = ctypes.CDLL(str(self.folder / name))
             self._register(cuda, "CUDA")
         except OSError as error:
-            return f"its CUDA {major} library {name} failed to load: {error}"
+            return f"the CUDA {major} library {name} failed to load: {error}"
         self.cuda = cuda
         return None
 
@@ -178,7 +178,7 @@ class NativeLibrary:
         """
         reason = self.cuda_unavailable_reason
         if reason is not None:
-            raise RuntimeError(f"{op} cannot run on the GPU: {self.package}'s {reason}.")
+            raise RuntimeError(f"{op} cannot run on the GPU ({self.package}): {reason}.")
 
     def require_platform(self, op: str, *arrays) -> None:
         """Makes sure ``op`` on ``arrays`` finds its targets, on whatever platform it runs.
