@@ -287,78 +287,6 @@ void Download(const std::vector<double>& host, void* device, cudaStream_t stream
   cudaStreamSynchronize(stream);  // `converted` dies here
 }
 
-// Sets `s` up if it needs it and solves with it; the rest of Solve.
-ffi::Error Run(Solver& s, cudaStream_t stream, bool f64, int n, int nnz, bool reuse_setup,
-               ffi::Buffer<ffi::S32, 1> indptr, ffi::Buffer<ffi::S32, 1> indices,
-               ffi::AnyBuffer values, ffi::AnyBuffer rhs, ffi::Result<ffi::AnyBuffer> x,
-               ffi::Result<ffi::Buffer<ffi::S32, 0>> iterations,
-               ffi::Result<ffi::Buffer<ffi::S32, 0>> status,
-               ffi::Result<ffi::AnyBuffer> residual,
-               ffi::Result<ffi::AnyBuffer> history) {
-  // The matrix always takes this call's values; with reuse_setup, a solver set
-  // up before keeps its preconditioner (built from the values it was set up
-  // with) and its Krylov method works on the new ones.
-  if (!s.uploaded) {
-    JAXSOLVE_AMGX_CHECK(AMGX_matrix_upload_all, s.matrix, n, nnz, 1, 1, indptr.typed_data(),
-                        indices.typed_data(), values.untyped_data(), nullptr);
-    s.uploaded = true;
-  } else {
-    JAXSOLVE_AMGX_CHECK(AMGX_matrix_replace_coefficients, s.matrix, n, nnz,
-                        values.untyped_data(), nullptr);
-    if (!reuse_setup) s.set_up = false;
-  }
-  if (!s.set_up) {
-    JAXSOLVE_AMGX_CHECK(AMGX_solver_setup, s.solver, s.matrix);
-    s.set_up = true;
-  }
-  JAXSOLVE_AMGX_CHECK(AMGX_vector_upload, s.rhs, n, 1, rhs.untyped_data());
-  JAXSOLVE_AMGX_CHECK(AMGX_vector_set_zero, s.x, n, 1);
-  JAXSOLVE_AMGX_CHECK(AMGX_solver_solve_with_0_initial_guess, s.solver, s.rhs, s.x);
-  JAXSOLVE_AMGX_CHECK(AMGX_vector_download, s.x, x->untyped_data());
-
-  int done = 0;
-  AMGX_SOLVE_STATUS outcome = AMGX_SOLVE_FAILED;
-  JAXSOLVE_AMGX_CHECK(AMGX_solver_get_iterations_number, s.solver, &done);
-  JAXSOLVE_AMGX_CHECK(AMGX_solver_get_status, s.solver, &outcome);
-  // The true residual ‖rhs − A x‖ of the x returned, in the vectors' precision.
-  double norm = 0;
-  if (f64) {
-    JAXSOLVE_AMGX_CHECK(AMGX_solver_calculate_residual_norm, s.solver, s.matrix, s.rhs, s.x,
-                        &norm);
-  } else {
-    float norm32 = 0;
-    JAXSOLVE_AMGX_CHECK(AMGX_solver_calculate_residual_norm, s.solver, s.matrix, s.rhs, s.x,
-                        &norm32);
-    norm = norm32;
-  }
-  // AmgX's residual history (store_res_history): norms after 0..done iterations,
-  // then NaN, in as many entries as the output holds (max_iters + 1, or none).
-  const int64_t stored = static_cast<int64_t>(history->element_count());
-  std::vector<double> norms(static_cast<size_t>(stored),
-                            std::numeric_limits<double>::quiet_NaN());
-  for (int64_t k = 0; k < stored && k <= done; ++k) {
-    JAXSOLVE_AMGX_CHECK(AMGX_solver_get_iteration_residual, s.solver, static_cast<int>(k), 0,
-                        &norms[static_cast<size_t>(k)]);
-  }
-  // AmgX's copies (vector_download's cudaMemcpy among them) are on its streams.
-  if (auto error = CudaCheck(cudaDeviceSynchronize(), "waiting for AmgX"); error.failure()) {
-    return error;
-  }
-  const int32_t counts[2] = {done, static_cast<int32_t>(outcome)};
-  cudaMemcpyAsync(iterations->typed_data(), &counts[0], sizeof(int32_t),
-                  cudaMemcpyHostToDevice, stream);
-  cudaMemcpyAsync(status->typed_data(), &counts[1], sizeof(int32_t), cudaMemcpyHostToDevice,
-                  stream);
-  if (f64) {
-    Download<double>({norm}, residual->untyped_data(), stream);
-    if (stored > 0) Download<double>(norms, history->untyped_data(), stream);
-  } else {
-    Download<float>({norm}, residual->untyped_data(), stream);
-    if (stored > 0) Download<float>(norms, history->untyped_data(), stream);
-  }
-  return CudaCheck(cudaStreamSynchronize(stream), "copying AmgX's answers");
-}
-
 ffi::Error Solve(cudaStream_t stream, int64_t id, std::string_view config, bool reuse_setup,
                  ffi::Buffer<ffi::S32, 1> indptr, ffi::Buffer<ffi::S32, 1> indices,
                  ffi::AnyBuffer values, ffi::AnyBuffer rhs, ffi::Result<ffi::AnyBuffer> x,
@@ -403,8 +331,71 @@ ffi::Error Solve(cudaStream_t stream, int64_t id, std::string_view config, bool 
     slot = std::move(solver);
   }
   Solver& s = *slot;
-  ffi::Error error = Run(s, stream, f64, n, nnz, reuse_setup, indptr, indices, values, rhs, x,
-                         iterations, status, residual, history);
+  // Sets `s` up if it needs it and solves with it.
+  ffi::Error error = [&]() -> ffi::Error {
+    // The matrix always takes this call's values; with reuse_setup, a solver set
+    // up before keeps its preconditioner (built from the values it was set up
+    // with) and its Krylov method works on the new ones.
+    if (!s.uploaded) {
+      JAXSOLVE_AMGX_CHECK(AMGX_matrix_upload_all, s.matrix, n, nnz, 1, 1, indptr.typed_data(),
+                          indices.typed_data(), values.untyped_data(), nullptr);
+      s.uploaded = true;
+    } else {
+      JAXSOLVE_AMGX_CHECK(AMGX_matrix_replace_coefficients, s.matrix, n, nnz,
+                          values.untyped_data(), nullptr);
+      if (!reuse_setup) s.set_up = false;
+    }
+    if (!s.set_up) {
+      JAXSOLVE_AMGX_CHECK(AMGX_solver_setup, s.solver, s.matrix);
+      s.set_up = true;
+    }
+    JAXSOLVE_AMGX_CHECK(AMGX_vector_upload, s.rhs, n, 1, rhs.untyped_data());
+    JAXSOLVE_AMGX_CHECK(AMGX_vector_set_zero, s.x, n, 1);
+    JAXSOLVE_AMGX_CHECK(AMGX_solver_solve_with_0_initial_guess, s.solver, s.rhs, s.x);
+    JAXSOLVE_AMGX_CHECK(AMGX_vector_download, s.x, x->untyped_data());
+
+    int done = 0;
+    AMGX_SOLVE_STATUS outcome = AMGX_SOLVE_FAILED;
+    JAXSOLVE_AMGX_CHECK(AMGX_solver_get_iterations_number, s.solver, &done);
+    JAXSOLVE_AMGX_CHECK(AMGX_solver_get_status, s.solver, &outcome);
+    // The true residual ‖rhs − A x‖ of the x returned, in the vectors' precision.
+    double norm = 0;
+    if (f64) {
+      JAXSOLVE_AMGX_CHECK(AMGX_solver_calculate_residual_norm, s.solver, s.matrix, s.rhs, s.x,
+                          &norm);
+    } else {
+      float norm32 = 0;
+      JAXSOLVE_AMGX_CHECK(AMGX_solver_calculate_residual_norm, s.solver, s.matrix, s.rhs, s.x,
+                          &norm32);
+      norm = norm32;
+    }
+    // AmgX's residual history (store_res_history): norms after 0..done iterations,
+    // then NaN, in as many entries as the output holds (max_iters + 1, or none).
+    const int64_t stored = static_cast<int64_t>(history->element_count());
+    std::vector<double> norms(static_cast<size_t>(stored),
+                              std::numeric_limits<double>::quiet_NaN());
+    for (int64_t k = 0; k < stored && k <= done; ++k) {
+      JAXSOLVE_AMGX_CHECK(AMGX_solver_get_iteration_residual, s.solver, static_cast<int>(k), 0,
+                          &norms[static_cast<size_t>(k)]);
+    }
+    // AmgX's copies (vector_download's cudaMemcpy among them) are on its streams.
+    if (auto error = CudaCheck(cudaDeviceSynchronize(), "waiting for AmgX"); error.failure()) {
+      return error;
+    }
+    const int32_t counts[2] = {done, static_cast<int32_t>(outcome)};
+    cudaMemcpyAsync(iterations->typed_data(), &counts[0], sizeof(int32_t),
+                    cudaMemcpyHostToDevice, stream);
+    cudaMemcpyAsync(status->typed_data(), &counts[1], sizeof(int32_t), cudaMemcpyHostToDevice,
+                    stream);
+    if (f64) {
+      Download<double>({norm}, residual->untyped_data(), stream);
+      if (stored > 0) Download<double>(norms, history->untyped_data(), stream);
+    } else {
+      Download<float>({norm}, residual->untyped_data(), stream);
+      if (stored > 0) Download<float>(norms, history->untyped_data(), stream);
+    }
+    return CudaCheck(cudaStreamSynchronize(stream), "copying AmgX's answers");
+  }();
   if (error.failure()) {
     s.failed = true;
     g_solvers.erase(id);
