@@ -9,6 +9,7 @@ an AMG setup); one test sets up a small AMG hierarchy for its grid table.
 import logging
 import os
 import re
+import threading
 import time
 
 import absl.logging
@@ -152,6 +153,15 @@ def test_setup_progress_logs_only_setups_past_the_threshold(monkeypatch, caplog)
     assert messages(caplog)[0] == "slow: running for 0.05 s..."
     assert re.fullmatch(r"slow: done in 0\.[3-9] s", messages(caplog)[1])
     assert len(messages(caplog)) == 2
+
+
+def test_setup_progress_starts_no_thread_per_block():
+    with _report.setup_progress("first"):  # may start the one watching thread
+        pass
+    before = set(threading.enumerate())
+    with _report.setup_progress("quick"):
+        started = set(threading.enumerate()) - before
+    assert not started, started
 
 
 def test_stats_table_rates_and_totals():
