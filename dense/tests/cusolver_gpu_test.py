@@ -2,8 +2,8 @@
 
 Every routine for all four dtypes, under ``jax.jit`` and ``jax.vmap``; ``check_grads`` on potrs,
 logdet, lu_solve and syevd; donation really in place (peak memory of a fresh process, from
-``device.memory_stats()``); failure statuses (not positive definite, singular); JAXMg's README
-example; the handle and workspace cache; the lean syevd (backend ``"cusolver_lean"``: several
+``device.memory_stats()``); failure statuses (not positive definite, singular, NaN or Inf
+inputs of every routine); JAXMg's README example; the handle and workspace cache; the lean syevd (backend ``"cusolver_lean"``: several
 blocks of reflectors, a clustered spectrum, a workspace of one matrix). Every test is marked ``gpu`` and skipped where JAX has
 no GPU (run them with ``tools/dev gpu-test``).
 """
@@ -312,6 +312,50 @@ class TestFailures:
         x, status = dense.potrs(gpu(a), gpu(np.ones(N, dtype)), return_status=True)
         assert int(status.info) == 0
         np.testing.assert_allclose(np.asarray(x), 0.5)
+
+    @pytest.mark.parametrize("bad", [np.nan, np.inf], ids=["nan", "inf"])
+    def test_not_finite_input_of_each_decomposition(self, dtype, bad):
+        """NaN or Inf where a decomposition reads is NOT_FINITE on cuSOLVER too, whatever
+        cuSOLVER's info says of it: the input is checked in one pass before the handler writes
+        over it (`test_donation_is_in_place[syevd]` shows that the check costs no copy of A).
+        Tall, wide and square matrices: the SVD of a wide or square one, the eigensolvers and
+        sygvd's B are computed in place, the others on a transposed copy."""
+        a = 2 * np.eye(N, dtype=dtype)
+        lower, upper = a.copy(), a.copy()
+        lower[9, 3] = upper[3, 9] = bad
+        b = np.ones(N, dtype)
+        bad_b = b.copy()
+        bad_b[5] = bad
+        calls = [
+            ("syevd", lambda: dense.syevd(gpu(lower), return_status=True)),
+            ("sygvd", lambda: dense.sygvd(gpu(lower), gpu(a), return_status=True)),
+            ("sygvd", lambda: dense.sygvd(gpu(a), gpu(lower), return_status=True)),
+            ("least_squares", lambda: dense.least_squares(gpu(upper), gpu(b),
+                                                          return_status=True)),
+            ("least_squares", lambda: dense.least_squares(gpu(a), gpu(bad_b),
+                                                          return_status=True)),
+            ("polar", lambda: dense.polar(gpu(upper), return_status=True)),
+        ]
+        for shape in [(N, N), (N, 40), (40, N)]:
+            part = upper[:shape[0], :shape[1]]
+            calls.append(("qr", lambda part=part: dense.qr(gpu(part), return_status=True)))
+            calls.append(("gesvd", lambda part=part: dense.gesvd(gpu(part),
+                                                                 return_status=True)))
+        for routine, call in calls:
+            *outputs, status = call()
+            assert int(status.info) == dense.Status.NOT_FINITE, (routine, status)
+            assert all(np.all(np.isnan(np.asarray(x))) for x in outputs), routine
+        with dense.use_backend("cusolver_lean"):
+            w, v, status = dense.syevd(gpu(lower), return_status=True)
+        assert int(status.info) == dense.Status.NOT_FINITE
+        assert np.all(np.isnan(np.asarray(w))) and np.all(np.isnan(np.asarray(v)))
+        # The upper triangle, which the eigensolvers do not read, may hold anything.
+        for backend in ["cusolver", "cusolver_lean"]:
+            with dense.use_backend(backend):
+                w, status = dense.syevd(gpu(upper), return_eigenvectors=False,
+                                        return_status=True)
+            assert int(status.info) == 0, backend
+            np.testing.assert_allclose(np.asarray(w), 2.0, rtol=rtol(dtype))
 
     def test_singular(self, dtype):
         a = np.eye(N, dtype=dtype)

@@ -18,7 +18,8 @@ jaxsolve never changes ``jax_enable_x64``.
 
 **Failures** are values, not exceptions: a matrix that is not positive definite (`potrs`) or
 is singular (`lu_solve`) gives NaN outputs and, with ``return_status=True``, a `Status` holding
-LAPACK's ``info``; `raise_on_failure` raises `SolverError` outside ``jax.jit``. Bad arguments
+LAPACK's ``info``; NaN or Inf in an input is ``Status.NOT_FINITE`` on every routine;
+`raise_on_failure` raises `SolverError` outside ``jax.jit``. Bad arguments
 (shapes, dtypes, meshes, specs, ``T_A``) raise ``ValueError`` before any work.
 
 **Placement.** ``mesh`` and ``matrix_specs`` (or JAXMg's alias ``in_specs``) are read off the

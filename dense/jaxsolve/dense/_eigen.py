@@ -11,7 +11,7 @@ from jaxsolve import autodiff
 from . import _backend
 from ._arguments import check_on_mesh, checked_array, constrain, prepare_matrix
 from ._compile import run
-from ._status import fill_failed, with_status
+from ._status import checked_finite, fill_failed, not_finite_unless, with_status
 
 
 # The derivative rule of each family: A V = V diag(w), and A V = B V diag(w).
@@ -21,8 +21,9 @@ _RULES = {"syevd": autodiff.eigh, "sygvd": autodiff.eigh_generalized}
 def _eigen_body(family, layout, *matrices):
     services = _backend.services(family, layout, matrices[0].dtype)
     matrices = tuple(constrain(m, layout.matrix_sharding()) for m in matrices)
+    finite, matrices = checked_finite(matrices, lower=True)
     w, v = _RULES[family](*matrices, decompose=services.compute)
-    info = services.info(matrices, (w, v))
+    info = not_finite_unless(finite, services.info(matrices, (w, v)))
     w, v = fill_failed(info, w, v)
     outputs = (constrain(w, layout.replicated()), constrain(v, layout.matrix_sharding()),
                constrain(info, layout.replicated()))
@@ -58,7 +59,9 @@ def syevd(
       in_specs: JAXMg's alias of `matrix_specs` (as for `potrs`).
       return_eigenvectors: return ``(w, V)``; with False, ``w`` alone (the XLA reference
         backend still computes ``V``, which derivatives of ``w`` need).
-      return_status: also return the `Status` (``info == 1``: the result is not finite).
+      return_status: also return the `Status`: ``Status.NOT_FINITE`` where ``a``'s lower
+        triangle holds NaN or Inf (checked before the eigensolver), ``1`` where the result is
+        not finite although ``a`` is (no convergence, or overflow).
       pad: as for `potrs`.
       donate: donate ``a``'s buffer (``V`` is written over it); ``a`` is deleted.
 
@@ -148,7 +151,8 @@ def sygvd(
       matrix_specs: as for `potrs`, for both matrices.
       in_specs: JAXMg's alias of `matrix_specs` (as for `potrs`).
       return_eigenvectors: as for `syevd`.
-      return_status: also return the `Status`.
+      return_status: also return the `Status`: ``Status.NOT_FINITE`` where the lower
+        triangle of ``a`` or ``b`` holds NaN or Inf (checked before the eigensolver).
       pad: as for `potrs`.
       donate: donate ``a``'s and ``b``'s buffers (``V`` is written over ``a``); both are
         deleted.

@@ -12,7 +12,7 @@ from jaxsolve import autodiff
 from . import _backend
 from ._arguments import Layout, constrain, prepare_matrix, prepare_rhs
 from ._compile import run
-from ._status import fill_failed, with_status
+from ._status import checked_finite, fill_failed, not_finite_unless, with_status
 
 
 def _solution_sharding(layout: Layout, rows: int) -> NamedSharding | None:
@@ -30,10 +30,10 @@ def _solution_sharding(layout: Layout, rows: int) -> NamedSharding | None:
 
 def _least_squares_body(layout, a, b):
     gels = _backend.services("least_squares", layout, a.dtype)
-    a = constrain(a, layout.matrix_sharding())
-    b = constrain(b, layout.rhs_sharding())
+    finite, (a, b) = checked_finite(
+        (constrain(a, layout.matrix_sharding()), constrain(b, layout.rhs_sharding())))
     x = autodiff.lstsq(a, b, solve_least_squares=gels.compute)
-    info = gels.info((a, b), (x,))
+    info = not_finite_unless(finite, gels.info((a, b), (x,)))
     (x,) = fill_failed(info, x)
     x = constrain(x, _solution_sharding(layout, a.shape[1]))
     return (x, constrain(info, layout.replicated())), ()
@@ -67,7 +67,8 @@ def least_squares(
       mesh: as for `potrs`.
       matrix_specs: as for `potrs`.
       in_specs: as for `potrs`.
-      return_status: also return the `Status`.
+      return_status: also return the `Status`: ``Status.NOT_FINITE`` where ``a`` or ``b``
+        holds NaN or Inf (checked before the QR).
       pad: as for `potrs`.
       donate: donate ``a``'s and ``b``'s buffers; both are deleted.
       replicate_x: as for `potrs`: ``x`` replicated (JAXMg's placement), or with False split

@@ -11,15 +11,15 @@ from jaxsolve import autodiff
 from . import _backend
 from ._arguments import constrain, prepare_matrix
 from ._compile import run
-from ._status import fill_failed, with_status
+from ._status import checked_finite, fill_failed, not_finite_unless, with_status
 
 
 def _polar_body(layout, a):
     polar_services = _backend.services("polar", layout, a.dtype)
     eigensolver = _backend.services("syevd", layout, a.dtype)
-    a = constrain(a, layout.matrix_sharding())
+    finite, (a,) = checked_finite((constrain(a, layout.matrix_sharding()),))
     u, h = autodiff.polar(a, decompose=polar_services.compute, eigensolver=eigensolver.compute)
-    info = polar_services.info((a,), (u, h))
+    info = not_finite_unless(finite, polar_services.info((a,), (u, h)))
     u, h = fill_failed(info, u, h)
     outputs = (constrain(u, layout.matrix_sharding()), constrain(h, layout.sharding_for(h.shape)),
                constrain(info, layout.replicated()))
@@ -52,7 +52,9 @@ def polar(
       matrix_specs: as for `potrs`.
       in_specs: JAXMg's alias of `matrix_specs` (as for `potrs`).
       compute_h: also return ``H``.
-      return_status: also return the `Status`.
+      return_status: also return the `Status`: ``Status.NOT_FINITE`` where ``a`` holds NaN
+        or Inf (checked before the decomposition), ``1`` where the result is not finite
+        although ``a`` is (no convergence, or overflow).
       pad: as for `potrs`.
       donate: donate ``a``'s buffer (``U`` is written over it); ``a`` is deleted.
 

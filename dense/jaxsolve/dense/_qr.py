@@ -11,14 +11,14 @@ from jaxsolve import autodiff
 from . import _backend
 from ._arguments import constrain, prepare_matrix
 from ._compile import run
-from ._status import fill_failed, with_status
+from ._status import checked_finite, fill_failed, not_finite_unless, with_status
 
 
 def _qr_body(layout, a):
     qr_services = _backend.services("qr", layout, a.dtype)
-    a = constrain(a, layout.matrix_sharding())
+    finite, (a,) = checked_finite((constrain(a, layout.matrix_sharding()),))
     q, r = autodiff.qr(a, decompose=qr_services.compute)
-    info = qr_services.info((a,), (q, r))
+    info = not_finite_unless(finite, qr_services.info((a,), (q, r)))
     q, r = fill_failed(info, q, r)
     outputs = (constrain(q, layout.sharding_for(q.shape)),
                constrain(r, layout.sharding_for(r.shape)),
@@ -51,7 +51,9 @@ def qr(
       mesh: as for `potrs`.
       matrix_specs: as for `potrs`.
       in_specs: JAXMg's alias of `matrix_specs` (as for `potrs`).
-      return_status: also return the `Status`.
+      return_status: also return the `Status`: ``Status.NOT_FINITE`` where ``a`` holds NaN
+        or Inf (checked before the decomposition), ``1`` where the result is not finite
+        although ``a`` is (no convergence, or overflow).
       pad: as for `potrs`.
       donate: donate ``a``'s buffer; ``a`` is deleted.
 

@@ -11,14 +11,14 @@ from jaxsolve import autodiff
 from . import _backend
 from ._arguments import constrain, prepare_matrix
 from ._compile import run
-from ._status import fill_failed, with_status
+from ._status import checked_finite, fill_failed, not_finite_unless, with_status
 
 
 def _gesvd_body(layout, a):
     svd = _backend.services("gesvd", layout, a.dtype)
-    a = constrain(a, layout.matrix_sharding())
+    finite, (a,) = checked_finite((constrain(a, layout.matrix_sharding()),))
     u, s, vh = autodiff.svd(a, decompose=svd.compute)
-    info = svd.info((a,), (u, s, vh))
+    info = not_finite_unless(finite, svd.info((a,), (u, s, vh)))
     u, s, vh = fill_failed(info, u, s, vh)
     outputs = (constrain(u, layout.sharding_for(u.shape)), constrain(s, layout.replicated()),
                constrain(vh, layout.sharding_for(vh.shape)), constrain(info, layout.replicated()))
@@ -56,7 +56,9 @@ def gesvd(
       compute_vh: return ``Vᴴ`` (``(k, n)``).
       full_matrices: must be False: only the reduced SVD is provided (its derivative is the
         one defined).
-      return_status: also return the `Status`.
+      return_status: also return the `Status`: ``Status.NOT_FINITE`` where ``a`` holds NaN
+        or Inf (checked before the decomposition), ``1`` where the result is not finite
+        although ``a`` is (no convergence, or overflow).
       pad: as for `potrs`.
       donate: donate ``a``'s buffer; ``a`` is deleted.
 

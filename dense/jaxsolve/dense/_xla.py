@@ -10,7 +10,9 @@ minor that is not positive definite, recomputed by an unpivoted Cholesky only af
 factor came back NaN; ``-1``, ``Status.NOT_FINITE``, where ``A``'s lower triangle holds NaN or
 Inf), ``getrf``'s (the first exactly zero pivot of ``U``), ``gels``'s (the first
 zero diagonal element of ``R``) and ``sygvd``'s ``n + potrf(B)``; elsewhere a NaN check (``1``
-when an output is not finite).
+when an output is not finite). NaN or Inf in the inputs of the eigensolvers, least squares, QR,
+SVD and polar is found before these services run (``Status.NOT_FINITE``, on every backend), so
+their ``1`` means a result that is not finite from finite inputs.
 """
 
 from __future__ import annotations
