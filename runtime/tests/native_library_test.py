@@ -62,3 +62,35 @@ def test_the_cuda_library_of_the_plugins_major_is_loaded(monkeypatch, tmp_path):
         library = NativeLibrary("jaxsolve.demo", tmp_path, "demo", {}, cpu=False)
         assert library.cuda_unavailable_reason.startswith(
             f"the CUDA {major} library libdemo_cuda{major}.so failed to load: ")
+
+
+def _traced_call(library):
+    """A fresh jitted op that asks `library` for its targets while traced (a new function each
+    time, so that JAX's tracing cache does not skip the call)."""
+    def op(x):
+        library.require_platform("my_op", x)
+        return x
+
+    return jax.jit(op)
+
+
+def test_a_traced_op_needs_the_cuda_library_wherever_the_process_has_a_gpu(monkeypatch,
+                                                                            tmp_path):
+    # Inside jit the platform is the lowering's, decided after the call, not JAX's default
+    # backend: the CUDA targets must be registered wherever a GPU could be lowered for, e.g.
+    # where JAX_PLATFORMS=cpu,cuda makes the CPU the default (before, a GPU program then
+    # found no CUDA handler). Here a broken CUDA 13 library shows the attempt.
+    (tmp_path / "libdemo_cuda13.so").write_bytes(b"not an ELF file")
+    monkeypatch.setattr(_native_library, "cuda_major", lambda: 13)
+    library = NativeLibrary("jaxsolve.demo", tmp_path, "demo", {}, cpu=False)
+    x = np.zeros(3)
+    _traced_call(library)(x)  # no GPU in this process: nothing is loaded
+    assert "cuda_unavailable_reason" not in vars(library) and library.cuda is None
+    monkeypatch.setattr(_native_library, "_has_gpu", lambda: True)  # one beside the CPU
+    assert jax.default_backend() == "cpu"
+    with pytest.raises(RuntimeError, match=re.escape(
+            "my_op cannot run on the GPU (jaxsolve.demo): the CUDA 13 library "
+            "libdemo_cuda13.so failed to load: ")):
+        _traced_call(library)(x)
+    # A concrete array still decides by its devices: a CPU op needs no CUDA library.
+    library.require_platform("my_op", jax.device_put(x, jax.devices("cpu")[0]))

@@ -7,8 +7,9 @@ libraries beside its Python modules, and loads them with ``ctypes``:
   (a missing or broken one is an ``ImportError``), and its targets are registered for the
   ``"cpu"`` platform.
 * ``lib<stem>_cuda<major>.so`` is loaded the first time an op of the package runs on a CUDA
-  device, with ``<major>`` the CUDA major version of JAX's CUDA plugin (``12`` or ``13``),
-  and its targets are registered for the ``"CUDA"`` platform. A library that is missing or
+  device (or is traced, inside ``jax.jit``, in a process that has one: the program may be
+  lowered for it), with ``<major>`` the CUDA major version of JAX's CUDA plugin (``12`` or
+  ``13``), and its targets are registered for the ``"CUDA"`` platform. A library that is missing or
   fails to load is marked unavailable: every later GPU use raises a ``RuntimeError`` saying
   why, and the CPU keeps working. Loading it lazily keeps ``import`` from starting JAX's
   backends.
@@ -28,12 +29,21 @@ import jax
 from ._cuda import cuda_major
 
 
-def _platform(arrays: tuple) -> str:
-    """The platform an op on ``arrays`` runs on: their devices', or under a trace JAX's default."""
+def _platform(arrays: tuple) -> str | None:
+    """The platform an op on ``arrays`` runs on: the first concrete array's devices'; None for
+    traced (or NumPy) ones, whose platform the program's lowering decides, later."""
     for a in arrays:
         if isinstance(a, jax.Array) and not isinstance(a, jax.core.Tracer):
             return next(iter(a.devices())).platform
-    return jax.default_backend()
+    return None
+
+
+def _has_gpu() -> bool:
+    """Whether this process has a GPU that JAX can lower a program for."""
+    try:
+        return bool(jax.devices("gpu"))
+    except RuntimeError:  # JAX has no GPU backend here
+        return False
 
 
 def _unknown_major_reason() -> str:
@@ -183,12 +193,18 @@ class NativeLibrary:
     def require_platform(self, op: str, *arrays) -> None:
         """Makes sure ``op`` on ``arrays`` finds its targets, on whatever platform it runs.
 
-        The platform is that of the first concrete ``jax.Array`` among ``arrays``; with only
-        traced (or NumPy) ones, JAX's default backend. On a GPU this is :meth:`require_cuda`;
-        the CPU targets are always registered.
+        The platform is that of the first concrete ``jax.Array`` among ``arrays``. With only
+        traced (or NumPy) ones, inside ``jax.jit``, the platform is the one the program is
+        lowered for, decided after this call, and not necessarily JAX's default backend (CPU
+        arrays under ``jit`` on a GPU host, or GPU arrays where ``JAX_PLATFORMS=cpu,cuda``
+        makes the CPU the default): so the CUDA targets are registered wherever this process
+        has a GPU, as the dense routines load cuSOLVER for the CUDA branch of a traced call.
+        On a GPU this is :meth:`require_cuda`; the CPU targets are always registered.
 
         Raises:
-          RuntimeError: ``op`` runs on a GPU and the CUDA library is unavailable.
+          RuntimeError: ``op`` runs on a GPU, or is traced in a process that has one, and the
+            CUDA library is unavailable.
         """
-        if _platform(arrays) == "gpu":
+        platform = _platform(arrays)
+        if platform == "gpu" or (platform is None and _has_gpu()):
             self.require_cuda(op)
