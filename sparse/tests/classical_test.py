@@ -12,7 +12,7 @@ import scipy.sparse.linalg
 from pyamg.classical.interpolate import classical_interpolation
 
 from jaxsolve import sparse
-from jaxsolve.sparse import _classical, _hierarchy, _host_setup, matrices, parse_amgx_config
+from jaxsolve.sparse import _classical, _classical_kernels, _hierarchy, matrices, parse_amgx_config
 from jaxsolve.sparse._csr_arrays import CsrArrays, CsrStructure
 
 
@@ -125,7 +125,8 @@ class TestSplitting:
                   "anisotropic_128": lambda: rotated_anisotropic(128)}[problem]()
         pattern, values = host(matrix)
         strong = _classical.strong_couplings(pattern, values, amg_config())
-        coarse = _host_setup.classical_splitting(pattern.indptr, pattern.indices, strong, method)
+        coarse = _classical_kernels.classical_splitting(pattern.indptr, pattern.indices, strong,
+                                                        method)
         assert pattern.n_rows >= 2 * 8192  # several blocks of the native rounds
         np.testing.assert_array_equal(
             coarse, greedy_pmis(pattern.indptr, pattern.indices, strong, method))
@@ -139,7 +140,7 @@ class TestSplitting:
         indices = np.array([1, 1, 0, 2, 1, 3, 2])
         strong = np.ones(7, bool)
         np.testing.assert_array_equal(
-            _host_setup.classical_splitting(indptr, indices, strong, method),
+            _classical_kernels.classical_splitting(indptr, indices, strong, method),
             greedy_pmis(indptr, indices, strong, method))
 
     @pytest.mark.parametrize("shape", [(16, 16), (10, 10, 10), (9, 12)])
@@ -460,7 +461,7 @@ class TestAggressive:
         structure = _classical.level_structure(pattern, values,
                                                amg_config(interp_max_elements=-1),
                                                aggressive=True)
-        assert isinstance(structure.plan, _host_setup.MultipassPattern)
+        assert isinstance(structure.plan, _classical_kernels.MultipassPattern)
         assert len(structure.plan.pass_counts) >= 2
         p = scipy_of(structure.p, structure.values)
         np.testing.assert_array_equal(p.toarray()[structure.coarse],
@@ -494,8 +495,8 @@ class TestAggressive:
         structure = _classical.level_structure(pattern, values,
                                                amg_config(interp_max_elements=-1),
                                                aggressive=True)
-        native = _host_setup.multipass_values(pattern.indptr, pattern.indices, values,
-                                              structure.plan, structure.coarse)
+        native = _classical_kernels.multipass_values(pattern.indptr, pattern.indices, values,
+                                                     structure.plan, structure.coarse)
         numpy = _classical.interpolation_values(
             np, _classical.host_arrays(structure), structure.full.nnz, values,
             pattern.row_ids, pattern.indices, values[pattern.diagonal_positions()])
@@ -514,28 +515,31 @@ class TestAggressive:
         sources = plan.triple_sources.copy()
         sources[0] = plan.triple_destinations[-1]
         with pytest.raises(ValueError, match="read a weight that no earlier pass formed"):
-            _host_setup.multipass_values(pattern.indptr, pattern.indices, values,
-                                         plan._replace(triple_sources=sources), structure.coarse)
+            _classical_kernels.multipass_values(pattern.indptr, pattern.indices, values,
+                                                plan._replace(triple_sources=sources),
+                                                structure.coarse)
         # The first triple reads an entry of A in the last row, not its own.
         entries = plan.triple_entries.copy()
         entries[0] = pattern.nnz - 1
         with pytest.raises(ValueError, match="an entry of A outside the row they write"):
-            _host_setup.multipass_values(pattern.indptr, pattern.indices, values,
-                                         plan._replace(triple_entries=entries), structure.coarse)
+            _classical_kernels.multipass_values(pattern.indptr, pattern.indices, values,
+                                                plan._replace(triple_entries=entries),
+                                                structure.coarse)
         # The last pass's triples in reverse: its rows of P out of order.
         last = plan.pass_counts[-1]
         destinations = plan.triple_destinations.copy()
         destinations[-last:] = destinations[-last:][::-1]
         with pytest.raises(ValueError, match="order of P's rows"):
-            _host_setup.multipass_values(pattern.indptr, pattern.indices, values,
-                                         plan._replace(triple_destinations=destinations),
-                                         structure.coarse)
+            _classical_kernels.multipass_values(pattern.indptr, pattern.indices, values,
+                                                plan._replace(triple_destinations=destinations),
+                                                structure.coarse)
         negative = plan.pass_counts.copy()  # the same sum, a pass of -1 triples
         negative[0], negative[-1] = -1, negative[-1] + negative[0] + 1
         for counts in (plan.pass_counts[:-1], negative):  # triples left over; a negative
             with pytest.raises(ValueError, match="does not fit"):
-                _host_setup.multipass_values(pattern.indptr, pattern.indices, values,
-                                             plan._replace(pass_counts=counts), structure.coarse)
+                _classical_kernels.multipass_values(pattern.indptr, pattern.indices, values,
+                                                    plan._replace(pass_counts=counts),
+                                                    structure.coarse)
 
     def test_device_arrays_rebuild_the_sources_and_kept_positions(self):
         pattern, values = host(PROBLEMS["poisson3d"]())

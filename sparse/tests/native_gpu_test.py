@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 import scipy.sparse
 
-from jaxsolve.sparse import _host_setup, _native_library
+from jaxsolve.sparse import _graph_kernels, _native_library
 from jaxsolve.sparse._ffi_primitives import csr_matvec, csr_product_values, interpolation_weights
-from jaxsolve.sparse._host_setup import spgemm_symbolic
+from jaxsolve.sparse._pattern_kernels import spgemm_symbolic
 
 GPU = next((d for d in jax.devices() if d.platform == "gpu"), None)
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(GPU is None, reason="needs a GPU")]
@@ -140,7 +140,7 @@ def test_csr_product_values_under_vmap_is_one_call(dtype):
 def test_csr_product_values_galerkin_product_poisson_3d(x64):
     """A P and Pᵀ (A P) for pairwise aggregates of a 32³ Poisson matrix: long rows of R."""
     a = cases.poisson(32, 3)
-    aggregate, _ = _host_setup.aggregate_pairs(a.indptr, a.indices, -a.data)
+    aggregate, _ = _graph_kernels.aggregate_pairs(a.indptr, a.indices, -a.data)
     aggregate = aggregate // 4  # aggregates of about 8
     p = scipy.sparse.csr_matrix((np.ones(a.shape[0]), (np.arange(a.shape[0]), aggregate)))
     p.indices, p.indptr = p.indices.astype(np.int32), p.indptr.astype(np.int32)

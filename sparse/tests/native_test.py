@@ -42,13 +42,15 @@ from native_cases import (
     use_dtype,
 )
 
-from jaxsolve.sparse import _ffi_primitives, _host_setup, _native_library
+from jaxsolve.sparse import _classical_kernels, _ffi_primitives, _native_library
 from jaxsolve.sparse._ffi_primitives import csr_matvec, csr_product_values, interpolation_weights
-from jaxsolve.sparse._host_setup import (
+from jaxsolve.sparse._graph_kernels import (
     WeightedGraph,
     aggregate_pairs,
     contract_graph,
     coupling_graph,
+)
+from jaxsolve.sparse._pattern_kernels import (
     csr_transpose,
     find_in_rows,
     spgemm_host,
@@ -408,10 +410,10 @@ def test_host_threads_follow_the_affinity_mask():
             return float("inf")
         return float("inf") if quota == "max" else -(-int(quota) // int(period))
 
-    assert _host_setup.host_threads() == min(len(os.sched_getaffinity(0)), cpu_quota())
+    assert _native_library.host_threads() == min(len(os.sched_getaffinity(0)), cpu_quota())
     one_cpu = subprocess.run(
         [sys.executable, "-c", "import os; os.sched_setaffinity(0, {min(os.sched_getaffinity(0))});"
-         " from jaxsolve.sparse import _host_setup; print(_host_setup.host_threads())"],
+         " from jaxsolve.sparse import _native_library; print(_native_library.host_threads())"],
         capture_output=True, text=True, check=True,
         env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
     assert one_cpu.stdout.split() == ["1"]
@@ -423,11 +425,10 @@ def test_host_threads_serve_concurrent_callers():
     indptr = np.arange(0, 600001, 2, dtype=np.int32)
     patterns = [np.random.default_rng(seed).integers(0, 50, 600000).astype(np.int32)
                 for seed in range(4)]
-    expected = [_host_setup.csr_transpose(indptr, indices, 50) for indices in patterns]
+    expected = [csr_transpose(indptr, indices, 50) for indices in patterns]
     with concurrent.futures.ThreadPoolExecutor(4) as pool:
         for _ in range(5):
-            got = list(pool.map(lambda indices: _host_setup.csr_transpose(indptr, indices, 50),
-                                patterns))
+            got = list(pool.map(lambda indices: csr_transpose(indptr, indices, 50), patterns))
             for g, e in zip(got, expected):
                 for g_array, e_array in zip(g, e):
                     np.testing.assert_array_equal(g_array, e_array)
@@ -440,17 +441,18 @@ def test_host_threads_in_a_forked_child():
     script = """if True:
         import os, warnings
         import numpy as np
-        from jaxsolve.sparse import _host_setup
+        from jaxsolve.sparse import _native_library, _pattern_kernels
         warnings.simplefilter("ignore")  # JAX's warning that forking a threaded process is risky
         indptr = np.arange(0, 600001, 2, dtype=np.int32)
         indices = np.random.default_rng(8).integers(0, 50, 600000).astype(np.int32)
-        expected = _host_setup.csr_transpose(indptr, indices, 50)
+        expected = _pattern_kernels.csr_transpose(indptr, indices, 50)
         pid = os.fork()
         if pid == 0:
-            got = _host_setup.csr_transpose(indptr, indices, 50)
+            got = _pattern_kernels.csr_transpose(indptr, indices, 50)
             if not all(np.array_equal(g, e) for g, e in zip(got, expected)):
                 os._exit(3)
-            os._exit(0 if len(os.listdir("/proc/self/task")) == _host_setup.host_threads() else 4)
+            threads = len(os.listdir("/proc/self/task"))
+            os._exit(0 if threads == _native_library.host_threads() else 4)
         print(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))
     """
     child = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
@@ -850,18 +852,18 @@ class TestInterpolationWeights:
         use_dtype(dtype)
         weights_of = random_csr((20000, 40), dtype, 0.1, empty_rows=(0, 7, 19999))
         indptr, weights = weights_of.indptr.astype(np.int32), weights_of.data
-        kept = _host_setup.truncation(indptr, weights, 0.5, 3)
-        kept_indptr, keep, kept_indices = _host_setup.kept_pattern(
+        kept = _classical_kernels.truncation(indptr, weights, 0.5, 3)
+        kept_indptr, keep, kept_indices = _classical_kernels.kept_pattern(
             indptr, weights_of.indices.astype(np.int32), kept)
         np.testing.assert_array_equal(keep, np.flatnonzero(kept))
         np.testing.assert_array_equal(kept_indptr, np.searchsorted(keep, indptr))
         np.testing.assert_array_equal(kept_indices, weights_of.indices[keep])
         assert 0 < keep.size < weights.size
-        ours = _host_setup.truncated_values(indptr, weights, keep, kept_indptr)
+        ours = _classical_kernels.truncated_values(indptr, weights, keep, kept_indptr)
         numpy = _classical._truncated(np, weights, indptr, keep)
         if np.iscomplexobj(weights):
             np.testing.assert_allclose(ours, numpy, rtol=4 * np.finfo(dtype).eps)
         else:
             np.testing.assert_array_equal(ours, numpy)
         with pytest.raises(ValueError, match="keep must select weights of each row's own"):
-            _host_setup.truncated_values(indptr, weights, np.roll(keep, 1), kept_indptr)
+            _classical_kernels.truncated_values(indptr, weights, np.roll(keep, 1), kept_indptr)

@@ -35,9 +35,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import _host_setup
+from . import _graph_kernels
 from ._csr_arrays import CsrStructure
-from ._host_setup import WeightedGraph
+from ._graph_kernels import WeightedGraph
 
 ROUNDS = {"SIZE_2": 1, "SIZE_4": 2, "SIZE_8": 3}
 # At most this many rounds beyond the selector's on a coarse level of smoothed aggregation.
@@ -84,16 +84,16 @@ def coupling_graph(pattern: CsrStructure,
         diagonal, or None.
     """
     if magnitudes is None:
-        return _host_setup.coupling_graph(pattern.indptr, pattern.indices, None, check=False)
-    return _host_setup.coupling_graph(magnitudes.indptr, magnitudes.indices, magnitudes.weights,
-                                      check=False)
+        return _graph_kernels.coupling_graph(pattern.indptr, pattern.indices, None, check=False)
+    return _graph_kernels.coupling_graph(magnitudes.indptr, magnitudes.indices, magnitudes.weights,
+                                         check=False)
 
 
 def aggregated(magnitudes: WeightedGraph, aggregate_of: np.ndarray,
                count: int) -> WeightedGraph:
     """``Σ |a_ij|`` over each pair of aggregates: the next level's couplings."""
-    return _host_setup.contract_graph(magnitudes, aggregate_of, count, keep_diagonal=True,
-                                      check=False)
+    return _graph_kernels.contract_graph(magnitudes, aggregate_of, count, keep_diagonal=True,
+                                         check=False)
 
 
 def aggregate(graph: WeightedGraph, rounds: int) -> tuple[np.ndarray, int]:
@@ -105,12 +105,12 @@ def aggregate(graph: WeightedGraph, rounds: int) -> tuple[np.ndarray, int]:
     aggregate_of = np.arange(graph.indptr.shape[0] - 1, dtype=np.int32)
     count = aggregate_of.shape[0]
     for _ in range(rounds):
-        pairs, pair_count = _host_setup.aggregate_pairs(graph.indptr, graph.indices, graph.weights,
-                                                        check=False)
+        pairs, pair_count = _graph_kernels.aggregate_pairs(graph.indptr, graph.indices,
+                                                           graph.weights, check=False)
         aggregate_of = pairs[aggregate_of]
         if pair_count == count:  # nothing merged: further rounds cannot either
             break
-        graph = _host_setup.contract_graph(graph, pairs, pair_count, keep_diagonal=False,
-                                           check=False)
+        graph = _graph_kernels.contract_graph(graph, pairs, pair_count, keep_diagonal=False,
+                                              check=False)
         count = pair_count
     return aggregate_of, count

@@ -38,10 +38,10 @@ import jax.numpy as jnp
 import numpy as np
 import scipy.sparse
 
-from . import _classical, _host_setup
+from . import _classical, _classical_kernels
 from ._config import AMGConfig, SolverConfig
 from ._csr_arrays import CsrStructure
-from ._host_setup import WeightedGraph
+from ._graph_kernels import WeightedGraph
 
 
 def block_dim_of(caller: str, A: Any, block_dim: int | None) -> int:
@@ -191,9 +191,9 @@ def classical_splitting(pattern: CsrStructure, values: np.ndarray, config: AMGCo
     norms = node_magnitudes(graph, values).weights
     node_values = np.where(nodes.indices == nodes.row_ids, norms, -norms)
     node_strong = _classical.strong_couplings(nodes, node_values, config)
-    node_coarse = _host_setup.classical_splitting(nodes.indptr, nodes.indices, node_strong,
-                                                  config.selector, aggressive=aggressive,
-                                                  check=False)
+    node_coarse = _classical_kernels.classical_splitting(nodes.indptr, nodes.indices, node_strong,
+                                                         config.selector, aggressive=aggressive,
+                                                         check=False)
     same_component = pattern.row_ids % k == pattern.indices % k
     # Of the sign opposite to the diagonal's (its phase, for complex values), as classical
     # interpolation needs of a strong coupling.

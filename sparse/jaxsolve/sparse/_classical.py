@@ -9,22 +9,22 @@ unknowns and interpolates the others, the F points, from them:
    nothing; ``ALL`` makes every stored off-diagonal coupling strong.  Complex entries
    compare by ``Re(a_ij conj(a_ii)) / |a_ii|``.
 2. *splitting* (``selector``): PMIS, PMIS in color (PMISC) or HMIS on the strength graph
-   (native code, :func:`._host_setup.classical_splitting`).  On the first ``aggressive_levels``
-   levels, aggressive (A2) coarsening: the same selector again on the distance-two graph of
-   the C points it chose, which keeps about a fifth of them on 3D Poisson (Stüben, "Algebraic
-   multigrid (AMG): an introduction with applications", GMD report 70, 1999, A.2.3; hypre's
-   ``agg_num_levels``, AmgX's ``aggressive_levels``).
+   (native code, :func:`._classical_kernels.classical_splitting`).  On the first
+   ``aggressive_levels`` levels, aggressive (A2) coarsening: the same selector again on the
+   distance-two graph of the C points it chose, which keeps about a fifth of them on 3D
+   Poisson (Stüben, "Algebraic multigrid (AMG): an introduction with applications", GMD
+   report 70, 1999, A.2.3; hypre's ``agg_num_levels``, AmgX's ``aggressive_levels``).
 3. *interpolation* (``interpolator``): D1, Ruge–Stüben's modified classical interpolation
    (as PyAMG's ``classical_interpolation``), or D2, extended+i distance-two interpolation
    (as AmgX's ``D2``), with the weights
 
        w_ij = -(a_ij + Σ_{k∈F_i} a_ik ā_kj / s_ik) / d_i,   s_ik = Σ_{l∈C_i (∪{i}: D2)} ā_kl
 
-   (:class:`._host_setup.InterpolationPattern` says which sets), then optionally truncated.
+   (:class:`._classical_kernels.InterpolationPattern` says which sets), then optionally truncated.
    Aggressive levels interpolate by multipass interpolation (Stüben 1999, A.4.3; the
    default of AmgX's ``aggressive_interpolator`` and hypre's ``agg_interp_type``), whose F
    points of pass ``m`` interpolate through their strong neighbours of earlier passes
-   (:class:`._host_setup.MultipassPattern`), truncated alike.
+   (:class:`._classical_kernels.MultipassPattern`), truncated alike.
 
 The work splits like the aggregation path's.  :func:`level_structure` (host, once per
 pattern and configuration) decides strength, splitting, the pattern of ``P`` and the index
@@ -34,8 +34,9 @@ weights, chosen from those values.  :func:`interpolation_values` (jit-able, diff
 ``vmap``-able) computes the weights from any values on the pattern: gathers and segment sums
 over the plan, which run on every platform.  The host computes the same weights for the
 values it sees, to choose the truncation and to form the next level's values (``Pᵀ A P``),
-from which its strength follows: native code (:func:`._host_setup.interpolation_values` and
-:func:`._host_setup.multipass_values`, split over the cores) that evaluates
+from which its strength follows: native code
+(:func:`._classical_kernels.interpolation_values` and
+:func:`._classical_kernels.multipass_values`, split over the cores) that evaluates
 :func:`interpolation_values`'s formula in its operation order, so that its weights are
 NumPy's bit for bit.
 """
@@ -50,7 +51,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import _ffi_primitives, _host_setup
+from . import _classical_kernels, _ffi_primitives
 from ._config import AMGConfig
 from ._csr_arrays import CsrArrays, CsrStructure
 
@@ -76,9 +77,9 @@ def strong_couplings(pattern: CsrStructure, values: np.ndarray, config: AMGConfi
     ``pattern`` must be a CSR pattern whose rows store their diagonal (checked by the
     hierarchy before): the native kernels trust it.
     """
-    return _host_setup.classical_strength(pattern.indptr, pattern.indices, values,
-                                          config.strength_threshold, config.max_row_sum,
-                                          every=config.strength == "ALL", check=False)
+    return _classical_kernels.classical_strength(pattern.indptr, pattern.indices, values,
+                                                 config.strength_threshold, config.max_row_sum,
+                                                 every=config.strength == "ALL", check=False)
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -90,8 +91,8 @@ class InterpolationStructure:
       coarse: ``(n,)`` the C points.
       full: the pattern of the untruncated ``P`` (``n × n_coarse``).
       plan: where ``A``'s values enter the untruncated weights: a D1/D2
-        :class:`._host_setup.InterpolationPattern` or, on an aggressive level, a
-        :class:`._host_setup.MultipassPattern`.
+        :class:`._classical_kernels.InterpolationPattern` or, on an aggressive level, a
+        :class:`._classical_kernels.MultipassPattern`.
       keep: the positions in ``full`` of the weights truncation keeps, or None (no
         truncation).
       p: the pattern of ``P`` (``full``, or its kept entries).
@@ -101,7 +102,7 @@ class InterpolationStructure:
     strong: np.ndarray
     coarse: np.ndarray
     full: CsrStructure
-    plan: _host_setup.InterpolationPattern | _host_setup.MultipassPattern
+    plan: _classical_kernels.InterpolationPattern | _classical_kernels.MultipassPattern
     keep: np.ndarray | None
     p: CsrStructure
     values: np.ndarray
@@ -128,7 +129,7 @@ class MultipassArrays(NamedTuple):
     """The index arrays of multipass weights that :func:`interpolation_values` reads.
 
     Kept lean for the device (a 128³ Poisson's finest level holds 52 MiB less than the
-    host's :class:`._host_setup.MultipassPattern`):
+    host's :class:`._classical_kernels.MultipassPattern`):
 
     - ``interpolatory_bits``: the pattern's ``interpolatory`` mask, eight entries a byte
       (``np.packbits``, little bit order).
@@ -163,18 +164,19 @@ def level_structure(pattern: CsrStructure, values: np.ndarray, config: AMGConfig
     """
     if splitting is None:
         strong = strong_couplings(pattern, values, config)
-        coarse = _host_setup.classical_splitting(pattern.indptr, pattern.indices, strong,
-                                                 config.selector, aggressive=aggressive,
-                                                 check=False)
+        coarse = _classical_kernels.classical_splitting(pattern.indptr, pattern.indices, strong,
+                                                        config.selector, aggressive=aggressive,
+                                                        check=False)
     else:
         strong, coarse = splitting
     if aggressive:
-        plan = _host_setup.multipass_pattern(pattern.indptr, pattern.indices, strong, coarse,
-                                             check=False)
+        plan = _classical_kernels.multipass_pattern(pattern.indptr, pattern.indices, strong, coarse,
+                                                    check=False)
     else:
-        plan = _host_setup.interpolation_pattern(pattern.indptr, pattern.indices, strong, coarse,
-                                                 distance_two=config.interpolator == "D2",
-                                                 check=False)
+        plan = _classical_kernels.interpolation_pattern(pattern.indptr, pattern.indices, strong,
+                                                        coarse,
+                                                        distance_two=config.interpolator == "D2",
+                                                        check=False)
     full = CsrStructure(plan.p_indptr, plan.p_indices, int(coarse.sum()))
     structure = InterpolationStructure(strong=strong, coarse=coarse, full=full, plan=plan,
                                        keep=None, p=full, values=np.empty(0, values.dtype))
@@ -182,19 +184,19 @@ def level_structure(pattern: CsrStructure, values: np.ndarray, config: AMGConfig
     factor, most = config.interp_truncation_factor, config.interp_max_elements
     if not (0 < factor < 1 or most > 0) or full.nnz == 0:
         return dataclasses.replace(structure, values=weights)
-    kept = _host_setup.truncation(full.indptr, weights, factor, most)
-    indptr, keep, indices = _host_setup.kept_pattern(full.indptr, full.indices, kept)
+    kept = _classical_kernels.truncation(full.indptr, weights, factor, most)
+    indptr, keep, indices = _classical_kernels.kept_pattern(full.indptr, full.indices, kept)
     return dataclasses.replace(structure, keep=keep,
                                p=CsrStructure(indptr, indices, full.n_cols),
-                               values=_host_setup.truncated_values(full.indptr, weights, keep,
-                                                                   indptr))
+                               values=_classical_kernels.truncated_values(full.indptr, weights,
+                                                                          keep, indptr))
 
 
 def host_arrays(structure: InterpolationStructure,
                 truncated: bool = True) -> InterpolationArrays | MultipassArrays:
     """The structure's index arrays as NumPy arrays (for :func:`interpolation_values`)."""
     plan, keep = structure.plan, structure.keep if truncated else None
-    if isinstance(plan, _host_setup.MultipassPattern):
+    if isinstance(plan, _classical_kernels.MultipassPattern):
         bounds = np.concatenate([[0], np.cumsum(plan.pass_counts)])
         dropped = None
         if keep is not None and 2 * keep.shape[0] > structure.full.nnz:
@@ -230,16 +232,16 @@ def host_values(structure: InterpolationStructure, pattern: CsrStructure, values
     NumPy evaluation (bit for bit for real values) in a fraction of the time.
     """
     plan = structure.plan
-    if isinstance(plan, _host_setup.MultipassPattern):
-        weights = _host_setup.multipass_values(pattern.indptr, pattern.indices, values, plan,
-                                               structure.coarse, check=False)
+    if isinstance(plan, _classical_kernels.MultipassPattern):
+        weights = _classical_kernels.multipass_values(pattern.indptr, pattern.indices, values, plan,
+                                                      structure.coarse, check=False)
     else:
-        weights = _host_setup.interpolation_values(pattern.indptr, pattern.indices, values, plan,
-                                                   structure.coarse, check=False)
+        weights = _classical_kernels.interpolation_values(pattern.indptr, pattern.indices, values,
+                                                          plan, structure.coarse, check=False)
     if structure.keep is None or not truncated:
         return weights
-    return _host_setup.truncated_values(structure.full.indptr, weights, structure.keep,
-                                        structure.p.indptr)
+    return _classical_kernels.truncated_values(structure.full.indptr, weights, structure.keep,
+                                               structure.p.indptr)
 
 
 def interpolation_values(xp: Any, arrays: InterpolationArrays | MultipassArrays, full_nnz: int,

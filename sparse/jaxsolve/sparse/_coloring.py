@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse
 
-from . import _host_setup
+from . import _graph_kernels
 
 
 def color_columns(pattern: Any, distance: int = 2) -> np.ndarray:
@@ -94,7 +94,8 @@ def color_columns(pattern: Any, distance: int = 2) -> np.ndarray:
         second = (p + p.T).tocsr()
     first.sort_indices()
     second.sort_indices()
-    return _host_setup.dsatur_coloring(first.indptr, first.indices, second.indptr, second.indices)
+    return _graph_kernels.dsatur_coloring(first.indptr, first.indices, second.indptr,
+                                          second.indices)
 
 
 def is_valid_coloring(pattern: Any, colors: np.ndarray, distance: int = 2) -> bool:

@@ -17,7 +17,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import _ffi_primitives, _host_setup
+from . import _ffi_primitives, _pattern_kernels
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -45,8 +45,8 @@ class CsrStructure:
         """The pattern of the transpose and the permutation taking values to it."""
         # A counting sort by column that keeps rows ascending within each column (SciPy's
         # CSR -> CSC, over the cores).
-        indptr, indices, permutation = _host_setup.csr_transpose(self.indptr, self.indices,
-                                                                 self.n_cols)
+        indptr, indices, permutation = _pattern_kernels.csr_transpose(self.indptr, self.indices,
+                                                                      self.n_cols)
         return CsrStructure(indptr, indices, self.n_rows), permutation
 
     def diagonal_positions(self) -> np.ndarray:
@@ -58,8 +58,8 @@ class CsrStructure:
 
     @functools.cached_property
     def _diagonal_positions(self) -> np.ndarray:
-        positions = _host_setup.find_in_rows(self.indptr, self.indices, None,
-                                             min(self.n_rows, self.n_cols))
+        positions = _pattern_kernels.find_in_rows(self.indptr, self.indices, None,
+                                                  min(self.n_rows, self.n_cols))
         positions.flags.writeable = False
         return positions
 

@@ -8,10 +8,10 @@ call for a batch on one pattern), from :data:`._native_library.LIBRARY`'s FFI ta
   differentiable (``grad``/``jvp``) in the values and ``x``;
   :func:`csr_update_unchecked`, the cycle's fused updates ``base + weight (rhs ∓ A x)``.
 * :func:`csr_product_values`: the values of a sparse product ``C = A B`` on the pattern
-  :func:`._host_setup.spgemm_symbolic` computes (the AMG setup's products ``A P`` and
+  :func:`._pattern_kernels.spgemm_symbolic` computes (the AMG setup's products ``A P`` and
   ``Pᵀ A P``).
 * :func:`interpolation_weights`: classical AMG's interpolation weights on the plan of
-  :func:`._host_setup.interpolation_pattern` (the numeric re-setup's, under ``jit``).
+  :func:`._classical_kernels.interpolation_pattern` (the numeric re-setup's, under ``jit``).
 """
 
 from __future__ import annotations

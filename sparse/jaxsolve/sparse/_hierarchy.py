@@ -44,7 +44,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import _aggregation, _blocks, _classical, _host_setup
+from . import _aggregation, _blocks, _classical, _pattern_kernels
 from ._classical import InterpolationArrays, InterpolationStructure, MultipassArrays
 from ._config import AMGConfig
 from ._csr_arrays import CsrArrays, CsrStructure
@@ -438,7 +438,7 @@ def _level_structure(
         p = smoothing.c
         # P's row i holds T's row i, the k columns from k · aggregates[i] on (A's diagonal
         # entry times it), one after the other (P's rows are sorted).
-        first = _host_setup.find_in_rows(p.indptr, p.indices, k * aggregates, n)
+        first = _pattern_kernels.find_in_rows(p.indptr, p.indices, k * aggregates, n)
         tentative_in_p = (first[:, None] + np.arange(k, dtype=np.int32)).ravel()
     else:
         smoothing, tentative_in_p, p = None, None, tentative

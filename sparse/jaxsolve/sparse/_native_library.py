@@ -4,10 +4,12 @@
 (``libjaxsolve_sparse.so``), loaded at import, and the CUDA library of JAX's CUDA major,
 loaded the first time a kernel runs on a GPU.  Its XLA FFI targets (:data:`CSR_MATVEC`,
 :data:`CSR_PRODUCT`, :data:`INTERPOLATION_WEIGHTS`) back :mod:`._ffi_primitives`; the C
-signatures of its host functions, declared here for ``ctypes``, back :mod:`._host_setup`.
+signatures of its host functions, declared here for ``ctypes``, back the AMG setup's host
+kernels: :mod:`._graph_kernels`, :mod:`._pattern_kernels` and :mod:`._classical_kernels`,
+which split their work over :func:`host_threads`.
 
 Both check what they pass in alike: a concrete CSR pattern (:func:`check_pattern`), a size
-(:func:`check_size`), a dtype among :data:`DTYPES`.
+(:func:`check_size`), values of a dtype among :data:`DTYPES` (:func:`check_values`).
 """
 
 from __future__ import annotations
@@ -106,6 +108,15 @@ DTYPES = tuple(np.dtype(t) for t in (np.float32, np.float64, np.complex64, np.co
 """The value dtypes the kernels take, in the order of their ``dtype`` codes."""
 
 
+def host_threads() -> int:
+    """The most threads a host setup kernel splits its work over: the CPUs this process may
+    run on (its affinity mask), at most its cgroup's CPU quota.
+
+    Found once per process.  In a container the host's CPU count can be many times this.
+    """
+    return int(_cpu.JaxsolveSparseHostThreads())
+
+
 # ----------------------------------------------------------------------------------------
 # Checks of what crosses into the library
 
@@ -155,6 +166,17 @@ def check_pattern(
     if max(nnz, n_cols, indptr.shape[0]) > INT32_MAX:
         raise ValueError(f"{fn}: the pattern is too large for int32 indices")
     return np.ascontiguousarray(indptr, np.int32), np.ascontiguousarray(indices, np.int32)
+
+
+def check_values(fn: str, name: str, values: Any, shape: tuple[int, ...]) -> np.ndarray:
+    """``values`` as a contiguous array of one of the native dtypes, of ``shape``."""
+    values = np.ascontiguousarray(values)
+    if values.dtype not in DTYPES:
+        raise TypeError(f"{fn}: {name} must be float32, float64, complex64 or complex128, got"
+                        f" {values.dtype}")
+    if values.shape != shape:
+        raise ValueError(f"{fn}: {name} must have shape {shape}, got {values.shape}")
+    return values
 
 
 def check_size(fn: str, name: str, n: Any) -> int:

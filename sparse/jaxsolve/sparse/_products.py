@@ -30,7 +30,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import _ffi_primitives, _host_setup
+from . import _ffi_primitives, _pattern_kernels
 from ._csr_arrays import CsrArrays, CsrStructure
 
 
@@ -139,16 +139,16 @@ def plan_product_with_values(a: CsrStructure, b: CsrStructure, a_values: np.ndar
     bit for bit those :meth:`ProductPlan.multiply` computes on the CPU.
     """
     _check_fit(a, b)
-    product, values = _host_setup.spgemm_host(a_values, a.indptr, a.indices, b_values, b.indptr,
-                                              b.indices, b.n_cols, check=False)
+    product, values = _pattern_kernels.spgemm_host(a_values, a.indptr, a.indices, b_values,
+                                                   b.indptr, b.indices, b.n_cols, check=False)
     return _plan(a, b, product), values
 
 
 def plan_product(a: CsrStructure, b: CsrStructure) -> ProductPlan:
     """The :class:`ProductPlan` of ``A B`` for the patterns ``a`` (m × n) and ``b`` (n × p)."""
     _check_fit(a, b)
-    product = _host_setup.spgemm_symbolic(a.indptr, a.indices, b.indptr, b.indices, b.n_cols,
-                                          check=False)  # patterns the setup made
+    product = _pattern_kernels.spgemm_symbolic(a.indptr, a.indices, b.indptr, b.indices, b.n_cols,
+                                               check=False)  # patterns the setup made
     return _plan(a, b, product)
 
 
@@ -158,6 +158,6 @@ def _check_fit(a: CsrStructure, b: CsrStructure) -> None:
                          f" {b.n_rows}×{b.n_cols} matrices.")
 
 
-def _plan(a: CsrStructure, b: CsrStructure, product: _host_setup.SpgemmPattern) -> ProductPlan:
+def _plan(a: CsrStructure, b: CsrStructure, product: _pattern_kernels.SpgemmPattern) -> ProductPlan:
     return ProductPlan(a=a, b=b, c=CsrStructure(product.indptr, product.indices, b.n_cols),
                        n_products=product.n_products)

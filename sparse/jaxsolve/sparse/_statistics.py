@@ -20,7 +20,7 @@ import numpy as np
 from . import _blocks
 from ._config import parse_amgx_config
 from ._hierarchy import Hierarchy, HierarchyStructure
-from ._host_setup import host_threads
+from ._native_library import host_threads
 from ._setup import System, amg_config, checked_inputs, numeric_setup_now
 
 

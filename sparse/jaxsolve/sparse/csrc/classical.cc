@@ -1,7 +1,7 @@
 // The host setup of classical (Ruge-Stuben) AMG: strength, C/F splittings,
 // the index plans of the interpolations and their weights for concrete
 // values. C functions of libjaxsolve_sparse.so, called through ctypes on NumPy
-// arrays by jaxsolve/sparse/_host_setup.py, which checks them.
+// arrays by jaxsolve/sparse/_classical_kernels.py, which checks them.
 //
 // A is n x n CSR (int32 row pointers and columns, each row's columns sorted and
 // its diagonal stored); its values are float32, float64, complex64 or

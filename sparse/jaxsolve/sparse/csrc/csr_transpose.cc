@@ -1,6 +1,6 @@
 // The pattern of a CSR matrix's transpose, and where each entry goes: a C
 // function of libjaxsolve_sparse.so, called through ctypes on NumPy arrays by
-// jaxsolve/sparse/_host_setup.py. The AMG setup forms R = P^T's pattern with it.
+// jaxsolve/sparse/_pattern_kernels.py. The AMG setup forms R = P^T's pattern with it.
 // The sort itself is csr_transpose.h's.
 #include <cstdint>
 

@@ -1,6 +1,6 @@
 // The process's host threads (row_blocks.h's RunOnHostThreads), and how many
 // the host kernels of libjaxsolve_sparse.so split their work over, at most
-// (Cores): a C function for jaxsolve/sparse/_host_setup.py's host_threads, which
+// (Cores): a C function for jaxsolve/sparse/_native_library.py's host_threads, which
 // the benchmarks print next to the setup's times.
 //
 // A classical setup runs some 150 parallel loops; starting Cores() - 1

@@ -1,6 +1,6 @@
 // Greedy pairwise aggregation of a weighted graph, the first step of an
 // aggregation AMG setup: a C function of libjaxsolve_sparse.so, called through
-// ctypes on NumPy arrays by jaxsolve/sparse/_host_setup.py, which checks them.
+// ctypes on NumPy arrays by jaxsolve/sparse/_graph_kernels.py, which checks them.
 //
 // The graph is n x n CSR: row i lists the weights w_ij of node i's edges.
 // Only off-diagonal entries of positive weight count (NaN counts as not

@@ -1,6 +1,6 @@
 // Where given columns sit in the rows of a CSR pattern: a C function of
 // libjaxsolve_sparse.so, called through ctypes on NumPy arrays by
-// jaxsolve/sparse/_host_setup.py, which checks them. The AMG setup finds each
+// jaxsolve/sparse/_pattern_kernels.py, which checks them. The AMG setup finds each
 // row's diagonal entry, and the entry of the tentative prolongation T in each
 // row of the smoothed P = pattern(A T), with it: one scan of each row, over
 // the machine's cores by blocks of rows, where NumPy made several serial

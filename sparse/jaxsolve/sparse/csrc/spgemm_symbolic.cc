@@ -3,7 +3,7 @@
 // searches for the place of each scalar product; and, for concrete values,
 // C's values with it (the AMG setup's first Galerkin products). C functions of
 // libjaxsolve_sparse.so, called through ctypes on NumPy arrays by
-// jaxsolve/sparse/_host_setup.py, which checks them and allocates for it.
+// jaxsolve/sparse/_pattern_kernels.py, which checks them and allocates for it.
 //
 // A is m x n, B is n x p, both CSR with int32 indices. Row i of C holds
 // every column b_indices[s] of the rows j = a_indices[t] of B that row i of A

@@ -1,6 +1,6 @@
 // The weighted graphs that aggregation matches on, built on the host: C
 // functions of libjaxsolve_sparse.so, called through ctypes on NumPy arrays by
-// jaxsolve/sparse/_host_setup.py, which checks them.
+// jaxsolve/sparse/_graph_kernels.py, which checks them.
 //
 // A graph is n x n CSR (int32 row pointers and columns, float64 weights).
 // Both functions write into arrays the caller sized for the worst case and

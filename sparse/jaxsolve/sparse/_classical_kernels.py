@@ -1,25 +1,24 @@
-"""The AMG setup's host kernels: native code on NumPy arrays, through ``ctypes``.
+"""Classical AMG's native setup kernels, on the host: ``ctypes`` on NumPy arrays.
 
-Functions backed by C++ (``csrc/``) in the package's CPU library
-(:data:`._native_library.LIBRARY`):
+The steps of one level of :mod:`._classical`'s setup, in order:
 
-* :func:`aggregate_pairs`: greedy pairwise matching of a weighted graph, the aggregation step
-  of an AMG setup.
-* :func:`coupling_graph` and :func:`contract_graph`: the weighted graphs aggregation matches
-  on; :func:`dsatur_coloring`, the greedy coloring of a product graph.
-* :func:`classical_strength`, :func:`classical_splitting`, :func:`interpolation_pattern`,
-  :func:`multipass_pattern`, :func:`interpolation_values`, :func:`truncation` and
-  :func:`truncated_values`: classical AMG's strong couplings, C/F splitting, the index
-  plans of its interpolations and their weights for concrete values.
-* :func:`spgemm_symbolic`: the pattern of a sparse product ``C = A B``, on which the numeric
-  product (``A P``, ``Pᵀ A P`` in an AMG setup; :func:`._ffi_primitives.csr_product_values`)
-  runs; :func:`spgemm_host`, the pattern and the values for concrete values (the classical
-  setup's next level).
-* :func:`csr_transpose` and :func:`find_in_rows`: a pattern's transpose (``R = Pᵀ``), and
-  where given columns (the diagonal) sit in its rows.
+1. :func:`classical_strength`: the strong couplings of ``A``.
+2. :func:`classical_splitting`: the C/F splitting of their graph (PMIS, HMIS, PMIS in color;
+   aggressive A2 coarsening), one of :data:`SPLITTINGS`.
+3. The index plan of the interpolation ``P``: :func:`interpolation_pattern` (an
+   :class:`InterpolationPattern`, D1 or D2) or, on an aggressive level,
+   :func:`multipass_pattern` (a :class:`MultipassPattern`).
+4. ``P``'s weights for concrete values: :func:`interpolation_values` (under ``jit`` the FFI
+   kernel :func:`._ffi_primitives.interpolation_weights` computes them) or
+   :func:`multipass_values`.
+5. Truncation of ``P``: :func:`truncation` chooses, :func:`kept_pattern` and
+   :func:`truncated_values` apply.
 
-They run in time linear in their input: a few hundred milliseconds for two million rows,
-split over the cores this process may use (:func:`host_threads`).
+Each is a C function of the package's CPU library (:data:`._native_library.LIBRARY`,
+``csrc/classical.cc``), linear in its input and split over the cores this process may use
+(:func:`._native_library.host_threads`). Values may be ``float32``, ``float64``,
+``complex64`` or ``complex128``; sums run in double in the order of :mod:`._classical`'s
+NumPy formulas, whose results they match bit for bit for real values.
 """
 
 from __future__ import annotations
@@ -28,385 +27,12 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from ._native_library import DTYPES, INT32_MAX, LIBRARY, check_pattern, check_size
+from ._native_library import DTYPES, INT32_MAX, LIBRARY, check_pattern, check_values
 
 _cpu = LIBRARY.cpu
 
 
-def aggregate_pairs(indptr: Any, indices: Any, weights: Any, *,
-                    check: bool = True) -> tuple[np.ndarray, int]:
-    """Greedy pairwise matching of a weighted graph into aggregates of (mostly) two nodes.
-
-    The aggregation step of AmgX-style unsmoothed-aggregation AMG (its ``SIZE_2`` selector):
-    each aggregate becomes one unknown of the next coarser level. The graph is an ``n × n``
-    CSR matrix of edge weights, typically a strength of connection: ``weights[e]`` is the
-    weight ``w_ij`` of node ``i``'s edge to ``j = indices[e]``, for ``indptr[i] <= e <
-    indptr[i+1]``. The diagonal and weights that are not positive are ignored, and the graph
-    may be unsymmetric: row ``i`` gives the weights as node ``i`` sees them.
-
-    * Phase one visits ``i = 0, ..., n-1`` in order. An unmatched ``i`` is paired with its
-      unmatched neighbour ``j`` of largest weight ``w_ij`` (ties: the smallest ``j``); the
-      pair is a new aggregate. A node with no unmatched neighbour waits for phase two (in an
-      unsymmetric graph a later node may still pair with it).
-    * Phase two: each node still unmatched joins the aggregate of its neighbour of largest
-      weight, matched by now, or becomes an aggregate of its own if it has no neighbour.
-
-    Aggregates are numbered in the order they are created, so the result is deterministic.
-    The work is ``O(n + nnz)``, in native code: tens of milliseconds for two million nodes.
-
-    Args:
-      indptr: ``(n + 1,)`` integer row pointers, from 0 to ``nnz``, non-decreasing.
-      indices: ``(nnz,)`` integer neighbours, in ``[0, n)``; within a row in any order.
-      weights: ``(nnz,)`` real weights (compared as float64).
-      check: whether to check the pattern (False: the AMG setup's own graphs).
-
-    Returns:
-      ``(aggregate, n_aggregates)``: the ``(n,)`` int32 aggregate of every node, numbered
-      ``0 .. n_aggregates - 1``, and their number.
-
-    Raises:
-      TypeError, ValueError: for arrays that are not such a graph.
-
-    Examples:
-      A path 0 - 1 - 2 - 3 - 4, heaviest at its ends: 0 pairs with 1, 2 with 3, and 4, whose
-      only neighbour is taken, joins 3's aggregate.
-
-      >>> import numpy as np, scipy.sparse
-      >>> w = np.array([3.0, 1.0, 1.0, 2.0])
-      >>> graph = scipy.sparse.diags([w, w], [-1, 1], format="csr")
-      >>> aggregate_pairs(graph.indptr, graph.indices, graph.data)
-      (array([0, 0, 1, 1, 1], dtype=int32), 2)
-    """
-    fn = "aggregate_pairs"
-    n = np.shape(indptr)[0] - 1 if np.ndim(indptr) == 1 else 0
-    indptr, indices = check_pattern(fn, ("indptr", "indices"), indptr, indices, n, check)
-    weights = _checked_weights(fn, "weights", weights, indices.shape)
-    aggregate = np.empty(n, np.int32)
-    count = _cpu.JaxsolveSparseAggregatePairs(n, indptr, indices, weights, aggregate)
-    return aggregate, int(count)
-
-
-class WeightedGraph(NamedTuple):
-    """An ``n × n`` weighted graph in CSR: row ``i`` holds node ``i``'s edges, sorted."""
-
-    indptr: np.ndarray
-    """``(n + 1,)`` int32 row pointers."""
-    indices: np.ndarray
-    """``(nnz,)`` int32 neighbours, sorted and distinct within each row."""
-    weights: np.ndarray
-    """``(nnz,)`` float64 edge weights."""
-
-
-def coupling_graph(indptr: Any, indices: Any, magnitudes: Any | None, *,
-                   check: bool = True) -> WeightedGraph:
-    """The symmetric coupling graph of an ``n × n`` matrix, without its diagonal.
-
-    The weight of the edge between ``i`` and ``j`` is ``(|a_ij| + |a_ji|) / (2 √(|a_ii|
-    |a_jj|))`` (0 where the diagonal vanishes), or, without ``magnitudes``, ½ for each
-    direction in which the pair is stored. Native code, ``O(n + nnz)`` plus a sort per row.
-
-    Args:
-      indptr, indices: the matrix's CSR pattern (any integer dtype; a row's columns in any
-        order, each once).
-      magnitudes: ``(nnz,)`` its values (their absolute values count), or None.
-      check: whether to check the pattern (False: one the AMG setup made or checked).
-
-    Examples:
-      >>> import numpy as np
-      >>> graph = coupling_graph([0, 2, 3], [0, 1, 1], np.array([4.0, -2.0, 1.0]))
-      >>> graph.indptr.tolist(), graph.indices.tolist(), graph.weights.tolist()
-      ([0, 1, 2], [1, 0], [0.5, 0.5])
-    """
-    fn = "coupling_graph"
-    n = np.shape(indptr)[0] - 1 if np.ndim(indptr) == 1 else 0
-    indptr, indices = check_pattern(fn, ("indptr", "indices"), indptr, indices, n, check)
-    if magnitudes is not None:
-        magnitudes = _checked_weights(fn, "magnitudes", magnitudes, indices.shape)
-    out_indptr = np.empty(n + 1, np.int32)
-    out_indices = np.empty(2 * indices.shape[0], np.int32)
-    out_weights = np.empty(2 * indices.shape[0], np.float64)
-    nnz = _cpu.JaxsolveSparseCouplingGraph(
-        n, indptr, indices, None if magnitudes is None else magnitudes.ctypes.data,
-        out_indptr, out_indices, out_weights)
-    return WeightedGraph(out_indptr, out_indices[:nnz], out_weights[:nnz])
-
-
-def contract_graph(graph: WeightedGraph, groups: Any, n_groups: int, *,
-                   keep_diagonal: bool, check: bool = True) -> WeightedGraph:
-    """The graph of groups of nodes: ``Gᵀ W G`` for the membership matrix ``G``.
-
-    The weight between two groups is the sum of the weights between their members; a
-    group's internal weight is its diagonal entry, kept or dropped. Native code,
-    ``O(n + nnz)`` plus a sort per row.
-
-    Args:
-      graph: an ``n × n`` weighted graph (a row's columns in any order, each once).
-      groups: ``(n,)`` each node's group, in ``[0, n_groups)``.
-      n_groups: the number of groups.
-      keep_diagonal: whether to keep each group's internal weight.
-      check: whether to check the graph and the groups (False: the AMG setup's own).
-
-    Examples:
-      >>> import numpy as np
-      >>> path = WeightedGraph(np.array([0, 1, 3, 4]), np.array([1, 0, 2, 1]), np.ones(4))
-      >>> contract_graph(path, [0, 0, 1], 2, keep_diagonal=True).weights.tolist()
-      [2.0, 1.0, 1.0]
-    """
-    fn = "contract_graph"
-    n = np.shape(graph.indptr)[0] - 1 if np.ndim(graph.indptr) == 1 else 0
-    indptr, indices = check_pattern(fn, ("indptr", "indices"), graph.indptr, graph.indices, n,
-                                     check)
-    weights = _checked_weights(fn, "weights", graph.weights, indices.shape)
-    n_groups = check_size(fn, "n_groups", n_groups)
-    groups = np.asarray(groups)
-    if groups.shape != (n,) or not np.issubdtype(groups.dtype, np.integer):
-        raise TypeError(f"{fn}: groups must be ({n},) integers, got groups.shape="
-                        f"{groups.shape} and groups.dtype={groups.dtype}")
-    if check and n and (groups.min() < 0 or groups.max() >= n_groups):
-        raise ValueError(f"{fn}: groups must lie in [0, {n_groups}), got values from "
-                         f"{groups.min()} to {groups.max()}")
-    out_indptr = np.empty(n_groups + 1, np.int32)
-    out_indices = np.empty(indices.shape[0], np.int32)
-    out_weights = np.empty(indices.shape[0], np.float64)
-    nnz = _cpu.JaxsolveSparseContractGraph(
-        n, indptr, indices, weights, np.ascontiguousarray(groups, np.int32), n_groups,
-        int(keep_diagonal), out_indptr, out_indices, out_weights)
-    if nnz < 0:
-        raise MemoryError(f"{fn}: out of memory for the groups' rows")
-    return WeightedGraph(out_indptr, out_indices[:nnz], out_weights[:nnz])
-
-
-def _checked_weights(fn: str, name: str, weights: Any, shape: tuple[int, ...]) -> np.ndarray:
-    weights = np.asarray(weights)
-    if weights.shape != shape or not np.isrealobj(weights):
-        raise TypeError(
-            f"{fn}: {name} must be real, one per entry, shape {shape}; got "
-            f"{name}.shape={weights.shape} and {name}.dtype={weights.dtype}"
-        )
-    return np.ascontiguousarray(weights, np.float64)
-
-
-def dsatur_coloring(first_indptr: Any, first_indices: Any, second_indptr: Any,
-                    second_indices: Any) -> np.ndarray:
-    """DSATUR coloring of the graph of ``F S``: nodes ``v`` and ``w`` adjacent when some
-    ``r`` has ``F[v, r]`` and ``S[r, w]`` (the product is never formed).
-
-    ``F = Pᵀ``, ``S = P`` gives the column-intersection graph of ``P``; ``F = I``,
-    ``S = P + Pᵀ`` the graph of a square ``P``. Unchecked patterns (``color_columns`` makes
-    them); see ``csrc/coloring.cc``.
-
-    Returns:
-      ``(n,)`` int32 colors ``0 .. k - 1``, every one used.
-    """
-    n = np.shape(first_indptr)[0] - 1
-    colors = np.empty(n, np.int32)
-    count = _cpu.JaxsolveSparseColorDsatur(
-        n, np.ascontiguousarray(first_indptr, np.int64),
-        np.ascontiguousarray(first_indices, np.int32),
-        np.ascontiguousarray(second_indptr, np.int64),
-        np.ascontiguousarray(second_indices, np.int32), colors)
-    if count < 0:
-        raise MemoryError("color_columns: not enough memory for the coloring.")
-    return colors
-
-
-def host_threads() -> int:
-    """The most threads a host setup kernel splits its work over: the CPUs this process may
-    run on (its affinity mask), at most its cgroup's CPU quota.
-
-    Found once per process.  In a container the host's CPU count can be many times this.
-    """
-    return int(_cpu.JaxsolveSparseHostThreads())
-
-
-def csr_transpose(indptr: np.ndarray, indices: np.ndarray,
-                  n_cols: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The pattern of the transpose of an ``n × n_cols`` CSR pattern, and where each of its
-    entries comes from: ``(indptr, indices, from)`` with ``from[k]`` the position in
-    ``indices`` of the transpose's entry ``k``.
-
-    Rows stay ascending within each column: entry for entry SciPy's CSR → CSC conversion,
-    a counting sort by column, here native and over the cores.  Unchecked: for the int32
-    patterns the AMG setup made or checked (a :class:`~._csr_arrays.CsrStructure`'s); see
-    ``csrc/csr_transpose.cc``.
-    """
-    indptr = np.ascontiguousarray(indptr, np.int32)
-    indices = np.ascontiguousarray(indices, np.int32)
-    t_indptr = np.empty(n_cols + 1, np.int32)
-    t_indices = np.empty(indices.shape[0], np.int32)
-    source = np.empty(indices.shape[0], np.int32)
-    if _cpu.JaxsolveSparseCsrTranspose(indptr.shape[0] - 1, n_cols, indptr, indices,
-                                       t_indptr, t_indices, source):
-        raise MemoryError("csr_transpose: out of memory for the column counts")
-    return t_indptr, t_indices, source
-
-
-def find_in_rows(indptr: np.ndarray, indices: np.ndarray, columns: np.ndarray | None,
-                 n_rows: int) -> np.ndarray:
-    """For each row ``i < n_rows``, the position of its (last) entry in column
-    ``columns[i]`` — without ``columns``, ``i``: the diagonal — or -1 where it has none.
-
-    One native scan of each row, over the cores. Unchecked: for the int32 patterns the AMG
-    setup made or checked (a :class:`~._csr_arrays.CsrStructure`'s); see
-    ``csrc/row_search.cc``.
-
-    Returns:
-      ``(n_rows,)`` int32 positions into ``indices``.
-    """
-    positions = np.empty(n_rows, np.int32)
-    if columns is not None:
-        columns = np.ascontiguousarray(columns, np.int32)
-        assert columns.shape == (n_rows,), (columns.shape, n_rows)
-    if _cpu.JaxsolveSparseFindInRows(n_rows, np.ascontiguousarray(indptr, np.int32),
-                                     np.ascontiguousarray(indices, np.int32),
-                                     None if columns is None else columns.ctypes.data,
-                                     positions):
-        raise MemoryError("find_in_rows: no thread could be started")
-    return positions
-
-
-class SpgemmPattern(NamedTuple):
-    """The symbolic product ``C = A B``: ``C``'s CSR pattern and its scalar products' count."""
-
-    indptr: np.ndarray
-    """``(m + 1,)`` int32 row pointers of ``C``."""
-    indices: np.ndarray
-    """``(nnz(C),)`` int32 columns of ``C``, sorted within each row."""
-    n_products: int
-    """The number of scalar products: the sum, over ``A``'s entries, of the length of the row
-    of ``B`` they select."""
-
-
-def spgemm_symbolic(
-    a_indptr: Any, a_indices: Any, b_indptr: Any, b_indices: Any, p: int, *,
-    check: bool = True,
-) -> SpgemmPattern:
-    """The pattern of the sparse product ``C = A B``, its columns sorted within each row.
-
-    For CSR matrices ``A`` (``m × n``) and ``B`` (``n × p``), row ``i`` of ``C`` holds every
-    column ``l`` of a product ``A[i, j] B[j, l]`` of stored entries. The numeric product
-    (:func:`csr_product_values`, rerun for new values on the same patterns: an AMG setup's
-    ``A P`` and ``Pᵀ (A P)``) finds each product's place in this pattern.
-
-    One native pass of Gustavson's, with a marker array of ``p`` entries, forms and sorts
-    each row of ``C`` in an array as long as the products (an upper bound of ``nnz(C)``),
-    then packs them and gives the rest of the array back. The work is ``O(p + products)``,
-    plus sorting each row of ``C``, split over the cores by rows.
-
-    Args:
-      a_indptr, a_indices: ``A``'s pattern, ``(m + 1,)`` and ``(nnz(A),)`` integers; columns in
-        ``[0, n)`` with ``n = len(b_indptr) - 1``. Rows need not be sorted.
-      b_indptr, b_indices: ``B``'s pattern; columns in ``[0, p)``.
-      p: columns of ``B``.
-      check: whether to check that the patterns are CSR and fit together. Only the AMG
-        setup passes False, for patterns its own kernels made (a
-        :class:`~._csr_arrays.CsrStructure`'s): the native code trusts them.
-
-    Returns:
-      A :class:`SpgemmPattern` ``(indptr, indices, n_products)``.
-
-    Raises:
-      TypeError, ValueError: for patterns that are not CSR or do not fit together, or more
-        than ``2**31 - 1`` products (which the int32 indices of the product's derivative
-        cannot address).
-      MemoryError: the native code ran out of memory.
-
-    Examples:
-      ``A = [[1, 1], [0, 1]]`` times ``B = [[1, 0, 1], [0, 1, 0]]``: row 0 of ``C`` gets
-      ``B``'s rows 0 and 1, columns 0, 2 and 1, sorted.
-
-      >>> c = spgemm_symbolic([0, 2, 3], [0, 1, 1], [0, 2, 3], [0, 2, 1], p=3)
-      >>> c.indptr, c.indices, c.n_products
-      (array([0, 3, 4], dtype=int32), array([0, 1, 2, 1], dtype=int32), 4)
-    """
-    return _spgemm("spgemm_symbolic", a_indptr, a_indices, b_indptr, b_indices, p, check)[0]
-
-
-def spgemm_host(
-    a_values: Any, a_indptr: Any, a_indices: Any, b_values: Any, b_indptr: Any,
-    b_indices: Any, p: int, *, check: bool = True,
-) -> tuple[SpgemmPattern, np.ndarray]:
-    """:func:`spgemm_symbolic` and ``C``'s values for concrete NumPy values, in one pass.
-
-    The values are bit for bit :func:`csr_product_values`'s on the CPU (each entry sums its
-    products in the same order, from zero); ``A`` and ``B`` share one dtype of
-    ``float32``, ``float64``, ``complex64`` or ``complex128``. Arguments and errors as
-    :func:`spgemm_symbolic`'s.
-
-    Examples:
-      ``[[1, 1], [0, 1]]`` times ``[[1, 0, 2], [0, 3, 0]]``:
-
-      >>> c, values = spgemm_host(np.ones(3), [0, 2, 3], [0, 1, 1], np.array([1.0, 2.0, 3.0]),
-      ...                         [0, 2, 3], [0, 2, 1], p=3)
-      >>> c.indptr.tolist(), c.indices.tolist(), values.tolist()
-      ([0, 3, 4], [0, 1, 2, 1], [1.0, 3.0, 2.0, 3.0])
-    """
-    fn = "spgemm_host"
-    a_values = _values_dtype(fn, "a_values", a_values, np.shape(a_indices))
-    b_values = _values_dtype(fn, "b_values", b_values, np.shape(b_indices))
-    if a_values.dtype != b_values.dtype:
-        raise ValueError(f"{fn}: A and B must have one dtype, got {a_values.dtype} and"
-                         f" {b_values.dtype}")
-    return _spgemm(fn, a_indptr, a_indices, b_indptr, b_indices, p, check,
-                   (a_values, b_values))
-
-
-def _spgemm(fn: str, a_indptr: Any, a_indices: Any, b_indptr: Any, b_indices: Any, p: int,
-            check: bool, values: tuple[np.ndarray, np.ndarray] | None = None,
-            ) -> tuple[SpgemmPattern, np.ndarray | None]:
-    """``C = A B``'s pattern, and its values when given ``A``'s and ``B``'s (checked)."""
-    p = check_size(fn, "p", p)
-    n = np.shape(b_indptr)[0] - 1 if np.ndim(b_indptr) == 1 else 0
-    b_indptr, b_indices = check_pattern(fn, ("b_indptr", "b_indices"), b_indptr, b_indices,
-                                         p, check)
-    a_indptr, a_indices = check_pattern(fn, ("a_indptr", "a_indices"), a_indptr, a_indices,
-                                         n, check)
-    m = a_indptr.shape[0] - 1
-    n_products = _cpu.JaxsolveSparseSpgemmProducts(m, a_indptr, a_indices, b_indptr)
-    if n_products > INT32_MAX:
-        raise ValueError(
-            f"{fn}: A B has {n_products} scalar products, more than 2**31 - 1, which the int32 "
-            "indices of the product's derivative cannot address; split A into blocks of rows"
-        )
-    c_indptr = np.empty(m + 1, np.int32)
-    c_indices = np.empty(max(n_products, 0), np.int32)
-    c_values = None
-    if n_products < 0:
-        status = -1
-    elif values is None:
-        status = _cpu.JaxsolveSparseSpgemm(m, p, a_indptr, a_indices, b_indptr, b_indices,
-                                           c_indptr, c_indices)
-    else:
-        a_values, b_values = values
-        c_values = np.empty(n_products, a_values.dtype)
-        status = _cpu.JaxsolveSparseSpgemmValues(
-            m, p, a_indptr, a_indices, b_indptr, b_indices, a_values.ctypes.data,
-            b_values.ctypes.data, DTYPES.index(a_values.dtype), c_indptr, c_indices,
-            c_values.ctypes.data)
-    if status:
-        raise MemoryError(f"{fn}: out of memory for the marker arrays of {p=} columns")
-    c_indices.resize(c_indptr[-1], refcheck=False)  # shrinks in place: no copy
-    if c_values is not None:
-        c_values.resize(c_indptr[-1], refcheck=False)
-    return SpgemmPattern(c_indptr, c_indices, int(n_products)), c_values
-
-
-# ----------------------------------------------------------------------------------------
-# Classical AMG
-
-
 SPLITTINGS = {"PMIS": 0, "HMIS": 1, "PMISC": 2}
-
-
-def _values_dtype(fn: str, name: str, values: Any, shape: tuple[int, ...]) -> np.ndarray:
-    """``values`` as a contiguous array of one of the native dtypes, of ``shape``."""
-    values = np.ascontiguousarray(values)
-    if values.dtype not in DTYPES:
-        raise TypeError(f"{fn}: {name} must be float32, float64, complex64 or complex128, got"
-                        f" {values.dtype}")
-    if values.shape != shape:
-        raise ValueError(f"{fn}: {name} must have shape {shape}, got {values.shape}")
-    return values
 
 
 def classical_strength(indptr: Any, indices: Any, values: Any, threshold: float,
@@ -428,7 +54,7 @@ def classical_strength(indptr: Any, indices: Any, values: Any, threshold: float,
     fn = "classical_strength"
     n = np.shape(indptr)[0] - 1 if np.ndim(indptr) == 1 else 0
     indptr, indices = check_pattern(fn, ("indptr", "indices"), indptr, indices, n, check)
-    values = _values_dtype(fn, "values", values, indices.shape)
+    values = check_values(fn, "values", values, indices.shape)
     strong = np.empty(indices.shape[0], np.uint8)
     if _cpu.JaxsolveSparseClassicalStrength(n, indptr, indices, values.ctypes.data,
                                             DTYPES.index(values.dtype), threshold,
@@ -593,7 +219,7 @@ def interpolation_values(indptr: Any, indices: Any, values: Any, plan: Interpola
     fn = "interpolation_values"
     n = np.shape(indptr)[0] - 1 if np.ndim(indptr) == 1 else 0
     indptr, indices = check_pattern(fn, ("indptr", "indices"), indptr, indices, n, check)
-    values = _values_dtype(fn, "values", values, indices.shape)
+    values = check_values(fn, "values", values, indices.shape)
     coarse = np.ascontiguousarray(coarse, np.uint8)
     for name, entries in (("pair_positions", plan.pair_positions),
                           ("triple_entries", plan.triple_entries)):
@@ -631,7 +257,7 @@ def truncation(indptr: Any, weights: Any, factor: float, most: int) -> np.ndarra
     fn = "truncation"
     indptr = np.ascontiguousarray(indptr, np.int32)
     n = indptr.shape[0] - 1
-    weights = _values_dtype(fn, "weights", weights, (int(indptr[-1]),))
+    weights = check_values(fn, "weights", weights, (int(indptr[-1]),))
     kept = np.empty(weights.shape[0], np.uint8)
     if _cpu.JaxsolveSparseTruncation(n, indptr, weights.ctypes.data,
                                      DTYPES.index(weights.dtype), factor, most, kept):
@@ -680,7 +306,7 @@ def truncated_values(indptr: Any, weights: Any, keep: Any, kept_indptr: Any) -> 
     fn = "truncated_values"
     indptr = np.ascontiguousarray(indptr, np.int32)
     n = indptr.shape[0] - 1
-    weights = _values_dtype(fn, "weights", weights, (int(indptr[-1]),))
+    weights = check_values(fn, "weights", weights, (int(indptr[-1]),))
     keep = np.ascontiguousarray(keep, np.int32)
     kept_indptr = np.ascontiguousarray(kept_indptr, np.int32)
     if kept_indptr.shape != (n + 1,) or kept_indptr[0] != 0 or kept_indptr[-1] != keep.shape[0]:
@@ -787,7 +413,7 @@ def multipass_values(indptr: Any, indices: Any, values: Any, plan: MultipassPatt
     fn = "multipass_values"
     n = np.shape(indptr)[0] - 1 if np.ndim(indptr) == 1 else 0
     indptr, indices = check_pattern(fn, ("indptr", "indices"), indptr, indices, n, check)
-    values = _values_dtype(fn, "values", values, indices.shape)
+    values = check_values(fn, "values", values, indices.shape)
     coarse = np.ascontiguousarray(coarse, np.uint8)
     entries = plan.triple_entries
     if (coarse.shape != (n,) or plan.p_indptr.shape != (n + 1,)
