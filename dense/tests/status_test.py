@@ -4,8 +4,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from jax.sharding import PartitionSpec as P
 
-from helpers import assert_failure_reported
+from helpers import assert_failure_reported, grid_mesh, put
 from jaxsolve import dense, layout
 from jaxsolve.dense import _status
 
@@ -122,6 +123,21 @@ class TestStatus:
         np.testing.assert_array_equal(np.asarray(statuses.info), [0, dense.Status.NOT_FINITE, 0])
         statuses = jax.jit(jax.vmap(lambda a: dense.qr(a, return_status=True)[-1]))(stack)
         np.testing.assert_array_equal(np.asarray(statuses.info), [0, dense.Status.NOT_FINITE, 0])
+
+    def test_nonfinite_input_on_a_mesh(self):
+        # A NaN on one device of a 2 x 2 grid: the whole grid's status says so.
+        mesh = grid_mesh(2, 2)
+        a = put(jnp.eye(8).at[6, 1].set(jnp.nan), mesh, P("pr", "pc"))
+        b = put(jnp.ones(8), mesh, P("pr"))
+        for routine, call in [
+            ("syevd", lambda: dense.syevd(a, return_status=True)),
+            ("qr", lambda: dense.qr(a, return_status=True)),
+            ("least_squares", lambda: dense.least_squares(a, b, return_status=True)),
+        ]:
+            *outputs, status = call()
+            assert int(status.info) == dense.Status.NOT_FINITE, routine
+            assert status.info.sharding.is_fully_replicated, routine
+            assert all(np.all(np.isnan(np.asarray(x))) for x in outputs), routine
 
     def test_the_check_costs_no_copy_of_a_donated_matrix(self):
         # The one-GPU backend decomposes in place; a check that XLA could not order before the
