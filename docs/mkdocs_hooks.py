@@ -30,8 +30,17 @@ MEANINGS: dict[str, str | tuple[str, Any]] = {
                  " application).",
     "tolerance": "Convergence tolerance, read by `convergence`.",
     "convergence": "The convergence test: RELATIVE_INI stops at ‖r‖ ≤ tolerance·‖r₀‖"
-                   " (RELATIVE_INI_CORE is read as it), ABSOLUTE at ‖r‖ ≤ tolerance.",
-    "norm": "The residual norm; L2.",
+                   " (RELATIVE_INI_CORE is read as it), ABSOLUTE at ‖r‖ ≤ tolerance,"
+                   " RELATIVE_MAX (or RELATIVE_MAX_CORE) at ‖r‖ ≤ tolerance·maxⱼ ‖rⱼ‖ (the"
+                   " largest residual so far), COMBINED_REL_INI_ABS at ‖r‖ ≤ tolerance or"
+                   " ‖r‖ ≤ `alt_rel_tolerance`·‖r₀‖. A SUCCESS is checked on ‖b − A x‖ by"
+                   " the same test.",
+    "alt_rel_tolerance": "The relative tolerance of COMBINED_REL_INI_ABS (ignored by the"
+                         " other tests).",
+    "norm": "The norm ‖·‖ of the convergence test and of the reported residuals: L2,"
+            " L1 (the sum of the entries' magnitudes) or LMAX (the largest magnitude). GMRES"
+            " takes L2 only, as AmgX's; FGMRES takes all three. AmgX's undocumented L1_SCALED"
+            " is refused.",
     "monitor_residual": "Compute the residual and stop on convergence; 0 runs exactly"
                         " `max_iters` iterations (a preconditioner's cycle).",
     "print_solve_stats": "Report each iteration's residual and rate, and the totals, after"
@@ -52,7 +61,10 @@ MEANINGS: dict[str, str | tuple[str, Any]] = {
                                      " aggregation prolongation by one damped-Jacobi step.",
     "smoother": "The relaxation of every level but the coarsest: a solver name or a scope.",
     "presweeps": "Smoothing sweeps before the coarse-grid correction.",
-    "postsweeps": "Smoothing sweeps after the coarse-grid correction.",
+    "postsweeps": "Smoothing sweeps after the coarse-grid correction. Where none of"
+                  " `presweeps`, `postsweeps` and `cycle` is given, `solve` smooths twice"
+                  " here in the AMG preconditioner of PBICGSTAB, GMRES or FGMRES on a real"
+                  " matrix (a V(1, 2) cycle).",
     "cycle": "The cycle: V, W or F.",
     "max_levels": "Levels at most, the finest included.",
     "min_coarse_rows": "Stop coarsening at a level with this many rows or fewer.",
@@ -109,6 +121,7 @@ DEFAULT_ONLY_MEANINGS = {
 
 # Keys whose accepted values are a table of the parser, by the table's name.
 CHOICES = {"solver": "_SOLVERS", "preconditioner": "_PRECONDITIONERS",
+           "convergence": "CONVERGENCE_TESTS", "norm": "NORMS",
            "smoother": "_RELAXATIONS", "coarse_solver": "_COARSE_SOLVERS",
            "interpolator": "_INTERPOLATORS", "strength": "_STRENGTHS"}
 

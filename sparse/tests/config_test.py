@@ -430,11 +430,22 @@ class TestParseAmgxConfig:
          ValueError, "in scope 'solver.preconditioner.coarse_solver', a coarse solver's"
          " monitor_residual is implemented only at AmgX's default 0 (a fixed number of"
          " iterations, max_iters), got 1."),
-        ({"convergence": "COMBINED_REL_INI_ABS"}, ValueError,
-         "in scope 'solver', convergence 'COMBINED_REL_INI_ABS' is not implemented yet;"
-         " supported: RELATIVE_INI, ABSOLUTE, RELATIVE_MAX."),
-        ({"norm": "LMAX"}, ValueError,
-         "in scope 'solver', norm 'LMAX' is not implemented yet; supported: L2."),
+        ({"convergence": "RELATIVE"}, ValueError,
+         "in scope 'solver', convergence 'RELATIVE' is not an AmgX convergence (did you mean"
+         " 'RELATIVE_MAX', 'RELATIVE_INI' or 'RELATIVE_MAX_CORE'?); supported: RELATIVE_INI,"
+         " ABSOLUTE, RELATIVE_MAX, COMBINED_REL_INI_ABS."),
+        ({"convergence": "COMBINED_REL_INI_ABS", "alt_rel_tolerance": -1e-3}, ValueError,
+         "in scope 'solver', alt_rel_tolerance must be >= 0, got -0.001."),
+        ({"norm": "L1_SCALED"}, ValueError,
+         "in scope 'solver', norm 'L1_SCALED' (AmgX's parser reads it, its documentation does"
+         " not list it: the L1 norm divided by a factor of A, b and x0, on its GPU path only)"
+         " is not implemented; supported: L2, L1, LMAX."),
+        ({"norm": "LINF"}, ValueError,
+         "in scope 'solver', norm 'LINF' is not an AmgX norm; supported: L2, L1, LMAX."),
+        ({"solver": "GMRES", "norm": "LMAX"}, ValueError,
+         "in scope 'solver', norm 'LMAX' is not supported by solver 'GMRES': AmgX's GMRES"
+         " tests convergence in the L2 norm only (it refuses the others); use 'FGMRES', which"
+         " takes L1 and LMAX too, or norm 'L2'."),
         ({"fine_smoother": "GS"}, ValueError,
          "in scope 'solver', AmgX parameter 'fine_smoother' is not implemented yet, got 'GS'."),
         ({"max_iters": 0}, ValueError, "in scope 'solver', max_iters must be >= 1, got 0."),

@@ -270,8 +270,8 @@ class TestKrylov:
             (lambda s: s(lambda v: v, jnp.ones(3), store_history=1), TypeError,
              "{name}: store_history must be a bool (static), got 1."),
             (lambda s: s(lambda v: v, jnp.ones(3), convergence="RELATIVE_MAX_CORE"), ValueError,
-             "{name}: convergence must be 'RELATIVE_INI', 'ABSOLUTE' or 'RELATIVE_MAX', got"
-             " 'RELATIVE_MAX_CORE'."),
+             "{name}: convergence must be one of 'RELATIVE_INI', 'ABSOLUTE', 'RELATIVE_MAX',"
+             " 'COMBINED_REL_INI_ABS', got 'RELATIVE_MAX_CORE'."),
             (lambda s: s(lambda v: v, jnp.ones(3), tolerance=-1.0), ValueError,
              "{name}: tolerance must be a non-negative number, got -1.0."),
         ],

@@ -271,9 +271,11 @@ def solve_amgx(A: Any, b: Any, x0: Any, config: SolverConfig, given: Any, *,
         jax.devices()[0]
     hermitian = config.solver in _HERMITIAN_METHODS
     history = config.max_iters + 1 if config.store_res_history else 0
-    services = [_service(library, matrix._pattern, text, reuse_setup, history, device, False)]
+    services = [_service(library, matrix._pattern, text, reuse_setup, history, config.norm,
+                         device, False)]
     services.append(None if hermitian else
-                    _service(library, matrix._pattern, text, reuse_setup, history, device, True))
+                    _service(library, matrix._pattern, text, reuse_setup, history, config.norm,
+                             device, True))
     pattern = _sparse_pattern(matrix._pattern)
     x0 = None if x0 is None else jax.lax.stop_gradient(x0)
     rhs = b if x0 is None else b - matrix.matvec(x0)
@@ -295,7 +297,8 @@ def _sparse_pattern(pattern: Any) -> autodiff.SparsePattern:
 
 
 def _service(library: ctypes.CDLL, pattern: Any, text: str, reuse_setup: bool, history: int,
-             device: Any, transposed: bool) -> Callable[[jax.Array, jax.Array], tuple]:
+             kind: str, device: Any, transposed: bool
+             ) -> Callable[[jax.Array, jax.Array], tuple]:
     """The solve service ``(A's values, rhs) -> (A⁻¹ rhs, info)`` (``Aᵀ`` when
     ``transposed``), for ``rhs`` of shape ``(n,)`` or ``(n, k)``: one AmgX solve per
     column."""
@@ -314,7 +317,7 @@ def _service(library: ctypes.CDLL, pattern: Any, text: str, reuse_setup: bool, h
         x, iterations, status, norm, norms = call(
             solver.indptr, solver.indices, values, rhs, handle=np.int64(solver.id),
             config=text, reuse_setup=bool(reuse_setup))
-        return _answer(rhs, x, iterations, status, norm, norms)
+        return _answer(rhs, x, iterations, status, norm, norms, kind)
 
     def service(values: jax.Array, rhs: jax.Array) -> tuple[jax.Array, SolveInfo]:
         if permutation is not None:
@@ -327,15 +330,18 @@ def _service(library: ctypes.CDLL, pattern: Any, text: str, reuse_setup: bool, h
 
 
 def _answer(rhs: jax.Array, x: jax.Array, iterations: jax.Array, status: jax.Array,
-            norm: jax.Array, norms: jax.Array) -> tuple[jax.Array, SolveInfo]:
+            norm: jax.Array, norms: jax.Array, kind: str = "L2"
+            ) -> tuple[jax.Array, SolveInfo]:
     """``x`` and the :class:`SolveInfo` of one AmgX solve from ``x = 0``.
 
-    ``info.residual`` is AmgX's true residual ``‖rhs − A x‖`` relative to ``‖rhs‖``; the
-    history, AmgX's (recurrence) residuals relative to its first. An ``x`` whose residual
-    is not below ``‖rhs‖`` (or not finite) is replaced by the initial guess, 0, with
-    residual 1, whatever AmgX's status: never worse than the guess.
+    ``info.residual`` is AmgX's true residual ``‖rhs − A x‖`` relative to ``‖rhs‖``, both in
+    the configuration's norm ``kind`` (AmgX's L2, L1 or LMAX); the history, AmgX's
+    (recurrence) residuals relative to its first. An ``x`` whose residual is not below
+    ``‖rhs‖`` (or not finite) is replaced by the initial guess, 0, with residual 1, whatever
+    AmgX's status: never worse than the guess.
     """
-    initial = jnp.linalg.norm(rhs).astype(norm.dtype)
+    order = {"L1": 1, "L2": 2, "LMAX": jnp.inf}[kind]
+    initial = jnp.linalg.norm(rhs, ord=order).astype(norm.dtype)
     relative = jnp.where(initial > 0, norm / jnp.where(initial > 0, initial, 1), 0)
     worse = ~(relative <= 1)
     x = jnp.where(worse, jnp.zeros_like(x), x)

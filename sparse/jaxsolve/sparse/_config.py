@@ -19,6 +19,8 @@ import os
 from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
+from ._krylov import ALT_REL_TOLERANCE, CONVERGENCE_TESTS, NORMS
+
 _CALLER = "parse_amgx_config"
 
 # -----------------------------------------------------------------------------
@@ -53,11 +55,16 @@ _AMGX_SELECTORS = ("SIZE_2", "SIZE_4", "SIZE_8", "MULTI_PAIRWISE", "DUMMY", "GEO
 _DEFAULT_SELECTORS = {"AGGREGATION": "SIZE_4", "CLASSICAL": "HMIS"}
 _INTERPOLATORS = ("D2", "D1")
 _STRENGTHS = ("AHAT", "ALL")
-_CONVERGENCE_TESTS = ("RELATIVE_INI", "ABSOLUTE", "RELATIVE_MAX")
+_NORM_REASONS = {
+    "L1_SCALED": "(AmgX's parser reads it, its documentation does not list it: the L1 norm"
+                 " divided by a factor of A, b and x0, on its GPU path only) is not"
+                 " implemented",
+}
 _CONVERGENCE_ALIASES = {"RELATIVE_INI_CORE": "RELATIVE_INI", "RELATIVE_MAX_CORE": "RELATIVE_MAX"}
 
 # Parameters jaxsolve reads, by the component that reads them.
-_STOPPING_KEYS = frozenset({"max_iters", "tolerance", "convergence", "norm", "monitor_residual"})
+_STOPPING_KEYS = frozenset({"max_iters", "tolerance", "convergence", "alt_rel_tolerance", "norm",
+                            "monitor_residual"})
 _REPORTING_KEYS = frozenset({"print_solve_stats", "print_grid_stats", "store_res_history",
                              "obtain_timings"})
 # Classical AMG's parameters, read in any AMG scope (AmgX ignores them for aggregation).
@@ -79,8 +86,8 @@ _IMPLEMENTED_KEYS = {"solver"} | _STOPPING_KEYS | _REPORTING_KEYS | _COMPONENT_K
 # printing and timing; config structure; AmgX's memory pools, streams, MPI, file I/O and
 # block-matrix options (jaxsolve takes the block size from solve's block_dim); and the options of components
 # jaxsolve rejects (energy-minimising AMG, aggressive coarsening, the MULTI_PAIRWISE and DUMMY
-# selectors, colouring-based and Gauss-Seidel-type smoothers, CHEBYSHEV, IDR, CG cycles,
-# the COMBINED_REL_INI_ABS criterion); max_coarse_iters (jaxsolve's Krylov coarse solver
+# selectors, colouring-based and Gauss-Seidel-type smoothers, CHEBYSHEV, IDR, CG cycles);
+# max_coarse_iters (jaxsolve's Krylov coarse solver
 # runs for its own scope's max_iters).
 _IGNORED_KEYS = frozenset({
     "print_config", "solver_verbose", "verbosity_level", "print_vis_data",
@@ -108,7 +115,7 @@ _IGNORED_KEYS = frozenset({
     "boundary_coloring", "halo_coloring", "ilu_sparsity_level", "jacobi_iters",
     "GS_L1_variant", "kpz_mu", "kpz_order", "kaczmarz_coloring_needed", "cf_smoothing_mode",
     "subspace_dim_s", "cycle_iters", "chebyshev_lambda_estimate_mode", "cheby_max_lambda",
-    "cheby_min_lambda", "max_coarse_iters", "alt_rel_tolerance",
+    "cheby_min_lambda", "max_coarse_iters",
 })
 # AmgX parameters that would change the solution and that jaxsolve does not implement:
 # accepted only at AmgX's default, which leaves them off (None: no value is accepted).
@@ -127,7 +134,8 @@ _AMGX_KEYS = _IMPLEMENTED_KEYS | _IGNORED_KEYS | set(_DEFAULT_ONLY_KEYS)
 # jaxsolve's defaults, per role; AmgX's own defaults differ where noted in the docstring.
 _SOLVER_DEFAULTS = {
     "solver": "PBICGSTAB", "preconditioner": "AMG", "max_iters": 1000, "tolerance": 1e-6,
-    "convergence": "RELATIVE_INI", "norm": "L2", "monitor_residual": 1,
+    "convergence": "RELATIVE_INI", "alt_rel_tolerance": ALT_REL_TOLERANCE, "norm": "L2",
+    "monitor_residual": 1,
     "print_solve_stats": 0, "print_grid_stats": 0, "store_res_history": 0, "obtain_timings": 0,
     "gmres_n_restart": 20,
 }
@@ -564,9 +572,14 @@ class SolverConfig:
       max_iters: iterations (cycles, sweeps) at most, ``>= 1``.
       tolerance: convergence tolerance ``>= 0``.
       convergence: ``"RELATIVE_INI"`` (stop when ``‖r‖ <= tolerance ‖r₀‖``),
-        ``"ABSOLUTE"`` (``‖r‖ <= tolerance``) or ``"RELATIVE_MAX"`` (``‖r‖ <=
-        tolerance · max ‖rⱼ‖``, the largest residual norm seen so far, ``‖r₀‖`` included).
-      norm: ``"L2"``.
+        ``"ABSOLUTE"`` (``‖r‖ <= tolerance``), ``"RELATIVE_MAX"`` (``‖r‖ <=
+        tolerance · max ‖rⱼ‖``, the largest residual norm seen so far, ``‖r₀‖`` included)
+        or ``"COMBINED_REL_INI_ABS"`` (``‖r‖ <= tolerance`` or ``‖r‖ <=
+        alt_rel_tolerance ‖r₀‖``).
+      norm: the norm ``‖·‖`` of the convergence test: ``"L2"``, ``"L1"`` (``Σ|rᵢ|``) or
+        ``"LMAX"`` (``max |rᵢ|``); GMRES takes L2 only, as AmgX's does.
+      alt_rel_tolerance: COMBINED_REL_INI_ABS's relative tolerance ``>= 0`` (AmgX's
+        default: 1e-12), else None.
       monitor_residual: compute the residual and stop on convergence; when
         False, run exactly ``max_iters`` iterations (a preconditioner's cycle).
       print_solve_stats, print_grid_stats, store_res_history, obtain_timings:
@@ -606,6 +619,7 @@ class SolverConfig:
     print_grid_stats: bool
     store_res_history: bool
     obtain_timings: bool = False
+    alt_rel_tolerance: float | None = None
     preconditioner: SolverConfig | None
     gmres_n_restart: int | None
     amg: AMGConfig | None
@@ -619,9 +633,19 @@ class SolverConfig:
         _check_choice("solver", solver, _SOLVERS, _AMGX_SOLVERS, _SOLVER_REASONS)
         _check_int("max_iters", self.max_iters, 1)
         _normalized_float(self, "tolerance", lambda t: t >= 0, ">= 0")
-        _check_choice("convergence", self.convergence, _CONVERGENCE_TESTS,
-                      ("COMBINED_REL_INI_ABS", *_CONVERGENCE_ALIASES))
-        _check_choice("norm", self.norm, ("L2",), ("L1", "LMAX"))
+        _check_choice("convergence", self.convergence, CONVERGENCE_TESTS,
+                      (*CONVERGENCE_TESTS, *_CONVERGENCE_ALIASES))
+        combined = self.convergence == "COMBINED_REL_INI_ABS"
+        _check_set_iff("alt_rel_tolerance", self.alt_rel_tolerance, combined,
+                       f"convergence {self.convergence!r}")
+        if combined:
+            _normalized_float(self, "alt_rel_tolerance", lambda t: t >= 0, ">= 0")
+        _check_choice("norm", self.norm, NORMS, (*NORMS, *_NORM_REASONS), _NORM_REASONS)
+        if solver == "GMRES" and self.norm != "L2":
+            raise ValueError(
+                f"norm {self.norm!r} is not supported by solver 'GMRES': AmgX's GMRES tests"
+                " convergence in the L2 norm only (it refuses the others); use 'FGMRES',"
+                " which takes L1 and LMAX too, or norm 'L2'.")
         for flag in ("monitor_residual", *sorted(_REPORTING_KEYS)):
             _check_flag(flag, getattr(self, flag))
         _check_set_iff("preconditioner", self.preconditioner, solver in _PRECONDITIONED, context)
@@ -676,6 +700,8 @@ class SolverConfig:
             "monitor_residual": int(self.monitor_residual),
             **{flag: int(getattr(self, flag)) for flag in sorted(_REPORTING_KEYS)},
         }
+        if self.alt_rel_tolerance is not None:
+            keys["alt_rel_tolerance"] = self.alt_rel_tolerance
         if self.preconditioner is not None:
             keys["preconditioner"] = self.preconditioner._scope(f"{scope}_preconditioner")
         if self.gmres_n_restart is not None:
@@ -775,8 +801,11 @@ def parse_amgx_config(
       meaning: with coarse solver DENSE_LU_SOLVER, a value above 0 replaces
       ``min_coarse_rows``; JAX-AMG's default config sets it to 1).
     * ``convergence``: RELATIVE_INI, RELATIVE_MAX (also spelled RELATIVE_INI_CORE,
-      RELATIVE_MAX_CORE: AmgX registers the same tests under both names), ABSOLUTE;
-      ``norm``: L2; ``max_iters``, ``tolerance``, ``monitor_residual``,
+      RELATIVE_MAX_CORE: AmgX registers the same tests under both names), ABSOLUTE,
+      COMBINED_REL_INI_ABS (with ``alt_rel_tolerance``, default 1e-12: stop at ``‖r‖ <=
+      tolerance`` or ``‖r‖ <= alt_rel_tolerance ‖r₀‖``); ``norm``: L2, L1, LMAX (GMRES:
+      L2 only, as in AmgX; AmgX's undocumented L1_SCALED is refused); ``max_iters``,
+      ``tolerance``, ``monitor_residual``,
       ``gmres_n_restart``, ``relaxation_factor``, ``chebyshev_polynomial_order``.
     * ``print_solve_stats``, ``print_grid_stats``, ``store_res_history``,
       ``obtain_timings``: kept in the config for the solve to honour.
@@ -992,10 +1021,13 @@ def _solver_config(
     solver = get("solver")
     _check_choice_in_scope(role, solver, _SOLVERS if role == "solver" else _PRECONDITIONERS,
                            path)
-    convergence = get("convergence")
+    convergence = _CONVERGENCE_ALIASES.get(get("convergence"), get("convergence"))
     fields: dict[str, Any] = {
         "solver": solver, "max_iters": get("max_iters"), "tolerance": get("tolerance"),
-        "convergence": _CONVERGENCE_ALIASES.get(convergence, convergence),
+        "convergence": convergence,
+        # Read by COMBINED_REL_INI_ABS only; AmgX ignores it beside another test.
+        "alt_rel_tolerance": (get("alt_rel_tolerance")
+                              if convergence == "COMBINED_REL_INI_ABS" else None),
         "norm": get("norm"),
         **{flag: _flag(flag, get(flag), path)
            for flag in ("monitor_residual", *sorted(_REPORTING_KEYS))},
@@ -1097,6 +1129,20 @@ def _coarse_solver(keys: Mapping[str, Any], path: str) -> tuple[str, int | None]
             f" only at AmgX's default 0 (a fixed number of iterations, max_iters), got"
             f" {keys['monitor_residual']!r}.")
     return solver, keys.get("max_iters", _ITERATIVE_COARSE_ITERATIONS)
+
+
+def krylov_options(config: SolverConfig) -> dict[str, Any]:
+    """The keyword arguments that ``config``'s scope gives the methods of
+    :mod:`._krylov` (and their stationary iteration): the stopping test, the residual
+    history and, for GMRES and FGMRES, the restart."""
+    options = {"tolerance": config.tolerance, "max_iters": config.max_iters,
+               "convergence": config.convergence, "norm": config.norm,
+               "store_history": config.store_res_history}
+    if config.alt_rel_tolerance is not None:
+        options["alt_rel_tolerance"] = config.alt_rel_tolerance
+    if config.gmres_n_restart is not None:
+        options["restart"] = config.gmres_n_restart
+    return options
 
 
 def with_overrides(config: Any, overrides: Mapping[str, Any]) -> Any:

@@ -15,19 +15,25 @@ iterations are counted in int32).
 
 **Scaling.** Each method solves for the correction ``x - x_0`` from
 ``A δ = r_0``, with ``r_0`` divided by the power of two nearest below
-``‖r_0‖``, a norm computed as LAPACK's ``nrm2`` computes one: rescaled where
+``‖r_0‖₂``, a norm computed as LAPACK's ``nrm2`` computes one: rescaled where
 the plain sum of squares would underflow or overflow.  Dividing by a power of
 two is exact, so the iterates are those of the unscaled method, while every
 norm and inner product in the loop stays far from the dtype's limits: a
 right-hand side of ``1e-30`` or ``1e30`` (f32) solves as one of ``1`` does.
+The ``L1`` and ``LMAX`` norms of the test square nothing, and on the scaled vectors
+they lie between ``‖·‖₂ / √n`` and ``√n ‖·‖₂``: far from the limits too.
 
-**Stopping.** With ``r_k = b - A x_k`` (the method's recurrence residual),
-iteration stops with
+**Stopping.** With ``r_k = b - A x_k`` (the method's recurrence residual) and
+``‖·‖`` the norm of the test (``norm``: AmgX's ``"L2"``, the default, ``"L1"``,
+``Σ|v_i|``, or ``"LMAX"``, ``max |v_i|``), iteration stops with
 
 * ``SUCCESS`` when ``‖r_k‖ <= tolerance · ‖r_0‖`` (``"RELATIVE_INI"``, the
-  default), ``‖r_k‖ <= tolerance`` (``"ABSOLUTE"``) or ``‖r_k‖ <= tolerance ·
+  default), ``‖r_k‖ <= tolerance`` (``"ABSOLUTE"``), ``‖r_k‖ <= tolerance ·
   max_{j<=k} ‖r_j‖`` (``"RELATIVE_MAX"``, AmgX's: relative to the largest residual
-  norm the test has seen, ``‖r_0‖`` included, so never stricter than RELATIVE_INI);
+  norm the test has seen, ``‖r_0‖`` included, so never stricter than RELATIVE_INI)
+  or ``‖r_k‖ <= max(tolerance, alt_rel_tolerance · ‖r_0‖)``
+  (``"COMBINED_REL_INI_ABS"``, AmgX's: an absolute or a relative tolerance, whichever
+  is met first);
 * ``DIVERGED`` when ``‖r_k‖`` is NaN/Inf or exceeds
   ``DIVERGENCE_FACTOR = 1e10`` times ``‖r_0‖``;
 * ``FAILED`` when the method breaks down (a zero denominator its theory
@@ -86,8 +92,14 @@ from jax import lax
 
 from ._status import DIVERGENCE_FACTOR, FailureReason, SolveInfo, Status
 
-Convergence = Literal["RELATIVE_INI", "ABSOLUTE", "RELATIVE_MAX"]
-_CONVERGENCE_TESTS = ("RELATIVE_INI", "ABSOLUTE", "RELATIVE_MAX")
+Convergence = Literal["RELATIVE_INI", "ABSOLUTE", "RELATIVE_MAX", "COMBINED_REL_INI_ABS"]
+CONVERGENCE_TESTS = ("RELATIVE_INI", "ABSOLUTE", "RELATIVE_MAX", "COMBINED_REL_INI_ABS")
+"""The convergence tests the methods take (AmgX's names)."""
+Norm = Literal["L2", "L1", "LMAX"]
+NORMS = ("L2", "L1", "LMAX")
+"""The norms of the convergence test the methods take by name (AmgX's ``norm`` values)."""
+ALT_REL_TOLERANCE = 1e-12
+"""``alt_rel_tolerance``'s default: AmgX's, the relative tolerance of COMBINED_REL_INI_ABS."""
 _RUNNING = -1  # the status of a solve still iterating; never returned
 MAX_ITERS = 2**31 - 1
 """The largest ``max_iters`` a method accepts: its iterations are counted in int32."""
@@ -105,15 +117,20 @@ class _Problem(NamedTuple):
     b: jax.Array  # r_0 / 2^e
     threshold: jax.Array  # the initial _Progress.threshold (scaled)
     max_tolerance: jax.Array | None  # RELATIVE_MAX's tolerance, else None
-    r0_norm: jax.Array  # ‖b‖
+    r0_norm: jax.Array  # ‖b‖ (the test's norm)
     scale: jax.Array  # ‖b‖, or 1 when r_0 = 0: relative residual = ‖r‖ / scale
     max_iters: int
     inner: Callable[[jax.Array, jax.Array], jax.Array]  # (u, v) ↦ uᴴ v
+    test_norm: Callable[[jax.Array], jax.Array] | None  # the test's norm; None: the 2-norm
     store_history: bool
     x0: jax.Array | None  # None: a zero initial guess
     exponent: jax.Array  # e
 
     def norm(self, v: jax.Array) -> jax.Array:
+        """``‖v‖`` in the convergence test's norm (reduced over devices for a sharded solve)."""
+        return self.two_norm(v) if self.test_norm is None else self.test_norm(v)
+
+    def two_norm(self, v: jax.Array) -> jax.Array:
         """``‖v‖₂`` from the inner product (summed over devices for a sharded solve)."""
         return jnp.sqrt(self.inner(v, v).real)
 
@@ -146,6 +163,8 @@ def cg(
     tolerance: float | jax.Array = 1e-6,
     max_iters: int = 1000,
     convergence: Convergence = "RELATIVE_INI",
+    norm: Norm | Callable[[jax.Array], jax.Array] = "L2",
+    alt_rel_tolerance: float | jax.Array = ALT_REL_TOLERANCE,
     inner_product: Callable[[jax.Array, jax.Array], jax.Array] | None = None,
     store_history: bool = False,
 ) -> tuple[jax.Array, SolveInfo]:
@@ -178,7 +197,15 @@ def cg(
         convergence: ``"RELATIVE_INI"``: stop when
             ``‖r_k‖ <= tolerance · ‖r_0‖``; ``"ABSOLUTE"``: when
             ``‖r_k‖ <= tolerance``; ``"RELATIVE_MAX"``: when ``‖r_k‖ <=
-            tolerance · max_{j<=k} ‖r_j‖``.
+            tolerance · max_{j<=k} ‖r_j‖``; ``"COMBINED_REL_INI_ABS"``: when
+            ``‖r_k‖ <= tolerance`` or ``‖r_k‖ <= alt_rel_tolerance · ‖r_0‖``.
+        norm: the norm of the convergence test, AmgX's ``"L2"`` (``‖v‖₂``),
+            ``"L1"`` (``Σ|v_i|``) or ``"LMAX"`` (``max |v_i|``); or, with an
+            ``inner_product`` over devices, a callable ``v ↦ ‖v‖`` that reduces over
+            them as well (``info.residual`` and ``info.initial_residual`` are in
+            this norm).
+        alt_rel_tolerance: the relative tolerance of ``"COMBINED_REL_INI_ABS"``
+            (AmgX's key and default, 1e-12); other tests ignore it.
         inner_product: ``(u, v) ↦ uᴴ v`` on vectors of shape ``(n,)``;
             ``jnp.vdot`` by default.  A solve over the shards of a vector under
             ``jax.shard_map`` passes one that sums the local products over the
@@ -196,7 +223,8 @@ def cg(
         ValueError: for a ``b`` that is not a vector, an ``x0`` of another
             shape, a ``matvec``/``precondition`` that does not map ``(n,)``
             to ``(n,)``, or invalid ``tolerance``, ``max_iters`` (not an
-            int from 0 to ``2**31 - 1``) or ``convergence``.
+            int from 0 to ``2**31 - 1``), ``convergence``, ``norm`` or
+            ``alt_rel_tolerance``.
 
     Examples:
         >>> import jax.numpy as jnp
@@ -210,7 +238,7 @@ def cg(
         Array(True, dtype=bool)
     """
     problem, r0 = _setup("cg", matvec, b, x0, precondition, tolerance, max_iters, convergence,
-                         inner_product, store_history)
+                         norm, alt_rel_tolerance, inner_product, store_history)
 
     def initial(x, r):
         z = problem.precondition(r)
@@ -251,6 +279,8 @@ def bicgstab(
     tolerance: float | jax.Array = 1e-6,
     max_iters: int = 1000,
     convergence: Convergence = "RELATIVE_INI",
+    norm: Norm | Callable[[jax.Array], jax.Array] = "L2",
+    alt_rel_tolerance: float | jax.Array = ALT_REL_TOLERANCE,
     inner_product: Callable[[jax.Array, jax.Array], jax.Array] | None = None,
     store_history: bool = False,
 ) -> tuple[jax.Array, SolveInfo]:
@@ -273,8 +303,7 @@ def bicgstab(
         precondition: ``r ↦ M⁻¹ r``; the identity by default.
         tolerance: the convergence tolerance (see ``convergence``).
         max_iters: the most iterations (static).
-        convergence: ``"RELATIVE_INI"``, ``"ABSOLUTE"`` or ``"RELATIVE_MAX"``, as
-            for :func:`cg`.
+        convergence, norm, alt_rel_tolerance: as for :func:`cg`.
         inner_product: ``(u, v) ↦ uᴴ v`` on vectors of shape ``(n,)``;
             ``jnp.vdot`` by default.  A solve over the shards of a vector under
             ``jax.shard_map`` passes one that sums the local products over the
@@ -300,7 +329,7 @@ def bicgstab(
     """
     problem, r0 = _setup(
         "bicgstab", matvec, b, x0, precondition, tolerance, max_iters, convergence,
-        inner_product, store_history,
+        norm, alt_rel_tolerance, inner_product, store_history,
     )
     one = jnp.ones((), r0.dtype)
     zeros = jnp.zeros_like(r0)
@@ -355,6 +384,8 @@ def stationary(
     tolerance: float | jax.Array = 1e-6,
     max_iters: int = 1000,
     convergence: Convergence = "RELATIVE_INI",
+    norm: Norm | Callable[[jax.Array], jax.Array] = "L2",
+    alt_rel_tolerance: float | jax.Array = ALT_REL_TOLERANCE,
     inner_product: Callable[[jax.Array, jax.Array], jax.Array] | None = None,
     store_history: bool = False,
 ) -> tuple[jax.Array, SolveInfo]:
@@ -368,8 +399,8 @@ def stationary(
     a Krylov method accelerates the same ``M``.
 
     Args:
-        matvec, b, x0, precondition, tolerance, max_iters, convergence, inner_product,
-            store_history: as for :func:`cg`.
+        matvec, b, x0, precondition, tolerance, max_iters, convergence, norm,
+            alt_rel_tolerance, inner_product, store_history: as for :func:`cg`.
 
     Returns:
         ``(x, info)``: the ``(n,)`` solution and a :class:`SolveInfo`.
@@ -385,7 +416,7 @@ def stationary(
     """
     problem, r0 = _setup(
         "stationary", matvec, b, x0, precondition, tolerance, max_iters, convergence,
-        inner_product, store_history,
+        norm, alt_rel_tolerance, inner_product, store_history,
     )
 
     def step(state):
@@ -406,6 +437,8 @@ def gmres(
     tolerance: float | jax.Array = 1e-6,
     max_iters: int = 1000,
     convergence: Convergence = "RELATIVE_INI",
+    norm: Norm | Callable[[jax.Array], jax.Array] = "L2",
+    alt_rel_tolerance: float | jax.Array = ALT_REL_TOLERANCE,
     restart: int = 20,
     inner_product: Callable[[jax.Array, jax.Array], jax.Array] | None = None,
     store_history: bool = False,
@@ -438,8 +471,7 @@ def gmres(
         precondition: ``r ↦ M⁻¹ r``; the identity by default.
         tolerance: the convergence tolerance (see ``convergence``).
         max_iters: the most Arnoldi steps in all (static).
-        convergence: ``"RELATIVE_INI"``, ``"ABSOLUTE"`` or ``"RELATIVE_MAX"``, as
-            for :func:`cg`.
+        convergence, norm, alt_rel_tolerance: as for :func:`cg`.
         inner_product: ``(u, v) ↦ uᴴ v`` on vectors of shape ``(n,)``;
             ``jnp.vdot`` by default.  A solve over the shards of a vector under
             ``jax.shard_map`` passes one that sums the local products over the
@@ -469,8 +501,8 @@ def gmres(
         Array(True, dtype=bool)
     """
     return _gmres(
-        "gmres", False, matvec, b, x0, precondition, tolerance, max_iters, convergence, restart,
-        inner_product, store_history,
+        "gmres", False, matvec, b, x0, precondition, tolerance, max_iters, convergence,
+        norm, alt_rel_tolerance, restart, inner_product, store_history,
     )
 
 
@@ -483,6 +515,8 @@ def fgmres(
     tolerance: float | jax.Array = 1e-6,
     max_iters: int = 1000,
     convergence: Convergence = "RELATIVE_INI",
+    norm: Norm | Callable[[jax.Array], jax.Array] = "L2",
+    alt_rel_tolerance: float | jax.Array = ALT_REL_TOLERANCE,
     restart: int = 20,
     inner_product: Callable[[jax.Array, jax.Array], jax.Array] | None = None,
     store_history: bool = False,
@@ -503,8 +537,7 @@ def fgmres(
         precondition: ``r ↦ M⁻¹ r`` (may vary); the identity by default.
         tolerance: the convergence tolerance (see ``convergence``).
         max_iters: the most Arnoldi steps in all (static).
-        convergence: ``"RELATIVE_INI"``, ``"ABSOLUTE"`` or ``"RELATIVE_MAX"``, as
-            for :func:`cg`.
+        convergence, norm, alt_rel_tolerance: as for :func:`cg`.
         inner_product: ``(u, v) ↦ uᴴ v`` on vectors of shape ``(n,)``;
             ``jnp.vdot`` by default.  A solve over the shards of a vector under
             ``jax.shard_map`` passes one that sums the local products over the
@@ -528,8 +561,8 @@ def fgmres(
         Array(True, dtype=bool)
     """
     return _gmres(
-        "fgmres", True, matvec, b, x0, precondition, tolerance, max_iters, convergence, restart,
-        inner_product, store_history,
+        "fgmres", True, matvec, b, x0, precondition, tolerance, max_iters, convergence,
+        norm, alt_rel_tolerance, restart, inner_product, store_history,
     )
 
 
@@ -568,6 +601,8 @@ def _gmres(
     tolerance: float | jax.Array,
     max_iters: int,
     convergence: str,
+    norm: Any,
+    alt_rel_tolerance: float | jax.Array,
     restart: int,
     inner_product: Callable[[jax.Array, jax.Array], jax.Array] | None,
     store_history: bool,
@@ -576,8 +611,8 @@ def _gmres(
     if not _is_int(restart) or restart < 1:
         raise ValueError(f"{name}: restart must be a positive int, got {restart!r}.")
     problem, r0 = _setup(
-        name, matvec, b, x0, precondition, tolerance, max_iters, convergence, inner_product,
-        store_history,
+        name, matvec, b, x0, precondition, tolerance, max_iters, convergence, norm,
+        alt_rel_tolerance, inner_product, store_history,
     )
     n, dtype = r0.shape[0], r0.dtype
     m = max(1, min(int(restart), max_iters, n))
@@ -590,7 +625,7 @@ def _gmres(
         w, h = lax.fori_loop(
             0, m, _gram_schmidt_step(state.basis, j, problem.inner), (w, jnp.zeros(m + 1, dtype))
         )
-        h_next = problem.norm(w)
+        h_next = problem.two_norm(w)
         safe_h_next = jnp.where(h_next == 0, 1, h_next).astype(dtype)
         basis = state.basis.at[j + 1].set(jnp.where(h_next == 0, 0, w / safe_h_next))
         h = h.at[j + 1].set(h_next.astype(dtype))
@@ -599,7 +634,12 @@ def _gmres(
         # A zero diagonal makes H singular: column j adds nothing to the update.
         broke = diagonal == 0
         g = state.rhs
-        residual_norm = jnp.where(broke, jnp.abs(g[j]), jnp.abs(sine * g[j]))
+        cosines, sines = state.cosines.at[j].set(cosine), state.sines.at[j].set(sine)
+        if problem.test_norm is None:  # ‖r_j‖₂ is the least-squares residual's
+            residual_norm = jnp.where(broke, jnp.abs(g[j]), jnp.abs(sine * g[j]))
+        else:  # another norm needs r_j itself
+            r = _arnoldi_residual(basis, cosines, sines, -jnp.conj(sine) * g[j], j)
+            residual_norm = jnp.where(broke, state.progress.residual_norm, problem.norm(r))
         return _Arnoldi(
             step=j + 1,
             columns=jnp.where(broke, j, j + 1),
@@ -609,8 +649,8 @@ def _gmres(
             ),
             triangle=state.triangle.at[:, j].set(h.at[j].set(diagonal).at[j + 1].set(0)[:m]),
             rhs=g.at[j + 1].set(-jnp.conj(sine) * g[j]).at[j].multiply(cosine),
-            cosines=state.cosines.at[j].set(cosine),
-            sines=state.sines.at[j].set(sine),
+            cosines=cosines,
+            sines=sines,
             progress=_advance(
                 state.progress,
                 residual_norm,
@@ -651,28 +691,55 @@ def _gmres(
             x_next = x + y @ arnoldi.preconditioned
         else:
             x_next = x + problem.precondition(y @ arnoldi.basis[:m])
-        r_next, beta_next, attained = _accuracy(problem, x_next, arnoldi.progress.threshold)
+        r_next, norm_next, attained = _accuracy(problem, x_next, arnoldi.progress.threshold)
+        # β = ‖r‖₂ starts the next cycle's basis, whatever the test's norm.
+        beta_next = norm_next if problem.test_norm is None else problem.two_norm(r_next)
         # A cycle that met NaN or Inf (from the preconditioner) keeps the iterate before it
         # and ends the solve, DIVERGED.
-        finite = jnp.isfinite(beta_next)
+        finite = jnp.isfinite(norm_next)
         progress = arnoldi.progress
         progress = _classify(
-            progress._replace(residual_norm=jnp.where(finite, progress.residual_norm, beta_next)),
+            progress._replace(residual_norm=jnp.where(finite, progress.residual_norm, norm_next)),
             FailureReason.NONE, problem, FailureReason.NONFINITE_RESIDUAL,
         )
         # The Arnoldi steps' ‖r‖ is the least-squares problem's: a SUCCESS is checked on the
         # true one, from which a next cycle restarts anyway.
-        progress, restart = _recheck(progress, beta_next, attained, ~restarted, problem)
+        progress, restart = _recheck(progress, norm_next, attained, ~restarted, problem)
         x, r, beta = _keep_if(~finite, (x, r, beta), (x_next, r_next, beta_next))
         return x, r, beta, restarted | restart, progress
 
     start = _start(problem, FailureReason.NONE)
-    state = (jnp.zeros_like(r0), r0, problem.r0_norm, jnp.zeros((), bool), start)
-    x, _, beta, _, progress = lax.while_loop(_running, cycle, state)
+    beta = problem.r0_norm if problem.test_norm is None else problem.two_norm(r0)
+    state = (jnp.zeros_like(r0), r0, beta, jnp.zeros((), bool), start)
+    x, r, beta, _, progress = lax.while_loop(_running, cycle, state)
     # The last iterate's residual norm: the one the Arnoldi steps tracked, or after a cycle
     # that met NaN, that of the iterate kept.
-    norm = jnp.where(jnp.isfinite(progress.residual_norm), progress.residual_norm, beta)
+    kept = beta if problem.test_norm is None else problem.norm(r)
+    norm = jnp.where(jnp.isfinite(progress.residual_norm), progress.residual_norm, kept)
     return problem.solution(x), _info(progress, problem, norm)
+
+
+def _arnoldi_residual(basis: jax.Array, cosines: jax.Array, sines: jax.Array,
+                      last: jax.Array, j: jax.Array) -> jax.Array:
+    """The residual ``r_j = b - A x_j`` of Arnoldi step ``j`` as a vector, without a
+    ``matvec``: with ``Q`` the product of the Givens rotations ``G_0 … G_j`` and ``g =
+    Q β e₁``, ``r_j = V (β e₁ - H̄ y) = V Qᴴ (g_{j+1} e_{j+1})``; ``last`` is ``g_{j+1}``.
+    The rotations are undone from the last, ``G_iᴴ = [[c, -s], [s̄, c]]`` on entries ``i``
+    and ``i + 1`` (``O(m)`` scalars), and the ``(m + 1) × n`` combination is one pass over
+    the basis, like a Gram-Schmidt step."""
+    m = cosines.shape[0]
+    coefficients = jnp.zeros(m + 1, basis.dtype).at[j + 1].set(last)
+
+    def undo(k, c):
+        i = j - k
+        start = jnp.maximum(i, 0)
+        pair = lax.dynamic_slice(c, (start,), (2,))
+        cosine, sine = cosines[start], sines[start]
+        rotated = jnp.stack([cosine * pair[0] - sine * pair[1],
+                             jnp.conj(sine) * pair[0] + cosine * pair[1]])
+        return lax.dynamic_update_slice(c, jnp.where(i >= 0, rotated, pair), (start,))
+
+    return lax.fori_loop(0, m, undo, coefficients) @ basis
 
 
 def _gram_schmidt_step(basis: jax.Array, j: jax.Array, inner: Callable) -> Callable:
@@ -724,6 +791,8 @@ def _setup(
     tolerance: Any,
     max_iters: Any,
     convergence: Any,
+    norm: Any,
+    alt_rel_tolerance: Any,
     inner_product: Any,
     store_history: Any,
 ) -> tuple[_Problem, jax.Array]:
@@ -733,21 +802,15 @@ def _setup(
                         f" {type(inner_product).__name__}.")
     inner = jnp.vdot if inner_product is None else inner_product
     check_max_iters(name, max_iters)
-    if convergence not in _CONVERGENCE_TESTS:
+    if not isinstance(convergence, str) or convergence not in CONVERGENCE_TESTS:
         raise ValueError(
-            f"{name}: convergence must be 'RELATIVE_INI', 'ABSOLUTE' or 'RELATIVE_MAX', got"
-            f" {convergence!r}."
+            f"{name}: convergence must be one of {', '.join(map(repr, CONVERGENCE_TESTS))},"
+            f" got {convergence!r}."
         )
     if not isinstance(store_history, (bool, np.bool_)):
         raise TypeError(f"{name}: store_history must be a bool (static), got {store_history!r}.")
-    try:
-        concrete_tolerance = float(tolerance)
-    except (TypeError, jax.errors.ConcretizationTypeError):
-        concrete_tolerance = 0.0  # traced: cannot be checked here
-    if not concrete_tolerance >= 0:
-        raise ValueError(
-            f"{name}: tolerance must be a non-negative number, got {tolerance!r}."
-        )
+    _check_tolerance(name, "tolerance", tolerance)
+    _check_tolerance(name, "alt_rel_tolerance", alt_rel_tolerance)
     for argument, function in (("matvec", matvec), ("precondition", precondition)):
         if function is not None and not callable(function):
             raise TypeError(
@@ -775,6 +838,7 @@ def _setup(
         precondition = _identity
     _checked_map(name, "precondition", precondition, b)
     real_dtype = jnp.finfo(dtype).dtype
+    test_norm = _test_norm(name, norm, inner_product, b, real_dtype)
 
     def cast(function):
         return lambda v: function(v).astype(dtype)
@@ -792,10 +856,13 @@ def _setup(
     finite = jnp.isfinite(r0_norm) & (r0_norm > 0)
     exponent = jnp.where(finite, jnp.frexp(jnp.where(finite, r0_norm, 1))[1] - shift, 0)
     r0 = _times_power_of_two(r0, -exponent)
-    scaled_norm = jnp.sqrt(inner(r0, r0).real)
+    scaled_norm = jnp.sqrt(inner(r0, r0).real) if test_norm is None else test_norm(r0)
     tolerance = jnp.asarray(tolerance, real_dtype)
     if convergence == "ABSOLUTE":
         threshold = _times_power_of_two(tolerance, -exponent)
+    elif convergence == "COMBINED_REL_INI_ABS":
+        threshold = jnp.fmax(_times_power_of_two(tolerance, -exponent),
+                             jnp.asarray(alt_rel_tolerance, real_dtype) * scaled_norm)
     else:
         threshold = tolerance * scaled_norm
     problem = _Problem(
@@ -808,6 +875,7 @@ def _setup(
         scale=jnp.where(scaled_norm > 0, scaled_norm, 1),
         max_iters=int(max_iters),
         inner=inner,
+        test_norm=test_norm,
         store_history=bool(store_history),
         x0=x0,
         exponent=exponent,
@@ -822,6 +890,40 @@ def check_max_iters(name: str, max_iters: Any) -> None:
             f"{name}: max_iters must be an int from 0 to {MAX_ITERS} (2**31 - 1: iterations"
             f" are counted in int32), got {max_iters!r}."
         )
+
+
+def _check_tolerance(name: str, argument: str, tolerance: Any) -> None:
+    """Raises ``ValueError`` unless ``tolerance`` is a non-negative number (or traced)."""
+    try:
+        concrete = float(tolerance)
+    except (TypeError, jax.errors.ConcretizationTypeError):
+        concrete = 0.0  # traced: cannot be checked here
+    if not concrete >= 0:
+        raise ValueError(f"{name}: {argument} must be a non-negative number, got {tolerance!r}.")
+
+
+def _test_norm(name: str, norm: Any, inner_product: Any, b: jax.Array, real_dtype: Any
+               ) -> Callable[[jax.Array], jax.Array] | None:
+    """The convergence test's norm as a function to real scalars; None for the 2-norm, which
+    the loop takes from the inner product."""
+    if callable(norm):
+        output = jax.eval_shape(norm, b)
+        if getattr(output, "shape", None) != ():
+            raise ValueError(f"{name}: norm must map a vector of shape {b.shape} to a scalar,"
+                             f" got {getattr(output, 'shape', output)}.")
+        return lambda v: norm(v).astype(real_dtype)
+    if not isinstance(norm, str) or norm not in NORMS:
+        raise ValueError(f"{name}: norm must be one of {', '.join(map(repr, NORMS))} or a"
+                         f" callable v ↦ ‖v‖, got {norm!r}.")
+    if norm == "L2":
+        return None
+    if inner_product is not None:
+        raise ValueError(
+            f"{name}: norm {norm!r} with an inner_product: the inner product may reduce over"
+            " devices, and the norm must too; pass norm as a callable v ↦ ‖v‖ that does.")
+    if norm == "L1":
+        return lambda v: jnp.sum(jnp.abs(v)).astype(real_dtype)
+    return lambda v: jnp.max(jnp.abs(v), initial=0).astype(real_dtype)
 
 
 def _safe_norm(inner: Callable, v: jax.Array) -> tuple[jax.Array, jax.Array]:
@@ -1038,8 +1140,8 @@ def _accuracy(problem: _Problem, x: jax.Array, threshold: jax.Array
     """``(r, ‖r‖, attained)`` for ``r = b - A x``: whether ``‖r‖`` meets ``threshold`` or ``x``
     is as accurate as the dtype allows.
 
-    The second is a normwise backward error ``‖r‖ / (‖A‖ ‖x‖ + ‖b‖)`` of at most
-    ``ATTAINABLE_BACKWARD_ERROR · eps``: ``x`` then solves a system within a few roundings
+    Every norm is the test's (``problem.norm``).  The second is a normwise backward error
+    ``‖r‖ / (‖A‖ ‖x‖ + ‖b‖)`` of at most ``ATTAINABLE_BACKWARD_ERROR · eps``: ``x`` then solves a system within a few roundings
     of ``A x = b``, all a solve in that precision can promise (its relative residual is then
     about ``eps · κ(A)``, above a float32 tolerance of 1e-6 once ``κ(A)`` passes ~10).
     ``‖A‖`` is estimated as ``‖A g‖ / ‖g‖`` for a fixed vector ``g`` of random signs, below

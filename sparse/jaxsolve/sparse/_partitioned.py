@@ -6,8 +6,9 @@ runs the functions below on its own rows; they reach the other parts only throug
 :class:`._collectives.Collectives` (how a vector's halo arrives, how an array is summed),
 which is all the two paths implement differently:
 
-* :func:`local_matvec` and :func:`inner_product`: this part's rows of ``A x`` and the
-  inner products of the Krylov methods (:func:`krylov_columns`), summed over the parts;
+* :func:`local_matvec`, :func:`inner_product` and :func:`vector_norm`: this part's rows of
+  ``A x``, and the inner products and the convergence test's norm of the Krylov methods
+  (:func:`krylov_columns`), reduced over the parts;
 * the preconditioner, block-Jacobi AMG with a coarse space (below): each block's
   aggregates for the coarse space (:func:`coarse_aggregates`, host), the part's rows of the
   coarse inverse (:func:`coarse_inverse_rows`) and the application (:func:`precondition`)
@@ -62,7 +63,7 @@ from jax import lax
 
 from . import _aggregation
 from ._collectives import Collectives
-from ._config import AMGConfig, RelaxationConfig, SolverConfig
+from ._config import AMGConfig, RelaxationConfig, SolverConfig, krylov_options
 from ._csr_arrays import CsrStructure
 from ._cycle import cycle
 from ._ffi_primitives import csr_matvec
@@ -103,19 +104,33 @@ def inner_product(collectives: Collectives):
     return inner
 
 
+def vector_norm(collectives: Collectives, norm: str):
+    """The convergence test's norm (AmgX's ``"L2"``, ``"L1"`` or ``"LMAX"``) over all the
+    parts: ``"L2"`` as the Krylov methods take it from :func:`inner_product`, else ``v ↦
+    ‖v‖`` reduced over the parts (LMAX: each part's largest ``|vᵢ|`` summed into its own
+    slot of an ``nparts`` vector, so that only ``Collectives.sum`` is needed)."""
+    if norm == "L1":
+        return lambda v: collectives.sum(jnp.sum(jnp.abs(v)))
+    if norm == "LMAX":
+        def largest(v: jax.Array) -> jax.Array:
+            local = jnp.max(jnp.abs(v), initial=0)
+            slots = jnp.zeros(collectives.nparts, local.dtype).at[collectives.index()].set(local)
+            return jnp.max(collectives.sum(slots))
+        return largest
+    return norm
+
+
 def krylov_columns(config: SolverConfig, collectives: Collectives, matvec, precondition,
                    rhs: jax.Array) -> tuple[jax.Array, SolveInfo]:
     """This part's rows of the configured Krylov solve (or stationary iteration) of every
-    column of ``rhs`` ``(m, k)``, with inner products summed over the parts; ``info`` with a
-    leading axis of ``k``."""
+    column of ``rhs`` ``(m, k)``, with inner products and norms reduced over the parts;
+    ``info`` with a leading axis of ``k``."""
     method = KRYLOV_METHODS.get(config.solver, stationary)
-    options = {} if config.gmres_n_restart is None else {"restart": config.gmres_n_restart}
+    options = {**krylov_options(config), "norm": vector_norm(collectives, config.norm)}
 
     def one(b):
-        return method(matvec, b, precondition=precondition, tolerance=config.tolerance,
-                      max_iters=config.max_iters, convergence=config.convergence,
-                      inner_product=inner_product(collectives),
-                      store_history=config.store_res_history, **options)
+        return method(matvec, b, precondition=precondition,
+                      inner_product=inner_product(collectives), **options)
 
     return jax.vmap(one, in_axes=1, out_axes=(1, 0))(rhs)
 

@@ -38,7 +38,7 @@ from jaxsolve import autodiff
 from . import _blocks, _matrix_free
 from ._amgx import solve_amgx
 from ._backend import current_backend
-from ._config import SolverConfig, parse_amgx_config, with_overrides
+from ._config import SolverConfig, krylov_options, parse_amgx_config, with_overrides
 from ._csr_arrays import CsrArrays
 from ._sharded import ShardedCsrMatrix, solve_sharded
 from ._hierarchy import Hierarchy
@@ -376,10 +376,9 @@ def _solve_columns(
     invalid = _invalid_matrix(config, matrix, diagonal)
     if config.solver in KRYLOV_METHODS:
         method = KRYLOV_METHODS[config.solver]
-        options = {} if config.gmres_n_restart is None else {"restart": config.gmres_n_restart}
         precondition = make_precondition(config.preconditioner, matrix, numbers)
     else:  # AMG or a relaxation, iterated: x ← x + M⁻¹ (b − A x), one cycle or sweep each
-        method, options = stationary, {}
+        method = stationary
         precondition = make_precondition(config, matrix, numbers, applications=1)
 
     valid = invalid == FailureReason.NONE
@@ -388,10 +387,7 @@ def _solve_columns(
         # On values the solve refuses, b = 0: the method stops before its first iteration.
         rhs = jnp.where(valid, b, 0)
         x, info = method(matrix.matvec, rhs, precondition=precondition,
-                         tolerance=config.tolerance, max_iters=config.max_iters,
-                         convergence=config.convergence,
-                         store_history=config.store_res_history,
-                         **options)
+                         **krylov_options(config))
         if config.print_solve_stats:  # a traced solve's table, logged once it is done
             logged_solve_stats(config.solver, info)
         return jnp.where(valid, x, jnp.nan), _with_failure(info, invalid)
