@@ -234,7 +234,9 @@ class SolveInfo:
 
     ``info.keys()`` lists the keys this ``info`` answers; ``info.get(key)``
     gives ``None`` for the others.  The attributes keep jaxsolve's relative
-    residuals.
+    residuals.  Every residual norm, here and in the attributes, is the solve's
+    convergence-test norm: ``‖·‖₂`` unless the configuration's ``norm`` is AmgX's
+    ``L1`` or ``LMAX`` (AmgX computes its residuals in that norm too).
 
     Attributes:
         iterations: ``()`` int32, the iterations done (for GMRES: Arnoldi
