@@ -84,12 +84,20 @@ def test_a_hierarchy_takes_a_shape_in_use_that_fits_it():
     assert _size_classes.class_shape(*smaller, 1) != shape
 
 
-def test_a_new_pattern_of_similar_size_reuses_the_compiled_solve(x64):
+NEW_PATTERN_CONFIGS = {
+    "default": {},
+    "PMISC + 1 aggressive": {"preconditioner": {"solver": "AMG", "algorithm": "CLASSICAL",
+                                                "selector": "PMISC", "aggressive_levels": 1}},
+}
+
+
+@pytest.mark.parametrize("amg", list(NEW_PATTERN_CONFIGS.values()), ids=list(NEW_PATTERN_CONFIGS))
+def test_a_new_pattern_of_similar_size_reuses_the_compiled_solve(x64, amg):
     n = 12
     first, second = (with_extra_couplings(poisson3d(n), n, 8, seed) for seed in (1, 2))
     assert first.nnz == second.nnz and (first != second).nnz > 0
     b = jnp.asarray(np.random.default_rng(0).standard_normal(n**3))
-    config = {"solver": "PCG", "tolerance": 1e-8, "max_iters": 100}
+    config = {"solver": "PCG", "tolerance": 1e-8, "max_iters": 100, **amg}
     sparse.clear_cache()
     x, info = sparse.solve(first, b, config=config)
     assert info.status == sparse.Status.SUCCESS
@@ -98,9 +106,9 @@ def test_a_new_pattern_of_similar_size_reuses_the_compiled_solve(x64):
         y, info = sparse.solve(second, b, config=config)
         jax.block_until_ready(y)
     assert info.status == sparse.Status.SUCCESS
-    # The numeric setup compiles for the new pattern; the solve is the first one's.
+    # Neither the numeric setup nor the solve compiles for the new pattern.
     assert _solve._solve_columns_reporting._cache_size() == programs
-    assert count[0] == 1
+    assert count[0] == 0
     # ... although the two hierarchies differ in size
     sizes = [sparse.describe(a, config) for a in (first, second)]
     assert (sizes[0].rows, sizes[0].nonzeros) != (sizes[1].rows, sizes[1].nonzeros)
@@ -154,3 +162,41 @@ def test_a_padded_solve_iterates_as_the_unpadded_one(x64):
         a.values)
     assert int(info.iterations) == int(traced.iterations) > 3
     np.testing.assert_allclose(x, y, rtol=1e-10)
+
+
+@pytest.mark.parametrize("amg", [{}, {"selector": "PMISC", "aggressive_levels": 1},
+                                 {"interpolator": "D1", "interp_max_elements": -1,
+                                  "interp_truncation_factor": 0}],
+                         ids=["HMIS D2", "PMISC + aggressive", "D1 untruncated"])
+def test_the_padded_numeric_setup_computes_the_unpadded_numbers(x64, amg):
+    # A classical hierarchy's numbers come from the program of its size class, on padded
+    # arrays: the weights and coarse operators are the per-pattern setup's bit for bit;
+    # the damping and the coarsest inverse, whose sums also run over the padding's zeros,
+    # to rounding. A second pattern of the class sets up without compiling.
+    first, second = (sparse.as_csr(with_extra_couplings(poisson3d(10), 10, 6, seed))
+                     for seed in (3, 5))
+    config = sparse.parse_amgx_config({"preconditioner": amg})
+    sparse.clear_cache()
+    structure, padded = _setup.System.for_matrix(first, config, None, reuse_setup=False,
+                                                 check=True).setup
+    assert structure.padded_setup is not None
+    unpadded = jax.jit(_hierarchy.numeric_setup, static_argnums=0)(
+        _setup._without_arrays(structure), structure.arrays, first.values, None)
+    expected = _hierarchy.padded_hierarchy(unpadded, structure.shape)
+    for numbers, reference in zip(padded.levels, expected.levels, strict=True):
+        for got, want in [(numbers.a, reference.a), (numbers.p, reference.p),
+                          (numbers.r, reference.r)]:
+            np.testing.assert_array_equal(got.values, want.values)
+            np.testing.assert_array_equal(got.indptr, want.indptr)
+        np.testing.assert_allclose(numbers.smoother.scale, reference.smoother.scale,
+                                   rtol=1e-14)
+    np.testing.assert_array_equal(padded.coarsest.a.values, expected.coarsest.a.values)
+    np.testing.assert_allclose(padded.coarsest.inverse, expected.coarsest.inverse, rtol=0,
+                               atol=1e-14 * float(jnp.max(jnp.abs(expected.coarsest.inverse))))
+    with counted_compilations() as count:
+        other, numbers = _setup.System.for_matrix(second, config, None, reuse_setup=False,
+                                                  check=True).setup
+        jax.block_until_ready(numbers)
+    assert other.padded_setup == structure.padded_setup
+    assert other.fingerprint != structure.fingerprint
+    assert count[0] == 0

@@ -318,13 +318,20 @@ def _native_weights_jvp(full_nnz, primals, tangents):
     return _native_weights(full_nnz, *primals), d_weights
 
 
-def _truncated(xp: Any, weights: Any, full_indptr: Any, keep: Any | None) -> Any:
-    """The kept weights (all without ``keep``), each row rescaled to its former sum."""
+def _truncated(xp: Any, weights: Any, full_indptr: Any, keep: Any | None,
+               true_count: Any | None = None) -> Any:
+    """The kept weights (all without ``keep``), each row rescaled to its former sum.
+
+    ``true_count``: how many of ``keep``'s positions are true ones, when it is padded
+    (:mod:`._padded_setup`); the others keep no weight.
+    """
     if keep is None:
         return weights
     n = full_indptr.shape[0] - 1
     full_rows = _repeat(xp, xp.diff(full_indptr), weights.shape[0])
     kept, kept_rows = weights[keep], full_rows[keep]
+    if true_count is not None:
+        kept = xp.where(xp.arange(keep.shape[0], dtype=np.int32) < true_count, kept, 0)
     full_sums = _segment_sum(xp, weights, full_rows, n)
     kept_sums = _segment_sum(xp, kept, kept_rows, n)
     nonzero = kept_sums != 0
@@ -414,14 +421,16 @@ def _multipass_sources(xp: Any, entries: Any, a_columns: Any, full_indptr: Any) 
     return full_indptr[a_columns[entries]] + index - run_start
 
 
-def _kept_positions(xp: Any, dropped: Any, full_nnz: int) -> Any:
+def _kept_positions(xp: Any, dropped: Any, full_nnz: int, count: int | None = None) -> Any:
     """The increasing positions of ``[0, full_nnz)`` not in ``dropped`` (increasing).
 
     The ``k``-th kept position is ``k`` plus the dropped ones before it: those ``d_j``
     with ``d_j - j ≤ k`` (``d_j - j`` counts the kept positions before ``d_j``), a running
-    count over one pass.
+    count over one pass.  ``count``: how many to give (``jax.numpy`` only), when the arrays
+    are padded (:mod:`._padded_setup`): padding past every position in ``dropped`` counts
+    for none, positions past the true ones are meaningless.
     """
-    kept = full_nnz - dropped.shape[0]
+    kept = full_nnz - dropped.shape[0] if count is None else count
     kept_before = dropped - xp.arange(dropped.shape[0], dtype=np.int32)
     if xp is np:
         counts = np.bincount(kept_before, minlength=kept + 1)

@@ -52,6 +52,9 @@ from ._multicolor import (MULTICOLOR_SMOOTHERS, MulticolorArrays, MulticolorOrde
                           multicolor_ordering, safe_inverse)
 from ._products import ProductPlan, plan_product, plan_product_with_values
 from ._relaxation import RelaxationData, relaxation_data, spectral_radius, stored_diagonal
+from . import _padded_setup
+from ._padded_setup import (LevelLayout, level_layout, padded_full_nnz, padded_interpolation,
+                            setup_sizes, true_interpolation, within)
 from ._size_classes import (HierarchyShape, LevelShape, class_shape, pad_csr, pad_pattern,
                             pad_relaxation, true_csr, true_shape)
 
@@ -132,6 +135,9 @@ class HierarchyStructure:
         is smoothed (``coarse_solver`` ``NOSOLVER``), else None.
       pattern_key: a key of the finest pattern (:attr:`CsrMatrix.pattern_key`), which the
         :attr:`fingerprint` digests instead of the pattern; empty: none was given.
+      layouts: per level, the :class:`._padded_setup.LevelLayout` of its padded setup
+        arrays, when the numeric setup runs on padded arrays (:attr:`padded_setup`); else
+        None.
     """
 
     levels: tuple[LevelStructure, ...]
@@ -144,6 +150,17 @@ class HierarchyStructure:
     coarsest_block_dim: int = 1
     coarsest_ordering: MulticolorOrdering | None = None
     pattern_key: str = ""
+    layouts: tuple[LevelLayout, ...] | None = None
+
+    @functools.cached_property
+    def padded_setup(self) -> PaddedSetup | None:
+        """What :func:`padded_numeric_setup` is specialized to for this structure (equal
+        for every structure of its size class), or None when its setup is not padded."""
+        if self.layouts is None:
+            return None
+        return PaddedSetup(config=self.config, shape=self.shape, layouts=self.layouts,
+                           block_dims=tuple(level.block_dim for level in self.levels)
+                           + (self.coarsest_block_dim,))
 
     @functools.cached_property
     def fingerprint(self) -> str:
@@ -205,12 +222,14 @@ class LevelArrays(NamedTuple):
 
 
 class StructureArrays(NamedTuple):
-    """All levels' index arrays, and the coarsest operator's."""
+    """All levels' index arrays, and the coarsest operator's; ``rows``: the true rows of
+    each level and of the coarsest (those of a padded structure are padded)."""
 
     levels: tuple[LevelArrays, ...]
     coarsest: CsrArrays
     coarsest_diagonal: jax.Array
     coarsest_ordering: MulticolorArrays | None = None
+    rows: jax.Array | None = None
 
 
 def _pattern_arrays(pattern: CsrStructure) -> CsrArrays:
@@ -219,21 +238,36 @@ def _pattern_arrays(pattern: CsrStructure) -> CsrArrays:
     return pattern.on_device(jnp.zeros(0, jnp.int32))
 
 
-def _level_arrays(level: LevelStructure, shape: LevelShape) -> LevelArrays:
+def _level_arrays(level: LevelStructure, shape: LevelShape,
+                  interpolation: InterpolationArrays | MultipassArrays | None,
+                  setup: tuple[int, ...] | None) -> LevelArrays:
+    """``level``'s arrays on the device, padded to ``shape``; with the ``setup`` sizes
+    (:func:`._padded_setup.setup_sizes`, padded) also those only the numeric setup reads.
+    ``interpolation``: the host arrays of a classical level's."""
     smoothed = level.smoothing is not None
+    a_p = level.a_p.c
+    if setup is not None:
+        interpolation = padded_interpolation(level, interpolation, shape, setup)
+        a_p = pad_pattern(a_p, shape.rows, setup[0])
+    r_from_p = np.concatenate([level.r_from_p, np.zeros(shape.r_nnz - level.r.nnz,
+                                                        level.r_from_p.dtype)])
     return LevelArrays(
         a=_pattern_arrays(pad_pattern(level.a, shape.rows, shape.a_nnz)),
-        diagonal=jax.device_put(level.diagonal),
+        diagonal=jax.device_put(_padded_diagonal(level.diagonal, shape.rows)),
         aggregates=None if level.aggregates is None else jax.device_put(level.aggregates),
-        interpolation=(None if level.interpolation is None
-                       else _classical.device_arrays(level.interpolation)),
+        interpolation=jax.tree.map(jax.device_put, interpolation),
         tentative_in_p=jax.device_put(level.tentative_in_p) if smoothed else None,
         p=_pattern_arrays(pad_pattern(level.p, shape.rows, shape.p_nnz)),
         r=_pattern_arrays(pad_pattern(level.r, shape.coarse_rows, shape.r_nnz)),
-        r_from_p=jax.device_put(level.r_from_p),
-        a_p=_pattern_arrays(level.a_p.c),
+        r_from_p=jax.device_put(r_from_p),
+        a_p=_pattern_arrays(a_p),
         ordering=None if level.ordering is None else level.ordering.on_device(),
     )
+
+
+def _padded_diagonal(positions: np.ndarray, rows: int) -> np.ndarray:
+    """Diagonal positions for ``rows`` rows: the padding rows store none (-1)."""
+    return np.concatenate([positions, np.full(rows - positions.shape[0], -1, positions.dtype)])
 
 
 def build_structure(
@@ -301,14 +335,29 @@ def build_structure(
             coarsest_ordering = multicolor_ordering(pattern, dilu)
         phase("coloring")
     # Multicolor data follow a pattern's coloring: those hierarchies keep their sizes.
-    shape = (true_shape(levels, pattern) if config.smoother.solver in MULTICOLOR_SMOOTHERS
-             else class_shape(levels, pattern, coarsest_block_dim))
+    # Classical levels' numeric setup runs on padded arrays too (_padded_setup.py).
+    multicolor = config.smoother.solver in MULTICOLOR_SMOOTHERS
+    interpolations = [None if level.interpolation is None
+                      else _classical.host_arrays(level.interpolation) for level in levels]
+    layouts = None
+    if config.algorithm == "CLASSICAL" and not multicolor:
+        layouts = tuple(level_layout(arrays) for arrays in interpolations)
+    setup = () if layouts is None else tuple(
+        setup_sizes(level, arrays) for level, arrays in zip(levels, interpolations, strict=True))
+    shape = (true_shape(levels, pattern) if multicolor
+             else class_shape(levels, pattern, coarsest_block_dim, setup, layouts))
     arrays = StructureArrays(
-        levels=tuple(_level_arrays(level, level_shape)
-                     for level, level_shape in zip(levels, shape.levels, strict=True)),
+        levels=tuple(_level_arrays(level, level_shape, interpolation,
+                                   None if layouts is None else level_setup)
+                     for level, level_shape, interpolation, level_setup in zip(
+                         levels, shape.levels, interpolations, shape.setup or [None] * len(levels),
+                         strict=True)),
         coarsest=_pattern_arrays(pad_pattern(pattern, *shape.coarsest)),
-        coarsest_diagonal=jax.device_put(coarsest_diagonal),
+        coarsest_diagonal=jax.device_put(_padded_diagonal(coarsest_diagonal,
+                                                          shape.coarsest[0])),
         coarsest_ordering=None if coarsest_ordering is None else coarsest_ordering.on_device(),
+        rows=jax.device_put(np.array([level.a.n_rows for level in levels] + [pattern.n_rows],
+                                     np.int32)),
     )
     jax.block_until_ready(arrays)
     phase("to the device")
@@ -316,7 +365,7 @@ def build_structure(
         levels=tuple(levels), coarsest=pattern, coarsest_diagonal=coarsest_diagonal,
         arrays=arrays, config=config, shape=shape, setup_seconds=dict(seconds),
         coarsest_block_dim=coarsest_block_dim,
-        coarsest_ordering=coarsest_ordering, pattern_key=pattern_key,
+        coarsest_ordering=coarsest_ordering, pattern_key=pattern_key, layouts=layouts,
     )
 
 
@@ -534,14 +583,79 @@ def numeric_setup(
 
 
 def _true_sizes(structure: HierarchyStructure, arrays: StructureArrays) -> StructureArrays:
-    """``arrays`` with the operators and transfer operators cut to their true sizes."""
+    """``arrays`` cut to their true sizes: the operators, the transfer operators and what
+    else is padded (:mod:`._padded_setup`)."""
     levels = tuple(
-        level_arrays._replace(a=true_csr(level_arrays.a, level.a),
-                              p=true_csr(level_arrays.p, level.p),
-                              r=true_csr(level_arrays.r, level.r))
+        level_arrays._replace(
+            a=true_csr(level_arrays.a, level.a), p=true_csr(level_arrays.p, level.p),
+            r=true_csr(level_arrays.r, level.r), a_p=true_csr(level_arrays.a_p, level.a_p.c),
+            diagonal=level_arrays.diagonal[:level.a.n_rows],
+            r_from_p=level_arrays.r_from_p[:level.r.nnz],
+            interpolation=(None if level.interpolation is None
+                           else true_interpolation(level, level_arrays.interpolation)))
         for level, level_arrays in zip(structure.levels, arrays.levels, strict=True))
-    return arrays._replace(levels=levels,
-                           coarsest=true_csr(arrays.coarsest, structure.coarsest))
+    return arrays._replace(
+        levels=levels, coarsest=true_csr(arrays.coarsest, structure.coarsest),
+        coarsest_diagonal=arrays.coarsest_diagonal[:structure.coarsest.n_rows])
+
+
+@dataclasses.dataclass(frozen=True)
+class PaddedSetup:
+    """What :func:`padded_numeric_setup` is specialized to (its static argument): the
+    same for every structure of one size class.
+
+    Attributes:
+      config: the AMG configuration (classical).
+      shape: the size classes (:class:`~._size_classes.HierarchyShape`, with ``setup``).
+      layouts: per level, the :class:`~._padded_setup.LevelLayout` of its setup arrays.
+      block_dims: unknowns per node of each level, then of the coarsest.
+    """
+
+    config: AMGConfig
+    shape: HierarchyShape
+    layouts: tuple[LevelLayout, ...]
+    block_dims: tuple[int, ...]
+
+
+def padded_numeric_setup(setup: PaddedSetup, arrays: StructureArrays, values: jax.Array,
+                         near_nullspace: None = None) -> Hierarchy:
+    """:func:`numeric_setup` on a classical structure's padded ``arrays``, its numbers
+    padded as :func:`padded_hierarchy` pads them (jit-able, with ``setup`` static; on the
+    CPU or a CUDA GPU, whose native kernels it calls).
+
+    Compiled once for every structure whose ``padded_setup`` is ``setup``: a new pattern
+    of a size class already seen sets up without compiling. See :mod:`._padded_setup` for
+    why the padding changes no number.
+    """
+    del near_nullspace  # classical AMG has none
+    config = setup.config
+    a_values = values.astype(hierarchy_dtype(values.dtype, config))
+    patterns = [level_arrays.a for level_arrays in arrays.levels] + [arrays.coarsest]
+    numbers = []
+    for i, level_arrays in enumerate(arrays.levels):
+        sizes, layout = setup.shape.levels[i], setup.layouts[i]
+        a = level_arrays.a._replace(values=a_values)
+        diagonal = stored_diagonal(a.values, level_arrays.diagonal)
+        p_values = _padded_setup.weights(
+            layout, level_arrays.interpolation,
+            padded_full_nnz(layout, sizes, setup.shape.setup[i]), a, diagonal, level_arrays.p)
+        p = level_arrays.p._replace(values=p_values)
+        r = level_arrays.r._replace(values=within(jnp.conj(p_values[level_arrays.r_from_p]),
+                                                  level_arrays.r.indptr))
+        a_p = level_arrays.a_p._replace(values=_padded_setup.product(
+            a, p, level_arrays.a_p, sizes.coarse_rows))
+        a_values = _padded_setup.product(r, a_p, patterns[i + 1], sizes.coarse_rows)
+        numbers.append(LevelNumbers(a=a, p=p, r=r, smoother=relaxation_data(
+            a, diagonal, config.smoother, block_dim=setup.block_dims[i],
+            rows=arrays.rows[i])))
+    finest = patterns[0]._replace(values=values)
+    return Hierarchy(
+        levels=tuple(numbers),
+        coarsest=_coarsest_numbers(arrays.coarsest._replace(values=a_values),
+                                   arrays.coarsest_diagonal, None, config, setup.block_dims[-1],
+                                   lambda: annihilates_constants(finest), rows=arrays.rows[-1]),
+        config=config,
+    )
 
 
 def padded_hierarchy(hierarchy: Hierarchy, shape: HierarchyShape,
@@ -724,27 +838,42 @@ def annihilates_constants(a: CsrArrays) -> jax.Array:
 def _coarsest_numbers(
     a: CsrArrays, diagonal_positions: jax.Array, ordering: MulticolorArrays | None,
     config: AMGConfig, block_dim: int, singular: Callable[[], jax.Array],
+    rows: jax.Array | None = None,
 ) -> CoarsestNumbers:
     """The coarsest level's numbers: its smoother's data, or its dense inverse.
 
     The inverse is a pseudo-inverse when the system is known to be singular
     (``coarse_null_dimension``) or found to be (``singular()``: the finest matrix
     annihilates the constants); else the inverse from an LU factorization.
+
+    ``rows``: the true rows of a padded ``a`` (:mod:`._padded_setup`): the padding rows
+    are decoupled from them, with a diagonal of ``a``'s largest magnitude (which changes
+    neither its largest singular value nor which are dropped as its null space), and the
+    inverse is zero on them.
     """
     if config.coarse_iterations is not None:  # a Krylov method on the operator alone
         return CoarsestNumbers(a=a, inverse=None, smoother=None)
     diagonal = stored_diagonal(a.values, diagonal_positions)
     if config.coarse_solver == "NOSOLVER":
         return CoarsestNumbers(a=a, inverse=None, smoother=relaxation_data(
-            a, diagonal, config.smoother, ordering, block_dim=block_dim))
+            a, diagonal, config.smoother, ordering, block_dim=block_dim, rows=rows))
     n = a.n_rows
     dense = jnp.zeros((n, n), a.values.dtype).at[a.row_ids, a.indices].add(a.values)
     # A decoupled row (a vanished coarse basis function) is all zero: make it identity.
     decoupled = jnp.sum(jnp.abs(dense), axis=1) == 0
+    padding = None if rows is None else jnp.arange(n, dtype=rows.dtype) >= rows
+    if padding is not None:
+        largest = jnp.max(jnp.abs(dense))
+        dense = dense + jnp.diag(jnp.where(padding, jnp.where(largest > 0, largest, 1), 0)
+                                 .astype(dense.dtype))
+        decoupled = decoupled & ~padding
     dense = dense + jnp.diag(decoupled.astype(dense.dtype))
+    true_block = (lambda inverse: inverse if padding is None
+                  else jnp.where(padding[:, None] | padding[None, :], 0, inverse))
     if config.coarse_null_dimension:
-        return CoarsestNumbers(a=a, inverse=_pseudo_inverse(dense, config.coarse_null_dimension),
-                               smoother=None)
+        cutoff = None if rows is None else rows.astype(dense.real.dtype) * jnp.finfo(dense.dtype).eps
+        return CoarsestNumbers(a=a, inverse=true_block(_pseudo_inverse(
+            dense, config.coarse_null_dimension, cutoff)), smoother=None)
 
     def lu_inverse(dense):
         factors = jax.scipy.linalg.lu_factor(dense)
@@ -754,7 +883,7 @@ def _coarsest_numbers(
         return _pseudo_inverse(dense, 1, relative_cutoff=jnp.sqrt(jnp.finfo(dense.dtype).eps))
 
     inverse = jax.lax.cond(singular(), found_singular, lu_inverse, dense)
-    return CoarsestNumbers(a=a, inverse=inverse, smoother=None)
+    return CoarsestNumbers(a=a, inverse=true_block(inverse), smoother=None)
 
 
 def _pseudo_inverse(dense: jax.Array, null_dimension: int,

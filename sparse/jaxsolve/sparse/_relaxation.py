@@ -83,7 +83,7 @@ class RelaxationData(NamedTuple):
 def relaxation_data(
     a: CsrArrays, diagonal: jax.Array, config: RelaxationConfig,
     ordering: MulticolorArrays | None = None, *, block_dim: int = 1,
-    jacobi_spectral_radius: jax.Array | None = None,
+    jacobi_spectral_radius: jax.Array | None = None, rows: jax.Array | None = None,
 ) -> RelaxationData:
     """The :class:`RelaxationData` of ``config``'s relaxation for ``A`` (jit-able), whose
     unknowns come ``block_dim`` to a node.
@@ -93,6 +93,8 @@ def relaxation_data(
     ``jacobi_spectral_radius``: an estimate of ``ρ(D⁻¹A)`` at hand (smoothed aggregation
     makes one), which a pointwise Jacobi without a given damping then takes instead of
     estimating its own.
+    ``rows``: ``A``'s true rows when it is padded to a size class (:mod:`._size_classes`),
+    whose padding rows the damping's power iteration leaves out.
     """
     interval = jnp.zeros(2, a.values.dtype)
     if config.solver in MULTICOLOR_SMOOTHERS:
@@ -105,7 +107,7 @@ def relaxation_data(
         inverses = _block_inverses(a, config, block_dim)
         if config.relaxation_factor is None:
             rho = spectral_radius(a.n_rows, a.values.dtype, lambda v: _jacobi_step(
-                RelaxationData(inverses, interval), a.matvec(v)))
+                RelaxationData(inverses, interval), a.matvec(v)), rows)
             inverses = inverses * _damping(rho, a.values.dtype)
         return RelaxationData(scale=inverses, interval=interval)
     if config.solver == "BLOCK_JACOBI":
@@ -114,7 +116,7 @@ def relaxation_data(
             rho = jacobi_spectral_radius
             if rho is None:
                 rho = spectral_radius(a.n_rows, a.values.dtype,
-                                      lambda v: a.scaled_matvec(v, scale))
+                                      lambda v: a.scaled_matvec(v, scale), rows)
             scale = scale * _damping(rho, a.values.dtype)
         else:
             scale = scale * config.relaxation_factor
@@ -219,12 +221,19 @@ def _damping(rho: jax.Array, dtype) -> jax.Array:
     return (ESTIMATED_DAMPING / jnp.maximum(rho, jnp.finfo(rho.dtype).tiny)).astype(dtype)
 
 
-def spectral_radius(n: int, dtype, apply) -> jax.Array:
+def spectral_radius(n: int, dtype, apply, rows: jax.Array | None = None) -> jax.Array:
     """``ρ`` of the linear map ``apply`` on vectors of ``n`` entries of ``dtype``, by
     ``POWER_ITERATIONS`` steps of power iteration from a fixed pseudo-random vector
-    (jit-able; a lower bound, as the iterate keeps some of the lower eigenvectors)."""
+    (jit-able; a lower bound, as the iterate keeps some of the lower eigenvectors).
+
+    With ``rows``, the vector is zero past its first ``rows`` entries (the padding of a
+    size class, which ``apply`` keeps zero); its first entries are the same for every
+    ``n`` (JAX's partitionable random bits are a function of the position).
+    """
     real = jnp.finfo(dtype).dtype
     v = jax.random.uniform(jax.random.key(0), (n,), real).astype(dtype)
+    if rows is not None:
+        v = jnp.where(jnp.arange(n, dtype=rows.dtype) < rows, v, 0)
 
     def step(_, v):
         w = apply(v)

@@ -8,8 +8,10 @@ from concrete values once (kept for ``reuse_setup``) or inside the caller's trac
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import functools
+import threading
 from collections.abc import Hashable
 from typing import Any, NamedTuple
 
@@ -22,7 +24,7 @@ from ._config import AMGConfig, RelaxationConfig, SolverConfig
 from ._csr import CsrMatrix, as_csr
 from ._csr_arrays import CsrArrays, CsrStructure
 from ._hierarchy import (Hierarchy, HierarchyStructure, StructureArrays, build_structure,
-                         numeric_setup, padded_hierarchy, sharing_arrays)
+                         numeric_setup, padded_hierarchy, padded_numeric_setup, sharing_arrays)
 from ._multicolor import MULTICOLOR_SMOOTHERS, MulticolorArrays, multicolor_ordering
 from ._relaxation import RelaxationData, relaxation_data, stored_diagonal
 from ._status import FailureReason
@@ -357,11 +359,48 @@ def numeric_setup_now(structure: HierarchyStructure, values: jax.Array,
     key = (_input_kind(values), _input_kind(near_nullspace))
     compiled = executables.get(key)
     if compiled is None:
-        compiled = _numeric_setup.lower(_without_arrays(structure), structure.arrays, values,
-                                        near_nullspace).compile()
+        compiled = _compiled_numeric_setup(structure, values, near_nullspace)
         executables[key] = compiled
     return sharing_arrays(compiled(structure.arrays, values, near_nullspace),
                           structure.arrays, values)
+
+
+def _compiled_numeric_setup(structure: HierarchyStructure, values: jax.Array,
+                            near_nullspace: jax.Array | None) -> Any:
+    """The compiled numeric setup of ``structure`` for inputs like these.
+
+    For a classical structure on the CPU or a CUDA GPU, the program of its size class
+    (:func:`._hierarchy.padded_numeric_setup`), compiled once for every structure of the
+    class and kept here (the most recently used :data:`_PADDED_PROGRAMS_KEPT`); else one
+    of its own.
+    """
+    setup = structure.padded_setup
+    platform = (next(iter(values.devices())).platform if isinstance(values, jax.Array)
+                else jax.default_backend())
+    if setup is None or platform not in ("cpu", "gpu"):
+        return _numeric_setup.lower(_without_arrays(structure), structure.arrays, values,
+                                    near_nullspace).compile()
+    key = (setup, _input_kind(values), _input_kind(near_nullspace))
+    with _PADDED_PROGRAMS_LOCK:
+        compiled = _PADDED_PROGRAMS.get(key)
+        if compiled is not None:
+            _PADDED_PROGRAMS.move_to_end(key)
+            return compiled
+    compiled = _padded_numeric_setup.lower(setup, structure.arrays, values,
+                                           near_nullspace).compile()
+    with _PADDED_PROGRAMS_LOCK:
+        _PADDED_PROGRAMS[key] = compiled
+        while len(_PADDED_PROGRAMS) > _PADDED_PROGRAMS_KEPT:
+            _PADDED_PROGRAMS.popitem(last=False)
+    return compiled
+
+
+_padded_numeric_setup = jax.jit(padded_numeric_setup, static_argnums=0)
+# The compiled numeric setups of size classes, by class and kind of input: they hold no
+# arrays (a structure's are arguments), so clear_cache() leaves them, as JAX's caches.
+_PADDED_PROGRAMS: collections.OrderedDict[tuple, Any] = collections.OrderedDict()
+_PADDED_PROGRAMS_KEPT = 64
+_PADDED_PROGRAMS_LOCK = threading.Lock()
 
 
 def _input_kind(x: Any) -> Hashable:

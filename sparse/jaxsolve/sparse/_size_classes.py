@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import collections
 import threading
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from typing import NamedTuple
 
 import jax.numpy as jnp
@@ -62,10 +62,13 @@ class LevelShape(NamedTuple):
 
 
 class HierarchyShape(NamedTuple):
-    """The padded sizes of a hierarchy: its levels', then the coarsest's rows and nonzeros."""
+    """The padded sizes of a hierarchy: its levels', then the coarsest's rows and nonzeros,
+    and per level the sizes of the other index arrays its numeric setup reads (those of
+    :func:`._padded_setup.setup_sizes`; none where the setup is not padded)."""
 
     levels: tuple[LevelShape, ...]
     coarsest: tuple[int, int]
+    setup: tuple[tuple[int, ...], ...] = ()
 
 
 def size_class(n: int, multiple: int = 1) -> int:
@@ -88,45 +91,68 @@ def size_class(n: int, multiple: int = 1) -> int:
     return next(q << exponent for q in (5, 6, 7, 8) if q << exponent >= n)
 
 
-def class_shape(levels: Sequence, coarsest: CsrStructure, coarsest_block_dim: int
+def class_shape(levels: Sequence, coarsest: CsrStructure, coarsest_block_dim: int,
+                setup: tuple[tuple[int, ...], ...] = (), layout: Hashable = None
                 ) -> HierarchyShape:
     """The padded sizes of a hierarchy's levels (:class:`._hierarchy.LevelStructure` s) and
     coarsest pattern: a shape already in use that fits them (every size at least the true
     one and less than ``1.5 ×`` it ``+ 4``), the smallest such; else a new one, each size
     the class of ``9 / 8`` of the true one (room for a similar pattern a little larger),
     and remembered. The finest level's rows and nonzeros stay its own.
+
+    ``setup``: per level, the true sizes of the numeric setup's other index arrays, padded
+    alike; ``layout``: what else those arrays' shapes depend on (shapes are shared only
+    between hierarchies of one layout).
     """
-    true = true_shape(levels, coarsest)
+    true = true_shape(levels, coarsest)._replace(setup=setup)
     if not levels:  # the coarsest level is the finest: nothing to pad
         return true
     block_dims = tuple(level.block_dim for level in levels) + (coarsest_block_dim,)
-    key = (true.levels[0].rows, true.levels[0].a_nnz, block_dims)
-    sizes = _sizes(true)
+    key = (true.levels[0].rows, true.levels[0].a_nnz, block_dims, layout)
     with _LOCK:
         if key in _SHAPES:
             _SHAPES.move_to_end(key)
-        fitting = [shape for shape in _SHAPES.get(key, ())
-                   if all(n <= padded < 1.5 * n + 4
-                          for n, padded in zip(sizes, _sizes(shape), strict=True))]
+        # A shape whose solve fits (levels and coarsest) is taken even where the setup's
+        # sizes do not: then only those grow, and the solve compiled for it still serves.
+        solve_fits = [shape for shape in _SHAPES.get(key, ())
+                      if _fit(_solve_sizes(true), _solve_sizes(shape))]
+        fitting = [shape for shape in solve_fits
+                   if _fit(_setup_sizes(true), _setup_sizes(shape))]
         if fitting:
             return min(fitting, key=lambda shape: sum(_sizes(shape)))
-        rows = [true.levels[0].rows] + [size_class(n + n // 8, block_dim) for n, block_dim in
-                                        zip(_rows(true)[1:], block_dims[1:], strict=True)]
 
         def grown(n: int) -> int:
             return size_class(n + n // 8)
 
-        shape = HierarchyShape(
-            levels=tuple(LevelShape(rows=rows[i], a_nnz=level.a_nnz if i == 0
-                                    else grown(level.a_nnz),
-                                    p_nnz=grown(level.p_nnz), coarse_rows=rows[i + 1],
-                                    r_nnz=grown(level.r_nnz))
-                         for i, level in enumerate(true.levels)),
-            coarsest=(rows[-1], grown(true.coarsest[1])))
+        if solve_fits:
+            base = min(solve_fits, key=lambda shape: sum(_solve_sizes(shape)))
+            shape = base._replace(setup=tuple(
+                tuple(padded if _fit((n,), (padded,)) else grown(n)
+                      for n, padded in zip(sizes, base_sizes, strict=True))
+                for sizes, base_sizes in zip(setup, base.setup, strict=True)))
+        else:
+            rows = [true.levels[0].rows] + [
+                size_class(n + n // 8, block_dim)
+                for n, block_dim in zip(_rows(true)[1:], block_dims[1:], strict=True)]
+            shape = HierarchyShape(
+                levels=tuple(LevelShape(rows=rows[i], a_nnz=level.a_nnz if i == 0
+                                        else grown(level.a_nnz),
+                                        p_nnz=grown(level.p_nnz), coarse_rows=rows[i + 1],
+                                        r_nnz=grown(level.r_nnz))
+                             for i, level in enumerate(true.levels)),
+                coarsest=(rows[-1], grown(true.coarsest[1])),
+                setup=tuple(tuple(grown(n) for n in sizes) for sizes in setup))
         _SHAPES.setdefault(key, collections.deque(maxlen=_SHAPES_PER_SIZE)).appendleft(shape)
         while len(_SHAPES) > _SIZES_KEPT:
             _SHAPES.popitem(last=False)
         return shape
+
+
+def _fit(sizes: Sequence[int], padded: Sequence[int]) -> bool:
+    """Whether ``padded`` holds ``sizes``, each less than ``1.5 ×`` its size ``+ 4`` (an
+    empty array's the smallest class, 4)."""
+    return all(n <= k < 1.5 * n + 4 or k == size_class(n)
+               for n, k in zip(sizes, padded, strict=True))
 
 
 # The shapes handed out, per finest rows, nonzeros and block sizes (the most recently used
@@ -143,7 +169,16 @@ def _rows(shape: HierarchyShape) -> list[int]:
 
 
 def _sizes(shape: HierarchyShape) -> tuple[int, ...]:
+    return _solve_sizes(shape) + _setup_sizes(shape)
+
+
+def _solve_sizes(shape: HierarchyShape) -> tuple[int, ...]:
+    """The sizes of the padded hierarchy itself, which the compiled solve reads."""
     return tuple(size for level in shape.levels for size in level) + shape.coarsest
+
+
+def _setup_sizes(shape: HierarchyShape) -> tuple[int, ...]:
+    return tuple(size for sizes in shape.setup for size in sizes)
 
 
 def true_shape(levels: Sequence, coarsest: CsrStructure) -> HierarchyShape:

@@ -58,9 +58,11 @@ struct CpuBackend {
   }
 };
 
-// Whether indptr (rows + 1 entries) runs from 0 to nnz without decreasing.
+// Whether indptr (rows + 1 entries) runs from 0 to at most nnz without
+// decreasing. Entries past the last row's end are padding, which no row reads
+// (a hierarchy padded to size classes: _size_classes.py).
 bool ValidRowPointers(const int32_t* indptr, int64_t rows, int64_t nnz) {
-  if (indptr[0] != 0 || indptr[rows] != nnz) return false;
+  if (indptr[0] != 0 || indptr[rows] > nnz) return false;
   for (int64_t i = 0; i < rows; ++i) {
     if (indptr[i + 1] < indptr[i]) return false;
   }
@@ -128,8 +130,9 @@ struct CpuInterpolationBackend {
                             "entries' count without decreasing");
     }
     const int64_t nowhere = sizes.full_nnz + n;
+    // A pair at A's end or past its last row's is padding, visited by no row.
     if (!AllWithin(in.indices, nnz, 0, n) ||
-        !AllWithin(in.pair_positions, in.n_pairs, 0, nnz) ||
+        !AllWithin(in.pair_positions, in.n_pairs, 0, nnz + 1) ||
         !AllWithin(in.triple_entries, sizes.triples, 0, nnz) ||
         !AllWithin(in.a_destination, nnz, 0, nowhere + 1) ||
         !AllWithin(in.triple_destinations, sizes.triples, 0, nowhere + 1)) {
@@ -137,8 +140,10 @@ struct CpuInterpolationBackend {
                             "P's positions, rows or nowhere");
     }
     for (int64_t q = 1; q < in.n_pairs; ++q) {
-      if (in.pair_positions[q] <= in.pair_positions[q - 1]) {
-        return InvalidWeights("pair_positions must increase");
+      const int32_t position = in.pair_positions[q], before = in.pair_positions[q - 1];
+      if (position < before || (position == before && position < in.indptr[n])) {
+        return InvalidWeights("pair_positions must increase (padding past A's rows "
+                              "may repeat)");
       }
     }
     if (call.keep != nullptr) {

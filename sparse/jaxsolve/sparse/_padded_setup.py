@@ -1,0 +1,188 @@
+"""The numeric setup of a classical hierarchy on arrays padded to size classes.
+
+:mod:`._size_classes` pads the hierarchy a solve keeps, so that a new pattern of a size
+already seen runs the solve already compiled. The numeric setup that computes that
+hierarchy's numbers reads more index arrays — the interpolation plan, the pattern of
+``A P``, the map from ``P``'s entries to ``R``'s, the diagonal's positions — whose sizes
+differ from pattern to pattern too. Here they are padded as well, each size to a class
+of :class:`~._size_classes.HierarchyShape`'s ``setup`` (:func:`setup_sizes` says which),
+so that one compiled numeric setup serves every pattern of a class
+(:func:`._hierarchy.padded_numeric_setup`), on the platforms of the native kernels (the
+CPU and CUDA GPUs). The structure keeps the padded arrays only; a numeric setup of one
+pattern (inside a caller's trace, or on other platforms) cuts them to their true sizes
+(:func:`true_interpolation`).
+
+**The padding is inert.** As in :mod:`._size_classes`, padding rows are empty and padding
+entries lie past the last row's end, where the native kernels read nothing (their row
+pointers may end before their arrays do). The plan's padding pairs sit at ``A``'s end,
+past every row; its padding triples and multipass entries send their values nowhere (a
+segment past the last, which a segment sum drops); a padding kept position is masked.
+Outputs past their last row's end are set to zero, the damping's power iteration starts
+from the same vector on the true rows and zero on the padding rows, and the coarsest
+inverse is zero outside the true block. So every product, weight and sweep sums the
+same terms in the same order: the interpolation weights and coarse operators are the
+unpadded setup's bit for bit; the damping's norms and the coarsest level's dense
+inverse, which run over zeros more, agree to rounding.
+
+Smoothed and unsmoothed aggregation keep a setup per pattern (its power iteration's
+and tentative prolongation's arrays are not padded), and so do the multicolor smoothers,
+whose data follow a pattern's coloring.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from . import _classical, _ffi_primitives
+from ._classical import InterpolationArrays, MultipassArrays
+from ._csr_arrays import CsrArrays
+from ._size_classes import LevelShape
+
+
+class LevelLayout(NamedTuple):
+    """What the shapes of a classical level's setup arrays depend on besides their sizes.
+
+    Attributes:
+      multipass: multipass interpolation (an aggressive level), else D1/D2.
+      truncated: whether truncation drops weights (``P``'s pattern is not the full one).
+      passes: the multipass passes (0 for D1/D2).
+      dropped: whether a multipass plan lists the dropped weights rather than the kept.
+    """
+
+    multipass: bool
+    truncated: bool
+    passes: int
+    dropped: bool
+
+
+def level_layout(arrays: InterpolationArrays | MultipassArrays) -> LevelLayout:
+    """The layout of a classical level's interpolation arrays (:func:`._classical.host_arrays`)."""
+    if isinstance(arrays, MultipassArrays):
+        return LevelLayout(True, arrays.keep is not None or arrays.dropped is not None,
+                           len(arrays.passes), arrays.dropped is not None)
+    return LevelLayout(False, arrays.keep is not None, 0, False)
+
+
+def setup_sizes(level, arrays: InterpolationArrays | MultipassArrays) -> tuple[int, ...]:
+    """The true sizes a classical :class:`._hierarchy.LevelStructure`'s setup arrays are
+    padded by, beyond its :class:`~._size_classes.LevelShape`: the nonzeros of ``A P``, the
+    untruncated weights (when truncated), then the D1/D2 plan's pairs and triples, or each
+    multipass pass's triples and the dropped weights (when listed). ``arrays``: its
+    interpolation's host arrays.
+
+    Every other array's length follows from these and the level's shape: ``P``'s kept
+    positions have ``P``'s nonzeros, the C points' unit positions the next level's rows.
+    """
+    layout = level_layout(arrays)
+    sizes = [level.a_p.c.nnz] + ([level.interpolation.full.nnz] if layout.truncated else [])
+    if layout.multipass:
+        sizes += [entries.shape[0] for entries, _ in arrays.passes]
+        sizes += [arrays.dropped.shape[0]] if layout.dropped else []
+    else:
+        sizes += [arrays.pair_positions.shape[0], arrays.triple_entries.shape[0]]
+    return tuple(sizes)
+
+
+def padded_interpolation(level, arrays: InterpolationArrays | MultipassArrays,
+                         shape: LevelShape, sizes: tuple[int, ...]
+                         ) -> InterpolationArrays | MultipassArrays:
+    """A classical level's interpolation ``arrays`` (host) padded to its ``shape`` and
+    the padded ``sizes`` (:func:`setup_sizes`'s order)."""
+    layout = level_layout(arrays)
+    full_nnz = padded_full_nnz(layout, shape, sizes)
+    own_full = level.interpolation.full.nnz
+    n, rows = level.a.n_rows, shape.rows
+    full_indptr = _padded(arrays.full_indptr, rows + 1, own_full)
+    if layout.multipass:
+        interpolatory = np.zeros(shape.a_nnz, bool)
+        interpolatory[:level.a.nnz] = level.interpolation.plan.interpolatory
+        return MultipassArrays(
+            full_indptr=full_indptr,
+            interpolatory_bits=np.packbits(interpolatory, bitorder="little"),
+            # padding goes to the segment past the last weight, which a segment sum drops
+            unit_positions=_padded(arrays.unit_positions, shape.coarse_rows, full_nnz),
+            passes=tuple((_padded(entries, size, 0), _padded(destinations, size, full_nnz))
+                         for (entries, destinations), size in zip(
+                             arrays.passes, sizes[1 + layout.truncated:][:layout.passes],
+                             strict=True)),
+            keep=None if arrays.keep is None else _padded(arrays.keep, shape.p_nnz, 0),
+            # padding lies past every kept position (_classical._kept_positions drops it)
+            dropped=(None if arrays.dropped is None
+                     else _padded(arrays.dropped, sizes[-1], _PAST_EVERY_POSITION)))
+    pairs, triples = sizes[-2:]
+    nowhere = own_full + rows  # a destination of no weight and no row, for the kernel
+
+    def destinations(d: np.ndarray, size: int) -> np.ndarray:
+        return _padded(np.where(d >= own_full + n, nowhere, d).astype(d.dtype), size, nowhere)
+
+    return InterpolationArrays(
+        coarse=_padded(arrays.coarse, rows, False),
+        full_indptr=full_indptr,
+        a_destination=destinations(arrays.a_destination, shape.a_nnz),
+        pair_positions=_padded(arrays.pair_positions, pairs, shape.a_nnz),
+        pair_triples=_padded(arrays.pair_triples, pairs + 1, arrays.triple_entries.shape[0]),
+        triple_entries=_padded(arrays.triple_entries, triples, 0),
+        triple_destinations=destinations(arrays.triple_destinations, triples),
+        keep=None if arrays.keep is None else _padded(arrays.keep, shape.p_nnz, 0))
+
+
+_PAST_EVERY_POSITION = np.iinfo(np.int32).max // 2
+
+
+def padded_full_nnz(layout: LevelLayout, shape: LevelShape, sizes: tuple[int, ...]) -> int:
+    """The padded count of a level's untruncated weights (``P``'s when none is dropped)."""
+    return sizes[1] if layout.truncated else shape.p_nnz
+
+
+def _padded(array: np.ndarray, size: int, fill) -> np.ndarray:
+    return np.concatenate([array, np.full(size - array.shape[0], fill, array.dtype)])
+
+
+def true_interpolation(level, arrays: InterpolationArrays | MultipassArrays
+                       ) -> InterpolationArrays | MultipassArrays:
+    """The part of :func:`padded_interpolation`'s arrays (on the device) that holds
+    ``level``'s own plan (jit-able): what a numeric setup of that pattern alone reads."""
+    own = _classical.host_arrays(level.interpolation)
+    cut = jax.tree.map(lambda padded, true: padded[:true.shape[0]], arrays, own)
+    if isinstance(cut, MultipassArrays):
+        return cut
+    nowhere = level.interpolation.full.nnz + level.a.n_rows
+    return cut._replace(a_destination=jnp.minimum(cut.a_destination, nowhere),
+                        triple_destinations=jnp.minimum(cut.triple_destinations, nowhere))
+
+
+def within(values: jax.Array, indptr: jax.Array) -> jax.Array:
+    """``values`` with zeros past the last row's end of ``indptr`` (the padding)."""
+    return jnp.where(jnp.arange(values.shape[0], dtype=indptr.dtype) < indptr[-1], values, 0)
+
+
+def weights(layout: LevelLayout, arrays: InterpolationArrays | MultipassArrays,
+            full_nnz: int, a: CsrArrays, diagonal: jax.Array, p: CsrArrays) -> jax.Array:
+    """``P``'s values on padded arrays (``full_nnz``: the padded untruncated weights;
+    ``p``: ``P``'s padded pattern): the D1/D2 kernel's, or the multipass formula's; zero
+    past ``P``'s last row."""
+    if not layout.multipass:
+        return within(_ffi_primitives.interpolation_weights(
+            a.values, diagonal, a.indices, a.indptr, arrays.coarse, arrays.full_indptr,
+            arrays.a_destination, arrays.pair_positions, arrays.pair_triples,
+            arrays.triple_entries, arrays.triple_destinations, arrays.keep, p.indptr,
+            full_nnz=full_nnz), p.indptr)
+    values = _classical._multipass_weights(jnp, arrays, full_nnz, a.values, a.row_ids,
+                                          a.indices, diagonal)
+    if layout.truncated:
+        keep = arrays.keep if arrays.dropped is None else _classical._kept_positions(
+            jnp, arrays.dropped, full_nnz, count=p.indices.shape[0])
+        values = _classical._truncated(jnp, values, arrays.full_indptr, keep,
+                                       true_count=p.indptr[-1])
+    return within(values, p.indptr)
+
+
+def product(a: CsrArrays, b: CsrArrays, c: CsrArrays, n_cols: int) -> jax.Array:
+    """The values of ``C = A B`` on padded patterns (native kernels), zero past ``C``'s
+    last row."""
+    return within(_ffi_primitives.csr_product_values(a, b, c.indices, c.indptr,
+                                                     n_cols=n_cols), c.indptr)
