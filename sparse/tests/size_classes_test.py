@@ -200,3 +200,38 @@ def test_the_padded_numeric_setup_computes_the_unpadded_numbers(x64, amg):
     assert other.padded_setup == structure.padded_setup
     assert other.fingerprint != structure.fingerprint
     assert count[0] == 0
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not any(d.platform == "gpu" for d in jax.devices()), reason="needs a GPU")
+@pytest.mark.parametrize("amg", [{}, {"selector": "PMISC", "aggressive_levels": 1}],
+                         ids=["HMIS D2", "PMISC + aggressive"])
+def test_the_padded_numeric_setup_on_a_gpu(x64, amg):
+    # The CUDA kernels on padded arrays (row pointers that end before their arrays, plan
+    # pairs at A's end): the per-pattern setup's numbers (to rounding: XLA's segment sums
+    # on a GPU add in no fixed order), zeros past every last row, and a second pattern of
+    # the class sets up without compiling.
+    gpu = next(d for d in jax.devices() if d.platform == "gpu")
+    first, second = (sparse.as_csr(with_extra_couplings(poisson3d(10), 10, 6, seed))
+                     for seed in (3, 5))
+    first, second = (a.with_values(jax.device_put(a.values, gpu)) for a in (first, second))
+    config = sparse.parse_amgx_config({"preconditioner": amg})
+    sparse.clear_cache()
+    structure, padded = _setup.System.for_matrix(first, config, None, reuse_setup=False,
+                                                 check=True).setup
+    arrays = jax.device_put(structure.arrays, gpu)
+    expected = _hierarchy.padded_hierarchy(jax.jit(_hierarchy.numeric_setup, static_argnums=0)(
+        _setup._without_arrays(structure), arrays, first.values, None), structure.shape)
+    for got, want in zip(jax.tree.leaves(padded), jax.tree.leaves(expected), strict=True):
+        np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-12,
+                                   atol=1e-14 * float(np.max(np.abs(np.asarray(want)),
+                                                             initial=1)))
+    for level in padded.levels:
+        for operator in (level.a, level.p, level.r):
+            end = int(operator.indptr[-1])
+            assert not np.any(np.asarray(operator.values)[end:])
+    with counted_compilations() as count:
+        _, numbers = _setup.System.for_matrix(second, config, None, reuse_setup=False,
+                                              check=True).setup
+        jax.block_until_ready(numbers)
+    assert count[0] == 0
