@@ -364,9 +364,11 @@ def csr_product_values(a: Any, b: Any, c_indices: jax.Array, c_indptr: jax.Array
     CPU (which finds ``l``'s place in a table of ``n_cols`` entries a thread, checks the
     patterns and rejects a product outside ``C``'s) and on CUDA GPUs (a group of a warp's
     threads per row, which searches the row and trusts the patterns: a row with a product
-    outside the pattern becomes NaN; ``B``'s rows must not repeat a column). Unchecked here,
-    not differentiable (:mod:`._products` wraps it); under ``vmap`` over values, still one
-    kernel call for the batch of systems (over patterns, a loop of calls).
+    outside the pattern becomes NaN; ``B``'s rows must not repeat a column). Row pointers
+    may end before their arrays (a pattern padded to a size class, :mod:`._padded_setup`):
+    entries past the last row are read by none, and ``C``'s are left unwritten. Unchecked
+    here, not differentiable (:mod:`._products` wraps it); under ``vmap`` over values, still
+    one kernel call for the batch of systems (over patterns, a loop of calls).
 
     Raises:
       RuntimeError: on a GPU, when the CUDA library is unavailable.
@@ -426,9 +428,11 @@ def interpolation_weights(values: jax.Array, diagonal: jax.Array, indices: jax.A
     :func:`interpolation_values` computes them on the host, a row at a time, each sum in
     double in one fixed order: a kernel on the CPU (which checks the plan and rejects one
     that sends a value outside its row) and on CUDA GPUs (a thread per row, which trusts
-    the plan; such a row becomes NaN). Unchecked here, not differentiable (:mod:`._classical`
-    wraps it); under ``vmap`` over values and diagonal, one kernel call for the batch (over
-    plans, a loop of calls).
+    the plan; such a row becomes NaN). Padded arrays (:mod:`._padded_setup`) may end their
+    row pointers and ``pair_triples`` before their arrays, place pairs at ``A``'s end (read
+    by no row) and leave ``P``'s values past its last row unwritten. Unchecked here, not
+    differentiable (:mod:`._classical` wraps it); under ``vmap`` over values and diagonal,
+    one kernel call for the batch (over plans, a loop of calls).
 
     Raises:
       RuntimeError: on a GPU, when the CUDA library is unavailable.
