@@ -61,7 +61,10 @@ MEANINGS: dict[str, str | tuple[str, Any]] = {
                                      " aggregation prolongation by one damped-Jacobi step.",
     "smoother": "The relaxation of every level but the coarsest: a solver name or a scope.",
     "presweeps": "Smoothing sweeps before the coarse-grid correction.",
-    "postsweeps": "Smoothing sweeps after the coarse-grid correction.",
+    "postsweeps": "Smoothing sweeps after the coarse-grid correction. Where none of"
+                  " `presweeps`, `postsweeps` and `cycle` is given, `solve` smooths twice"
+                  " here in the AMG preconditioner of PBICGSTAB, GMRES or FGMRES on a real"
+                  " matrix (a V(1, 2) cycle).",
     "cycle": "The cycle: V, W or F.",
     "max_levels": "Levels at most, the finest included.",
     "min_coarse_rows": "Stop coarsening at a level with this many rows or fewer.",

@@ -171,7 +171,9 @@ def amg_preconditioner(**changes):
 
 class TestParseAmgxConfig:
     def test_parse_amgx_config_defaults(self):
-        expected = solver("PBICGSTAB", preconditioner=amg_preconditioner())
+        # No cycle key: the cycle is left to jaxsolve (for_dtype; default_cycle_test.py).
+        expected = solver("PBICGSTAB",
+                          preconditioner=amg_preconditioner(amg=amg(default_cycle=True)))
         assert DEFAULT_SOLVER_CONFIG == expected
         assert parse_amgx_config() is DEFAULT_SOLVER_CONFIG
         assert parse_amgx_config({}) == expected
@@ -268,7 +270,7 @@ class TestParseAmgxConfig:
             "smoother": {"solver": "BLOCK_JACOBI", "max_iters": 4, "tolerance": 0.1,
                          "monitor_residual": 1, "print_solve_stats": 1}})
         # Classical AMG's keys are read, as AmgX reads them, and left out for aggregation.
-        assert config == solver("AMG", amg=aggregation())
+        assert config == solver("AMG", amg=aggregation(default_cycle=True))
 
     @pytest.mark.parametrize("config", [
         DEFAULT_SOLVER_CONFIG,

@@ -38,7 +38,7 @@ from jaxsolve import autodiff
 from . import _blocks, _matrix_free
 from ._amgx import solve_amgx
 from ._backend import current_backend
-from ._config import SolverConfig, krylov_options, parse_amgx_config, with_overrides
+from ._config import SolverConfig, for_dtype, krylov_options, parse_amgx_config, with_overrides
 from ._csr_arrays import CsrArrays
 from ._sharded import ShardedCsrMatrix, solve_sharded
 from ._hierarchy import Hierarchy
@@ -259,8 +259,8 @@ def solve(
                 near_nullspace=near_nullspace, comm=comm, nglobal=nglobal,
                 partition_info=partition_info, block_dim=blocks, nullspace=nullspace,
                 transpose_nullspace=transpose_nullspace)
-        return solve_sharded(A, b, x0, config, reports, reuse_setup=reuse_setup,
-                             derivative=derivative, check=check)
+        return solve_sharded(A, b, x0, for_dtype(config, A.dtype), reports,
+                             reuse_setup=reuse_setup, derivative=derivative, check=check)
     if comm is not None or nglobal is not None or partition_info is not None:
         _reject("with comm= (a distributed solve across MPI processes)",
                 near_nullspace=near_nullspace, block_dim=blocks, nullspace=nullspace,
@@ -277,7 +277,8 @@ def solve(
         nullspace = _matrix_free.attached_nullspace(A)
     matrix, b, x0, near_nullspace = checked_inputs("solve", A, b, x0, near_nullspace, check,
                                                    values_checked_by_solve=True)
-    config = _blocks.block_config("solve", config, matrix.shape[0], block_dim)
+    config = _blocks.block_config("solve", for_dtype(config, matrix.values.dtype),
+                                  matrix.shape[0], block_dim)
     spaces = null_spaces("solve", matrix, nullspace, transpose_nullspace, check)
     if spaces is not None:  # singular: the coarsest AMG level gets a pseudo-inverse
         config = singular_config(config, spaces)
