@@ -19,7 +19,9 @@ jaxsolve's defaults (``PBICGSTAB``, ``tolerance 1e-6`` relative, ``max_iters 100
 hold on both engines; AmgX's run-wide settings at the config's top level
 (``determinism_flag``, ...), which jaxsolve ignores, go to AmgX as given. Settings only jaxsolve has (``jaxsolve_smoothed_aggregation``,
 ``jaxsolve_hierarchy_precision``) are refused; a ``BLOCK_JACOBI`` without
-``relaxation_factor`` takes AmgX's 0.9 (jaxsolve estimates its own).
+``relaxation_factor`` takes AmgX's 0.9 (jaxsolve estimates its own), and an AMG without
+``presweeps``, ``postsweeps`` or ``cycle`` AmgX's V(1, 1) cycle (jaxsolve's engine smooths
+twice after the correction for PBICGSTAB, GMRES and FGMRES on a real matrix).
 
 **Handles.** Per sparsity pattern, configuration, dtype and orientation (``A``, or ``Aᵀ``
 for a gradient), one AmgX solver (config, resources, matrix, vectors) lives in the

@@ -700,7 +700,8 @@ class SolverConfig:
         The keys AmgX does not know, ``jaxsolve_smoothed_aggregation`` and
         ``jaxsolve_hierarchy_precision``, are written only when set.  A BLOCK_JACOBI's
         estimated damping has no AmgX key: its ``relaxation_factor`` is left out, and
-        AmgX takes its own default, 0.9.
+        AmgX takes its own default, 0.9; so are ``presweeps``, ``postsweeps`` and ``cycle``
+        of a cycle left to jaxsolve (:attr:`AMGConfig.default_cycle`; AmgX's V(1, 1)).
 
         Returns:
           A JSON-serializable dict.
