@@ -1,5 +1,6 @@
 """Tests for jaxsolve.sparse.solve: accuracy, configurations, transformations, failures."""
 
+import collections
 import gc
 import re
 
@@ -542,7 +543,8 @@ class TestCache:
     def test_a_resetup_reruns_the_compiled_numeric_setup(self, monkeypatch, x64):
         """New values of the same kind on a cached structure run the numeric setup's
         executable again, without lowering (tracing, then looking up the compilation) it
-        anew, which on a GPU cost the host longer than the device took for the setup."""
+        anew, which on a GPU cost the host longer than the device took for the setup.
+        (A classical setup's is its size class's program, which no other test compiled.)"""
         sparse.clear_cache()
         A = sparse.as_csr(matrices.poisson_matrix(12, dtype=np.float64))
         b = matrices.rhs_ones(144, dtype=np.float64)
@@ -553,8 +555,9 @@ class TestCache:
                 lowered.append(args)
                 return numeric_setup.lower(*args)
 
-        numeric_setup = _setup._numeric_setup
-        monkeypatch.setattr(_setup, "_numeric_setup", CountingLowering())
+        numeric_setup = _setup._padded_numeric_setup
+        monkeypatch.setattr(_setup, "_padded_numeric_setup", CountingLowering())
+        monkeypatch.setattr(_setup, "_PADDED_PROGRAMS", collections.OrderedDict())
         x, _ = sparse.solve(A, b)
         x_doubled, _ = sparse.solve(A.with_values(2 * A.values), b)
         assert len(lowered) == 1
