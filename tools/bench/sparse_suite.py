@@ -50,7 +50,10 @@ call (jaxsolve: with compilation and the host setup; PyAMG: setup + solve). ``tr
 ``2 · tol``. ``ratio``: iterations over the fewest of the PyAMG rows that converged (by the
 true residual: PyAMG's GMRES tests the preconditioned one, and can report ``info 0`` far
 from ``tol``). ``status``: jaxsolve's ``Status`` and ``FailureReason`` (PyAMG: its Krylov
-method's ``info``).
+method's ``info``). ``helmholtz`` has no ratio: PyAMG 5.4's Ruge–Stüben setup raises on a
+complex matrix, and its SA preconditioner diverges on this indefinite one (GMRES's
+preconditioned residual 6.5e35 at the start, ``info 0`` after 2 steps at a true residual
+of 1; FGMRES and BiCGSTAB end their 500 iterations at true residuals of 56–190).
 
 A configuration that runs longer than ``--hang-seconds`` ends the run with the stacks of its
 threads (the rows before it are printed, and written to ``--json`` after every problem): a
