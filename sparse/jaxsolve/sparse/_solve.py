@@ -80,7 +80,9 @@ def solve(
     The method is configured in AmgX's vocabulary (:func:`parse_amgx_config`); by default
     BiCGSTAB preconditioned by one V-cycle of classical AMG (HMIS coarsening, distance-two
     interpolation; JAX-AMG's coarsening is PMIS), to a residual ``1e-6`` times the initial
-    one, in at most 1000 iterations.  Aggregation AMG (``"algorithm": "AGGREGATION"``, jaxsolve's
+    one, in at most 1000 iterations.  The V-cycle smooths once before its coarse-grid
+    correction and, on a real matrix, twice after it (once on a complex one, and under
+    PCG; :attr:`AMGConfig.default_cycle`).  Aggregation AMG (``"algorithm": "AGGREGATION"``, jaxsolve's
     default before classical AMG arrived) sets up faster and cycles more cheaply, in more
     iterations.
 
