@@ -96,7 +96,12 @@ def solve(
     inside the compiled program: new values on a fixed pattern never leave the device.
     ``reuse_setup=True`` skips the numeric setup and reuses the numbers of the latest
     setup done with concrete values on this pattern (AmgX's "no resetup"), if there is
-    one.
+    one.  The structure itself is built once per pattern and configuration, from the
+    values of the first setup, and kept for every later call on that pattern, with
+    concrete values too (``reuse_setup=False`` reruns the numeric setup only, as AmgX's
+    re-setup with its structure kept): before solving a different operator on the same
+    pattern (other physics on one mesh), call :func:`clear_cache`, or the first
+    operator's splitting serves it, correctly but in more iterations.
 
     **Derivatives** flow to ``b`` and to ``A``'s values (cotangents on its pattern, never
     a dense ``n × n`` array); ``x0`` gets none.  ``derivative="implicit"`` supports forward
