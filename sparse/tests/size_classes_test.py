@@ -1,6 +1,7 @@
 """Size classes: a kept hierarchy is padded so that a new pattern of similar size reuses the
 compiled solve, and the padding changes no iteration (see ``_size_classes.py``)."""
 
+import collections
 import types
 
 import jax
@@ -11,7 +12,9 @@ import scipy.sparse
 from jaxsolve_testing import counted_compilations
 
 from jaxsolve import sparse
-from jaxsolve.sparse import _cycle, _hierarchy, _setup, _size_classes, _solve, matrices
+from jaxsolve.sparse import (_cycle, _hierarchy, _padded_setup, _setup, _size_classes, _solve,
+                             matrices)
+from jaxsolve.sparse._csr_arrays import CsrStructure
 
 
 def poisson3d(n: int) -> scipy.sparse.csr_array:
@@ -84,6 +87,54 @@ def test_a_hierarchy_takes_a_shape_in_use_that_fits_it():
     assert _size_classes.class_shape(*smaller, 1) != shape
 
 
+@pytest.fixture
+def fresh_shapes(monkeypatch):
+    """No shape handed out yet (none of an earlier test's to take)."""
+    monkeypatch.setattr(_size_classes, "_SHAPES", collections.OrderedDict())
+
+
+def test_small_sizes_have_room_for_a_similar_pattern_either_way(fresh_shapes):
+    # 24³ default AMG's sizes for a pattern of eight extra couplings (seed 1 of the bench)
+    rows, nonzeros, p_nonzeros = ([13824, 6912, 1084, 148], [93328, 121134, 46286, 6952],
+                                  [34556, 24396, 3890])
+    shape = _size_classes.class_shape(*fake_levels(rows, nonzeros, p_nonzeros), 1)
+    assert all(n <= k < 1.5 * n + 4 for n, k in zip(
+        _size_classes._sizes(_size_classes.true_shape(*fake_levels(rows, nonzeros,
+                                                                   p_nonzeros))),
+        _size_classes._sizes(shape)))
+    # Another's coarsest level (seed 2): 29 % more rows, 37 % more nonzeros. The small
+    # sizes' room (6 / 5, and up to 2 × for a smaller pattern) holds it, and one 20 %
+    # smaller; the first coarse level, not small, takes no pattern 30 % smaller.
+    for coarsest in [(191, 9547), (118, 5562)]:
+        other = fake_levels(rows[:3] + [coarsest[0]], nonzeros[:3] + [coarsest[1]], p_nonzeros)
+        assert _size_classes.class_shape(*other, 1) == shape
+    smaller = fake_levels([13824, 4838] + rows[2:], [93328, 84794] + nonzeros[2:], p_nonzeros)
+    assert _size_classes.class_shape(*smaller, 1) != shape
+    assert len(_size_classes._SHAPES[(13824, 93328, (1,) * 4, None)]) == 2
+
+
+def structure_of(n, couplings, seed, amg):
+    a = with_extra_couplings(poisson3d(n), n, couplings, seed)
+    config = _setup.amg_config(sparse.parse_amgx_config({"preconditioner": amg}))
+    return _hierarchy.build_structure(CsrStructure(a.indptr.astype(np.int32),
+                                                   a.indices.astype(np.int32), n**3),
+                                      a.data, 1, config)
+
+
+@pytest.mark.parametrize(("n", "couplings", "seeds", "amg"), [
+    (24, 8, (1, 2), {}),  # the bench's default: a coarsest level 29 % larger (rows)
+    (13, 6, (5, 4), {"selector": "PMISC", "aggressive_levels": 1}),  # 19 % fewer dropped
+], ids=["default 24", "PMISC + aggressive 13"])
+def test_similar_patterns_take_one_shape(x64, fresh_shapes, n, couplings, seeds, amg):
+    # Hierarchies of two patterns of one size, whose small sizes differ by a fifth or more:
+    # one shape, so one compiled solve and one compiled numeric setup serve both.
+    first, second = (structure_of(n, couplings, seed, amg) for seed in seeds)
+    assert (_size_classes.true_shape(first.levels, first.coarsest)
+            != _size_classes.true_shape(second.levels, second.coarsest))
+    assert second.shape == first.shape and second.padded_setup == first.padded_setup
+    assert sum(len(shapes) for shapes in _size_classes._SHAPES.values()) == 1
+
+
 NEW_PATTERN_CONFIGS = {
     "default": {},
     "PMISC + 1 aggressive": {"preconditioner": {"solver": "AMG", "algorithm": "CLASSICAL",
@@ -129,7 +180,7 @@ CONFIGS = {
 
 
 @pytest.mark.parametrize("amg", list(CONFIGS.values()), ids=list(CONFIGS))
-def test_the_padded_hierarchy_cycles_as_the_unpadded_one(x64, amg):
+def test_the_padded_hierarchy_cycles_as_the_unpadded_one(x64, fresh_shapes, amg):
     a = sparse.as_csr(with_extra_couplings(poisson3d(10), 10, 6, 3))
     config = sparse.parse_amgx_config({"preconditioner": amg})
     structure, padded = _setup.System.for_matrix(a, config, None, reuse_setup=False,
@@ -141,7 +192,7 @@ def test_the_padded_hierarchy_cycles_as_the_unpadded_one(x64, amg):
         true_rows)
     padded_rows = [level.a.n_rows for level in padded.levels] + [padded.coarsest.a.n_rows]
     assert padded_rows[0] == true_rows[0] and padded_rows != true_rows
-    # the memory bound: every padded array under 1.5 × its true size + 4
+    # the memory bound of a new shape: every padded array under 1.5 × its true size + 4
     for true, kept in zip(jax.tree.leaves(unpadded), jax.tree.leaves(padded), strict=True):
         assert all(t <= k < 1.5 * t + 4 for t, k in zip(true.shape, kept.shape)), (
             true.shape, kept.shape)
@@ -200,6 +251,38 @@ def test_the_padded_numeric_setup_computes_the_unpadded_numbers(x64, amg):
     assert other.padded_setup == structure.padded_setup
     assert other.fingerprint != structure.fingerprint
     assert count[0] == 0
+
+
+def test_clear_cache_keeps_the_compiled_setups_and_finalize_drops_them(x64, monkeypatch):
+    # The size classes' compiled numeric setups hold no arrays: clear_cache() leaves them
+    # (a pattern set up again traces, lowers and compiles nothing), finalize() drops them.
+    monkeypatch.setattr(_padded_setup, "_PROGRAMS", collections.OrderedDict())
+    lowered = []
+    padded_numeric_setup = _setup._padded_numeric_setup
+
+    class CountingLowering:
+        def lower(self, *args):
+            lowered.append(args)
+            return padded_numeric_setup.lower(*args)
+
+    monkeypatch.setattr(_setup, "_padded_numeric_setup", CountingLowering())
+    a = sparse.as_csr(with_extra_couplings(poisson3d(8), 8, 4, 1))
+    config = sparse.parse_amgx_config({})
+
+    def setup():
+        jax.block_until_ready(_setup.System.for_matrix(a, config, None, reuse_setup=False,
+                                                       check=True).setup[1])
+        return len(lowered)
+
+    sparse.clear_cache()
+    assert setup() == 1 and len(_padded_setup._PROGRAMS) == 1
+    sparse.clear_cache()
+    with counted_compilations() as count:
+        assert setup() == 1 and len(_padded_setup._PROGRAMS) == 1
+    assert count[0] == 0
+    sparse.finalize()
+    assert not _padded_setup._PROGRAMS
+    assert setup() == 2 and len(_padded_setup._PROGRAMS) == 1
 
 
 @pytest.mark.gpu

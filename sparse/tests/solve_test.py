@@ -14,7 +14,7 @@ import scipy.sparse.linalg
 from jax.experimental import sparse as jsparse
 
 from jaxsolve import sparse
-from jaxsolve.sparse import _setup, matrices
+from jaxsolve.sparse import _padded_setup, _setup, matrices
 
 # Smoothed aggregation with ℓ1-Jacobi, which (unlike damped Jacobi with ω = 0.9) smooths
 # every SPD matrix, elasticity included.
@@ -557,7 +557,7 @@ class TestCache:
 
         numeric_setup = _setup._padded_numeric_setup
         monkeypatch.setattr(_setup, "_padded_numeric_setup", CountingLowering())
-        monkeypatch.setattr(_setup, "_PADDED_PROGRAMS", collections.OrderedDict())
+        monkeypatch.setattr(_padded_setup, "_PROGRAMS", collections.OrderedDict())
         x, _ = sparse.solve(A, b)
         x_doubled, _ = sparse.solve(A.with_values(2 * A.values), b)
         assert len(lowered) == 1

@@ -26,8 +26,10 @@ aggressive level), in one process, in this order:
   of nonzeros; then **new pattern, (n−1)³**: a grid one cell smaller. Each shows whether a
   pattern of similar size reuses the compiled programs (``0 programs``) or recompiles.
 
-Every cell is ``time`` or ``time [programs compiled, from disk; compile and trace + lower
-time]``: a new pattern read entirely from disk still pays its tracing and lowering. A second run with
+Every cell is ``time`` or ``time, CPU time [programs compiled, from disk; compile and
+trace + lower time]`` (the CPU time is the process's, all its threads': on a shared machine
+the steadier measure): a new pattern read entirely from disk still pays its tracing and
+lowering. **memory kept** is ``describe``'s: the device bytes the setup keeps, over ``A``'s. A second run with
 ``JAXSOLVE_COMPILATION_CACHE=<dir>`` (the same directory) shows the first call of a process
 that finds its programs on disk.
 
@@ -82,6 +84,7 @@ STAGES = (
     "new pattern, same rows",
     "another such pattern",
     "new pattern, (n-1)^3",
+    "memory kept",
 )
 
 _BACKEND_COMPILE = "/jax/core/compile/backend_compile_duration"
@@ -145,9 +148,12 @@ class Cell:
     seconds: float
     compiled: Compilations | None = None
     iterations: int | None = None
+    cpu_seconds: float | None = None  # the process's CPU time (all threads), when measured
 
     def __str__(self) -> str:
         text = _duration(self.seconds)
+        if self.cpu_seconds is not None:
+            text += f", CPU {_duration(self.cpu_seconds)}"
         if self.iterations is not None:
             text += f" ({self.iterations} its)"
         compiled = self.compiled
@@ -159,12 +165,26 @@ class Cell:
         return text
 
     def as_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"seconds": self.seconds, "iterations": self.iterations}
+        out: dict[str, Any] = {"seconds": self.seconds, "cpu_seconds": self.cpu_seconds,
+                               "iterations": self.iterations}
         if self.compiled is not None:
             out |= {"programs": self.compiled.programs, "from_disk": self.compiled.from_disk,
                     "compile_seconds": self.compiled.compile_seconds,
                     "trace_and_lower_seconds": self.compiled.trace_and_lower_seconds}
         return out
+
+
+@dataclasses.dataclass
+class Ratio:
+    """Bytes kept, in units of the matrix's."""
+
+    times_matrix: float
+
+    def __str__(self) -> str:
+        return f"{self.times_matrix:.2f} × A"
+
+    def as_json(self) -> dict[str, Any]:
+        return {"times_matrix": self.times_matrix}
 
 
 def _duration(seconds: float) -> str:
@@ -198,27 +218,30 @@ def with_extra_couplings(A: scipy.sparse.csr_matrix, n: int, k: int, seed: int
     return out
 
 
-def _once(fn: Callable[[], Any]) -> tuple[float, Any]:
-    start = time.perf_counter()
+def _once(fn: Callable[[], Any]) -> tuple[float, float, Any]:
+    """``fn()``'s wall and CPU seconds (the process's, every thread's) and result."""
+    start, cpu = time.perf_counter(), time.process_time()
     result = jax.block_until_ready(fn())
-    return time.perf_counter() - start, result
+    return time.perf_counter() - start, time.process_time() - cpu, result
 
 
-def _median(fn: Callable[[], Any], repeats: int, warmup: int) -> tuple[float, Any]:
+def _median(fn: Callable[[], Any], repeats: int, warmup: int) -> tuple[float, float, Any]:
+    """The median wall and CPU seconds of ``fn()`` over ``repeats`` calls after ``warmup``."""
     times, result = [], None
     for _ in range(warmup + repeats):
         result = None
-        seconds, result = _once(fn)
+        *seconds, result = _once(fn)
         times.append(seconds)
-    return statistics.median(times[warmup:]), result
+    wall, cpu = zip(*times[warmup:], strict=True)
+    return statistics.median(wall), statistics.median(cpu), result
 
 
 def _first_solve(A: Any, b: jax.Array, config: dict[str, Any]) -> Cell:
     """One solve end to end, on a pattern not seen before, with what it compiled."""
     with compilations() as compiled:
-        seconds, (_, info) = _once(lambda: jsp.solve(A, b, config=config))
+        seconds, cpu, (_, info) = _once(lambda: jsp.solve(A, b, config=config))
     _check(info)
-    return Cell(seconds, compiled, int(info.iterations))
+    return Cell(seconds, compiled, int(info.iterations), cpu)
 
 
 def _check(info: Any) -> None:
@@ -228,12 +251,12 @@ def _check(info: Any) -> None:
 
 
 def measure(n: int, config: dict[str, Any], *, extra_couplings: int, repeats: int,
-            warmup: int, seed: int = 0) -> dict[str, Cell]:
+            warmup: int, seed: int = 0) -> dict[str, Cell | Ratio]:
     """The stages of one configuration on the ``n³`` grid (see the module's docstring)."""
     host = poisson3d(n)
     A = jsp.as_csr(host)
     b = matrices.rhs_random(n**3, seed, dtype=jnp.float64)
-    cells: dict[str, Cell] = {}
+    cells: dict[str, Cell | Ratio] = {}
 
     jsp.clear_cache()
     first = _first_solve(A, b, config)
@@ -245,22 +268,25 @@ def measure(n: int, config: dict[str, Any], *, extra_couplings: int, repeats: in
         jsp.clear_cache()
         return jsp.describe(A, config)
 
-    phases = [_once(fresh_setup)[1].setup_seconds for _ in range(warmup + repeats)][warmup:]
+    described = [_once(fresh_setup)[-1] for _ in range(warmup + repeats)][warmup:]
+    phases = [hierarchy.setup_seconds for hierarchy in described]
+    cells["memory kept"] = Ratio(sum(described[-1].bytes_kept.values())
+                                 / described[-1].matrix_bytes)
     cells["host setup (structure)"] = Cell(statistics.median(
         sum(s for phase, s in p.items() if phase != "numeric setup") for p in phases))
     cells["numeric setup"] = Cell(statistics.median(p["numeric setup"] for p in phases))
 
     with compilations() as compiled:
-        seconds, (_, info) = _median(
+        seconds, cpu, (_, info) = _median(
             lambda: jsp.solve(A, b, config=config, reuse_setup=True), repeats, warmup)
     _check(info)
-    cells["solve"] = Cell(seconds, compiled, int(info.iterations))
+    cells["solve"] = Cell(seconds, compiled, int(info.iterations), cpu)
     new_values = A.values * 1.01
     with compilations() as compiled:
-        seconds, (_, info) = _median(
+        seconds, cpu, (_, info) = _median(
             lambda: jsp.solve(A.with_values(new_values), b, config=config), repeats, warmup)
     _check(info)
-    cells["re-setup + solve"] = Cell(seconds, compiled, int(info.iterations))
+    cells["re-setup + solve"] = Cell(seconds, compiled, int(info.iterations), cpu)
 
     cells["new pattern, same rows"] = _first_solve(
         jsp.as_csr(with_extra_couplings(host, n, extra_couplings, seed + 1)), b, config)
@@ -273,7 +299,7 @@ def measure(n: int, config: dict[str, Any], *, extra_couplings: int, repeats: in
     return cells
 
 
-def table(results: dict[str, dict[str, Cell]]) -> str:
+def table(results: dict[str, dict[str, Cell | Ratio]]) -> str:
     """The stages as rows, the configurations as columns (markdown)."""
     names = list(results)
     lines = ["| stage | " + " | ".join(names) + " |", "|---" * (len(names) + 1) + "|"]

@@ -49,3 +49,6 @@ def test_every_stage_of_a_tiny_grid():
     assert all(line.count("|") == 3 for line in lines)
     first_call = lines[2 + bench.STAGES.index("first call end to end")]
     assert "programs; compile " in first_call and "trace + lower " in first_call
+    assert ", CPU " in first_call and cells["solve"].cpu_seconds > 0
+    assert cells["memory kept"].times_matrix > 1  # the hierarchy, beside A's own values
+    assert lines[2 + bench.STAGES.index("memory kept")].endswith(" × A |")

@@ -29,6 +29,7 @@ from ._csr_arrays import CsrArrays
 from ._hierarchy import Hierarchy, HierarchyStructure
 from ._matrix_free import clear_coloring_cache
 from ._multicolor import MulticolorArrays
+from ._padded_setup import clear_programs
 
 _DEFAULT_SIZE = 8
 
@@ -191,7 +192,10 @@ def clear_cache() -> None:
 
     Also releases the device copies of matrices' diagonal positions that solves keep
     per pattern.  JAX-AMG's name for it, ``clear_solver_cache``, is an alias.  Programs
-    already compiled keep the arrays they captured.
+    already compiled keep the arrays they captured.  The numeric setups compiled per size
+    class (a classical hierarchy's; they hold no arrays) stay, as JAX's compiled solves do,
+    so that a pattern set up again traces and compiles nothing; :func:`finalize` drops
+    them.
     """
     _CACHE.clear()
     _csr.drop_device_copies()
@@ -214,8 +218,9 @@ def set_cache_size(maxsize: int) -> None:
 def finalize() -> None:
     """Releases what ``jaxsolve.sparse`` keeps between solves (JAX-AMG's ``finalize``).
 
-    The AMG setups and device copies (:func:`clear_cache`) and the structures found for
-    matrix-free operators (:func:`cache_coloring`'s cache).  jaxsolve holds no native
+    The AMG setups and device copies (:func:`clear_cache`), the numeric setups compiled
+    per size class and the structures found for matrix-free operators
+    (:func:`cache_coloring`'s cache).  jaxsolve holds no native
     solver library to shut down (JAX-AMG's also calls ``AMGX_finalize``), so solves may
     follow: they set up anew.
 
@@ -226,4 +231,5 @@ def finalize() -> None:
       0
     """
     clear_cache()
+    clear_programs()
     clear_coloring_cache()

@@ -8,10 +8,8 @@ from concrete values once (kept for ``reuse_setup``) or inside the caller's trac
 
 from __future__ import annotations
 
-import collections
 import dataclasses
 import functools
-import threading
 from collections.abc import Hashable
 from typing import Any, NamedTuple
 
@@ -26,6 +24,7 @@ from ._csr_arrays import CsrArrays, CsrStructure
 from ._hierarchy import (Hierarchy, HierarchyStructure, StructureArrays, build_structure,
                          numeric_setup, padded_hierarchy, padded_numeric_setup, sharing_arrays)
 from ._multicolor import MULTICOLOR_SMOOTHERS, MulticolorArrays, multicolor_ordering
+from ._padded_setup import compiled_program
 from ._relaxation import RelaxationData, relaxation_data, stored_diagonal
 from ._status import FailureReason
 
@@ -371,8 +370,7 @@ def _compiled_numeric_setup(structure: HierarchyStructure, values: jax.Array,
 
     For a classical structure on the CPU or a CUDA GPU, the program of its size class
     (:func:`._hierarchy.padded_numeric_setup`), compiled once for every structure of the
-    class and kept here (the most recently used :data:`_PADDED_PROGRAMS_KEPT`); else one
-    of its own.
+    class and kept (:func:`._padded_setup.compiled_program`); else one of its own.
     """
     setup = structure.padded_setup
     platform = (next(iter(values.devices())).platform if isinstance(values, jax.Array)
@@ -380,27 +378,13 @@ def _compiled_numeric_setup(structure: HierarchyStructure, values: jax.Array,
     if setup is None or platform not in ("cpu", "gpu"):
         return _numeric_setup.lower(_without_arrays(structure), structure.arrays, values,
                                     near_nullspace).compile()
-    key = (setup, _input_kind(values), _input_kind(near_nullspace))
-    with _PADDED_PROGRAMS_LOCK:
-        compiled = _PADDED_PROGRAMS.get(key)
-        if compiled is not None:
-            _PADDED_PROGRAMS.move_to_end(key)
-            return compiled
-    compiled = _padded_numeric_setup.lower(setup, structure.arrays, values,
-                                           near_nullspace).compile()
-    with _PADDED_PROGRAMS_LOCK:
-        _PADDED_PROGRAMS[key] = compiled
-        while len(_PADDED_PROGRAMS) > _PADDED_PROGRAMS_KEPT:
-            _PADDED_PROGRAMS.popitem(last=False)
-    return compiled
+    return compiled_program(
+        (setup, _input_kind(values), _input_kind(near_nullspace)),
+        lambda: _padded_numeric_setup.lower(setup, structure.arrays, values,
+                                            near_nullspace).compile())
 
 
 _padded_numeric_setup = jax.jit(padded_numeric_setup, static_argnums=0)
-# The compiled numeric setups of size classes, by class and kind of input: they hold no
-# arrays (a structure's are arguments), so clear_cache() leaves them, as JAX's caches.
-_PADDED_PROGRAMS: collections.OrderedDict[tuple, Any] = collections.OrderedDict()
-_PADDED_PROGRAMS_KEPT = 64
-_PADDED_PROGRAMS_LOCK = threading.Lock()
 
 
 def _input_kind(x: Any) -> Hashable:

@@ -8,11 +8,16 @@ differently): a new pattern would compile a new solve, seconds of XLA work. So t
 hierarchy a solve keeps is *padded*: every coarse level's rows, and the nonzeros of its
 operator and of every ``P`` and ``R``, are rounded up (:func:`class_shape`). A shape
 already handed out for the same finest size is taken when it fits (every size at least
-the true one, less than ``1.5 ×`` it ``+ 4``); else each size becomes the **size class**
-of ``9 / 8`` of it, a number ``q · 2ᵉ`` with ``q`` one of 4, 5, 6 or 7
-(:func:`size_class`: 4, 5, 6, 7, 8, 10, 12, 14, 16, 20, …), so that a similar pattern
-a little larger fits too. Patterns whose hierarchies take one shape run one compiled
-solve. The finest level, the user's ``A``, keeps its own sizes.
+the true one, less than ``1.5 ×`` it ``+ 4``, or ``2 ×`` where it is *small*: at most an
+eighth of the finest rows, or of a level of so few rows); else each size becomes the
+**size class** of ``9 / 8`` of it, or of ``6 / 5`` of a small one (:func:`grown_size`), a
+number ``q · 2ᵉ`` with ``q`` one of 4, 5, 6 or 7 (:func:`size_class`: 4, 5, 6, 7, 8, 10,
+12, 14, 16, 20, …), so that a similar pattern a little larger fits too. Small sizes get
+the most room because they vary the most between similar patterns: at 24³ (default AMG, 16
+patterns of eight extra couplings each) the first coarse level's sizes varied by at most
+7 %, the second's by up to 24 %, the coarsest's rows by 29 % and nonzeros by 37 %; at
+32³ the coarsest's nonzeros by a factor 2.3. Patterns whose hierarchies take one shape run
+one compiled solve. The finest level, the user's ``A``, keeps its own sizes.
 
 **The padding changes no iteration.** Padding rows are empty (their row pointers repeat
 the last), padding entries hold zeros past the last row's end (read by no row), the
@@ -26,9 +31,10 @@ runs over zeros more, which XLA may sum in another order: its results agree to r
 are the unpadded hierarchy's).
 
 **Memory.** Every padded array holds less than ``1.5 ×`` its true entries ``+ 4`` (a new
-shape's ``size_class(9 n / 8) < 1.41 n`` for ``n > 4``): the coarse operators, transfer
-operators, smoother data and the structure's copies of their patterns, never the
-finest operator.
+shape's ``size_class(6 n / 5) < 1.5 n`` for ``n > 4``), or a small one less than ``2 ×``
+them ``+ 4`` (a smaller pattern's hierarchy that takes a shape already in use): the
+coarse operators, transfer operators, smoother data and the structure's copies of their
+patterns, never the finest operator.
 
 The multicolor smoothers' data are specific to a pattern's coloring (:mod:`._multicolor`):
 their hierarchies keep their true sizes. The sharded solve pads its blocks' hierarchies to
@@ -96,9 +102,10 @@ def class_shape(levels: Sequence, coarsest: CsrStructure, coarsest_block_dim: in
                 ) -> HierarchyShape:
     """The padded sizes of a hierarchy's levels (:class:`._hierarchy.LevelStructure` s) and
     coarsest pattern: a shape already in use that fits them (every size at least the true
-    one and less than ``1.5 ×`` it ``+ 4``), the smallest such; else a new one, each size
-    the class of ``9 / 8`` of the true one (room for a similar pattern a little larger),
-    and remembered. The finest level's rows and nonzeros stay its own.
+    one and less than ``1.5 ×`` it ``+ 4``, ``2 ×`` a small size), the smallest such;
+    else a new one, each size :func:`grown_size` of the true one (room for a similar
+    pattern a little larger), and remembered. The finest level's rows and nonzeros stay
+    its own.
 
     ``setup``: per level, the true sizes of the numeric setup's other index arrays, padded
     alike; ``layout``: what else those arrays' shapes depend on (shapes are shared only
@@ -112,47 +119,81 @@ def class_shape(levels: Sequence, coarsest: CsrStructure, coarsest_block_dim: in
     with _LOCK:
         if key in _SHAPES:
             _SHAPES.move_to_end(key)
+        rows = _rows(true)
+
+        def small(n: int, level: int) -> bool:  # a size of level `level` (coarsest: last)
+            return min(n, rows[level]) <= rows[0] // SMALL
+
+        solve_small = tuple(small(n, level) for n, level in zip(
+            _solve_sizes(true), _solve_levels(len(levels)), strict=True))
+        setup_small = tuple(small(n, i) for i, sizes in enumerate(setup) for n in sizes)
         # A shape whose solve fits (levels and coarsest) is taken even where the setup's
         # sizes do not: then only those grow, and the solve compiled for it still serves.
         solve_fits = [shape for shape in _SHAPES.get(key, ())
-                      if _fit(_solve_sizes(true), _solve_sizes(shape))]
+                      if _fit(_solve_sizes(true), _solve_sizes(shape), solve_small)]
         fitting = [shape for shape in solve_fits
-                   if _fit(_setup_sizes(true), _setup_sizes(shape))]
+                   if _fit(_setup_sizes(true), _setup_sizes(shape), setup_small)]
         if fitting:
             return min(fitting, key=lambda shape: sum(_sizes(shape)))
-
-        def grown(n: int) -> int:
-            return size_class(n + n // 8)
 
         if solve_fits:
             base = min(solve_fits, key=lambda shape: sum(_solve_sizes(shape)))
             shape = base._replace(setup=tuple(
-                tuple(padded if _fit((n,), (padded,)) else grown(n)
+                tuple(padded if _fit((n,), (padded,), (small(n, i),))
+                      else grown_size(n, small(n, i))
                       for n, padded in zip(sizes, base_sizes, strict=True))
-                for sizes, base_sizes in zip(setup, base.setup, strict=True)))
+                for i, (sizes, base_sizes) in enumerate(zip(setup, base.setup, strict=True))))
         else:
-            rows = [true.levels[0].rows] + [
-                size_class(n + n // 8, block_dim)
-                for n, block_dim in zip(_rows(true)[1:], block_dims[1:], strict=True)]
+            padded_rows = [rows[0]] + [
+                grown_size(n, small(n, i), block_dim)
+                for i, (n, block_dim) in enumerate(zip(rows[1:], block_dims[1:], strict=True),
+                                                   start=1)]
             shape = HierarchyShape(
-                levels=tuple(LevelShape(rows=rows[i], a_nnz=level.a_nnz if i == 0
-                                        else grown(level.a_nnz),
-                                        p_nnz=grown(level.p_nnz), coarse_rows=rows[i + 1],
-                                        r_nnz=grown(level.r_nnz))
+                levels=tuple(LevelShape(rows=padded_rows[i], a_nnz=level.a_nnz if i == 0
+                                        else grown_size(level.a_nnz, small(level.a_nnz, i)),
+                                        p_nnz=grown_size(level.p_nnz, small(level.p_nnz, i)),
+                                        coarse_rows=padded_rows[i + 1],
+                                        r_nnz=grown_size(level.r_nnz, small(level.r_nnz, i)))
                              for i, level in enumerate(true.levels)),
-                coarsest=(rows[-1], grown(true.coarsest[1])),
-                setup=tuple(tuple(grown(n) for n in sizes) for sizes in setup))
+                coarsest=(padded_rows[-1], grown_size(true.coarsest[1],
+                                                      small(true.coarsest[1], len(levels)))),
+                setup=tuple(tuple(grown_size(n, small(n, i)) for n in sizes)
+                            for i, sizes in enumerate(setup)))
         _SHAPES.setdefault(key, collections.deque(maxlen=_SHAPES_PER_SIZE)).appendleft(shape)
         while len(_SHAPES) > _SIZES_KEPT:
             _SHAPES.popitem(last=False)
         return shape
 
 
-def _fit(sizes: Sequence[int], padded: Sequence[int]) -> bool:
-    """Whether ``padded`` holds ``sizes``, each less than ``1.5 ×`` its size ``+ 4`` (an
-    empty array's the smallest class, 4)."""
-    return all(n <= k < 1.5 * n + 4 or k == size_class(n)
-               for n, k in zip(sizes, padded, strict=True))
+# A padded array holds less than LIMIT × its true entries + 4; a small one, of at most
+# 1 / SMALL of the finest rows or on a level of so few rows (the sizes that vary the most
+# between similar patterns, and weigh the least), less than SMALL_LIMIT × them + 4.
+LIMIT = 1.5
+SMALL = 8
+SMALL_LIMIT = 2.0
+
+
+def grown_size(n: int, small: bool, multiple: int = 1) -> int:
+    """The size a new shape gives an array of ``n`` entries: the size class of ``9 / 8``
+    of it, or where ``small`` (see :func:`class_shape`) that of ``6 / 5`` of it (room for a
+    similar pattern up to ``1.2 ×`` larger), each less than ``1.5 n + 4`` (``multiple``: as
+    :func:`size_class`).
+
+    >>> grown_size(148, small=False), grown_size(148, small=True), grown_size(6952, small=True)
+    (192, 192, 10240)
+    """
+    if small:
+        padded = size_class(n + n // 5, multiple)
+        if padded < LIMIT * n + 4:  # a block system's multiple can round it further
+            return padded
+    return size_class(n + n // 8, multiple)
+
+
+def _fit(sizes: Sequence[int], padded: Sequence[int], small: Sequence[bool]) -> bool:
+    """Whether ``padded`` holds ``sizes``, each less than ``1.5 ×`` its size ``+ 4``, or
+    ``2 ×`` where ``small`` (an empty array's the smallest class, 4)."""
+    return all(n <= k < (SMALL_LIMIT if is_small else LIMIT) * n + 4 or k == size_class(n)
+               for n, k, is_small in zip(sizes, padded, small, strict=True))
 
 
 # The shapes handed out, per finest rows, nonzeros and block sizes (the most recently used
@@ -175,6 +216,12 @@ def _sizes(shape: HierarchyShape) -> tuple[int, ...]:
 def _solve_sizes(shape: HierarchyShape) -> tuple[int, ...]:
     """The sizes of the padded hierarchy itself, which the compiled solve reads."""
     return tuple(size for level in shape.levels for size in level) + shape.coarsest
+
+
+def _solve_levels(count: int) -> tuple[int, ...]:
+    """The level of each of :func:`_solve_sizes` of a shape of ``count`` levels (the
+    coarsest: ``count``): a level's next rows are the next level's."""
+    return tuple(level for i in range(count) for level in (i, i, i, i + 1, i)) + (count,) * 2
 
 
 def _setup_sizes(shape: HierarchyShape) -> tuple[int, ...]:
