@@ -18,6 +18,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import _blocks, _cache, _matrix_free
+from ._compiler_options import COMPILER_OPTIONS, jit
 from ._config import AMGConfig, RelaxationConfig, SolverConfig
 from ._csr import CsrMatrix, as_csr
 from ._csr_arrays import CsrArrays, CsrStructure
@@ -128,7 +129,7 @@ def check_finite(caller: str, arrays: dict[str, jax.Array | None]) -> None:
                 raise ValueError(f"{caller}: {name} holds NaN or Inf ({count} entries).")
 
 
-@jax.jit
+@jit  # eager: under jax.ensure_compile_time_eval
 def _nonfinite_counts(*arrays: jax.Array) -> jax.Array:
     return jnp.stack([jnp.count_nonzero(~jnp.isfinite(a)) for a in arrays])
 
@@ -377,11 +378,11 @@ def _compiled_numeric_setup(structure: HierarchyStructure, values: jax.Array,
                 else jax.default_backend())
     if setup is None or platform not in ("cpu", "gpu"):
         return _numeric_setup.lower(_without_arrays(structure), structure.arrays, values,
-                                    near_nullspace).compile()
+                                    near_nullspace).compile(COMPILER_OPTIONS)
     return compiled_program(
         (setup, _input_kind(values), _input_kind(near_nullspace)),
         lambda: _padded_numeric_setup.lower(setup, structure.arrays, values,
-                                            near_nullspace).compile())
+                                            near_nullspace).compile(COMPILER_OPTIONS))
 
 
 _padded_numeric_setup = jax.jit(padded_numeric_setup, static_argnums=0)
@@ -437,7 +438,7 @@ def check_diagonal(caller: str, pattern: Any, values: jax.Array, config: SolverC
     )
 
 
-@jax.jit
+@jit  # eager: under jax.ensure_compile_time_eval
 def _all_nonzero(values: jax.Array, positions: jax.Array) -> jax.Array:
     return jnp.all(values[positions] != 0)
 

@@ -38,6 +38,7 @@ from jaxsolve import autodiff
 from . import _blocks, _matrix_free
 from ._amgx import solve_amgx
 from ._backend import current_backend
+from ._compiler_options import jit
 from ._config import SolverConfig, for_dtype, krylov_options, parse_amgx_config, with_overrides
 from ._csr_arrays import CsrArrays
 from ._sharded import ShardedCsrMatrix, solve_sharded
@@ -408,7 +409,7 @@ def _solve_columns(
     return jax.vmap(one, in_axes=1, out_axes=(1, 0))(rhs)
 
 
-@functools.partial(jax.jit, static_argnums=0)
+@jit(static_argnums=0)  # called on concrete arrays only (solve's checked path)
 def _solve_columns_reporting(
     config: SolverConfig, matrix: CsrArrays, numbers: Hierarchy | RelaxationData | None,
     diagonal: jax.Array, rhs: jax.Array
