@@ -10,13 +10,13 @@ operator and of every ``P`` and ``R``, are rounded up (:func:`class_shape`). A s
 already handed out for the same finest size is taken when it fits (every size at least
 the true one, less than ``1.5 ×`` it ``+ 4``, or ``2 ×`` where it is *small*: at most an
 eighth of the finest rows, or of a level of so few rows); else each size becomes the
-**size class** of ``9 / 8`` of it, or of ``6 / 5`` of a small one (:func:`grown_size`), a
+**size class** of ``17 / 16`` of it, or of ``6 / 5`` of a small one (:func:`grown_size`), a
 number ``q · 2ᵉ`` with ``q`` one of 4, 5, 6 or 7 (:func:`size_class`: 4, 5, 6, 7, 8, 10,
 12, 14, 16, 20, …), so that a similar pattern a little larger fits too. Small sizes get
 the most room because they vary the most between similar patterns: at 24³ (default AMG, 16
 patterns of eight extra couplings each) the first coarse level's sizes varied by at most
-7 %, the second's by up to 24 %, the coarsest's rows by 29 % and nonzeros by 37 %; at
-32³ the coarsest's nonzeros by a factor 2.3. Patterns whose hierarchies take one shape run
+7 % (at 32³ 10 %), the second's by up to 24 %, the coarsest's rows by 29 % and nonzeros by
+37 % (at 32³ by a factor 2.3). The large sizes' smaller room keeps the memory down. Patterns whose hierarchies take one shape run
 one compiled solve. The finest level, the user's ``A``, keeps its own sizes.
 
 **The padding changes no iteration.** Padding rows are empty (their row pointers repeat
@@ -174,19 +174,19 @@ SMALL_LIMIT = 2.0
 
 
 def grown_size(n: int, small: bool, multiple: int = 1) -> int:
-    """The size a new shape gives an array of ``n`` entries: the size class of ``9 / 8``
+    """The size a new shape gives an array of ``n`` entries: the size class of ``17 / 16``
     of it, or where ``small`` (see :func:`class_shape`) that of ``6 / 5`` of it (room for a
     similar pattern up to ``1.2 ×`` larger), each less than ``1.5 n + 4`` (``multiple``: as
     :func:`size_class`).
 
     >>> grown_size(148, small=False), grown_size(148, small=True), grown_size(6952, small=True)
-    (192, 192, 10240)
+    (160, 192, 10240)
     """
     if small:
         padded = size_class(n + n // 5, multiple)
         if padded < LIMIT * n + 4:  # a block system's multiple can round it further
             return padded
-    return size_class(n + n // 8, multiple)
+    return size_class(n + n // 16, multiple)
 
 
 def _fit(sizes: Sequence[int], padded: Sequence[int], small: Sequence[bool]) -> bool:
