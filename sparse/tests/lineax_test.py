@@ -404,9 +404,6 @@ class TestMatrixFree:
                                        atol=1e-10 * np.abs(want).max())
 
     def test_preconditioner_function_operator(self, x64):
-        # A pattern's AMG structure comes from the first values it is set up with, and the
-        # convection-diffusion tests share poisson()'s pattern: set up from the Laplacian's.
-        sparse.clear_cache()
         operator = function_operator()
         M = make_lineax_preconditioner(operator)
         assert M.tags == {lx.symmetric_tag, lx.positive_semidefinite_tag}

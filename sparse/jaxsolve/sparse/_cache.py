@@ -1,10 +1,12 @@
 """The setup cache: AMG structures per sparsity pattern, least recently used first out.
 
-Building an AMG hierarchy's structure (aggregation, symbolic products) is host work that
-depends only on the sparsity pattern and the AMG configuration, so :func:`setup_for`
-keeps the last ``maxsize`` of them, keyed by a hash of the pattern (its full content, so
-two patterns never share an entry by accident), the configuration and the number of
-near-null-space vectors.  (A solve without AMG keeps its pattern's device arrays here,
+Building an AMG hierarchy's structure (splittings or aggregates, symbolic products) is
+host work that depends on the sparsity pattern, the AMG configuration and the values it
+is built from, so :func:`setup_for` keeps the last ``maxsize`` of them, keyed by a hash
+of the pattern (its full content, so two patterns never share an entry by accident), the
+configuration and the number of near-null-space vectors, and by the values' key
+(:func:`._structure_key.values_key`): one pattern can hold several structures, one per
+operator solved on it.  (A solve without AMG keeps its pattern's device arrays here,
 and a multicolor relaxation its coloring, keyed by the pattern and the relaxation.)  An
 entry also keeps the numbers of the most recent setup done with concrete values, which
 ``solve(..., reuse_setup=True)`` reuses.
@@ -52,10 +54,15 @@ class CacheInfo(NamedTuple):
 
 @dataclasses.dataclass
 class CacheEntry:
-    """A cached structure and the numbers of its latest concrete setup (or None)."""
+    """A cached structure and the numbers of its latest concrete setup (or None).
+
+    ``built_for``: the key of the values the structure was built from
+    (:func:`._structure_key.values_key`), None for one that follows the pattern alone.
+    """
 
     structure: HierarchyStructure | MulticolorArrays | tuple[CsrArrays, jax.Array]
     numbers: Hierarchy | None
+    built_for: str | None = None
 
 
 class _SetupCache:
@@ -65,20 +72,33 @@ class _SetupCache:
         self._hits = self._misses = 0
         self._lock = threading.Lock()
 
-    def get(self, key: Any, build: Callable[[], CacheEntry]) -> CacheEntry:
+    def get(self, key: Any, build: Callable[[], CacheEntry],
+            built_for: Callable[[CacheEntry], str] | None) -> CacheEntry:
         with self._lock:
-            entry = self._entries.get(key)
-            if entry is not None:
-                self._entries.move_to_end(key)
+            entry = self._most_recent(key)
+        if entry is not None and built_for is not None:
+            wanted = built_for(entry)  # outside the lock: it waits for the device
+            with self._lock:
+                entry = self._entries.get((key, wanted))
+        with self._lock:
+            if entry is not None and (key, entry.built_for) in self._entries:  # not evicted
+                self._entries.move_to_end((key, entry.built_for))
                 self._hits += 1
                 return entry
             self._misses += 1
         entry = build()  # outside the lock: it can take a while
         with self._lock:
-            self._entries[key] = entry
-            self._entries.move_to_end(key)
+            self._entries[key, entry.built_for] = entry
+            self._entries.move_to_end((key, entry.built_for))
             self._evict()
         return entry
+
+    def _most_recent(self, key: Any) -> CacheEntry | None:
+        """The most recently used entry of ``key``, whatever values it was built for."""
+        for (entry_key, _), entry in reversed(self._entries.items()):
+            if entry_key == key:
+                return entry
+        return None
 
     def _evict(self) -> None:
         while len(self._entries) > self._maxsize:
@@ -122,9 +142,17 @@ def _size_from_environment() -> int:
 _CACHE = _SetupCache(_size_from_environment())
 
 
-def setup_for(key: Any, build: Callable[[], CacheEntry]) -> CacheEntry:
-    """The cached entry for ``key``, built by ``build()`` on a miss."""
-    return _CACHE.get(key, build)
+def setup_for(key: Any, build: Callable[[], CacheEntry],
+              built_for: Callable[[CacheEntry], str] | None = None) -> CacheEntry:
+    """The cached entry for ``key``, built by ``build()`` on a miss.
+
+    Entries of one ``key`` differ in the values they were built for
+    (:attr:`CacheEntry.built_for`).  Without ``built_for`` the most recently used of them
+    serves; with it, the one built for ``built_for(entry)``, the key of the caller's
+    values, which it computes from any ``entry`` of ``key`` (the most recently used), and
+    ``build()`` gives a miss's entry, whose ``built_for`` then names it.
+    """
+    return _CACHE.get(key, build, built_for)
 
 
 def cache_info() -> CacheInfo:
@@ -173,7 +201,7 @@ def solver_cache_info() -> dict[str, Any]:
 
 
 def _entry_summary(key: tuple, entry: CacheEntry) -> dict[str, Any]:
-    pattern_key, component = key[0], key[1]
+    (pattern_key, component, *_), _ = key
     structure = entry.structure
     if isinstance(structure, HierarchyStructure):
         finest = structure.levels[0].a if structure.levels else structure.coarsest

@@ -28,6 +28,7 @@ from ._multicolor import MULTICOLOR_SMOOTHERS, MulticolorArrays, multicolor_orde
 from ._padded_setup import compiled_program
 from ._relaxation import RelaxationData, relaxation_data, stored_diagonal
 from ._status import FailureReason
+from ._structure_key import values_key
 
 
 def checked_inputs(
@@ -199,8 +200,12 @@ class System:
     def setup(self) -> tuple[HierarchyStructure | None, Hierarchy | None]:
         """The AMG structure, and numbers already computed for these values, if any.
 
-        Computed on first use, which for ``Aᵀ`` is while reverse mode traces its solve:
-        the work on concrete values runs eagerly even then.
+        Concrete values get the structure built for them, or for values with the same key
+        (:mod:`._structure_key`: the same strong couplings); traced values, and concrete
+        ones with ``reuse_setup``, the structure most recently used on the pattern (built
+        from the pattern alone when there is none).  Computed on first use, which for
+        ``Aᵀ`` is while reverse mode traces its solve: the work on concrete values runs
+        eagerly even then.
         """
         amg = amg_config(self.config)
         if amg is None:
@@ -211,23 +216,35 @@ class System:
                 " interpolation reproduces constants). For rigid-body modes set the AMG's"
                 " algorithm to 'AGGREGATION' with jaxsolve_smoothed_aggregation: 1.")
         k = _blocks.near_nullspace_columns(self.near_nullspace, amg)
+        concrete = self.concrete_values
+        keys: list[str] = []  # the values' key, computed once for this call
+
+        def key_of_values(structure: HierarchyStructure) -> str:
+            if not keys:
+                keys.append(values_key(structure, concrete))
+            return keys[0]
 
         def build() -> _cache.CacheEntry:
-            values = None
-            if self.concrete_values is not None:
-                if self.check_before_setup:  # the host's work must not see NaN or 0 pivots
-                    check_finite("solve", {"A": self.concrete_values})
-                    check_diagonal("solve", self.csr_pattern, self.concrete_values, self.config)
-                values = np.asarray(self.concrete_values)
-            return _cache.CacheEntry(
-                build_structure(self.pattern, values, k, amg, self.pattern_key), numbers=None)
+            values = None if concrete is None else np.asarray(concrete)
+            # Eagerly, also while reverse mode traces (Aᵀ's setup): the checks read the
+            # values and the index arrays go to the device now.
+            with jax.ensure_compile_time_eval():
+                if values is not None and self.check_before_setup:  # no NaN or 0 pivots
+                    check_finite("solve", {"A": concrete})
+                    check_diagonal("solve", self.csr_pattern, concrete, self.config)
+                structure = build_structure(self.pattern, values, k, amg, self.pattern_key)
+            return _cache.CacheEntry(structure, numbers=None, built_for=None if values is None
+                                     else key_of_values(structure))
 
-        with jax.ensure_compile_time_eval():  # the index arrays go to the device now
-            entry = _cache.setup_for((self.pattern_key, amg, k), build)
-        if self.concrete_values is None or (self.reuse_setup and entry.numbers is not None):
+        # Concrete values get a structure of their own (AmgX's full setup); traced ones,
+        # and reuse_setup, the pattern's latest.
+        own_structure = concrete is not None and not self.reuse_setup
+        entry = _cache.setup_for((self.pattern_key, amg, k), build,
+                                 (lambda entry: key_of_values(entry.structure))
+                                 if own_structure else None)
+        if concrete is None or (self.reuse_setup and entry.numbers is not None):
             return entry.structure, entry.numbers if self.reuse_setup else None
-        entry.numbers = numeric_setup_now(entry.structure, self.concrete_values,
-                                           self.near_nullspace)
+        entry.numbers = numeric_setup_now(entry.structure, concrete, self.near_nullspace)
         return entry.structure, entry.numbers
 
     @functools.cached_property

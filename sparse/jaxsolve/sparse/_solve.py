@@ -97,12 +97,19 @@ def solve(
     inside the compiled program: new values on a fixed pattern never leave the device.
     ``reuse_setup=True`` skips the numeric setup and reuses the numbers of the latest
     setup done with concrete values on this pattern (AmgX's "no resetup"), if there is
-    one.  The structure itself is built once per pattern and configuration, from the
-    values of the first setup, and kept for every later call on that pattern, with
-    concrete values too (``reuse_setup=False`` reruns the numeric setup only, as AmgX's
-    re-setup with its structure kept): before solving a different operator on the same
-    pattern (other physics on one mesh), call :func:`clear_cache`, or the first
-    operator's splitting serves it, correctly but in more iterations.
+    one.
+
+    **Concrete values** get a structure built for them, as AmgX's full setup rebuilds
+    it: a different operator on a known pattern (other physics on one mesh) gets its
+    own, kept in the setup cache next to the first, and converges as in a fresh process.
+    Values whose structure would not change find theirs again, with no host work and no
+    compilation: the same operator, or, for classical AMG on a scalar system, any whose
+    finest level has the same strong couplings and diagonal signs (a Newton or time
+    step that keeps the problem's character); aggregation AMG and block systems match
+    on the values themselves.  Deciding costs one pass over the values on the device
+    (:mod:`jaxsolve.sparse._structure_key`).  Traced values (under ``jit``) and
+    ``reuse_setup=True`` keep the structure most recently used on the pattern instead,
+    as AmgX's ``structure_reuse_levels`` keeps it across re-setups.
 
     **Derivatives** flow to ``b`` and to ``A``'s values (cotangents on its pattern, never
     a dense ``n × n`` array); ``x0`` gets none.  ``derivative="implicit"`` supports forward

@@ -1,0 +1,143 @@
+"""Which values an AMG structure serves: a digest of what of them the structure follows.
+
+An AMG structure (splittings or aggregates, interpolation and coarse patterns; see
+:mod:`._hierarchy`) is built from one set of concrete values.  Another operator on the
+same pattern — other physics on one mesh — needs a structure of its own, while the next
+Newton or time step of the same problem usually does not.  :func:`values_key` tells them
+apart: it digests, on the device and in one pass over the entries, what of the values
+the structure's host build depends on,
+
+* for classical AMG on a scalar system, the strong couplings of the finest level (the
+  graph the C/F splitting and the interpolation pattern are computed from; AHAT or ALL,
+  as :func:`._classical.strong_couplings`) and whether every diagonal entry is positive
+  (coarsening stops early on an indefinite problem; :func:`._hierarchy.build_structure`);
+* for aggregation AMG and block systems, whose matchings follow the order of every
+  coupling's magnitude, the values themselves (their bits).
+
+So a structure is kept for values with the same key and built anew for others: the
+same operator, or one whose finest strong couplings are unchanged (classical AMG),
+reuses its structure and compiles nothing; a different one gets its own.  The coarser
+levels' splittings and the truncation of the interpolation also follow the values; a
+key equal for values that would coarsen differently there keeps the first values'
+structure, which still gives a correct hierarchy (Galerkin products of the new values),
+as AmgX's ``structure_reuse_levels`` does.
+
+The digest is two 32-bit sums of hashed entries, so different couplings collide with a
+probability of about ``2⁻⁶⁴``.  Reading it back is the solve's one wait for the device
+before its setup.
+"""
+
+from __future__ import annotations
+
+import collections
+import functools
+import threading
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ._config import AMGConfig
+from ._hierarchy import HierarchyStructure
+
+# The seeds of the digest's two sums.
+_SEEDS = (0x9E3779B9, 0x7F4A7C15)
+# The compiled digests, by pattern size, rule and kind of operands (they hold no arrays).
+_EXECUTABLES: collections.OrderedDict[tuple, Any] = collections.OrderedDict()
+_EXECUTABLES_KEPT = 64
+_LOCK = threading.Lock()
+
+
+def values_key(structure: HierarchyStructure, values: jax.Array) -> str:
+    """The key of ``values`` for structures of ``structure``'s pattern and configuration.
+
+    Args:
+      structure: any structure built for the pattern and AMG configuration (from these
+        values or others): its finest pattern's device arrays are read.
+      values: ``(nnz,)`` concrete values on that pattern.
+
+    Returns:
+      A hex digest, equal for values that :mod:`this module <._structure_key>` says
+      share a structure.
+    """
+    arrays = structure.arrays
+    finest = arrays.levels[0].a if arrays.levels else arrays.coarsest
+    operands = (values, finest.indices, finest.indptr,
+                arrays.levels[0].diagonal if arrays.levels else arrays.coarsest_diagonal)
+    statics = (structure.levels[0].a.n_rows if structure.levels else structure.coarsest.n_rows,
+               _strength_rule(structure.config))
+    kind = (statics, *((a.shape, a.dtype, a.sharding) for a in operands))
+    with _LOCK:
+        compiled = _EXECUTABLES.get(kind)
+    if compiled is None:
+        # Compiled, not called through jit: an executable runs when it is called, also
+        # while a caller's jit traces a solve on these concrete values.
+        compiled = _digest.lower(*operands, *statics).compile()
+        with _LOCK:
+            _EXECUTABLES[kind] = compiled
+            while len(_EXECUTABLES) > _EXECUTABLES_KEPT:
+                _EXECUTABLES.popitem(last=False)
+    return "".join(f"{int(word):08x}" for word in np.asarray(compiled(*operands)))
+
+
+def _strength_rule(config: AMGConfig) -> tuple | None:
+    """The strength criterion the digest reproduces, or None to digest the values."""
+    if config.algorithm != "CLASSICAL" or config.block_dim > 1:
+        return None
+    return (config.strength, config.strength_threshold, config.max_row_sum)
+
+
+@functools.partial(jax.jit, static_argnums=(4, 5))
+def _digest(values: jax.Array, indices: jax.Array, indptr: jax.Array, diagonal: jax.Array,
+            n_rows: int, rule: tuple | None) -> jax.Array:
+    """``(2,)`` uint32: the digest of ``values``' strong couplings (``rule``) or bits.
+
+    The index arrays may be padded past the pattern's ``n_rows`` rows and ``nnz`` entries
+    (a structure's are padded to its size classes): only their true parts are read.
+    """
+    nnz = values.shape[0]
+    indices, indptr, diagonal = indices[:nnz], indptr[:n_rows + 1], diagonal[:n_rows]
+    if rule is None:
+        parts = (jnp.real(values), jnp.imag(values)) if jnp.iscomplexobj(values) else (values,)
+        words = jnp.concatenate([jax.lax.bitcast_convert_type(part, jnp.uint32).reshape(nnz, -1)
+                                 for part in parts], axis=1).ravel()
+        flag = jnp.uint32(0)
+    else:
+        rows = jnp.repeat(jnp.arange(n_rows, dtype=jnp.int32), indptr[1:] - indptr[:-1],
+                          total_repeat_length=nnz)
+        words = _strong(values, indices, rows, diagonal, n_rows, rule).astype(jnp.uint32)
+        flag = jnp.all(jnp.real(values[diagonal]) > 0).astype(jnp.uint32)
+    positions = jnp.arange(words.shape[0], dtype=jnp.uint32)
+    return jnp.stack([jnp.sum(_mixed(_mixed(positions + seed) ^ words), dtype=jnp.uint32)
+                      ^ (flag * _mixed(seed))
+                      for seed in map(jnp.uint32, _SEEDS)])
+
+
+def _strong(values: jax.Array, indices: jax.Array, rows: jax.Array, diagonal: jax.Array,
+            n_rows: int, rule: tuple) -> jax.Array:
+    """``(nnz,)`` bool: classical AMG's strong couplings (the criterion of
+    :func:`._classical_kernels.classical_strength`), in the values' precision."""
+    strength, threshold, max_row_sum = rule
+    off_diagonal = indices != rows
+    if strength == "ALL":
+        return off_diagonal & (values != 0)
+    d = values[diagonal]
+    magnitude = jnp.abs(d)
+    phase = jnp.where(magnitude > 0, jnp.conj(d) / jnp.where(magnitude > 0, magnitude, 1), 1)
+    coupling = -jnp.real(values * phase[rows])
+    largest = jax.ops.segment_max(jnp.where(off_diagonal, coupling, -jnp.inf), rows,
+                                  num_segments=n_rows, indices_are_sorted=True)
+    row_sum = jax.ops.segment_sum(values, rows, num_segments=n_rows, indices_are_sorted=True)
+    dependent = (largest > 0) & (jnp.abs(row_sum) <= max_row_sum * magnitude)
+    return (dependent[rows] & off_diagonal & (coupling > 0)
+            & (coupling >= (threshold * largest)[rows]))
+
+
+def _mixed(x: jax.Array) -> jax.Array:
+    """MurmurHash3's 32-bit finalizer: every input bit flips about half the output bits."""
+    x = x ^ (x >> 16)
+    x = x * jnp.uint32(0x85EBCA6B)
+    x = x ^ (x >> 13)
+    x = x * jnp.uint32(0xC2B2AE35)
+    return x ^ (x >> 16)

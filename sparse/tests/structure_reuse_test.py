@@ -1,0 +1,139 @@
+"""Which AMG structure a solve on a known pattern gets.
+
+Concrete values get the structure built for them (AmgX's full setup): another operator
+on the same pattern — convection, then recirculating flow or a Laplacian on one grid —
+converges as in a fresh process, and the same operator again (or one with the same strong
+couplings) rebuilds and compiles nothing.  Traced values and ``reuse_setup=True`` keep the
+pattern's latest structure.
+"""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jaxsolve_testing import counted_compilations
+
+from jaxsolve import sparse
+from jaxsolve.sparse import matrices
+
+N = 32
+BICGSTAB = {"tolerance": 1e-8}
+PCG = {"solver": "PCG", "tolerance": 1e-8}
+
+
+def upwind(epsilon, wind):
+    """``−ε Δu + w·∇u`` on the unit square's ``N × N`` interior points, upwind, scaled by
+    ``h²`` (as ``tools/bench/sparse_suite.py``'s), on the 5-point Laplacian's pattern."""
+    laplacian = sparse.as_csr(matrices.poisson_matrix(N, dtype=np.float64))
+    rows, columns = np.asarray(laplacian.row_ids), np.asarray(laplacian.indices)
+    h = 1 / (N + 1)
+    wx, wy = (np.broadcast_to(w, rows.shape) * h
+              for w in wind((rows // N + 1) * h, (rows % N + 1) * h))
+    offset = columns - rows  # ±N along x, ±1 along y
+    w = np.where(np.abs(offset) == N, wx, wy)
+    behind = np.where(offset < 0, np.maximum(w, 0), np.maximum(-w, 0))  # carries −w
+    diagonal = 4 * epsilon + np.abs(wx) + np.abs(wy)
+    return laplacian.with_values(jnp.asarray(np.where(offset == 0, diagonal, -epsilon - behind)))
+
+
+def convection():
+    return upwind(1e-3, lambda x, y: (np.cos(np.pi / 6), np.sin(np.pi / 6)))
+
+
+def recirculating():
+    return upwind(1e-2, lambda x, y: (2 * y * (1 - x * x), -2 * x * (1 - y * y)))
+
+
+def laplacian():
+    return sparse.as_csr(matrices.poisson_matrix(N, dtype=np.float64))
+
+
+def iterations(A, config, **kwargs):
+    x, info = sparse.solve(A, jnp.ones(N * N), config=config, **kwargs)
+    assert sparse.Status(int(info.status)) == sparse.Status.SUCCESS
+    return int(info.iterations)
+
+
+def fresh_iterations(A, config):
+    sparse.clear_cache()
+    return iterations(A, config)
+
+
+@pytest.mark.parametrize("second, config", [(recirculating, BICGSTAB), (laplacian, PCG)],
+                         ids=["recirculating", "laplacian"])
+def test_another_operator_on_the_pattern_gets_its_own_structure(x64, second, config):
+    fresh = fresh_iterations(second(), config)
+    sparse.clear_cache()
+    sparse.solve(convection(), jnp.ones(N * N), config={**config, "max_iters": 2})  # its setup
+    # Before: the convection's splitting served (recirculating 10 its, Laplacian 16 for 7).
+    assert iterations(second(), config) == fresh
+    assert sparse.cache_info().currsize == 2  # the first operator's structure is kept
+
+
+def test_the_same_operator_again_rebuilds_and_compiles_nothing(x64):
+    A = recirculating()
+    fresh = fresh_iterations(A, BICGSTAB)
+    # The same values in a new array, and values with the same strong couplings (a time
+    # step's scaling): the structure is found, not rebuilt.
+    same, scaled = A.with_values(A.values + 0), A.with_values(2 * A.values)
+    misses = sparse.cache_info().misses
+    with counted_compilations() as compiled:
+        assert iterations(same, BICGSTAB) == fresh
+        assert iterations(scaled, BICGSTAB) == fresh
+    assert compiled[0] == 0
+    assert sparse.cache_info().misses == misses
+    assert sparse.cache_info().currsize == 1
+
+
+def test_both_structures_stay_cached(x64):
+    first, second = convection(), recirculating()
+    expected = [fresh_iterations(first, BICGSTAB), fresh_iterations(second, BICGSTAB)]
+    sparse.clear_cache()
+    assert [iterations(first, BICGSTAB), iterations(second, BICGSTAB)] == expected
+    misses = sparse.cache_info().misses
+    with counted_compilations() as compiled:
+        assert [iterations(first, BICGSTAB), iterations(second, BICGSTAB)] == expected
+    assert compiled[0] == 0 and sparse.cache_info().misses == misses
+
+
+def test_traced_values_and_reuse_setup_keep_the_latest_structure(x64):
+    first, second = convection(), recirculating()
+    b = jnp.ones(N * N)
+    sparse.clear_cache()
+    iterations(first, BICGSTAB)
+    after_second = iterations(second, BICGSTAB)
+    misses = sparse.cache_info().misses
+
+    @jax.jit
+    def traced(values):
+        return sparse.solve(first.with_values(values), b, config=BICGSTAB)[1].iterations
+
+    # Traced values (the convection's) are set up on the latest structure, the
+    # recirculating flow's: no structure is built for them.
+    traced(first.values)
+    assert sparse.cache_info().misses == misses
+    # reuse_setup keeps the latest setup's numbers: the recirculating flow's.
+    assert iterations(second, BICGSTAB, reuse_setup=True) == after_second
+    assert sparse.cache_info().misses == misses
+
+
+def test_a_pattern_structure_is_followed_by_one_for_concrete_values(x64):
+    A = recirculating()
+    fresh = fresh_iterations(A, BICGSTAB)
+    sparse.clear_cache()
+    b = jnp.ones(N * N)
+    jax.jit(lambda values: sparse.solve(A.with_values(values), b, config=BICGSTAB))(A.values)
+    assert sparse.cache_info().misses == 1  # from the pattern alone
+    assert iterations(A, BICGSTAB) == fresh  # then from the values
+    assert sparse.cache_info().misses == 2
+
+
+def test_aggregation_structures_follow_the_values(x64):
+    config = {**BICGSTAB, "preconditioner": {"solver": "AMG", "algorithm": "AGGREGATION"}}
+    expected = fresh_iterations(recirculating(), config)
+    sparse.clear_cache()
+    iterations(convection(), config)
+    assert iterations(recirculating(), config) == expected
+    misses = sparse.cache_info().misses
+    iterations(recirculating(), config)
+    assert sparse.cache_info().misses == misses
