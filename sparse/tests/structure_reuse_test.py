@@ -137,3 +137,16 @@ def test_aggregation_structures_follow_the_values(x64):
     misses = sparse.cache_info().misses
     iterations(recirculating(), config)
     assert sparse.cache_info().misses == misses
+
+
+def test_structure_reuse_levels_keeps_the_first_structure(x64):
+    config = {**BICGSTAB, "preconditioner": {"solver": "AMG", "structure_reuse_levels": -1}}
+    sparse.clear_cache()
+    iterations(convection(), config)
+    # AmgX's structure reuse: the convection's structure, the recirculating flow's numbers.
+    kept = iterations(recirculating(), config)
+    assert sparse.cache_info().currsize == 1
+    assert kept > fresh_iterations(recirculating(), config)
+    with pytest.raises(ValueError, match="structure_reuse_levels must be >= -1"):
+        sparse.solve(convection(), jnp.ones(N * N),
+                     config={"preconditioner": {"solver": "AMG", "structure_reuse_levels": -2}})

@@ -81,7 +81,8 @@ _CLASSICAL_KEYS = ("interpolator", "strength", "strength_threshold", "max_row_su
 _AMG_KEYS = frozenset({
     "algorithm", "selector", "jaxsolve_smoothed_aggregation", "smoother", "presweeps",
     "postsweeps", "cycle", "max_levels", "min_coarse_rows", "coarse_solver", "coarsest_sweeps",
-    "jaxsolve_hierarchy_precision", "dense_lu_num_rows", *_CLASSICAL_KEYS,
+    "jaxsolve_hierarchy_precision", "dense_lu_num_rows", "structure_reuse_levels",
+    *_CLASSICAL_KEYS,
 })
 _RELAXATION_KEYS = frozenset({"relaxation_factor", "chebyshev_polynomial_order", "symmetric_GS"})
 # The components' parameters; a component ignores those of others (as AmgX does), e.g. a
@@ -111,7 +112,7 @@ _IGNORED_KEYS = frozenset({
     "matrix_halo_exchange", "use_sum_stopping_criteria", "rhs_from_a", "complex_conversion",
     "matrix_writer", "block_format", "block_convert", "spmm_gmem_size", "spmm_no_sort",
     "spmm_max_attempts", "coarseAgenerator", "coarseAgenerator_coarse", "amg_host_levels_rows",
-    "structure_reuse_levels", "use_scalar_norm", "aggregation_edge_weight_component",
+    "use_scalar_norm", "aggregation_edge_weight_component",
     "exact_coarse_solve", "energymin_interpolator", "energymin_selector",
     "affinity_iterations", "affinity_vectors", "weight_formula", "aggregation_passes",
     "filter_weights", "filter_weights_alpha", "full_ghost_level", "notay_weights",
@@ -156,6 +157,7 @@ _AMG_DEFAULTS = {
     "smoother": "BLOCK_JACOBI", "presweeps": 1, "postsweeps": 1, "cycle": "V",
     "max_levels": 100, "min_coarse_rows": 256, "coarse_solver": "DENSE_LU_SOLVER",
     "coarsest_sweeps": 2, "jaxsolve_hierarchy_precision": "DEFAULT",
+    "structure_reuse_levels": 0,
 }
 _RELAXATION_DEFAULTS = {"relaxation_factor": 0.9, "chebyshev_polynomial_order": 5,
                         "symmetric_GS": 0}
@@ -432,6 +434,12 @@ class AMGConfig:
         for a factor in ``(0, 1)``), else None.
       aggressive_levels: ``>= 0`` levels, the finest first, coarsened aggressively,
         for classical AMG, else None.
+      structure_reuse_levels: AmgX's key: ``0`` (its default) builds a structure for
+        each operator solved with concrete values (found again by values with the same
+        key, :mod:`._structure_key`); any other value (``-1``: every level) keeps the
+        pattern's latest structure for new values, as traced values and
+        ``reuse_setup=True`` do.  jaxsolve keeps the whole structure also for a positive
+        value, where AmgX keeps that many levels and rebuilds the coarser ones.
       smoother: the relaxation applied on every level but the coarsest.
       presweeps, postsweeps: smoothing sweeps before and after the correction, ``>= 0``.
       cycle: ``"V"``, ``"W"`` or ``"F"``.
@@ -498,6 +506,7 @@ class AMGConfig:
     interp_max_elements: int | None = None
     interp_truncation_factor: float | None = None
     aggressive_levels: int | None = None
+    structure_reuse_levels: int = 0
 
     def __post_init__(self) -> None:
         _checked_init(self, self._check)
@@ -549,6 +558,7 @@ class AMGConfig:
         _check_choice("hierarchy_precision", self.hierarchy_precision, ("DEFAULT", "SINGLE"), ())
         _check_int("coarse_null_dimension", self.coarse_null_dimension, 0)
         _check_int("block_dim", self.block_dim, 1)
+        _check_int("structure_reuse_levels", self.structure_reuse_levels, -1)
 
     def _amgx_keys(self, scope: str) -> dict[str, Any]:
         keys = {
@@ -571,6 +581,8 @@ class AMGConfig:
             keys["jaxsolve_smoothed_aggregation"] = 1
         if self.hierarchy_precision != "DEFAULT":
             keys["jaxsolve_hierarchy_precision"] = self.hierarchy_precision
+        if self.structure_reuse_levels:
+            keys["structure_reuse_levels"] = self.structure_reuse_levels
         if self.algorithm == "CLASSICAL":
             keys.update({key: getattr(self, key) for key in _CLASSICAL_KEYS})
         return keys
@@ -1111,6 +1123,7 @@ def _amg_config(keys: Mapping[str, Any], path: str) -> AMGConfig:
         coarsest_sweeps=get("coarsest_sweeps") if coarse_solver == "NOSOLVER" else None,
         coarse_iterations=coarse_iterations,
         hierarchy_precision=get("jaxsolve_hierarchy_precision"),
+        structure_reuse_levels=get("structure_reuse_levels"),
     )
     return amg
 

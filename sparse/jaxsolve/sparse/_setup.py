@@ -202,8 +202,9 @@ class System:
 
         Concrete values get the structure built for them, or for values with the same key
         (:mod:`._structure_key`: the same strong couplings); traced values, and concrete
-        ones with ``reuse_setup``, the structure most recently used on the pattern (built
-        from the pattern alone when there is none).  Computed on first use, which for
+        ones with ``reuse_setup`` or a nonzero ``structure_reuse_levels``, the structure
+        most recently used on the pattern (built from the pattern alone when there is
+        none).  Computed on first use, which for
         ``Aᵀ`` is while reverse mode traces its solve: the work on concrete values runs
         eagerly even then.
         """
@@ -237,8 +238,9 @@ class System:
                                      else key_of_values(structure))
 
         # Concrete values get a structure of their own (AmgX's full setup); traced ones,
-        # and reuse_setup, the pattern's latest.
-        own_structure = concrete is not None and not self.reuse_setup
+        # reuse_setup and AmgX's structure_reuse_levels, the pattern's latest.
+        own_structure = (concrete is not None and not self.reuse_setup
+                         and amg.structure_reuse_levels == 0)
         entry = _cache.setup_for((self.pattern_key, amg, k), build,
                                  (lambda entry: key_of_values(entry.structure))
                                  if own_structure else None)

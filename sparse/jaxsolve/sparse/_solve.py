@@ -90,8 +90,9 @@ def solve(
     **Under jit.** ``A``'s sparsity pattern must be concrete: build ``A`` outside the
     compiled function (or close over it) and let only its values be traced, e.g.
     ``jax.jit(lambda v, b: solve(A.with_values(v), b))``.  The AMG structure
-    (splittings or aggregates, patterns) is then taken from the setup cache — built from
-    concrete values by an earlier call, or else from the pattern alone, with every stored
+    (splittings or aggregates, patterns) is then taken from the setup cache — the one
+    most recently used on the pattern, built from concrete values by an earlier call, or
+    else one built from the pattern alone, with every stored
     entry counted as an equally strong coupling (classical AMG: the pattern's graph
     Laplacian) — and the numeric setup (coarse operators, smoothers) runs
     inside the compiled program: new values on a fixed pattern never leave the device.
@@ -101,15 +102,17 @@ def solve(
 
     **Concrete values** get a structure built for them, as AmgX's full setup rebuilds
     it: a different operator on a known pattern (other physics on one mesh) gets its
-    own, kept in the setup cache next to the first, and converges as in a fresh process.
+    own, kept in the setup cache next to the first (each with its index arrays on the
+    device; :func:`set_cache_size` bounds them), and converges as in a fresh process.
     Values whose structure would not change find theirs again, with no host work and no
     compilation: the same operator, or, for classical AMG on a scalar system, any whose
     finest level has the same strong couplings and diagonal signs (a Newton or time
     step that keeps the problem's character); aggregation AMG and block systems match
     on the values themselves.  Deciding costs one pass over the values on the device
-    (:mod:`jaxsolve.sparse._structure_key`).  Traced values (under ``jit``) and
+    and one wait for it.  Traced values (under ``jit``) and
     ``reuse_setup=True`` keep the structure most recently used on the pattern instead,
-    as AmgX's ``structure_reuse_levels`` keeps it across re-setups.
+    and so do concrete values under AmgX's ``structure_reuse_levels`` (``-1``; jaxsolve
+    keeps every level for any nonzero value), which rebuilds only the numbers.
 
     **Derivatives** flow to ``b`` and to ``A``'s values (cotangents on its pattern, never
     a dense ``n × n`` array); ``x0`` gets none.  ``derivative="implicit"`` supports forward
