@@ -11,10 +11,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+import scipy.sparse
 from jaxsolve_testing import counted_compilations
 
 from jaxsolve import sparse
-from jaxsolve.sparse import matrices
+from jaxsolve.sparse import _classical, _structure_key, matrices, parse_amgx_config
+from jaxsolve.sparse._csr_arrays import CsrStructure
 
 N = 32
 BICGSTAB = {"tolerance": 1e-8}
@@ -150,3 +152,30 @@ def test_structure_reuse_levels_keeps_the_first_structure(x64):
     with pytest.raises(ValueError, match="structure_reuse_levels must be >= -1"):
         sparse.solve(convection(), jnp.ones(N * N),
                      config={"preconditioner": {"solver": "AMG", "structure_reuse_levels": -2}})
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex128])
+@pytest.mark.parametrize("strength", ["AHAT", "ALL"])
+def test_the_key_reads_the_couplings_the_splitting_reads(x64, dtype, strength):
+    """The device's strong couplings are the host splitting's, for both criteria, complex
+    entries and rows that ``max_row_sum`` leaves independent."""
+    rng = np.random.default_rng(7)
+    n = 300
+    random = scipy.sparse.random(n, n, density=0.03, random_state=rng, format="csr")
+    values = rng.standard_normal(random.nnz)
+    if np.iscomplexobj(np.zeros(0, dtype)):
+        values = values + 1j * rng.standard_normal(random.nnz)
+    A = (scipy.sparse.csr_matrix((values, random.indices, random.indptr), shape=(n, n))
+         + scipy.sparse.diags(rng.uniform(0.1, 3, n) * rng.choice([-1, 1], n))).astype(dtype)
+    A.sort_indices()
+    pattern = CsrStructure(A.indptr.astype(np.int32), A.indices.astype(np.int32), n)
+    config = parse_amgx_config({"preconditioner": {
+        "solver": "AMG", "strength": strength, "strength_threshold": 0.4,
+        "max_row_sum": 0.9}}).preconditioner.amg
+    host = _classical.strong_couplings(pattern, A.data, config)
+    rows = jnp.asarray(pattern.row_ids)
+    device = _structure_key._strong(jnp.asarray(A.data), jnp.asarray(pattern.indices), rows,
+                                    jnp.asarray(pattern.diagonal_positions()), n,
+                                    _structure_key._strength_rule(config))
+    assert 0 < host.sum() <= A.nnz - n
+    np.testing.assert_array_equal(np.asarray(device), host)

@@ -124,7 +124,8 @@ def _strong(values: jax.Array, indices: jax.Array, rows: jax.Array, diagonal: ja
         return off_diagonal & (values != 0)
     d = values[diagonal]
     magnitude = jnp.abs(d)
-    phase = jnp.where(magnitude > 0, jnp.conj(d) / jnp.where(magnitude > 0, magnitude, 1), 1)
+    divisor = jnp.where(magnitude > 0, magnitude, 1).astype(values.dtype)
+    phase = jnp.where(magnitude > 0, jnp.conj(d) / divisor, 1)
     coupling = -jnp.real(values * phase[rows])
     largest = jax.ops.segment_max(jnp.where(off_diagonal, coupling, -jnp.inf), rows,
                                   num_segments=n_rows, indices_are_sorted=True)
