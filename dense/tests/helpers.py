@@ -14,6 +14,7 @@ from jax.sharding import NamedSharding
 import jaxsolve.autodiff
 import jaxsolve.sharding as js
 from jaxsolve import dense
+from jaxsolve_testing import xla_flags_for_processes
 
 DTYPES = (np.float32, np.float64, np.complex64, np.complex128)
 GRIDS = {"1x1": (1, 1), "2x1": (2, 1), "1x2": (1, 2), "2x2": (2, 2)}
@@ -84,7 +85,8 @@ def launch(script_path, processes, devices_per_process=1, timeout=120):
     environment = dict(os.environ)
     environment["PYTHONPATH"] = os.pathsep.join(
         filter(None, [*roots, environment.get("PYTHONPATH")]))
-    environment.pop("XLA_FLAGS", None)  # the launcher gives each process its own devices
+    # The launcher gives each process its own devices.
+    environment["XLA_FLAGS"] = xla_flags_for_processes()
     command = [sys.executable, "-m", "jaxsolve.sharding.launch", "-n", str(processes),
                "--devices-per-process", str(devices_per_process), "--platform", "cpu",
                "--timeout", str(timeout), str(script_path)]

@@ -14,6 +14,7 @@ import sys
 import pytest
 
 from conftest import LAUNCHER_VARIABLES, PACKAGE_ROOT
+from jaxsolve_testing import xla_flags_for_processes
 
 SCRIPT = pathlib.Path(__file__).with_name("mpi_spmv.py")
 
@@ -29,7 +30,8 @@ class TestMpi:
             pytest.skip(f"no mpiexec beside {sys.executable} or on PATH; install the lock "
                         "file's mpich and mpi4py (tools/dev does)")
         environment = {name: value for name, value in os.environ.items()
-                       if name not in LAUNCHER_VARIABLES and name != "XLA_FLAGS"}
+                       if name not in LAUNCHER_VARIABLES}
+        environment["XLA_FLAGS"] = xla_flags_for_processes()
         environment["JAX_PLATFORMS"] = "cpu"
         environment["PYTHONPATH"] = os.pathsep.join(
             filter(None, [PACKAGE_ROOT, str(SCRIPT.parent), environment.get("PYTHONPATH")]))

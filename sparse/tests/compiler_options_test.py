@@ -3,13 +3,24 @@
 kernels in about half the time of its fusion emitters), and a solve inside the caller's
 ``jax.jit`` still works (JAX refuses compiler options on a nested jit)."""
 
+import os
+
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
 from jaxsolve import sparse
 from jaxsolve.sparse import _compiler_options, _padded_setup, _setup, _solve, matrices
 from jaxsolve.sparse._config import parse_amgx_config
+from jaxsolve_testing import CPU_COMPILE_FLAGS
+
+# The tests' XLA flags turn the fusion emitters off for every program, which would hide
+# whether jaxsolve's own options do.
+pytestmark = pytest.mark.skipif(
+    any(flag in os.environ.get("XLA_FLAGS", "") for flag in CPU_COMPILE_FLAGS),
+    reason="needs XLA's default flags: run this file alone with "
+           "JAXSOLVE_TEST_DEFAULT_XLA_FLAGS=1, as its Bazel target does")
 
 CONFIG = {"solver": "PCG", "tolerance": 1e-6, "max_iters": 50}
 

@@ -15,6 +15,8 @@ import sys
 
 import pytest
 
+from jaxsolve_testing import xla_flags_for_processes
+
 # The venv's own MPICH (beside this interpreter) first, then any on PATH.
 MPIEXEC = shutil.which("mpiexec", path=os.pathsep.join(
     [str(pathlib.Path(sys.executable).parent), os.environ.get("PATH", "")]))
@@ -36,6 +38,7 @@ def run_ranks(script: str, nranks: int, *args: str) -> str:
     environment = {name: value for name, value in os.environ.items()
                    if not name.startswith(_LAUNCHER_PREFIXES)
                    and name not in ("XLA_FLAGS", "JAX_COORDINATOR_ADDRESS")}
+    environment["XLA_FLAGS"] = xla_flags_for_processes()
     environment["JAX_PLATFORMS"] = "cpu"
     # The ranks import jaxsolve as this process does (source folders or Bazel runfiles).
     environment["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)

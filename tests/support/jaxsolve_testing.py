@@ -27,10 +27,27 @@ import pytest
 # XLA's backend (LLVM) optimizations cost more than they save: a fifth of the CPU time of
 # sparse's solve tests. Off there (not on a GPU host, whose tests run the real kernels), in
 # the environment too, for the processes tests start (MPI ranks, launchers, benchmarks).
+#
+# XLA's CPU compiler then still spends half of a solve's compile in its MLIR fusion emitters
+# and in splitting each program's LLVM module for parallel codegen; `CPU_COMPILE_FLAGS` turn
+# both off (fusions are emitted by XLA's classic emitters, in one module): a first solve's CPU
+# time drops to 0.4 of what it was. Appended to ``XLA_FLAGS`` before JAX starts its CPU
+# backend, after whatever flags the environment already holds; the processes tests start get
+# them too (`xla_flags_for_processes`). A test file that checks the options jaxsolve itself
+# passes XLA runs with XLA's defaults instead: its Bazel target sets
+# ``JAXSOLVE_TEST_DEFAULT_XLA_FLAGS=1`` (`jaxsolve_py_tests`' `env_of`).
+CPU_COMPILE_FLAGS = ("--xla_cpu_use_fusion_emitters=false",
+                     "--xla_cpu_parallel_codegen_split_count=1")
+
 if not any(importlib.util.find_spec(f"jax_cuda{major}_plugin") for major in (12, 13)):
     os.environ.setdefault("JAX_DISABLE_MOST_OPTIMIZATIONS", "true")
     jax.config.update("jax_disable_most_optimizations",
                       os.environ["JAX_DISABLE_MOST_OPTIMIZATIONS"].lower() in ("1", "true"))
+    if os.environ.get("JAXSOLVE_TEST_DEFAULT_XLA_FLAGS") != "1":
+        os.environ["XLA_FLAGS"] = " ".join([
+            os.environ.get("XLA_FLAGS", ""),
+            *(flag for flag in CPU_COMPILE_FLAGS
+              if flag.split("=")[0] not in os.environ.get("XLA_FLAGS", ""))]).strip()
 
 # The settings every test starts from: the users' default for x64 (off), and dtype and rank
 # promotion as strict as a user may set them (as Lineax's tests do), so that no code relies on
@@ -84,6 +101,14 @@ def use_cpu_devices(count: int) -> None:
     the top of a ``conftest.py``."""
     os.environ["XLA_FLAGS"] = " ".join(filter(None, [
         os.environ.get("XLA_FLAGS"), f"--xla_force_host_platform_device_count={count}"]))
+
+
+def xla_flags_for_processes() -> str:
+    """This process's ``XLA_FLAGS`` without its virtual CPU device count: for the processes a
+    test starts (MPI ranks, launched processes), which get their devices from their launcher
+    but compile as the tests do."""
+    return " ".join(flag for flag in os.environ.get("XLA_FLAGS", "").split()
+                    if not flag.startswith("--xla_force_host_platform_device_count"))
 
 
 def check_public_names(package: types.ModuleType, *, examples: bool = False) -> None:
