@@ -179,3 +179,18 @@ def test_the_key_reads_the_couplings_the_splitting_reads(x64, dtype, strength):
                                     _structure_key._strength_rule(config))
     assert 0 < host.sum() <= A.nnz - n
     np.testing.assert_array_equal(np.asarray(device), host)
+    # The digest, from index arrays padded as a structure's: that of the host's strong
+    # couplings and diagonal signs; another when one coupling is no longer strong.
+    padded = (np.pad(pattern.indices, (0, 5)), np.pad(pattern.indptr, (0, 3), mode="edge"),
+              np.pad(pattern.diagonal_positions(), (0, 3), constant_values=-1))
+
+    def digest(values):
+        return np.asarray(_structure_key._digest(jnp.asarray(values), *map(jnp.asarray, padded),
+                                                 n, _structure_key._strength_rule(config)))
+
+    positive = np.all(np.real(A.diagonal()) > 0)
+    np.testing.assert_array_equal(digest(A.data), _structure_key._summed(
+        jnp.asarray(host, jnp.uint32), jnp.uint32(positive)))
+    weakened = A.data.copy()
+    weakened[np.flatnonzero(host)[0]] = 0
+    assert not np.array_equal(digest(A.data), digest(weakened))

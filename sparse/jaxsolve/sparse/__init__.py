@@ -8,7 +8,7 @@ Krylov methods, configured in AmgX's vocabulary and differentiable through
   under `jax.jit`, `jax.vmap` and `jax.grad` (implicit derivatives with respect to ``b``
   and to the matrix's values on its pattern; the rule is `jaxsolve.autodiff.linear_solve`'s,
   and ``_linear_solve.py`` here says what each path of `solve` hands it). The AMG structure is built on the host once
-  per sparsity pattern and cached (`cache_info`, `clear_cache`, `set_cache_size`); the
+  per sparsity pattern and operator (its strong couplings) and cached (`cache_info`, `clear_cache`, `set_cache_size`); the
   numeric setup for new values runs inside the compiled program. `describe` shows the
   hierarchy and the memory it keeps.
 * `make_preconditioner`: the same AMG (or a relaxation) as a jit-able `Preconditioner`

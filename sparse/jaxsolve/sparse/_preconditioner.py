@@ -113,8 +113,8 @@ def make_preconditioner(
     ``config`` describes the preconditioner itself — a flat AmgX scope such as
     ``{"solver": "AMG", "selector": "HMIS", "cycle": "W"}`` (its ``max_iters``, 1 by
     default, counts cycles per application) — or a whole solver configuration, whose
-    ``preconditioner`` is taken.  The setup is that of :func:`solve`: cached per pattern,
-    with the numbers computed inside the caller's program when ``A``'s values are traced.
+    ``preconditioner`` is taken.  The setup is that of :func:`solve`: cached per pattern
+    and operator, with the numbers computed inside the caller's program when ``A``'s values are traced.
 
     Args:
       A: the ``(n, n)`` matrix (any type :func:`solve` accepts; a matrix-free operator

@@ -39,6 +39,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ._config import AMGConfig
+from ._csr_arrays import CsrArrays
 from ._hierarchy import HierarchyStructure
 
 # The seeds of the digest's two sums.
@@ -104,10 +105,14 @@ def _digest(values: jax.Array, indices: jax.Array, indptr: jax.Array, diagonal: 
                                  for part in parts], axis=1).ravel()
         flag = jnp.uint32(0)
     else:
-        rows = jnp.repeat(jnp.arange(n_rows, dtype=jnp.int32), indptr[1:] - indptr[:-1],
-                          total_repeat_length=nnz)
+        rows = CsrArrays(values, indices, indptr).row_ids
         words = _strong(values, indices, rows, diagonal, n_rows, rule).astype(jnp.uint32)
         flag = jnp.all(jnp.real(values[diagonal]) > 0).astype(jnp.uint32)
+    return _summed(words, flag)
+
+
+def _summed(words: jax.Array, flag: jax.Array) -> jax.Array:
+    """``(2,)`` uint32: two sums of the hashed ``(position, word)`` pairs, and the flag."""
     positions = jnp.arange(words.shape[0], dtype=jnp.uint32)
     return jnp.stack([jnp.sum(_mixed(_mixed(positions + seed) ^ words), dtype=jnp.uint32)
                       ^ (flag * _mixed(seed))

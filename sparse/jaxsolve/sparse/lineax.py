@@ -267,8 +267,8 @@ class AMGSolver(lx.AbstractLinearSolver[CsrLinearOperator]):
     :func:`~jaxsolve.sparse.solve` — by default BiCGSTAB preconditioned by one V-cycle of
     classical AMG, to a residual ``1e-6`` times the initial one — configured in AmgX's
     vocabulary.  ``lineax.linear_solve`` compiles its arguments, so the values are traced:
-    the AMG structure comes from ``solve``'s setup cache (built from concrete values by an
-    earlier setup on the pattern, else from the pattern alone) and the numeric setup runs
+    the AMG structure comes from ``solve``'s setup cache (the one most recently used on
+    the pattern, else one built from the pattern alone) and the numeric setup runs
     inside the compiled program.
 
     **Derivatives** are Lineax's: its rule for ``linear_solve`` differentiates with respect
