@@ -18,16 +18,19 @@ Inside the compiled function the matrix is an ordinary BCSR/BCOO with concrete i
 (``A @ x``, ``A.todense()`` work as usual); :func:`jaxsolve.sparse.as_csr` converts it
 without reading its indices again.  JAX-AMG's ``with_cache`` is the public door
 (:func:`jaxsolve.sparse.with_cache`); it also attaches what JAX-AMG attaches
-(:class:`Attachments`).
+(:class:`Attachments`).  The matrices of :mod:`jaxsolve.sparse.matrices` are made static
+this way from the start (:func:`host_pattern_bcsr`).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import hashlib
+import weakref
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import scipy.sparse
 from jax.experimental import sparse as jsparse
@@ -63,21 +66,23 @@ class StaticIndices:
 
     Hashable and compared by a fingerprint of the arrays' contents, so two matrices with
     equal patterns share ``jit`` compilations.  The arrays are the matrix's own concrete
-    JAX arrays (kept on the device for its products).
+    JAX arrays (kept on the device for its products).  ``host``, the same arrays in host
+    memory, spares reading them back to compute the fingerprint.
     """
 
     def __init__(self, arrays: tuple[jax.Array, ...], shape: tuple[int, ...],
-                 indices_sorted: bool, unique_indices: bool):
+                 indices_sorted: bool, unique_indices: bool,
+                 host: tuple[np.ndarray, ...] | None = None):
         self.arrays = arrays
         self.shape = tuple(int(s) for s in shape)
         self.indices_sorted = bool(indices_sorted)
         self.unique_indices = bool(unique_indices)
         digest = hashlib.blake2b(digest_size=16)
         digest.update(repr((self.shape, self.indices_sorted, self.unique_indices)).encode())
-        for array in arrays:
-            host = np.ascontiguousarray(array)
-            digest.update(f"|{host.dtype.str}{host.shape}|".encode())
-            digest.update(host)
+        for array in arrays if host is None else host:
+            array = np.ascontiguousarray(array)
+            digest.update(f"|{array.dtype.str}{array.shape}|".encode())
+            digest.update(array)
         self.key = digest.hexdigest()
 
     def __hash__(self) -> int:
@@ -161,7 +166,7 @@ def is_sparse_matrix(A: Any) -> bool:
 
 def static_pattern(caller: str, A: Any, attachments: Attachments) -> CachedBCSR | CachedBCOO:
     """``A`` (a BCSR, a BCOO or a scipy.sparse matrix, which becomes a BCSR) with its
-    pattern static, carrying ``attachments``.
+    pattern static, carrying ``attachments``; its index arrays are concrete JAX arrays.
 
     Raises:
       TypeError: if ``A``'s indices are traced: the pattern must be read here, once.
@@ -171,9 +176,13 @@ def static_pattern(caller: str, A: Any, attachments: Attachments) -> CachedBCSR 
     if scipy.sparse.issparse(A):
         A = jsparse.BCSR.from_scipy_sparse(A)
     kind = CachedBCSR if isinstance(A, jsparse.BCSR) else CachedBCOO
-    arrays = tuple(getattr(A, name) for name in kind._index_names)
+    given = tuple(getattr(A, name) for name in kind._index_names)
+    # Concrete JAX arrays (NumPy ones copied), so a BCSR/BCOO rebuilt from them inside jit
+    # has concrete indices too: jnp.asarray under a trace turns NumPy arrays into tracers.
+    with jax.ensure_compile_time_eval():
+        arrays = tuple(jnp.asarray(array) for array in given)
     try:
-        static = StaticIndices(arrays, A.shape, A.indices_sorted, A.unique_indices)
+        static = StaticIndices(arrays, A.shape, A.indices_sorted, A.unique_indices, host=given)
     except (jax.errors.TracerArrayConversionError, jax.errors.ConcretizationTypeError):
         raise TypeError(
             f"{caller}: the indices of this {type(A).__name__} are traced (it is an argument"
@@ -181,3 +190,36 @@ def static_pattern(caller: str, A: Any, attachments: Attachments) -> CachedBCSR 
             f" {caller}(A) outside the transformation and pass its result in: its pattern"
             " stays static, and only its values are traced.") from None
     return kind._of(A.data, static, attachments)
+
+
+# The static indices of the host patterns host_pattern_bcsr was given, by the identity of
+# the (read-only) host arrays while they live, each held only as long as a matrix holds it:
+# matrices rebuilt on a cached pattern share its device copies and fingerprint, and the
+# device copies are freed with the last such matrix.
+_HOST_PATTERNS: dict[tuple[Any, ...], weakref.ref[StaticIndices]] = {}
+
+
+def host_pattern_bcsr(data: Any, indices: np.ndarray, indptr: np.ndarray,
+                      shape: tuple[int, int]) -> CachedBCSR:
+    """A :class:`CachedBCSR` of ``data`` on the canonical (sorted, duplicate-free) pattern
+    held by the read-only host arrays ``indices`` and ``indptr``.
+
+    Its index arrays are concrete JAX arrays, made so even under a transformation
+    (:func:`jax.ensure_compile_time_eval`): they stay concrete where the matrix is passed
+    into ``jax.jit`` and where a BCSR is rebuilt from them inside it
+    (``BCSR((new_data, A.indices, A.indptr), shape=A.shape)``, as JAX-AMG's demos do).
+    Matrices made on the same host arrays while one of them lives share one copy.
+    """
+    key = (id(indices), id(indptr), tuple(shape))
+    entry = _HOST_PATTERNS.get(key)
+    static = None if entry is None else entry()
+    if static is None:
+        with jax.ensure_compile_time_eval():
+            arrays = (jnp.asarray(indices), jnp.asarray(indptr))
+        static = StaticIndices(arrays, shape, True, True, host=(indices, indptr))
+        if not (indices.flags.writeable or indptr.flags.writeable):
+            if entry is None:
+                for array in (indices, indptr):
+                    weakref.finalize(array, _HOST_PATTERNS.pop, key, None)
+            _HOST_PATTERNS[key] = weakref.ref(static)
+    return CachedBCSR._of(data, static, Attachments())

@@ -13,22 +13,41 @@ import changed), and each function documents its exact definition.
 
 **Static pattern, traceable values.**  Each matrix is split the way a sparse
 solver needs it: the sparsity pattern (``indices``, ``indptr``) is built with
-NumPy from the sizes alone and stays a concrete, read-only ``np.ndarray`` even
-inside :func:`jax.jit`; only ``data`` is computed with ``jax.numpy`` from the
-physical parameters, which may be traced.  So a solver can set up its
-hierarchy from the pattern at trace time while the values stay differentiable:
+NumPy from the sizes alone, and only ``data`` is computed with ``jax.numpy``
+from the physical parameters, which may be traced.  Each matrix is a
+:class:`~jax.experimental.sparse.BCSR` whose pattern stays static (the
+``CachedBCSR`` that :func:`jaxsolve.sparse.with_cache` makes, a ``BCSR``
+subclass): its index arrays are concrete JAX arrays, even inside
+:func:`jax.jit`, and its only pytree leaf is ``data``.  So a solver sets up its
+hierarchy from the pattern at trace time while the values stay
+differentiable, whether the matrix is built inside the jitted function or
+passed to it, and a BCSR rebuilt there from ``A.indices`` and ``A.indptr``
+(new values on the pattern) has a concrete pattern too:
 
->>> import jax, jax.numpy as jnp, numpy as np
+>>> import jax, jax.numpy as jnp
+>>> from jax.experimental import sparse
 >>> from jaxsolve.sparse import matrices
 >>> @jax.jit
 ... def residual_norm(diagonal):
 ...     a = matrices.tridiagonal_matrix(4, diagonal_value=diagonal)
-...     assert isinstance(a.indices, np.ndarray)  # concrete under jit
+...     assert not isinstance(a.indices, jax.core.Tracer)  # concrete under jit
 ...     return jnp.linalg.norm(a @ jnp.ones(4))
 >>> residual_norm(2.0)
 Array(1.4142135, dtype=float32)
 >>> jax.grad(residual_norm)(jnp.float32(3.0))
 Array(1.8973665, dtype=float32)
+>>> @jax.jit
+... def scaled(a, factor):
+...     b = sparse.BCSR((factor * a.data, a.indices, a.indptr), shape=a.shape)
+...     assert not isinstance(b.indices, jax.core.Tracer)
+...     return b @ jnp.ones(4)
+>>> scaled(matrices.tridiagonal_matrix(4), 3.0)
+Array([3., 0., 0., 3.], dtype=float32)
+
+Tree operations see ``data`` alone (``jax.tree.map(lambda v: 2 * v, a)`` scales
+the matrix), and ``jax.grad`` with respect to a matrix returns its cotangent
+as a matrix on the same pattern.  Matrices built on one pattern while another
+of them lives share its index arrays.
 
 **Layout.**  Every matrix is a square BCSR with int32 ``indices`` and
 ``indptr``, column indices sorted within each row and no duplicates
@@ -66,6 +85,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax.experimental import sparse
 from jax.typing import ArrayLike, DTypeLike
+
+from ._static_pattern import host_pattern_bcsr
 
 __all__ = [
     "anisotropic_diffusion_matrix",
@@ -189,15 +210,11 @@ def _csr_pattern(rows: np.ndarray, cols: np.ndarray, size: int):
     return indptr, (unique_keys % size).astype(np.int32), slot
 
 
-def _bcsr(data: jax.Array, indices: np.ndarray, indptr: np.ndarray, size: int) -> sparse.BCSR:
-    """A BCSR whose ``indices`` and ``indptr`` stay NumPy arrays.
-
-    ``sparse.BCSR(...)`` passes its arguments through ``jnp.asarray``, which
-    under ``jax.jit`` turns even NumPy constants into tracers.  The pytree
-    ``tree_unflatten`` of the class keeps the leaves as given.
-    """
-    info = {"shape": (size, size), "indices_sorted": True, "unique_indices": True}
-    return sparse.BCSR.tree_unflatten(info, (data, indices, indptr))
+def _bcsr(data: jax.Array, indices: np.ndarray, indptr: np.ndarray,
+          shape: tuple[int, int]) -> sparse.BCSR:
+    """The BCSR of ``data`` on a canonical read-only NumPy pattern, its pattern static
+    through ``jax.jit`` (see "Static pattern, traceable values" above)."""
+    return host_pattern_bcsr(data, indices, indptr, shape)
 
 
 @functools.lru_cache(maxsize=32)
@@ -233,7 +250,7 @@ def _stencil_matrix(
     _check_int32_capacity(caller, math.prod(shape) * len(stencil))
     indptr, indices, stencil_entry = _stencil_pattern(shape, tuple(stencil))
     data = jnp.stack(list(stencil.values()))[stencil_entry]
-    return _bcsr(data, indices, indptr, math.prod(shape))
+    return _bcsr(data, indices, indptr, (math.prod(shape),) * 2)
 
 
 # -----------------------------------------------------------------------------
@@ -501,7 +518,7 @@ def periodic_poisson_matrix(n: int, *, dtype: DTypeLike = jnp.float32) -> sparse
     dtype = _checked_dtype("periodic_poisson_matrix", dtype)
     _check_int32_capacity("periodic_poisson_matrix", 5 * n * n)
     indptr, indices, values = _periodic_laplacian_pattern(n)
-    return _bcsr(jnp.asarray(values, dtype), indices, indptr, n * n)
+    return _bcsr(jnp.asarray(values, dtype), indices, indptr, (n * n, n * n))
 
 
 @functools.lru_cache(maxsize=8)
@@ -746,8 +763,7 @@ def _stencil_rows(caller: str, shape: tuple[int, ...],
     coefficients = jnp.stack(list(stencil.values()))
     data = coefficients[np.broadcast_to(order, inside.shape)[inside]]
     indices, indptr = _read_only(indices, indptr)
-    info = {"shape": (row_end - row_start, n), "indices_sorted": True, "unique_indices": True}
-    return sparse.BCSR.tree_unflatten(info, (data, indices, indptr)), row_start, row_end
+    return _bcsr(data, indices, indptr, (row_end - row_start, n)), row_start, row_end
 
 
 def anisotropic_diffusion_matrix(
@@ -968,8 +984,7 @@ def _random_rows(caller: str, rows: int, columns: int, row_start: int, density: 
     matrix.sort_indices()
     _check_int32_capacity(caller, matrix.nnz)
     indices, indptr = _read_only(matrix.indices.astype(np.int32), matrix.indptr.astype(np.int32))
-    info = {"shape": (rows, columns), "indices_sorted": True, "unique_indices": True}
-    return sparse.BCSR.tree_unflatten(info, (jnp.asarray(matrix.data, dtype), indices, indptr))
+    return _bcsr(jnp.asarray(matrix.data, dtype), indices, indptr, (rows, columns))
 
 
 # -----------------------------------------------------------------------------
@@ -1177,7 +1192,7 @@ def elasticity_matrix_2d(
     shear = e / (2 * (1 + nu))
     indptr, indices, lame_values, shear_values, modes = _elasticity_pattern(n)
     data = lame * lame_values.astype(dtype) + shear * shear_values.astype(dtype)
-    return _bcsr(data, indices, indptr, 2 * n * n), modes.astype(dtype)
+    return _bcsr(data, indices, indptr, (2 * n * n,) * 2), modes.astype(dtype)
 
 
 # -----------------------------------------------------------------------------
