@@ -105,6 +105,7 @@ def make_preconditioner(
     comm: Any = None,
     nglobal: int | None = None,
     partition_info: tuple[int, int] | None = None,
+    save_stats_file: Any = None,
     return_info: bool = False,
     **kwargs: Any,
 ) -> Preconditioner | Callable[[jax.Array], Any]:
@@ -130,13 +131,16 @@ def make_preconditioner(
         :func:`solve` with the preconditioner as its solver, every rank calling together
         (the distributed solve runs Krylov methods only, so that solver must be one:
         AMG or a relaxation is refused there with a clear error).
+      save_stats_file: JAX-AMG's: each application is a :func:`solve` that writes its
+        AmgX reports to this path, as :func:`solve`'s ``save_stats_file=`` does.
       return_info: JAX-AMG's: each application returns ``(x, info)``, the
         :class:`SolveInfo` of that solve.
       **kwargs: AmgX keys of the preconditioner's scope, overriding ``config``'s
         (JAX-AMG's ``make_preconditioner(A, max_iters=2)``).
 
     Returns:
-      A :class:`Preconditioner`; with MPI arguments or ``return_info``, a function
+      A :class:`Preconditioner`; with MPI arguments, ``save_stats_file`` or
+      ``return_info``, a function
       ``r ↦ M⁻¹ r`` (or ``(M⁻¹ r, info)``) applying it through :func:`solve`.
 
     Raises:
@@ -155,9 +159,10 @@ def make_preconditioner(
     """
     preconditioner = _preconditioner_config(with_overrides(config, kwargs))
     if (comm is not None or nglobal is not None or partition_info is not None or return_info
+            or save_stats_file is not None
             or getattr(getattr(A, "attachments", None), "mpi", None) is not None):
         return functools.partial(_apply_by_solve, A, preconditioner, comm, nglobal,
-                                 partition_info, return_info)
+                                 partition_info, save_stats_file, return_info)
     block_dim = _blocks.block_dim_of("make_preconditioner", A, block_dim)
     if _matrix_free.is_operator(A):  # its size and dtype are those of its attached structure
         if getattr(A, "shape", None) is None:
@@ -182,12 +187,13 @@ def make_preconditioner(
 
 
 def _apply_by_solve(A: Any, preconditioner: SolverConfig, comm: Any, nglobal: Any,
-                    partition_info: Any, return_info: bool, r: jax.Array) -> Any:
+                    partition_info: Any, save_stats_file: Any, return_info: bool,
+                    r: jax.Array) -> Any:
     """``M⁻¹ r`` as a solve whose solver is the preconditioner (JAX-AMG's way)."""
     from ._solve import solve  # solve builds on this module
 
     x, info = solve(A, r, config=preconditioner, comm=comm, nglobal=nglobal,
-                    partition_info=partition_info)
+                    partition_info=partition_info, save_stats_file=save_stats_file)
     return (x, info) if return_info else x
 
 

@@ -82,7 +82,7 @@ from . import _matrix_free
 from ._config import SolverConfig, parse_amgx_config
 from ._csr import CsrMatrix, as_csr
 from ._matrix_free import ColoringInfo
-from ._preconditioner import make_preconditioner
+from ._preconditioner import Preconditioner, make_preconditioner
 from ._solve import solve
 from ._status import FailureReason, SolveInfo
 
@@ -439,12 +439,17 @@ _DEFINITENESS_TAGS = ((lx.is_symmetric, lx.symmetric_tag),
 
 
 def make_lineax_preconditioner(
-    A: Any,
+    operator: Any,
     config: Any = None,
     *,
     tags: object | Iterable[object] | None = None,
     near_nullspace: ArrayLike | None = None,
     coloring: ColoringInfo | None = None,
+    comm: Any = None,
+    nglobal: int | None = None,
+    partition_info: tuple[int, int] | None = None,
+    save_stats_file: Any = None,
+    **kwargs: Any,
 ) -> lx.FunctionLinearOperator:
     """An AMG preconditioner ``M⁻¹ ≈ A⁻¹`` as a Lineax operator: one V-cycle by default.
 
@@ -471,10 +476,14 @@ def make_lineax_preconditioner(
     materialized from its ``mv`` (see the module documentation); the tags of a Lineax one
     carry over as above, a function's only through ``tags=``.
 
+    The signature is JAX-AMG's (``operator`` first, its MPI and ``save_stats_file``
+    keywords, AmgX keys as keyword overrides).
+
     Args:
-      A: the ``(n, n)`` matrix: a `CsrLinearOperator`, a ``lineax.MatrixLinearOperator``
-        with a concrete matrix, a matrix-free Lineax operator, or any matrix or function
-        :func:`~jaxsolve.sparse.make_preconditioner` takes.
+      operator: ``A``, the ``(n, n)`` matrix: a `CsrLinearOperator`, a
+        ``lineax.MatrixLinearOperator`` with a concrete matrix, a matrix-free Lineax
+        operator, or any matrix or function :func:`~jaxsolve.sparse.make_preconditioner`
+        takes.
       config: the preconditioner's AmgX configuration (e.g. ``{"solver": "AMG",
         "cycle": "W"}``), or a solver configuration whose preconditioner is taken; None
         for one V-cycle of classical AMG.
@@ -482,6 +491,11 @@ def make_lineax_preconditioner(
       near_nullspace: ``(n, k)`` near-null space for smoothed aggregation.
       coloring: for a matrix-free ``A``, its structure from
         :func:`~jaxsolve.sparse.cache_coloring` (needed when ``A`` is traced).
+      comm, nglobal, partition_info, save_stats_file: as for
+        :func:`~jaxsolve.sparse.make_preconditioner`, which then applies ``M`` by a
+        :func:`~jaxsolve.sparse.solve` per application (``A`` is this rank's rows with
+        MPI arguments; ``M`` acts on this rank's part of ``r``).
+      **kwargs: AmgX keys of the preconditioner's scope, overriding ``config``'s.
 
     Returns:
       A ``lineax.FunctionLinearOperator`` ``r ↦ M⁻¹ r`` on vectors of shape ``(n,)`` and
@@ -507,17 +521,27 @@ def make_lineax_preconditioner(
       >>> restarts({"preconditioner": M}) < restarts({})  # restart cycles of 10 steps
       True
     """
+    A = operator
     coloring = _checked_coloring(coloring, "make_lineax_preconditioner")
+    options = dict(near_nullspace=near_nullspace, comm=comm, nglobal=nglobal,
+                   partition_info=partition_info, save_stats_file=save_stats_file, **kwargs)
     if isinstance(A, lx.AbstractLinearOperator):
-        operator = _csr_operator(A, "make_lineax_preconditioner", coloring)
-        preconditioner = make_preconditioner(operator.matrix, config,
-                                             near_nullspace=near_nullspace)
-        if tags is None and preconditioner.is_symmetric:
+        matrix = _csr_operator(A, "make_lineax_preconditioner", coloring).matrix
+        preconditioner = make_preconditioner(matrix, config, **options)
+        symmetric = getattr(preconditioner, "is_symmetric", False)
+        if tags is None and symmetric:
             tags = [tag for holds, tag in _DEFINITENESS_TAGS if holds(A)]
     else:
         if coloring is not None and _matrix_free.is_operator(A):
             A = _matrix_free.with_cache(A, coloring=coloring)
-        preconditioner = make_preconditioner(A, config, near_nullspace=near_nullspace)
-    structure = jax.ShapeDtypeStruct((preconditioner.matrix.n_rows,),
-                                     preconditioner.matrix.values.dtype)
+        matrix = A
+        preconditioner = make_preconditioner(A, config, **options)
+    if isinstance(preconditioner, Preconditioner):
+        structure = jax.ShapeDtypeStruct((preconditioner.matrix.n_rows,),
+                                         preconditioner.matrix.values.dtype)
+    elif getattr(matrix, "shape", None) is None:
+        raise ValueError("make_lineax_preconditioner: a matrix-free function has no size to"
+                         " give M; pass a Lineax operator, or with_cache(A, coloring=...).")
+    else:  # applied by a solve: on the rows of A (this rank's with MPI arguments)
+        structure = jax.ShapeDtypeStruct((matrix.shape[0],), matrix.dtype)
     return lx.FunctionLinearOperator(preconditioner, structure, () if tags is None else tags)

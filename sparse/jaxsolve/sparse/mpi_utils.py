@@ -15,9 +15,14 @@ written against JAX-AMG runs with only its imports changed:
 
 JAX-AMG's ``_mpi4jax_allgatherv(sendbuf, recvcounts_tuple, comm)``, private but imported by
 its ``mpi_preconditioned_solver`` demo, is here with its meaning (an all-gather inside the
-compiled program). Its other transport internals (``register_comm``, ``resolve_comm``, ``HaloPlan``,
-``build_halo_plan``, ``local_transpose_nnz``) have no counterpart here: ``solve(...,
-comm=...)`` plans its halo exchanges itself (``jaxsolve.sharding.halo_plans``).
+compiled program). So are the names of its transport layer, which ``solve(..., comm=...)``
+does not need (it plans its halo exchanges itself, with `jaxsolve.sharding.halo_plan`) but
+code written against JAX-AMG may call:
+
+* `register_comm` / `resolve_comm`: a communicator by an integer key, and back;
+* `HaloPlan` / `build_halo_plan`: JAX-AMG's padded halo-exchange plan of a rank's block of
+  rows, converted from `jaxsolve.sharding.halo_plan`'s;
+* `local_transpose_nnz`: the stored entries of this rank's rows of ``Aᵀ``.
 
 Examples:
   >>> import numpy as np
@@ -32,7 +37,7 @@ Examples:
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -43,12 +48,17 @@ from jax.typing import ArrayLike
 from jaxsolve import sharding
 
 __all__ = [
+    "HaloPlan",
+    "build_halo_plan",
     "gather_vector",
     "get_partition_info",
+    "local_transpose_nnz",
     "make_allgather_vector",
     "partition_csr_matrix",
     "partition_operator",
     "partition_vector",
+    "register_comm",
+    "resolve_comm",
     "validate_partition",
 ]
 
@@ -207,6 +217,132 @@ def make_allgather_vector(comm: Any, partition_info: tuple[int, int], nglobal: i
 
     allgather.defvjp(forward, backward)
     return allgather
+
+
+# The communicators register_comm was given, by their key (mpi4py communicators are not
+# hashable, so JAX-AMG keys them by the address of their MPI handle).
+_COMMUNICATORS: dict[int, Any] = {}
+
+
+def register_comm(comm: Any) -> int:
+    """Remembers ``comm`` and returns its key, an int that `resolve_comm` maps back to it.
+
+    JAX-AMG's: the key is the address of the communicator's MPI handle
+    (``mpi4py.MPI._addressof``), an int that a static argument of a JAX primitive can hold.
+    """
+    from mpi4py import MPI
+
+    key = MPI._addressof(comm)
+    _COMMUNICATORS[key] = comm
+    return key
+
+
+def resolve_comm(comm_ptr: int) -> Any:
+    """The communicator `register_comm` returned ``comm_ptr`` for; ``MPI.COMM_WORLD`` for a
+    key never registered (JAX-AMG's fallback)."""
+    from mpi4py import MPI
+
+    return _COMMUNICATORS.get(comm_ptr, MPI.COMM_WORLD)
+
+
+def _row_ranges(recvcounts_tuple: tuple[int, ...]) -> tuple[tuple[int, int], ...]:
+    """The contiguous row ranges of ranks owning ``recvcounts_tuple[r]`` rows each."""
+    ends = np.cumsum(np.asarray(recvcounts_tuple, np.int64)).tolist()
+    return tuple((end - count, end) for count, end in zip(recvcounts_tuple, ends))
+
+
+def local_transpose_nnz(col_indices: ArrayLike, recvcounts_tuple: tuple[int, ...],
+                        comm: Any) -> int:
+    """The number of stored entries of this rank's rows of ``Aᵀ`` (JAX-AMG's).
+
+    Row ``j`` of ``Aᵀ`` holds column ``j`` of ``A``, so this rank's rows of ``Aᵀ`` gather
+    the entries of every rank whose column it owns.  A collective (one ``alltoall`` of a
+    count per rank).
+
+    Args:
+      col_indices: this rank's global column indices of its block of ``A``'s rows.
+      recvcounts_tuple: the rows each rank owns, in rank order (contiguous blocks).
+      comm: the ``mpi4py`` communicator, rank ``r`` owning the ``r``-th block.
+
+    Returns:
+      This rank's stored entries of ``Aᵀ``, an int.
+    """
+    ends = np.cumsum(np.asarray(recvcounts_tuple, np.int64))
+    owners = np.searchsorted(ends, np.asarray(col_indices, np.int64), side="right")
+    sent = np.bincount(owners, minlength=len(recvcounts_tuple)).tolist()
+    return int(sum(comm.alltoall(sent)))
+
+
+class HaloPlan(NamedTuple):
+    """JAX-AMG's halo-exchange plan of one rank's block of rows (see `build_halo_plan`).
+
+    The block's columns are numbered in the combined vector ``[x_local | x_ghost]``: its own
+    rows' entries, then the ``n_ghost`` entries of other ranks it references ("ghosts"),
+    ascending by global index.  The exchange is an ``alltoall`` of ``(nranks,
+    max_per_rank)`` buffers.
+
+    Attributes:
+      n_local: the rows this rank owns.
+      n_ghost: the ghosts it receives.
+      max_per_rank: the largest message between two ranks, over all ranks (at least 1).
+      col_to_combined: ``(nnz,)`` int32, each stored entry's column in the combined vector.
+      send_ids_2d: ``(nranks, max_per_rank)`` int32; row ``p`` the positions in
+        ``x_local`` of the entries sent to rank ``p`` (padded with 0).
+      recv_ghost_slot_2d: ``(nranks, max_per_rank)`` int32; row ``p`` the ghost slots the
+        entries received from rank ``p`` fill, in order (padded with ``n_ghost``).
+    """
+
+    n_local: int
+    n_ghost: int
+    max_per_rank: int
+    col_to_combined: np.ndarray
+    send_ids_2d: np.ndarray
+    recv_ghost_slot_2d: np.ndarray
+
+
+def build_halo_plan(local_col_indices: ArrayLike, recvcounts_tuple: tuple[int, ...],
+                    partition_info: tuple[int, int], comm: Any) -> HaloPlan:
+    """This rank's `HaloPlan` (JAX-AMG's), from `jaxsolve.sharding.halo_plan`'s.
+
+    A collective: every rank of ``comm`` calls it with its own block.
+
+    Args:
+      local_col_indices: the global column indices of this rank's stored entries.
+      recvcounts_tuple: the rows each rank owns, in rank order (contiguous blocks).
+      partition_info: ``(row_start, row_end)``, this rank's rows.
+      comm: the ``mpi4py`` communicator, rank ``r`` owning the ``r``-th block.
+
+    Returns:
+      The `HaloPlan`.
+
+    Raises:
+      ValueError: if ``partition_info`` is not this rank's block of ``recvcounts_tuple``.
+    """
+    import scipy.sparse
+    from mpi4py import MPI
+
+    row_ranges = _row_ranges(recvcounts_tuple)
+    row_start, row_end = (int(i) for i in partition_info)
+    if row_ranges[comm.rank] != (row_start, row_end):
+        raise ValueError(f"build_halo_plan: partition_info={tuple(partition_info)} is not rank"
+                         f" {comm.rank}'s rows {row_ranges[comm.rank]} of recvcounts_tuple.")
+    columns = np.asarray(local_col_indices, np.int64)
+    n_local, nranks = row_end - row_start, len(recvcounts_tuple)
+    # halo_plan reads the block's columns alone: any rows will do (all in the first here).
+    pattern = scipy.sparse.csr_array(
+        (np.ones(len(columns), np.float32), columns,
+         np.r_[0, np.full(n_local, len(columns))]), shape=(n_local, row_ranges[-1][1]))
+    plan = sharding.halo_plan(pattern, row_ranges, comm)
+    longest = max([*plan.send_counts, *plan.recv_counts, 1])
+    max_per_rank = int(comm.allreduce(longest, op=MPI.MAX))
+    send_ids = np.zeros((nranks, max_per_rank), np.int32)
+    for q, positions in plan.sends():
+        send_ids[q, :len(positions)] = positions
+    ghost_slots = np.full((nranks, max_per_rank), plan.n_halo, np.int32)
+    for q, slots in plan.receives():
+        ghost_slots[q, :slots.stop - slots.start] = np.arange(slots.start, slots.stop)
+    return HaloPlan(n_local, plan.n_halo, max_per_rank,
+                    plan.local_indices(columns).astype(np.int32), send_ids, ghost_slots)
 
 
 def _rank(rank: Any, nranks: Any) -> int:
