@@ -84,8 +84,8 @@ def jaxsolve_py_package(name, deps = [], data = []):
         deps = [":internals"] + deps,
     )
 
-def jaxsolve_py_tests(srcs, deps = [], data = [], size = "medium", shard_counts = {}, env_of = {},
-                      **kwargs):
+def jaxsolve_py_tests(srcs, deps = [], data = [], size = "medium", shard_counts = {}, env = {},
+                      env_of = {}, **kwargs):
     """One pytest-driven `py_test` per `*_test.py` file, named after it.
 
     The other Python files beside the tests (`conftest.py`, shared helpers) travel as data;
@@ -101,8 +101,8 @@ def jaxsolve_py_tests(srcs, deps = [], data = [], size = "medium", shard_counts 
 
     `shard_counts` maps a file to the number of Bazel shards its tests are dealt over
     (`tools/pytest_main.py` does the dealing): each shard is its own test action, with its own
-    timeout, and two cores run two at once. `env_of` maps a file to environment variables its
-    target's tests run with.
+    timeout, and two cores run two at once. `env` holds environment variables every target's
+    tests run with; `env_of` maps a file to more of them for its target alone.
     """
     conftests = native.glob(["*.py"], exclude = ["*_test.py"])
     if not native.existing_rule("imports"):  # one check of every Python file of the folder
@@ -120,7 +120,7 @@ def jaxsolve_py_tests(srcs, deps = [], data = [], size = "medium", shard_counts 
             legacy_create_init = False,
             size = size,
             shard_count = shard_counts.get(src),
-            env = env_of.get(src, {}),
+            env = env | env_of.get(src, {}),
             **kwargs
         )
 
