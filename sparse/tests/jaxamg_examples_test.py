@@ -8,13 +8,18 @@ by design the check is the documented meaning, not AmgX's number: it takes fewer
 (warm start 3 → 1 against 6 → 2, block solve 3 against 15, and the scalar solve of the
 block matrix converges in 14 where AmgX stops at 1000), and ``info["residual"]`` is the
 true residual of the ``x`` returned (AmgX's is its recurrence's), which a float32 solve
-meets to its attainable accuracy.  The page's MPI blocks are the MPI Guide's
-(jaxamg_mpi_page_test.py).
+meets to its attainable accuracy.  The page's two MPI blocks run under ``mpiexec`` from
+jaxamg_examples_mpi.py: the distributed solve on 2 ranks, the distributed optimization on
+1, as the page's result was made (its loop stops on each rank's own gradient norm, so on
+several ranks one leaves the loop's collectives while the others wait in them, under
+JAX-AMG as here).
 """
 
 import re
 
 import numpy as np
+
+from mpi_launcher import run_ranks
 
 # The page's printed results ("Result" tabs), where a test compares numbers with them.
 TRIDIAGONAL_HEAD = [0.36602542, 0.46410164, 0.490381, 0.4974226, 0.49930936, 0.49981493]
@@ -347,3 +352,20 @@ def test_batched_solves_with_vmap(capsys):
     # Absolute true residuals (the page: 2.5e-5 to 3.1e-5, ‖b‖ ≈ 32): float32's attainable
     # accuracy, within a few times the tolerance 1e-6 · ‖b‖.
     assert len(residuals) == 5 and np.all(np.asarray(residuals) <= 1e-5 * norms)
+
+
+def test_solving_a_distributed_matrix_system():
+    out = run_ranks("jaxamg_examples_mpi.py", 2, "solve")
+    np.testing.assert_allclose(printed_numbers(out, "Solution:"), OPERATOR_SOLUTION, rtol=1e-6)
+    assert printed_numbers(out, "Iterations:") == [3]  # the page: 3
+    assert printed_numbers(out, "Residual:")[0] <= 1e-6 * 4
+
+
+def test_distributed_optimization():
+    out = run_ranks("jaxamg_examples_mpi.py", 1, "optimization")
+    lines = [line for line in out.splitlines() if line.startswith(("Iter", "Converged"))]
+    # The page's result, to its last printed line (the loss of the single-process loop).
+    assert lines[:2] == GRADIENT_DESCENT_HEAD[:1] + [
+        "Iter    1: loss =   3.2578, grad_norm =   1.7341"]
+    assert lines[-2:] == ["Iter   50: loss =   0.0006, grad_norm =   0.0100", "Converged!"]
+    assert printed_numbers(out, "Relative error:")[0] < 0.01
