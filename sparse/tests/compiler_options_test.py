@@ -66,3 +66,14 @@ def test_a_solve_inside_jit_compiles_with_the_callers_options():
         A.values, b)
     assert info.status == sparse.Status.SUCCESS
     np.testing.assert_allclose(np.asarray(A @ x), np.asarray(b), atol=1e-4)
+
+
+
+def test_a_function_of_jit_runs_inside_the_callers_trace():
+    """Called while a caller's jit traces (e.g. on arrays the caller closes over), it is
+    staged as a plain jit: JAX refuses compiler options on a nested one."""
+    double = _compiler_options.jit(lambda x: 2 * x)
+    x = jnp.arange(3.0)
+    np.testing.assert_array_equal(jax.jit(lambda: double(x))(), 2 * x)
+    assert jax.eval_shape(lambda: double(x)).shape == (3,)
+    assert not fusion_emitted(double.lower(x).compile())

@@ -13,12 +13,12 @@ Measured on 100 k rows on two cores (``tools/bench/sparse_first_call.py``): the 
 the default solve compile in 3.6 s instead of 6.5 s of CPU time, and the warm solve takes
 as long (72 against 77 ms).
 
-They apply to the programs jaxsolve compiles itself, outside any trace: a concrete
-``solve``'s loop (:func:`jit`, ``jax.jit`` with these options) and the numeric setups it
-compiles ahead of time (``lowered.compile(compiler_options=COMPILER_OPTIONS)``). JAX refuses
-compiler options on a ``jit`` staged into another's trace, so a function that may run inside
-the caller's ``jax.jit`` keeps the plain ``jax.jit``, and is compiled with the caller's
-options. GPU compilers ignore them.
+They apply to the programs jaxsolve compiles itself: a concrete ``solve``'s loop
+(:func:`jit`, ``jax.jit`` with these options) and the numeric setups it compiles ahead of
+time (``lowered.compile(compiler_options=COMPILER_OPTIONS)``). JAX refuses compiler options
+on a ``jit`` staged into another's trace, so a function of :func:`jit` called while the
+caller's ``jax.jit`` traces (a solve on arrays it closes over) runs as a plain ``jax.jit``,
+compiled with the caller's options. GPU compilers ignore them.
 """
 
 from __future__ import annotations
@@ -27,20 +27,40 @@ import functools
 from typing import Any
 
 import jax
+from jax.extend.core import unsafe_am_i_under_a_jit_DO_NOT_USE
 
 COMPILER_OPTIONS: dict[str, Any] = {"xla_cpu_use_fusion_emitters": False}
 """XLA's debug options for jaxsolve's programs (see the module's docstring)."""
 
 
 def jit(fun: Any = None, **kwargs: Any) -> Any:
-    """``jax.jit(fun, **kwargs)`` compiling with :data:`COMPILER_OPTIONS`; without ``fun``,
-    a decorator (``@jit(static_argnums=0)``). Only for a function called outside any trace
-    (JAX raises ``ValueError`` when a trace stages it).
+    """``jax.jit(fun, **kwargs)`` compiling with :data:`COMPILER_OPTIONS` when called outside
+    any trace, and without them inside one (see the module); without ``fun``, a decorator
+    (``@jit(static_argnums=0)``). Its ``lower``, ``trace`` and the like are the optioned
+    ``jax.jit``'s.
 
-    >>> import jax.numpy as jnp
-    >>> jit(lambda x: 2 * x)(jnp.ones(2))
-    Array([2., 2.], dtype=float32)
+    >>> import jax, jax.numpy as jnp
+    >>> double = jit(lambda x: 2 * x)
+    >>> double(jnp.ones(2)), jax.jit(lambda: double(jnp.ones(2)))()
+    (Array([2., 2.], dtype=float32), Array([2., 2.], dtype=float32))
     """
     if fun is None:
         return functools.partial(jit, **kwargs)
-    return jax.jit(fun, compiler_options=COMPILER_OPTIONS, **kwargs)
+    return _OutsideTraces(fun, kwargs)
+
+
+class _OutsideTraces:
+    """A function jitted twice: with :data:`COMPILER_OPTIONS` for calls outside any trace,
+    without them for calls staged into a caller's trace."""
+
+    def __init__(self, fun: Any, kwargs: dict[str, Any]):
+        functools.update_wrapper(self, fun)
+        self._optioned = jax.jit(fun, compiler_options=COMPILER_OPTIONS, **kwargs)
+        self._plain = jax.jit(fun, **kwargs)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        staged = unsafe_am_i_under_a_jit_DO_NOT_USE()  # JAX's test for a staging trace
+        return (self._plain if staged else self._optioned)(*args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._optioned, name)
