@@ -113,6 +113,18 @@ def test_small_sizes_have_room_for_a_similar_pattern_either_way(fresh_shapes):
     assert len(_size_classes._SHAPES[(13824, 93328, (1,) * 4, None)]) == 2
 
 
+def test_the_coarsest_rows_get_a_sixteenth_more_at_least_48(fresh_shapes):
+    # Its dense inverse costs rows² memory and rows³ LU work in every numeric setup: 24³
+    # smoothed aggregation with min_coarse_rows 2000 has a coarsest level of 1724 rows
+    # (small: a size class of 6 / 5 of it would be 2560 rows, 3.3 × the LU work).
+    shape = _size_classes.class_shape(*fake_levels([13824, 1724], [93328, 51014], [52479]), 1)
+    assert shape.coarsest[0] == 1840  # 1724 + 107, to a multiple of 16
+    # The default's 148 rows: room for the 191 of a similar pattern
+    levels = fake_levels([13824, 6912, 1084, 148], [93328, 121134, 46286, 6952],
+                         [34556, 24396, 3890])
+    assert _size_classes.class_shape(*levels, 1).coarsest[0] == 208
+
+
 def structure_of(n, couplings, seed, amg):
     a = with_extra_couplings(poisson3d(n), n, couplings, seed)
     config = _setup.amg_config(sparse.parse_amgx_config({"preconditioner": amg}))
@@ -139,6 +151,9 @@ NEW_PATTERN_CONFIGS = {
     "default": {},
     "PMISC + 1 aggressive": {"preconditioner": {"solver": "AMG", "algorithm": "CLASSICAL",
                                                 "selector": "PMISC", "aggressive_levels": 1}},
+    "smoothed aggregation": {"preconditioner": {"solver": "AMG", "algorithm": "AGGREGATION",
+                                                "jaxsolve_smoothed_aggregation": 1,
+                                                "min_coarse_rows": 8}},
 }
 
 
@@ -215,15 +230,23 @@ def test_a_padded_solve_iterates_as_the_unpadded_one(x64):
     np.testing.assert_allclose(x, y, rtol=1e-10)
 
 
+AGGREGATION = {
+    "smoothed aggregation": {"algorithm": "AGGREGATION", "jaxsolve_smoothed_aggregation": 1,
+                             "min_coarse_rows": 8},
+    "unsmoothed aggregation": {"algorithm": "AGGREGATION", "min_coarse_rows": 8},
+}
+
+
 @pytest.mark.parametrize("amg", [{}, {"selector": "PMISC", "aggressive_levels": 1},
                                  {"interpolator": "D1", "interp_max_elements": -1,
-                                  "interp_truncation_factor": 0}],
-                         ids=["HMIS D2", "PMISC + aggressive", "D1 untruncated"])
+                                  "interp_truncation_factor": 0}, *AGGREGATION.values()],
+                         ids=["HMIS D2", "PMISC + aggressive", "D1 untruncated", *AGGREGATION])
 def test_the_padded_numeric_setup_computes_the_unpadded_numbers(x64, amg):
-    # A classical hierarchy's numbers come from the program of its size class, on padded
-    # arrays: the weights and coarse operators are the per-pattern setup's bit for bit;
-    # the damping and the coarsest inverse, whose sums also run over the padding's zeros,
-    # to rounding. A second pattern of the class sets up without compiling.
+    # A classical or scalar aggregation hierarchy's numbers come from the program of its
+    # size class, on padded arrays: the weights (T, P) and coarse operators are the
+    # per-pattern setup's bit for bit; the damping and the coarsest inverse, whose sums
+    # also run over the padding's zeros, to rounding. A second pattern of the class sets
+    # up without compiling.
     first, second = (sparse.as_csr(with_extra_couplings(poisson3d(10), 10, 6, seed))
                      for seed in (3, 5))
     config = sparse.parse_amgx_config({"preconditioner": amg})
@@ -287,8 +310,9 @@ def test_clear_cache_keeps_the_compiled_setups_and_finalize_drops_them(x64, monk
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not any(d.platform == "gpu" for d in jax.devices()), reason="needs a GPU")
-@pytest.mark.parametrize("amg", [{}, {"selector": "PMISC", "aggressive_levels": 1}],
-                         ids=["HMIS D2", "PMISC + aggressive"])
+@pytest.mark.parametrize("amg", [{}, {"selector": "PMISC", "aggressive_levels": 1},
+                                 AGGREGATION["smoothed aggregation"]],
+                         ids=["HMIS D2", "PMISC + aggressive", "smoothed aggregation"])
 def test_the_padded_numeric_setup_on_a_gpu(x64, amg):
     # The CUDA kernels on padded arrays (row pointers that end before their arrays, plan
     # pairs at A's end): the per-pattern setup's numbers (to rounding: XLA's segment sums

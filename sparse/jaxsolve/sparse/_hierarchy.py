@@ -53,8 +53,10 @@ from ._multicolor import (MULTICOLOR_SMOOTHERS, MulticolorArrays, MulticolorOrde
 from ._products import ProductPlan, plan_product, plan_product_with_values
 from ._relaxation import RelaxationData, relaxation_data, spectral_radius, stored_diagonal
 from . import _padded_setup
-from ._padded_setup import (LevelLayout, level_layout, padded_full_nnz, padded_interpolation,
-                            setup_sizes, true_interpolation, within)
+from ._padded_setup import (AggregationLayout, LevelLayout, aggregation_setup_sizes,
+                            level_layout, padded_aggregation, padded_full_nnz,
+                            padded_interpolation, resized, setup_sizes, true_interpolation,
+                            within)
 from ._size_classes import (HierarchyShape, LevelShape, class_shape, pad_csr, pad_pattern,
                             pad_relaxation, true_csr, true_shape)
 
@@ -135,9 +137,9 @@ class HierarchyStructure:
         is smoothed (``coarse_solver`` ``NOSOLVER``), else None.
       pattern_key: a key of the finest pattern (:attr:`CsrMatrix.pattern_key`), which the
         :attr:`fingerprint` digests instead of the pattern; empty: none was given.
-      layouts: per level, the :class:`._padded_setup.LevelLayout` of its padded setup
-        arrays, when the numeric setup runs on padded arrays (:attr:`padded_setup`); else
-        None.
+      layouts: per level, the :class:`._padded_setup.LevelLayout` (classical) or
+        :class:`._padded_setup.AggregationLayout` of its padded setup arrays, when the
+        numeric setup runs on padded arrays (:attr:`padded_setup`); else None.
     """
 
     levels: tuple[LevelStructure, ...]
@@ -150,7 +152,7 @@ class HierarchyStructure:
     coarsest_block_dim: int = 1
     coarsest_ordering: MulticolorOrdering | None = None
     pattern_key: str = ""
-    layouts: tuple[LevelLayout, ...] | None = None
+    layouts: tuple[LevelLayout | AggregationLayout, ...] | None = None
 
     @functools.cached_property
     def padded_setup(self) -> PaddedSetup | None:
@@ -246,17 +248,21 @@ def _level_arrays(level: LevelStructure, shape: LevelShape,
     ``interpolation``: the host arrays of a classical level's."""
     smoothed = level.smoothing is not None
     a_p = level.a_p.c
+    aggregates, tentative_in_p = level.aggregates, level.tentative_in_p
     if setup is not None:
-        interpolation = padded_interpolation(level, interpolation, shape, setup)
+        if level.interpolation is not None:
+            interpolation = padded_interpolation(level, interpolation, shape, setup)
+        else:
+            aggregates, tentative_in_p = padded_aggregation(level, shape)
         a_p = pad_pattern(a_p, shape.rows, setup[0])
     r_from_p = np.concatenate([level.r_from_p, np.zeros(shape.r_nnz - level.r.nnz,
                                                         level.r_from_p.dtype)])
     return LevelArrays(
         a=_pattern_arrays(pad_pattern(level.a, shape.rows, shape.a_nnz)),
         diagonal=jax.device_put(_padded_diagonal(level.diagonal, shape.rows)),
-        aggregates=None if level.aggregates is None else jax.device_put(level.aggregates),
+        aggregates=None if aggregates is None else jax.device_put(aggregates),
         interpolation=jax.tree.map(jax.device_put, interpolation),
-        tentative_in_p=jax.device_put(level.tentative_in_p) if smoothed else None,
+        tentative_in_p=jax.device_put(tentative_in_p) if smoothed else None,
         p=_pattern_arrays(pad_pattern(level.p, shape.rows, shape.p_nnz)),
         r=_pattern_arrays(pad_pattern(level.r, shape.coarse_rows, shape.r_nnz)),
         r_from_p=jax.device_put(r_from_p),
@@ -335,15 +341,20 @@ def build_structure(
             coarsest_ordering = multicolor_ordering(pattern, dilu)
         phase("coloring")
     # Multicolor data follow a pattern's coloring: those hierarchies keep their sizes.
-    # Classical levels' numeric setup runs on padded arrays too (_padded_setup.py).
+    # Classical and scalar aggregation levels' numeric setup runs on padded arrays too
+    # (_padded_setup.py).
     multicolor = config.smoother.solver in MULTICOLOR_SMOOTHERS
     interpolations = [None if level.interpolation is None
                       else _classical.host_arrays(level.interpolation) for level in levels]
     layouts = None
     if config.algorithm == "CLASSICAL" and not multicolor:
         layouts = tuple(level_layout(arrays) for arrays in interpolations)
+    elif not multicolor and columns == 1 and config.block_dim == 1:
+        layouts = tuple(AggregationLayout(smoothed=level.smoothing is not None)
+                        for level in levels)
     setup = () if layouts is None else tuple(
-        setup_sizes(level, arrays) for level, arrays in zip(levels, interpolations, strict=True))
+        aggregation_setup_sizes(level) if arrays is None else setup_sizes(level, arrays)
+        for level, arrays in zip(levels, interpolations, strict=True))
     shape = (true_shape(levels, pattern) if multicolor
              else class_shape(levels, pattern, coarsest_block_dim, setup, layouts))
     arrays = StructureArrays(
@@ -591,6 +602,10 @@ def _true_sizes(structure: HierarchyStructure, arrays: StructureArrays) -> Struc
             r=true_csr(level_arrays.r, level.r), a_p=true_csr(level_arrays.a_p, level.a_p.c),
             diagonal=level_arrays.diagonal[:level.a.n_rows],
             r_from_p=level_arrays.r_from_p[:level.r.nnz],
+            aggregates=(None if level.aggregates is None
+                        else level_arrays.aggregates[:level.a.n_rows]),
+            tentative_in_p=(None if level.tentative_in_p is None
+                            else level_arrays.tentative_in_p[:level.tentative_in_p.shape[0]]),
             interpolation=(None if level.interpolation is None
                            else true_interpolation(level, level_arrays.interpolation)))
         for level, level_arrays in zip(structure.levels, arrays.levels, strict=True))
@@ -605,40 +620,57 @@ class PaddedSetup:
     same for every structure of one size class.
 
     Attributes:
-      config: the AMG configuration (classical).
+      config: the AMG configuration (classical, or scalar aggregation).
       shape: the size classes (:class:`~._size_classes.HierarchyShape`, with ``setup``).
-      layouts: per level, the :class:`~._padded_setup.LevelLayout` of its setup arrays.
+      layouts: per level, the :class:`~._padded_setup.LevelLayout` of its setup arrays
+        (classical) or its :class:`~._padded_setup.AggregationLayout`.
       block_dims: unknowns per node of each level, then of the coarsest.
     """
 
     config: AMGConfig
     shape: HierarchyShape
-    layouts: tuple[LevelLayout, ...]
+    layouts: tuple[LevelLayout | AggregationLayout, ...]
     block_dims: tuple[int, ...]
 
 
 def padded_numeric_setup(setup: PaddedSetup, arrays: StructureArrays, values: jax.Array,
-                         near_nullspace: None = None) -> Hierarchy:
-    """:func:`numeric_setup` on a classical structure's padded ``arrays``, its numbers
-    padded as :func:`padded_hierarchy` pads them (jit-able, with ``setup`` static; on the
-    CPU or a CUDA GPU, whose native kernels it calls).
+                         near_nullspace: jax.Array | None = None) -> Hierarchy:
+    """:func:`numeric_setup` on a classical or scalar aggregation structure's padded
+    ``arrays``, its numbers padded as :func:`padded_hierarchy` pads them (jit-able, with
+    ``setup`` static; on the CPU or a CUDA GPU, whose native kernels it calls).
 
     Compiled once for every structure whose ``padded_setup`` is ``setup``: a new pattern
     of a size class already seen sets up without compiling. See :mod:`._padded_setup` for
     why the padding changes no number.
     """
-    del near_nullspace  # classical AMG has none
     config = setup.config
     a_values = values.astype(hierarchy_dtype(values.dtype, config))
+    basis = None if config.algorithm == "CLASSICAL" else _initial_basis(
+        near_nullspace, (arrays.levels[0].a if arrays.levels else arrays.coarsest).n_rows,
+        a_values.dtype, 1)
     patterns = [level_arrays.a for level_arrays in arrays.levels] + [arrays.coarsest]
     numbers = []
     for i, level_arrays in enumerate(arrays.levels):
         sizes, layout = setup.shape.levels[i], setup.layouts[i]
         a = level_arrays.a._replace(values=a_values)
         diagonal = stored_diagonal(a.values, level_arrays.diagonal)
-        p_values = _padded_setup.weights(
-            layout, level_arrays.interpolation,
-            padded_full_nnz(layout, sizes, setup.shape.setup[i]), a, diagonal, level_arrays.p)
+        rho = None
+        if isinstance(layout, AggregationLayout):
+            inverse_diagonal = safe_inverse(diagonal)
+            if layout.smoothed:
+                rho = spectral_radius(sizes.rows, a.values.dtype,
+                                      lambda v: a.scaled_matvec(v, inverse_diagonal),
+                                      arrays.rows[i])
+            p_values, basis = _aggregation_prolongation(
+                level_arrays, a, basis, inverse_diagonal, rho, sizes.coarse_rows, 1,
+                functools.partial(_padded_setup.product, a, c=level_arrays.p,
+                                  n_cols=sizes.coarse_rows) if layout.smoothed else None)
+            p_values = within(resized(p_values, sizes.p_nnz), level_arrays.p.indptr)
+        else:
+            p_values = _padded_setup.weights(
+                layout, level_arrays.interpolation,
+                padded_full_nnz(layout, sizes, setup.shape.setup[i]), a, diagonal,
+                level_arrays.p)
         p = level_arrays.p._replace(values=p_values)
         r = level_arrays.r._replace(values=within(jnp.conj(p_values[level_arrays.r_from_p]),
                                                   level_arrays.r.indptr))
@@ -647,7 +679,7 @@ def padded_numeric_setup(setup: PaddedSetup, arrays: StructureArrays, values: ja
         a_values = _padded_setup.product(r, a_p, patterns[i + 1], sizes.coarse_rows)
         numbers.append(LevelNumbers(a=a, p=p, r=r, smoother=relaxation_data(
             a, diagonal, config.smoother, block_dim=setup.block_dims[i],
-            rows=arrays.rows[i])))
+            jacobi_spectral_radius=rho, rows=arrays.rows[i])))
     finest = patterns[0]._replace(values=values)
     return Hierarchy(
         levels=tuple(numbers),
@@ -760,8 +792,10 @@ def _numeric_level(
                                             arrays.p.indptr)
         coarse_basis = None
     else:
-        p_values, coarse_basis = _aggregation_prolongation(level, arrays, a, basis,
-                                                           inverse_diagonal, rho)
+        p_values, coarse_basis = _aggregation_prolongation(
+            arrays, a, basis, inverse_diagonal, rho, level.n_aggregates, level.columns,
+            None if level.smoothing is None else
+            lambda t: level.smoothing.multiply(a, t, arrays.p.indices, arrays.p.indptr))
     p = arrays.p._replace(values=p_values)
     r = arrays.r._replace(values=jnp.conj(p_values[arrays.r_from_p]))
     a_p = arrays.a_p._replace(values=level.a_p.multiply(a, p, arrays.a_p.indices,
@@ -773,24 +807,27 @@ def _numeric_level(
 
 
 def _aggregation_prolongation(
-    level: LevelStructure, arrays: LevelArrays, a: CsrArrays, basis: jax.Array,
-    inverse_diagonal: jax.Array, rho: jax.Array | None,
+    arrays: LevelArrays, a: CsrArrays, basis: jax.Array, inverse_diagonal: jax.Array,
+    rho: jax.Array | None, count: int, k: int,
+    a_times: Callable[[CsrArrays], jax.Array] | None,
 ) -> tuple[jax.Array, jax.Array]:
-    """``P``'s values (``T``, or ``T`` smoothed by ``ω = 4 / (3 ρ)``, ``rho`` the estimate
-    of ``ρ(D⁻¹A)``) and the next level's basis."""
-    t_values, coarse_basis = _tentative(basis, arrays.aggregates, level.n_aggregates)
-    if level.smoothing is None:
+    """``P``'s values and the next level's basis: ``T`` on ``count`` aggregates of ``k``
+    columns each, or with ``a_times`` (``T ↦`` the values of ``A T`` on ``P``'s pattern)
+    ``T`` smoothed by ``ω = 4 / (3 ρ)``, ``rho`` the estimate of ``ρ(D⁻¹A)``.
+
+    ``T``'s entries placed past ``P``'s end (a padded level's padding rows) are dropped.
+    """
+    t_values, coarse_basis = _tentative(basis, arrays.aggregates, count)
+    if a_times is None:
         return t_values, coarse_basis
     # T's row i holds the k columns from k · aggregates[i] on.
-    k = level.columns
     t = CsrArrays(t_values,
                   (arrays.aggregates[:, None] * k
                    + jnp.arange(k, dtype=jnp.int32)[None, :]).ravel(),
-                  jnp.arange(0, level.a.n_rows * k + 1, k, dtype=jnp.int32))
-    a_t = level.smoothing.multiply(a, t, arrays.p.indices, arrays.p.indptr)
+                  jnp.arange(0, arrays.aggregates.shape[0] * k + 1, k, dtype=jnp.int32))
     omega = (4 / (3 * rho)).astype(a.values.dtype)
-    p_values = (-omega * inverse_diagonal[arrays.p.row_ids] * a_t).at[
-        arrays.tentative_in_p].add(t_values)
+    p_values = (-omega * inverse_diagonal[arrays.p.row_ids] * a_times(t)).at[
+        arrays.tentative_in_p].add(t_values, mode="drop")
     return p_values, coarse_basis
 
 

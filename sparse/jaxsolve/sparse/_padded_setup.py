@@ -1,9 +1,11 @@
-"""The numeric setup of a classical hierarchy on arrays padded to size classes.
+"""The numeric setup of a classical or scalar aggregation hierarchy on arrays padded to
+size classes.
 
 :mod:`._size_classes` pads the hierarchy a solve keeps, so that a new pattern of a size
 already seen runs the solve already compiled. The numeric setup that computes that
-hierarchy's numbers reads more index arrays — the interpolation plan, the pattern of
-``A P``, the map from ``P``'s entries to ``R``'s, the diagonal's positions — whose sizes
+hierarchy's numbers reads more index arrays — the interpolation plan or the aggregates,
+the pattern of ``A P``, the map from ``P``'s entries to ``R``'s, the diagonal's positions
+— whose sizes
 differ from pattern to pattern too. Here they are padded as well, each size to a class
 of :class:`~._size_classes.HierarchyShape`'s ``setup`` (:func:`setup_sizes` says which),
 so that one compiled numeric setup serves every pattern of a class
@@ -33,9 +35,14 @@ another operator on the same pattern, traces, lowers and compiles nothing.
 :func:`~jaxsolve.sparse.finalize` drops them (:func:`clear_programs`); JAX's own caches
 keep the executables until ``jax.clear_caches()``.
 
-Smoothed and unsmoothed aggregation keep a setup per pattern (its power iteration's
-and tentative prolongation's arrays are not padded), and so do the multicolor smoothers,
-whose data follow a pattern's coloring.
+A scalar smoothed or unsmoothed aggregation hierarchy (one near-null-space vector, one
+unknown a node) is set up on padded arrays too: its aggregates and ``T``'s places in ``P``
+are padded with rows of aggregate 0 whose basis entries, hence ``T`` entries, are zero, and
+whose ``T`` entries go past ``P``'s end; its power iteration starts from the same vector
+masked to the true rows, as the damping's. So ``T``, the aggregates' norms and the
+Galerkin products are the unpadded setup's, ``ω`` and what follows from it to rounding.
+Block systems, several near-null-space vectors and the multicolor smoothers, whose data
+follow a pattern's coloring, keep a setup per pattern.
 """
 
 from __future__ import annotations
@@ -71,6 +78,13 @@ class LevelLayout(NamedTuple):
     dropped: bool
 
 
+class AggregationLayout(NamedTuple):
+    """What an aggregation level's setup computes besides its sizes: ``P`` smoothed
+    (``(I − ω D⁻¹A) T``) or not (``T``)."""
+
+    smoothed: bool
+
+
 def level_layout(arrays: InterpolationArrays | MultipassArrays) -> LevelLayout:
     """The layout of a classical level's interpolation arrays (:func:`._classical.host_arrays`)."""
     if isinstance(arrays, MultipassArrays):
@@ -97,6 +111,29 @@ def setup_sizes(level, arrays: InterpolationArrays | MultipassArrays) -> tuple[i
     else:
         sizes += [arrays.pair_positions.shape[0], arrays.triple_entries.shape[0]]
     return tuple(sizes)
+
+
+def aggregation_setup_sizes(level) -> tuple[int, ...]:
+    """The true sizes an aggregation :class:`._hierarchy.LevelStructure`'s setup arrays
+    are padded by, beyond its :class:`~._size_classes.LevelShape`: the nonzeros of
+    ``A P``. (Its aggregates and ``T``'s places in ``P`` have the level's rows.)"""
+    return (level.a_p.c.nnz,)
+
+
+def padded_aggregation(level, shape: LevelShape) -> tuple[np.ndarray, np.ndarray | None]:
+    """An aggregation level's aggregates and ``T``'s places in ``P`` (host), padded to
+    ``shape``'s rows: padding rows in aggregate 0, where their zero basis rows add nothing,
+    and their ``T`` entries placed past ``P``'s end, where a scatter drops them."""
+    aggregates = _padded(level.aggregates, shape.rows, 0)
+    places = (None if level.tentative_in_p is None
+              else _padded(level.tentative_in_p, shape.rows, shape.p_nnz))
+    return aggregates, places
+
+
+def resized(values: jax.Array, size: int) -> jax.Array:
+    """``values`` cut or padded with zeros to ``size`` entries (what is cut: zeros)."""
+    return jnp.pad(values, (0, size - values.shape[0])) if size >= values.shape[0] else (
+        values[:size])
 
 
 def padded_interpolation(level, arrays: InterpolationArrays | MultipassArrays,

@@ -10,14 +10,17 @@ operator and of every ``P`` and ``R``, are rounded up (:func:`class_shape`). A s
 already handed out for the same finest size is taken when it fits (every size at least
 the true one, less than ``1.5 ×`` it ``+ 4``, or ``2 ×`` where it is *small*: at most an
 eighth of the finest rows, or of a level of so few rows); else each size becomes the
-**size class** of ``17 / 16`` of it, or of ``6 / 5`` of a small one (:func:`grown_size`), a
-number ``q · 2ᵉ`` with ``q`` one of 4, 5, 6 or 7 (:func:`size_class`: 4, 5, 6, 7, 8, 10,
-12, 14, 16, 20, …), so that a similar pattern a little larger fits too. Small sizes get
-the most room because they vary the most between similar patterns: at 24³ (default AMG, 16
-patterns of eight extra couplings each) the first coarse level's sizes varied by at most
-7 % (at 32³ 10 %), the second's by up to 24 %, the coarsest's rows by 29 % and nonzeros by
-37 % (at 32³ by a factor 2.3). The large sizes' smaller room keeps the memory down. Patterns whose hierarchies take one shape run
-one compiled solve. The finest level, the user's ``A``, keeps its own sizes.
+**size class** of ``17 / 16`` of it, or of ``6 / 5`` of a small one (:func:`grown_size`),
+a number ``q · 2ᵉ`` with ``q`` one of 4, 5, 6 or 7 (:func:`size_class`: 4, 5, 6, 7, 8,
+10, 12, 14, 16, 20, …), so that a similar pattern a little larger fits too. The coarsest
+level's rows, whose dense inverse costs their square in memory and their cube in setup
+work, get ``n / 16`` more, at least 48, to a multiple of 16 (:func:`coarsest_rows`).
+Small sizes get the most room because they vary the most between similar patterns: at
+24³ (default AMG, 16 patterns of eight extra couplings each) the first coarse level's
+sizes varied by at most 7 % (at 32³ 10 %), the second's by up to 24 %, the coarsest's
+rows by 29 % and nonzeros by 37 % (at 32³ by a factor 2.3); the large sizes' smaller
+room keeps the memory down. Patterns whose hierarchies take one shape run one compiled
+solve. The finest level, the user's ``A``, keeps its own sizes.
 
 **The padding changes no iteration.** Padding rows are empty (their row pointers repeat
 the last), padding entries hold zeros past the last row's end (read by no row), the
@@ -146,8 +149,9 @@ def class_shape(levels: Sequence, coarsest: CsrStructure, coarsest_block_dim: in
         else:
             padded_rows = [rows[0]] + [
                 grown_size(n, small(n, i), block_dim)
-                for i, (n, block_dim) in enumerate(zip(rows[1:], block_dims[1:], strict=True),
-                                                   start=1)]
+                for i, (n, block_dim) in enumerate(zip(rows[1:-1], block_dims[1:-1],
+                                                       strict=True), start=1)] + [
+                coarsest_rows(rows[-1], block_dims[-1])]
             shape = HierarchyShape(
                 levels=tuple(LevelShape(rows=padded_rows[i], a_nnz=level.a_nnz if i == 0
                                         else grown_size(level.a_nnz, small(level.a_nnz, i)),
@@ -187,6 +191,24 @@ def grown_size(n: int, small: bool, multiple: int = 1) -> int:
         if padded < LIMIT * n + 4:  # a block system's multiple can round it further
             return padded
     return size_class(n + n // 16, multiple)
+
+
+def coarsest_rows(n: int, multiple: int = 1) -> int:
+    """The rows a new shape gives a coarsest level of ``n`` rows: ``n`` plus a sixteenth,
+    at least 48 rows more, rounded up to a multiple of 16 (of ``16 · multiple``), if that
+    is less than ``1.5 n + 4``; else :func:`grown_size` of a small size.
+
+    Its dense inverse costs ``rows²`` memory and its LU ``rows³`` work in every numeric
+    setup: a size class (up to 1.5 × the rows: 3.4 × the LU) would cost more than the
+    room a similar pattern needs. 48 rows hold the coarsest level of a similar 24³
+    pattern (148 to 191 rows).
+
+    >>> coarsest_rows(148), coarsest_rows(1724), coarsest_rows(20), coarsest_rows(300, 3)
+    (208, 1840, 24, 384)
+    """
+    step = 16 * multiple
+    padded = -(-(n + max(n // 16, 48)) // step) * step
+    return padded if padded < LIMIT * n + 4 else grown_size(n, small=True, multiple=multiple)
 
 
 def _fit(sizes: Sequence[int], padded: Sequence[int], small: Sequence[bool]) -> bool:
