@@ -240,32 +240,39 @@ def cg(
     problem, r0 = _setup("cg", matvec, b, x0, precondition, tolerance, max_iters, convergence,
                          norm, alt_rel_tolerance, inner_product, store_history)
 
+    # The step preconditions the residual it starts from: the loop holds the
+    # preconditioner's one copy (which a first z = M⁻¹ r_0 before the loop would double in
+    # the compiled program: an AMG cycle is most of it), and a solve that converges never
+    # applies it to its last residual. rho = 0 marks a start without a search direction.
     def initial(x, r):
-        z = problem.precondition(r)
-        rho = problem.inner(r, z).real
-        return (x, r, z, rho), _breakdown(
-            rho <= 0, FailureReason.PRECONDITIONER_NOT_POSITIVE_DEFINITE)
+        return (x, r, jnp.zeros_like(r), jnp.zeros((), problem.r0_norm.dtype)), \
+            FailureReason.NONE
 
     def step(state):
         x, r, p, rho, progress = state
+        z = problem.precondition(r)
+        rho_next = problem.inner(r, z).real
+        # rᴴM⁻¹r <= 0 (an indefinite preconditioner) stops the solve before this
+        # iteration, which then changes nothing and is not counted.
+        broke = rho_next <= 0
+        first = rho == 0
+        p = z + jnp.where(first, 0, rho_next / jnp.where(first, 1, rho)).astype(x.dtype) * p
         q = problem.matvec(p)
         pq = problem.inner(p, q).real
         # On pᴴAp <= 0 the step is zero, so the last good iterate stays (and the loop stops):
         # a zero scalar, where selecting the old x and r would cost passes over both.
         indefinite = pq <= 0
-        alpha = jnp.where(indefinite, 0, rho / jnp.where(indefinite, 1, pq)).astype(x.dtype)
+        still = indefinite | broke
+        alpha = jnp.where(still, 0, rho_next / jnp.where(still, 1, pq)).astype(x.dtype)
         x, r = x + alpha * p, r - alpha * q
-        z = problem.precondition(r)
-        rho_next = problem.inner(r, z).real
-        p = z + (rho_next / rho).astype(x.dtype) * p
-        rho = jnp.where(indefinite, rho, rho_next)
-        residual_norm = jnp.where(indefinite, progress.residual_norm, problem.norm(r))
-        breakdown = jnp.where(
-            indefinite,
-            jnp.int32(FailureReason.NOT_POSITIVE_DEFINITE),
-            _breakdown(rho <= 0, FailureReason.PRECONDITIONER_NOT_POSITIVE_DEFINITE),
-        )
-        return x, r, p, rho, _advance(progress, residual_norm, breakdown, problem)
+        residual_norm = jnp.where(still, progress.residual_norm, problem.norm(r))
+        advanced = _advance(progress, residual_norm, _breakdown(
+            indefinite, FailureReason.NOT_POSITIVE_DEFINITE), problem)
+        stopped = _classify(progress, jnp.int32(
+            FailureReason.PRECONDITIONER_NOT_POSITIVE_DEFINITE), problem,
+            FailureReason.NONFINITE_RESIDUAL)
+        progress = jax.tree.map(lambda a, b: jnp.where(broke, a, b), stopped, advanced)
+        return x, r, p, rho_next, progress
 
     return _checked_solve(problem, r0, initial, step)
 

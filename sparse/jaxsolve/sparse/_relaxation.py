@@ -121,9 +121,10 @@ def relaxation_data(
         else:
             scale = scale * config.relaxation_factor
     elif config.solver == "JACOBI_L1":
-        l1 = jax.ops.segment_sum(
-            jnp.abs(a.values), a.row_ids, num_segments=a.n_rows, indices_are_sorted=True
-        )
+        # Σⱼ |a_ij| as |A| 1: the product's kernel sums a row's entries in order, as a
+        # segment sum over the rows would, without expanding the rows of the entries.
+        magnitudes = jnp.abs(a.values)
+        l1 = a._replace(values=magnitudes).matvec(jnp.ones(a.n_rows, magnitudes.dtype))
         scale = safe_inverse(l1).astype(a.values.dtype) * config.relaxation_factor
     else:  # CHEBYSHEV_POLY
         scale = safe_inverse(diagonal)

@@ -1,0 +1,84 @@
+"""The programs a first solve compiles stay small (issue 29: a first call at 100 k rows
+within 5 s on two CPU cores): each cumulative sum, random-bit generator or scatter a level
+adds is a few kernels XLA compiles for that level's shapes. Counted on the jaxprs, never
+timed."""
+
+import jax
+import jax.extend.core
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from jaxsolve import sparse
+from jaxsolve.sparse import _relaxation
+from jaxsolve.sparse._config import RelaxationConfig
+from jaxsolve.sparse._csr_arrays import CsrArrays
+
+
+def primitives(fun, *args) -> list[str]:
+    """The names of the primitives of ``fun``'s jaxpr, sub-jaxprs included."""
+    names = []
+
+    def visit(jaxpr):
+        for equation in jaxpr.eqns:
+            names.append(equation.primitive.name)
+            for sub in jax.extend.core.jaxprs_in_params(equation.params):
+                visit(sub)
+
+    visit(jax.make_jaxpr(fun)(*args).jaxpr)
+    return names
+
+
+def csr(dense: np.ndarray, padding: int = 0) -> CsrArrays:
+    """``dense`` as device CSR arrays, with ``padding`` entries past the last row's end."""
+    rows, columns = np.nonzero(dense)
+    indptr = np.searchsorted(rows, np.arange(dense.shape[0] + 1)).astype(np.int32)
+    return CsrArrays(jnp.asarray(np.concatenate([dense[rows, columns], np.zeros(padding)])),
+                     jnp.asarray(np.concatenate([columns, np.zeros(padding, int)]), jnp.int32),
+                     jnp.asarray(indptr))
+
+
+@pytest.fixture
+def matrix() -> np.ndarray:
+    """A random 12 × 12 matrix whose rows 0, 5, 6 and 11 are empty, with a stored diagonal
+    elsewhere."""
+    rng = np.random.default_rng(0)
+    dense = np.where(rng.random((12, 12)) < 0.3, rng.standard_normal((12, 12)), 0)
+    dense[np.arange(12), np.arange(12)] = 4.0
+    dense[[0, 5, 6, 11]] = 0
+    return dense
+
+
+@pytest.mark.parametrize("padding", [0, 5])
+def test_row_ids_take_one_cumulative_sum(x64, matrix, padding):
+    a = csr(matrix, padding)
+    expected = np.repeat(np.arange(12), np.diff(np.asarray(a.indptr)))
+    expected = np.concatenate([expected, np.full(padding, 11)])  # padding: the last row
+    np.testing.assert_array_equal(np.asarray(a.row_ids), expected)
+    assert primitives(lambda a: a.row_ids, a).count("cumsum") == 1  # jnp.repeat took 2
+
+
+def test_l1_jacobi_scale_is_one_product_without_row_expansion(x64, matrix):
+    a = csr(matrix)
+    config = RelaxationConfig(solver="JACOBI_L1", relaxation_factor=0.8,
+                              chebyshev_polynomial_order=None)
+    data = _relaxation.relaxation_data(a, jnp.asarray(np.diag(matrix)), config)
+    l1 = np.abs(matrix).sum(axis=1)
+    expected = np.where(l1 > 0, 0.8 / np.where(l1 > 0, l1, 1), 0)
+    np.testing.assert_allclose(np.asarray(data.scale), expected, rtol=1e-15)
+    names = primitives(
+        lambda values: _relaxation.relaxation_data(a._replace(values=values), a.values[:12],
+                                                   config).scale, a.values)
+    assert "cumsum" not in names and "scatter-add" not in names
+
+
+def test_cg_holds_one_copy_of_the_preconditioner(x64):
+    """CG preconditions inside its loop only: a first ``M⁻¹ r_0`` before the loop doubled
+    the preconditioner (an AMG cycle, most of a solve's program) in the compiled code."""
+    def precondition(r):
+        return jnp.sin(r)  # a marker: a preconditioner of the program's own primitive
+
+    b = jnp.ones(8)
+    names = primitives(lambda b: sparse.cg(lambda v: 4 * v, b, precondition=precondition)[0],
+                       b)
+    assert names.count("sin") == 1
