@@ -25,8 +25,12 @@ module adds is the shard_map driver: the blocks' setup from a `ShardedCsrMatrix`
 and one compiled program per configuration.
 
 **Setup.** Like the single-device solve, the structure of each block's hierarchy is built
-on the host once per layout (from the values when they are concrete, else from the pattern)
-and the numbers are computed inside the compiled program from the values, so traced values
+on the host and cached per layout, configuration and values' key (`_orientations`):
+concrete values get the structures built for them, or for values with the same key
+(:mod:`._structure_key`, over every device's block), so another operator on a layout
+(``A.with_values(...)``) gets its own; traced values, ``reuse_setup=True`` and a nonzero
+``structure_reuse_levels`` take the layout's latest (built from the pattern when there is
+none). The numbers are computed inside the compiled program from the values, so traced values
 work. Blocks whose structures differ run different code: the device picks its branch with
 ``lax.switch`` on its axis index (identical blocks share one). All blocks get the same
 number of levels (the smallest), their level arrays are padded to common shapes, and so
@@ -48,6 +52,7 @@ assembled by routing each stored value to the owner of its column
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import functools
 import time
@@ -62,6 +67,7 @@ from jax.sharding import NamedSharding, PartitionSpec
 
 from jaxsolve.sharding import ShardedCsrMatrix, shard_map
 
+from ._cache import cache_info
 from ._config import AMGConfig, SolverConfig, parse_amgx_config
 from ._csr_arrays import CsrStructure
 from ._hierarchy import HierarchyStructure, build_structure, numeric_setup, padded_hierarchy
@@ -77,6 +83,7 @@ from ._report import (Reports, log_parts_grid_stats, log_timings, logged_solve_s
 from ._setup import check_finite, is_concrete
 from ._size_classes import HierarchyShape, LevelShape
 from ._statistics import level_sizes
+from ._structure_key import values_key
 from ._status import SolveInfo, Status
 
 _WHERE = "with a sharded A"  # the path, in the errors of _partitioned's checks
@@ -157,21 +164,26 @@ class _BlockSetup:
     config: AMGConfig
     n_coarse: int  # C, per device
     arrays: _SetupArrays
+    branch: tuple[int, ...]  # arrays.branch on the host
+    positions: tuple[np.ndarray, ...]  # per device, its block's entries among its values
 
 
 _SETUPS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
+def _setup_key(setup: _BlockSetup, values: jax.Array) -> str:
+    """The key (:func:`._structure_key.values_key`) of ``values``, a layout's stacked
+    values, for ``setup``'s structures: every device's block's, in the mesh's order, so
+    one key for the whole mesh."""
+    finest = setup.structures[0].arrays
+    finest = finest.levels[0].a if finest.levels else finest.coarsest
+    stacked = jax.device_put(values, finest.indices.sharding)  # beside the structures
+    return ":".join(values_key(setup.structures[u], stacked[rank, positions])
+                    for rank, (u, positions) in enumerate(zip(setup.branch, setup.positions)))
+
+
 def _block_setup(layout, values: np.ndarray | None, amg: AMGConfig) -> _BlockSetup:
-    """The setup of ``layout`` (cached per layout and configuration)."""
-    cache = _SETUPS.setdefault(layout, {})
-    if amg not in cache:
-        with jax.ensure_compile_time_eval():  # host setup, also while a jit traces
-            cache[amg] = _build_block_setup(layout, values, amg)
-    return cache[amg]
-
-
-def _build_block_setup(layout, values: np.ndarray | None, amg: AMGConfig) -> _BlockSetup:
+    """The setup of ``layout``, its structures built from ``values`` when given (host)."""
     nparts, m = layout.nparts, layout.n_owned
     keys: dict[tuple, int] = {}
     blocks, branch, positions = [], np.zeros(nparts, np.int32), []
@@ -240,7 +252,8 @@ def _build_block_setup(layout, values: np.ndarray | None, amg: AMGConfig) -> _Bl
         multicolor=multicolor)
     return _BlockSetup(structures=tuple(structures),
                        block_nnz=tuple(int(p.nnz) for p, _ in blocks), levels=levels,
-                       coarsest=coarsest, config=amg, n_coarse=n_coarse, arrays=arrays)
+                       coarsest=coarsest, config=amg, n_coarse=n_coarse, arrays=arrays,
+                       branch=tuple(int(u) for u in branch), positions=tuple(positions))
 
 
 def _multicolor_paddings(structures: list[HierarchyStructure], branch: np.ndarray,
@@ -431,16 +444,47 @@ def _matvec(layout):
     return matvec
 
 
-def _orientations(layout, values: jax.Array | None, amg: AMGConfig | None, hermitian: bool
-                  ) -> tuple[_Orientation, _Orientation | None]:
-    """``A``'s orientation and, unless ``hermitian``, ``Aᵀ``'s (cached per layout; the
-    structures are built from ``values``, ``A``'s stacked values, when given)."""
-    cache = _SETUPS.setdefault(layout, {})
-    key = ("orientations", amg, hermitian)
-    if key not in cache:
+def _orientations(layout, values: jax.Array, amg: AMGConfig | None, hermitian: bool,
+                  latest: bool) -> tuple[_Orientation, _Orientation | None]:
+    """``A``'s orientation and, unless ``hermitian``, ``Aᵀ``'s, cached per layout,
+    configuration and values' key, as the single-device solve's structures
+    (:mod:`._cache`): concrete ``values`` (``A``'s stacked values) get the structures built
+    for them, or for values with the same key (:mod:`._structure_key`, over every device's
+    block and both orientations); traced ones, and ``latest`` (``reuse_setup``, a nonzero
+    ``structure_reuse_levels``), the most recently used, built from the pattern (or the
+    concrete values) when there is none.  A structure of one level (a relaxation's, or no
+    preconditioner) follows the pattern alone.  At most `cache_info`'s ``maxsize`` (and at
+    least one) are kept per layout and configuration.
+    """
+    entries = _SETUPS.setdefault(layout, {}).setdefault(
+        ("orientations", amg, hermitian), collections.OrderedDict())
+    keyed = is_concrete(values) and amg is not None and amg.max_levels > 1
+    keys: list[str] = []  # the values' key, computed once for this call
+
+    def key_of_values(orientations) -> str:
+        if not keys:
+            with jax.ensure_compile_time_eval():  # concrete, also while a caller's jit traces
+                forward, transposed = orientations
+                key = _setup_key(forward.setup, values)
+                if transposed is not None:
+                    key += "ᵀ" + _setup_key(transposed.setup,
+                                            _transposed_values(layout, values))
+            keys.append(key)
+        return keys[0]
+
+    wanted = next(reversed(entries), None)  # the most recently used
+    if entries and keyed and not latest:
+        wanted = key_of_values(entries[wanted])
+    if wanted not in entries:
         with jax.ensure_compile_time_eval():  # host setup, also while a jit traces
-            cache[key] = _new_orientations(layout, values, amg, hermitian)
-    return cache[key]
+            built = _new_orientations(layout, values if is_concrete(values) else None, amg,
+                                      hermitian)
+        wanted = key_of_values(built) if keyed else None
+        entries[wanted] = built
+        while len(entries) > max(cache_info().maxsize, 1):
+            entries.popitem(last=False)
+    entries.move_to_end(wanted)
+    return entries[wanted]
 
 
 def _new_orientations(layout, values: jax.Array | None, amg: AMGConfig | None, hermitian: bool
@@ -583,8 +627,9 @@ def solve_sharded(
     layout = A.layout
     hermitian = config.solver in HERMITIAN_METHODS
     setup_start = time.perf_counter()
-    forward, transposed = _orientations(layout, values if is_concrete(values) else None,
-                                        amg, hermitian)
+    forward, transposed = _orientations(
+        layout, values, amg, hermitian,
+        latest=reuse_setup or (amg is not None and amg.structure_reuse_levels > 0))
     numbers = _preconditioner_numbers(forward, values, reuse_setup)
     if reports.timings:
         jax.block_until_ready([leaf for leaf in jax.tree.leaves(numbers) if is_concrete(leaf)])
