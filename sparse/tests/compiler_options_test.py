@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 from jaxsolve import sparse
-from jaxsolve.sparse import _compiler_options, _padded_setup, _setup, _solve, matrices
+from jaxsolve.sparse import (_compiler_options, _padded_setup, _setup, _solve, _structure_key,
+                             matrices)
 from jaxsolve.sparse._config import parse_amgx_config
 from jaxsolve_testing import CPU_COMPILE_FLAGS
 
@@ -50,6 +51,8 @@ def test_a_concrete_solve_compiles_its_setup_and_loop_with_the_options():
     assert info.status == sparse.Status.SUCCESS
     setups = list(_padded_setup._PROGRAMS.values())
     assert setups and not any(fusion_emitted(program) for program in setups)
+    digests = list(_structure_key._EXECUTABLES.values())  # the structure key's program
+    assert digests and not any(fusion_emitted(program) for program in digests)
 
     config = parse_amgx_config(CONFIG)
     system = _setup.System.for_matrix(A, config, None, False, True)

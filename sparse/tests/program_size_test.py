@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from jaxsolve import sparse
-from jaxsolve.sparse import _relaxation
+from jaxsolve.sparse import _hierarchy, _relaxation
 from jaxsolve.sparse._config import RelaxationConfig
 from jaxsolve.sparse._csr_arrays import CsrArrays
 
@@ -82,3 +82,11 @@ def test_cg_holds_one_copy_of_the_preconditioner(x64):
     names = primitives(lambda b: sparse.cg(lambda v: 4 * v, b, precondition=precondition)[0],
                        b)
     assert names.count("sin") == 1
+
+
+def test_the_singularity_test_sums_rows_by_products(x64, matrix):
+    singular = matrix - np.diag(matrix.sum(axis=1))  # every row sums to zero
+    assert bool(_hierarchy.annihilates_constants(csr(singular)))
+    assert not bool(_hierarchy.annihilates_constants(csr(matrix)))
+    names = primitives(_hierarchy.annihilates_constants, csr(matrix))
+    assert "cumsum" not in names and "scatter-add" not in names

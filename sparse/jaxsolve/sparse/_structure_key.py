@@ -38,6 +38,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ._compiler_options import COMPILER_OPTIONS
 from ._config import AMGConfig
 from ._csr_arrays import CsrArrays
 from ._hierarchy import HierarchyStructure
@@ -74,7 +75,7 @@ def values_key(structure: HierarchyStructure, values: jax.Array) -> str:
     if compiled is None:
         # Compiled, not called through jit: an executable runs when it is called, also
         # while a caller's jit traces a solve on these concrete values.
-        compiled = _digest.lower(*operands, *statics).compile()
+        compiled = _digest.lower(*operands, *statics).compile(COMPILER_OPTIONS)
         with _LOCK:
             _EXECUTABLES[kind] = compiled
             while len(_EXECUTABLES) > _EXECUTABLES_KEPT:
