@@ -425,3 +425,30 @@ def test_transposed_pattern_keeps_rows_ascending_within_each_column():
         np.testing.assert_array_equal(transposed.indptr, np.concatenate([[0], np.cumsum(counts)]))
         assert transposed.n_cols == n_rows
 
+
+
+class TestCsrArraysRowIds:
+    def test_rows_of_a_concrete_pattern_are_not_folded_into_the_program(self):
+        # A pattern closed over by jit is constant; folded, the rows' cumulative sum becomes
+        # an nnz-long int32 constant (and costs seconds of compile time at 65k rows).
+        pattern = from_scipy(random_scipy((40, 30)))
+        arrays = CsrStructure(np.asarray(pattern.indptr), np.asarray(pattern.indices),
+                              30).on_device(pattern.values)
+
+        def row_sums(values):
+            rows = arrays._replace(values=values).row_ids
+            return jax.ops.segment_sum(values, rows, num_segments=arrays.n_rows,
+                                       indices_are_sorted=True)
+
+        program = jax.jit(row_sums).lower(arrays.values).compile().as_text()
+        constants = re.findall(r"= s32\[([\d,]+)\]\S* constant\(", program)
+        assert str(pattern.nnz) not in {shape.split(",")[0] for shape in constants}
+        np.testing.assert_allclose(jax.jit(row_sums)(arrays.values),
+                                   np.asarray(pattern.todense()).sum(axis=1), rtol=1e-6)
+
+    def test_rows_are_the_host_patterns_for_concrete_and_traced_index_arrays(self):
+        pattern = from_scipy(random_scipy((40, 30)))
+        structure = CsrStructure(np.asarray(pattern.indptr), np.asarray(pattern.indices), 30)
+        arrays = structure.on_device(pattern.values)
+        np.testing.assert_array_equal(arrays.row_ids, structure.row_ids)
+        np.testing.assert_array_equal(jax.jit(lambda a: a.row_ids)(arrays), structure.row_ids)
