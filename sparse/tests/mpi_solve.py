@@ -22,6 +22,9 @@ iteration counts.
   right-hand side and equal values reuse them, new values set up anew, and
   ``reuse_setup=True`` keeps the latest numbers whatever the values; the solutions stay
   right throughout.
+* ``structures``: a Laplacian after a convection–diffusion problem on the same pattern
+  gets structures of its own (the iterations of a fresh setup), and the same operator
+  again builds, sets up and compiles nothing.
 * ``relaxation``: JAX-AMG's MPI demos' preconditioners, ``JACOBI_L1`` under PCG and
   ``MULTICOLOR_DILU``, ``BLOCK_JACOBI`` under PBICGSTAB (block-Jacobi relaxation: each rank
   relaxes its diagonal block) on 2D Poisson 24 × 24: the single-process solution, the DILU
@@ -48,6 +51,7 @@ from mpi4py import MPI  # noqa: E402
 
 from jaxsolve import sharding, sparse  # noqa: E402
 from jaxsolve.sparse import matrices  # noqa: E402
+from jaxsolve_testing import counted_compilations  # noqa: E402
 
 comm = MPI.COMM_WORLD
 rank, size = comm.rank, comm.size
@@ -150,6 +154,45 @@ def check_reuse():
     finally:
         sparse._mpi._setup_numbers = real
     report(f"OK reuse on {size} ranks")
+
+
+def check_structures():
+    n = 24
+    pcg = {"solver": "PCG", "tolerance": 1e-8, "preconditioner": {"solver": "AMG"}}
+    parts = {name: sharding.partition_csr_matrix(sp.csr_array(matrix.todense()), rank, size)
+             for name, matrix in (
+                 ("convection", matrices.convection_diffusion_matrix_2d(n, peclet=10.0,
+                                                                        dtype=jnp.float64)),
+                 ("laplacian", matrices.poisson_matrix(n, dtype=jnp.float64)))}
+    (_, (row_start, row_end)), layouts = parts["laplacian"], sparse._mpi._LAYOUTS
+
+    def iterations(name, **config):
+        block = parts[name][0]
+        A = bcsr(jnp.asarray(block.data), block.indices, block.indptr, block.shape)
+        _, info = sparse.solve(A, jnp.ones(row_end - row_start), comm=comm, nglobal=n * n,
+                               partition_info=(row_start, row_end), config={**pcg, **config})
+        return same_everywhere(info)[0]
+
+    layouts.clear()
+    fresh = iterations("laplacian")
+    layouts.clear()
+    iterations("convection", max_iters=2)  # its setup
+    # Before: the convection's structures served the Laplacian (16 PCG iterations for 14).
+    assert iterations("laplacian") == fresh, fresh
+    assert len(layouts) == 2
+    # The same operator again: all kept (the first compiles the comparison that finds the
+    # kept numbers, once per shape, as before structures were keyed).
+    assert iterations("laplacian") == fresh
+    setups = []
+    real = sparse._mpi._setup_numbers
+    sparse._mpi._setup_numbers = lambda *args: setups.append(args) or real(*args)
+    try:
+        with counted_compilations() as compiled:
+            assert iterations("laplacian") == fresh
+    finally:
+        sparse._mpi._setup_numbers = real
+    assert (compiled[0], len(setups), len(layouts)) == (0, 0, 2), (compiled, setups)
+    report(f"OK structures on {size} ranks")
 
 
 def check_grad(A_global, config, name):
@@ -328,6 +371,7 @@ CHECKS = {
     "errors": check_errors,
     "poisson": check_poisson,
     "reuse": check_reuse,
+    "structures": check_structures,
     "relaxation": check_relaxation,
     "operator": check_operator,
     "grad": lambda: check_grad(

@@ -4,7 +4,8 @@
 (mpi_launcher.py), as the sharding package's mpi_test.py does: JAX-AMG's paper example (2D Poisson 32 × 32, PBICGSTAB,
 partitioned, gathered on rank 0) against the single-process solve, and the distributed
 gradient and tangent (``jax.jvp``) through a nonsymmetric solve against the single-process
-ones; the numbers of the preconditioner kept and reused across solves. Skipped, saying
+ones; the numbers of the preconditioner kept and reused across solves, and another operator
+on the pattern given structures of its own. Skipped, saying
 why, only where no ``mpiexec``, mpi4py or mpi4jax exists at all (CI has all three). `TestSolveMpiErrors` checks, in this process,
 the errors raised before any communication.
 """
@@ -31,7 +32,8 @@ class TestSolveMpi:
 
     def test_solve_mpi_2_ranks(self):
         # The paper example, the nonsymmetric and PCG's gradients and tangents, the errors.
-        out = _run(2, "errors", "poisson", "reuse", "grad", "grad-pcg", "jvp", "jvp-pcg")
+        out = _run(2, "errors", "poisson", "reuse", "structures", "grad", "grad-pcg", "jvp",
+                   "jvp-pcg")
         assert "OK grad convection-diffusion PBICGSTAB on 2 ranks" in out
         assert "OK jvp convection-diffusion PBICGSTAB on 2 ranks" in out
 

@@ -32,7 +32,9 @@ numbers, the same on every rank. The point-to-point pattern cannot deadlock: at 
 every message has its partner's matching call, and ranks that raise on their own inputs
 make every rank raise first (one ``allgather``).
 
-**Setup** runs on the host once per pattern (cached), with a few mpi4py collectives: the
+**Setup** runs on the host once per pattern and values' key (cached, as the single-device
+solve's structures: a different operator on the pattern gets its own, the ranks agreeing on
+a key gathered from every rank's block; `_layout`), with a few mpi4py collectives: the
 halo plan (``alltoall``), the widths of the messages, the coarse numbering of halo columns,
 and, for ``Aᵀ``, the routing of each stored ``a_ij`` to the owner of row ``j`` (of ``Aᵀ``'s
 rows: ``alltoall`` of the patterns, never of ``A``). Each rank then holds its own program;
@@ -55,6 +57,7 @@ differentiates it.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import functools
 import hashlib
@@ -82,6 +85,7 @@ from ._report import (Reports, log_parts_grid_stats, log_timings, logged_solve_s
                       report_solve)
 from ._setup import is_concrete
 from ._statistics import level_sizes
+from ._structure_key import values_key
 from ._status import SolveInfo
 
 _WHERE = "with comm="  # the path, in the errors of _partitioned's checks
@@ -352,7 +356,7 @@ def _transpose_pattern(comm: Any, row_ranges, indptr: np.ndarray, indices: np.nd
             {q: r for q, r in receives.items() if len(r)})
 
 
-_LAYOUTS: dict[tuple, _Layout] = {}
+_LAYOUTS: collections.OrderedDict[tuple, _Layout] = collections.OrderedDict()
 _MAX_LAYOUTS = 16
 _COMMS: dict[Any, Any] = {}
 
@@ -367,19 +371,51 @@ def _private_comm(comm: Any) -> Any:
 
 
 def _layout(comm: Any, row_ranges, indptr: np.ndarray, indices: np.ndarray,
-            values: np.ndarray | None, amg: AMGConfig | None, hermitian: bool) -> _Layout:
-    """The cached `_Layout` of this rank's pattern; built (collectively) when any rank
-    misses its cache, so that all ranks take part in the same setup collectives."""
+            values: jax.Array, amg: AMGConfig | None, hermitian: bool,
+            latest: bool) -> _Layout:
+    """The cached `_Layout` of this rank's pattern for ``values``; built (collectively)
+    when any rank misses its cache, so that all ranks take part in the same setup
+    collectives.
+
+    As the single-device solve's structures (:mod:`._cache`), layouts are kept per pattern,
+    configuration and values' key: concrete ``values`` get the layout built for them, or
+    for values with the same key (:mod:`._structure_key`: every rank's block's, gathered
+    in rank order, so one key on every rank and one decision); traced ones, and
+    ``latest`` (``reuse_setup``, a nonzero ``structure_reuse_levels``), the pattern's most
+    recently used, built from the pattern (or the concrete values) when there is none.
+    ``Aᵀ``'s structure is built with ``A``'s and follows ``A``'s key.  A structure of one
+    level (a relaxation's, or none) follows the pattern alone.
+    """
     MPI = _mpi()
-    key = (comm.py2f(), row_ranges, indptr.tobytes(), indices.tobytes(), amg, hermitian)
-    hit = key in _LAYOUTS
-    if comm.allreduce(hit, op=MPI.LAND):
-        return _LAYOUTS[key]
+    pattern = (comm.py2f(), row_ranges, indptr.tobytes(), indices.tobytes(), amg, hermitian)
+    keyed = is_concrete(values) and amg is not None and amg.max_levels > 1
+    keys: list[tuple[str, ...]] = []  # the values' key, computed once for this call
+
+    def key_of_values(layout: _Layout) -> tuple[str, ...]:
+        if not keys:
+            system = layout.forward
+            with jax.ensure_compile_time_eval():  # concrete, also while a caller's jit traces
+                own = values_key(system.structure, values[system.block_positions])
+            keys.append(tuple(comm.allgather(own)))
+        return keys[0]
+
+    wanted = next((key for key in reversed(_LAYOUTS) if key[0] == pattern), None)
+    # Each decision agreed (allreduce), so that every rank computes the key (a collective)
+    # or none does, and all build together.
+    found = comm.allreduce(wanted is not None, op=MPI.LAND)
+    if found and keyed and not latest:
+        wanted = (pattern, key_of_values(_LAYOUTS[wanted]))
+    if found and comm.allreduce(wanted in _LAYOUTS, op=MPI.LAND):
+        _LAYOUTS.move_to_end(wanted)
+        return _LAYOUTS[wanted]
+    host_values = np.asarray(values) if amg is not None and is_concrete(values) else None
     with jax.ensure_compile_time_eval():  # host setup, also while a jit traces: kept arrays
-        layout = _new_layout(comm, row_ranges, indptr, indices, values, amg, hermitian)
+        layout = _new_layout(comm, row_ranges, indptr, indices, host_values, amg, hermitian)
+    wanted = (pattern, key_of_values(layout) if keyed else None)
+    _LAYOUTS.pop(wanted, None)
     if len(_LAYOUTS) >= _MAX_LAYOUTS:  # the oldest goes (hits are agreed on collectively)
-        del _LAYOUTS[next(iter(_LAYOUTS))]
-    _LAYOUTS[key] = layout
+        _LAYOUTS.popitem(last=False)
+    _LAYOUTS[wanted] = layout
     return layout
 
 
@@ -387,10 +423,10 @@ def layout_cache_info() -> dict[str, Any]:
     """The distributed layouts kept on this rank, as JAX-AMG's ``get_solver_cache_info``
     describes its MPI cache (see :func:`jaxsolve.sparse.get_solver_cache_info`)."""
     entries = []
-    for key, layout in _LAYOUTS.items():
-        amg = key[4]
+    for (pattern, _), layout in _LAYOUTS.items():
+        amg = pattern[4]
         start, end = layout.row_ranges[layout.comm.rank]
-        digest = hashlib.blake2b(key[2] + key[3], digest_size=8).hexdigest()
+        digest = hashlib.blake2b(pattern[2] + pattern[3], digest_size=8).hexdigest()
         entries.append({"n_local": end - start, "n_global": layout.row_ranges[-1][1],
                         "nnz": int(layout.forward.indptr[-1]), "lrank": layout.comm.rank,
                         "structure_hash": int(digest, 16),
@@ -657,13 +693,11 @@ def solve_mpi(
         _agree(comm, error)
         raise
     _agree(comm, None)
-    host_values = None
-    if amg is not None and is_concrete(values):
-        host_values = np.asarray(values)
     hermitian = config.solver in HERMITIAN_METHODS
     comm = _private_comm(comm)
     setup_start = time.perf_counter()
-    layout = _layout(comm, row_ranges, indptr, indices, host_values, amg, hermitian)
+    layout = _layout(comm, row_ranges, indptr, indices, values, amg, hermitian,
+                     latest=reuse_setup or (amg is not None and amg.structure_reuse_levels > 0))
     numbers = _preconditioner_numbers(layout, False, values, reuse_setup)
     if reports.timings:
         jax.block_until_ready([leaf for leaf in jax.tree.leaves(numbers) if is_concrete(leaf)])
