@@ -88,3 +88,19 @@ def structures(A):
     """How many sets of structures (one per values' key) ``A``'s layout keeps."""
     return sum(len(entries) for key, entries in _sharded._SETUPS[A.layout].items()
                if key[0] == "orientations")
+
+
+def test_traced_values_keep_the_latest_structures(x64):
+    first = sharded(convection())
+    iterations(first, BICGSTAB)
+    second = first.with_values(first.shard_values(sparse.as_csr(laplacian()).values))
+    after_second = iterations(second, BICGSTAB)
+
+    @jax.jit
+    def traced(values):
+        return sparse.solve(first.with_values(values), jnp.ones(N * N), config=BICGSTAB)[1]
+
+    # The Laplacian's values, traced: set up on the latest structures (the Laplacian's),
+    # none built for them.
+    assert int(traced(second.values).iterations) == after_second
+    assert structures(first) == 2
