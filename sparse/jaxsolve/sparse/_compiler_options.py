@@ -33,6 +33,16 @@ COMPILER_OPTIONS: dict[str, Any] = {"xla_cpu_use_fusion_emitters": False}
 """XLA's debug options for jaxsolve's programs (see the module's docstring)."""
 
 
+def staging() -> bool:
+    """Whether a caller's ``jax.jit`` is tracing now (JAX's own test for it).
+
+    A jitted function called then is staged into the caller's program: its results are
+    tracers even when every argument is a concrete array the caller closed over, so
+    nothing may read them on the host.
+    """
+    return unsafe_am_i_under_a_jit_DO_NOT_USE()
+
+
 def jit(fun: Any = None, **kwargs: Any) -> Any:
     """``jax.jit(fun, **kwargs)`` compiling with :data:`COMPILER_OPTIONS` when called outside
     any trace, and without them inside one (see the module); without ``fun``, a decorator
@@ -59,8 +69,7 @@ class _OutsideTraces:
         self._plain = jax.jit(fun, **kwargs)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        staged = unsafe_am_i_under_a_jit_DO_NOT_USE()  # JAX's test for a staging trace
-        return (self._plain if staged else self._optioned)(*args, **kwargs)
+        return (self._plain if staging() else self._optioned)(*args, **kwargs)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._optioned, name)

@@ -38,7 +38,7 @@ from jaxsolve import autodiff
 from . import _blocks, _matrix_free
 from ._amgx import solve_amgx
 from ._backend import current_backend
-from ._compiler_options import jit
+from ._compiler_options import jit, staging
 from ._config import SolverConfig, for_dtype, krylov_options, parse_amgx_config, with_overrides
 from ._csr_arrays import CsrArrays
 from ._sharded import ShardedCsrMatrix, solve_sharded
@@ -321,7 +321,8 @@ def solve(
     # The setup's arrays travel with the values as the operator (arguments of the compiled
     # solve, not constants); only the values are differentiated.
     operator = (matrix.values, state)
-    concrete = all(is_concrete(leaf) for leaf in jax.tree.leaves((operator, rhs)))
+    # Concrete arrays inside a caller's jit (closed over) still give a staged, traced solve.
+    concrete = not staging() and all(is_concrete(leaf) for leaf in jax.tree.leaves((operator, rhs)))
     # A traced solve's table is logged by its program; a concrete one's when it returns.
     services = (_service(system, log_stats=reports.solve_stats and not concrete),
                 None if hermitian else _service(system, transposed=True))
