@@ -68,6 +68,11 @@ MEANINGS: dict[str, str | tuple[str, Any]] = {
     "cycle": "The cycle: V, W or F.",
     "max_levels": "Levels at most, the finest included.",
     "min_coarse_rows": "Stop coarsening at a level with this many rows or fewer.",
+    "structure_reuse_levels": "0: each operator solved with concrete values gets an AMG"
+                              " structure of its own (kept, and found again for values"
+                              " with the same strong couplings); any other value keeps the"
+                              " pattern's latest structure for new values (every level,"
+                              " where AmgX keeps that many).",
     "coarse_solver": "The coarsest level's solver: DENSE_LU_SOLVER, or NOSOLVER (only"
                      " smoothed, `coarsest_sweeps` times).",
     "coarsest_sweeps": "Sweeps on the coarsest level when `coarse_solver` is NOSOLVER.",
