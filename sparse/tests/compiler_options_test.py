@@ -46,12 +46,12 @@ def test_a_concrete_solve_compiles_its_setup_and_loop_with_the_options():
     A = sparse.as_csr(matrices.poisson_matrix(24))
     b = jnp.ones(A.shape[0])
     sparse.clear_cache()
-    _padded_setup.clear_programs()
+    _padded_setup.PROGRAMS.clear()
     x, info = sparse.solve(A, b, config=CONFIG)
     assert info.status == sparse.Status.SUCCESS
-    setups = list(_padded_setup._PROGRAMS.values())
+    setups = _padded_setup.PROGRAMS.programs()
     assert setups and not any(fusion_emitted(program) for program in setups)
-    digests = list(_structure_key._EXECUTABLES.values())  # the structure key's program
+    digests = _structure_key.DIGESTS.programs()  # the structure key's program
     assert digests and not any(fusion_emitted(program) for program in digests)
 
     config = parse_amgx_config(CONFIG)

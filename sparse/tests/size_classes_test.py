@@ -13,7 +13,7 @@ from jaxsolve_testing import counted_compilations
 
 from jaxsolve import sparse
 from jaxsolve.sparse import (_cycle, _hierarchy, _padded_setup, _setup, _size_classes, _solve,
-                             matrices)
+                             _structure_key, matrices)
 from jaxsolve.sparse._csr_arrays import CsrStructure
 
 
@@ -279,7 +279,7 @@ def test_the_padded_numeric_setup_computes_the_unpadded_numbers(x64, amg):
 def test_clear_cache_keeps_the_compiled_setups_and_finalize_drops_them(x64, monkeypatch):
     # The size classes' compiled numeric setups hold no arrays: clear_cache() leaves them
     # (a pattern set up again traces, lowers and compiles nothing), finalize() drops them.
-    monkeypatch.setattr(_padded_setup, "_PROGRAMS", collections.OrderedDict())
+    _padded_setup.PROGRAMS.clear()
     lowered = []
     padded_numeric_setup = _setup._padded_numeric_setup
 
@@ -298,14 +298,14 @@ def test_clear_cache_keeps_the_compiled_setups_and_finalize_drops_them(x64, monk
         return len(lowered)
 
     sparse.clear_cache()
-    assert setup() == 1 and len(_padded_setup._PROGRAMS) == 1
+    assert setup() == 1 and len(_padded_setup.PROGRAMS) == 1
     sparse.clear_cache()
     with counted_compilations() as count:
-        assert setup() == 1 and len(_padded_setup._PROGRAMS) == 1
+        assert setup() == 1 and len(_padded_setup.PROGRAMS) == 1
     assert count[0] == 0
     sparse.finalize()
-    assert not _padded_setup._PROGRAMS
-    assert setup() == 2 and len(_padded_setup._PROGRAMS) == 1
+    assert not _padded_setup.PROGRAMS and not _structure_key.DIGESTS
+    assert setup() == 2 and len(_padded_setup.PROGRAMS) == 1
 
 
 @pytest.mark.gpu

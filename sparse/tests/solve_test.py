@@ -1,6 +1,5 @@
 """Tests for jaxsolve.sparse.solve: accuracy, configurations, transformations, failures."""
 
-import collections
 import gc
 import re
 
@@ -574,7 +573,7 @@ class TestCache:
 
         numeric_setup = _setup._padded_numeric_setup
         monkeypatch.setattr(_setup, "_padded_numeric_setup", CountingLowering())
-        monkeypatch.setattr(_padded_setup, "_PROGRAMS", collections.OrderedDict())
+        _padded_setup.PROGRAMS.clear()
         x, _ = sparse.solve(A, b)
         x_doubled, _ = sparse.solve(A.with_values(2 * A.values), b)
         assert len(lowered) == 1

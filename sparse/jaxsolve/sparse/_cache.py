@@ -31,7 +31,7 @@ from ._csr_arrays import CsrArrays
 from ._hierarchy import Hierarchy, HierarchyStructure
 from ._matrix_free import clear_coloring_cache
 from ._multicolor import MulticolorArrays
-from ._padded_setup import clear_programs
+from ._compiled_programs import clear_all as clear_compiled_programs
 
 _DEFAULT_SIZE = 8
 
@@ -246,8 +246,9 @@ def set_cache_size(maxsize: int) -> None:
 def finalize() -> None:
     """Releases what ``jaxsolve.sparse`` keeps between solves (JAX-AMG's ``finalize``).
 
-    The AMG setups and device copies (:func:`clear_cache`), the numeric setups compiled
-    per size class and the structures found for matrix-free operators
+    The AMG setups and device copies (:func:`clear_cache`), the programs compiled ahead
+    of time (the numeric setups per size class, the structure keys' digests) and the
+    structures found for matrix-free operators
     (:func:`cache_coloring`'s cache).  jaxsolve holds no native
     solver library to shut down (JAX-AMG's also calls ``AMGX_finalize``), so solves may
     follow: they set up anew.
@@ -259,5 +260,5 @@ def finalize() -> None:
       0
     """
     clear_cache()
-    clear_programs()
+    clear_compiled_programs()
     clear_coloring_cache()

@@ -27,12 +27,12 @@ unpadded setup's bit for bit; the damping's norms and the coarsest level's dense
 inverse, which run over zeros more, agree to rounding.
 
 **Programs.** The compiled numeric setups of size classes are kept per class and kind of
-input (:func:`compiled_program`, the most recently used :data:`PROGRAMS_KEPT`). They hold
+input (:data:`PROGRAMS`, a :class:`._compiled_programs.CompiledPrograms`). They hold
 no arrays (a structure's are their arguments) and no values, so
 :func:`~jaxsolve.sparse.clear_cache`, which drops the setups, leaves them, as it leaves
 the solves JAX compiled for those classes: a pattern set up again after it, say for
 another operator on the same pattern, traces, lowers and compiles nothing.
-:func:`~jaxsolve.sparse.finalize` drops them (:func:`clear_programs`); JAX's own caches
+:func:`~jaxsolve.sparse.finalize` drops them; JAX's own caches
 keep the executables until ``jax.clear_caches()``.
 
 A scalar smoothed or unsmoothed aggregation hierarchy (one near-null-space vector, one
@@ -47,9 +47,6 @@ follow a pattern's coloring, keep a setup per pattern.
 
 from __future__ import annotations
 
-import collections
-import threading
-from collections.abc import Callable, Hashable
 from typing import Any, NamedTuple
 
 import jax
@@ -58,6 +55,7 @@ import numpy as np
 
 from . import _classical, _ffi_primitives
 from ._classical import InterpolationArrays, MultipassArrays
+from ._compiled_programs import CompiledPrograms
 from ._csr_arrays import CsrArrays
 from ._size_classes import LevelShape
 
@@ -237,29 +235,5 @@ def product(a: CsrArrays, b: CsrArrays, c: CsrArrays, n_cols: int) -> jax.Array:
                                                      n_cols=n_cols), c.indptr)
 
 
-def compiled_program(key: Hashable, compile: Callable[[], Any]) -> Any:
-    """The compiled numeric setup of ``key`` (a size class and kind of input): the one
-    kept, else ``compile()``'s, kept from now on (the most recently used
-    :data:`PROGRAMS_KEPT`)."""
-    with _PROGRAMS_LOCK:
-        compiled = _PROGRAMS.get(key)
-        if compiled is not None:
-            _PROGRAMS.move_to_end(key)
-            return compiled
-    compiled = compile()
-    with _PROGRAMS_LOCK:
-        _PROGRAMS[key] = compiled
-        while len(_PROGRAMS) > PROGRAMS_KEPT:
-            _PROGRAMS.popitem(last=False)
-    return compiled
-
-
-def clear_programs() -> None:
-    """Drops every program :func:`compiled_program` keeps."""
-    with _PROGRAMS_LOCK:
-        _PROGRAMS.clear()
-
-
-PROGRAMS_KEPT = 64
-_PROGRAMS: collections.OrderedDict[Hashable, Any] = collections.OrderedDict()
-_PROGRAMS_LOCK = threading.Lock()
+# The compiled numeric setups of size classes (see the module).
+PROGRAMS = CompiledPrograms("numeric setup")

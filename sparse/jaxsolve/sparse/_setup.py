@@ -25,7 +25,7 @@ from ._csr_arrays import CsrArrays, CsrStructure
 from ._hierarchy import (Hierarchy, HierarchyStructure, StructureArrays, build_structure,
                          numeric_setup, padded_hierarchy, padded_numeric_setup, sharing_arrays)
 from ._multicolor import MULTICOLOR_SMOOTHERS, MulticolorArrays, multicolor_ordering
-from ._padded_setup import compiled_program
+from ._padded_setup import PROGRAMS as PADDED_SETUP_PROGRAMS
 from ._relaxation import RelaxationData, relaxation_data, stored_diagonal
 from ._status import FailureReason
 from ._structure_key import values_key
@@ -390,7 +390,7 @@ def _compiled_numeric_setup(structure: HierarchyStructure, values: jax.Array,
 
     For a classical structure on the CPU or a CUDA GPU, the program of its size class
     (:func:`._hierarchy.padded_numeric_setup`), compiled once for every structure of the
-    class and kept (:func:`._padded_setup.compiled_program`); else one of its own.
+    class and kept (:data:`._padded_setup.PROGRAMS`); else one of its own.
     """
     setup = structure.padded_setup
     platform = (next(iter(values.devices())).platform if isinstance(values, jax.Array)
@@ -398,7 +398,7 @@ def _compiled_numeric_setup(structure: HierarchyStructure, values: jax.Array,
     if setup is None or platform not in ("cpu", "gpu"):
         return _numeric_setup.lower(_without_arrays(structure), structure.arrays, values,
                                     near_nullspace).compile(COMPILER_OPTIONS)
-    return compiled_program(
+    return PADDED_SETUP_PROGRAMS.get(
         (setup, _input_kind(values), _input_kind(near_nullspace)),
         lambda: _padded_numeric_setup.lower(setup, structure.arrays, values,
                                             near_nullspace).compile(COMPILER_OPTIONS))

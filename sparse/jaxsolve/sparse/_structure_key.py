@@ -29,15 +29,13 @@ before its setup.
 
 from __future__ import annotations
 
-import collections
 import functools
-import threading
-from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ._compiled_programs import CompiledPrograms
 from ._compiler_options import COMPILER_OPTIONS
 from ._config import AMGConfig
 from ._csr_arrays import CsrArrays
@@ -45,10 +43,8 @@ from ._hierarchy import HierarchyStructure
 
 # The seeds of the digest's two sums.
 _SEEDS = (0x9E3779B9, 0x7F4A7C15)
-# The compiled digests, by pattern size, rule and kind of operands (they hold no arrays).
-_EXECUTABLES: collections.OrderedDict[tuple, Any] = collections.OrderedDict()
-_EXECUTABLES_KEPT = 64
-_LOCK = threading.Lock()
+# The compiled digests, by pattern size, rule and kind of operands.
+DIGESTS = CompiledPrograms("structure key digest")
 
 
 def values_key(structure: HierarchyStructure, values: jax.Array) -> str:
@@ -70,16 +66,10 @@ def values_key(structure: HierarchyStructure, values: jax.Array) -> str:
     statics = (structure.levels[0].a.n_rows if structure.levels else structure.coarsest.n_rows,
                _strength_rule(structure.config))
     kind = (statics, *((a.shape, a.dtype, a.sharding) for a in operands))
-    with _LOCK:
-        compiled = _EXECUTABLES.get(kind)
-    if compiled is None:
-        # Compiled, not called through jit: an executable runs when it is called, also
-        # while a caller's jit traces a solve on these concrete values.
-        compiled = _digest.lower(*operands, *statics).compile(COMPILER_OPTIONS)
-        with _LOCK:
-            _EXECUTABLES[kind] = compiled
-            while len(_EXECUTABLES) > _EXECUTABLES_KEPT:
-                _EXECUTABLES.popitem(last=False)
+    # Compiled, not called through jit: an executable runs when it is called, also while
+    # a caller's jit traces a solve on these concrete values.
+    compiled = DIGESTS.get(
+        kind, lambda: _digest.lower(*operands, *statics).compile(COMPILER_OPTIONS))
     return "".join(f"{int(word):08x}" for word in np.asarray(compiled(*operands)))
 
 
