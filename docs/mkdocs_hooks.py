@@ -75,7 +75,8 @@ MEANINGS: dict[str, str | tuple[str, Any]] = {
                               " where AmgX keeps that many).",
     "coarse_solver": "The coarsest level's solver: DENSE_LU_SOLVER, or NOSOLVER (only"
                      " smoothed, `coarsest_sweeps` times).",
-    "coarsest_sweeps": "Sweeps on the coarsest level when `coarse_solver` is NOSOLVER.",
+    "coarsest_sweeps": "Sweeps on the coarsest level when `coarse_solver` is NOSOLVER"
+                       " (MULTICOLOR_GS: the first half forward, the rest backward).",
     "jaxsolve_hierarchy_precision": "jaxsolve's extension: SINGLE sets the hierarchy up and"
                                     " cycles it in single precision inside a solve of the"
                                     " matrix's precision (AmgX chooses by its mode).",
@@ -98,7 +99,10 @@ MEANINGS: dict[str, str | tuple[str, Any]] = {
                          " (AmgX: 0.9).",
     "chebyshev_polynomial_order": "The degree of CHEBYSHEV_POLY.",
     "symmetric_GS": "MULTICOLOR_GS sweeps the colors forward then backward (a symmetric"
-                    " smoother, as PCG needs).",
+                    " smoother, as PCG needs). With 0 (AmgX's default) an AMG smoother"
+                    " sweeps forward before the coarse-grid correction and backward after"
+                    " it, so the cycle is symmetric either way (AmgX sweeps forward in"
+                    " both).",
 }
 
 # AmgX's meaning of each key jaxsolve accepts only at AmgX's default value.

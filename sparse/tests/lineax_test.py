@@ -314,10 +314,14 @@ class TestMakeLineaxPreconditioner:
          {"solver": "MULTICOLOR_GS", "symmetric_GS": 1}, None,
          {lx.symmetric_tag, lx.positive_semidefinite_tag}),
         (lambda: CsrLinearOperator(poisson(), lx.positive_semidefinite_tag),
-         {"solver": "AMG", "smoother": "MULTICOLOR_GS"}, None, set()),
+         {"solver": "AMG", "smoother": "MULTICOLOR_GS"}, None,
+         {lx.symmetric_tag, lx.positive_semidefinite_tag}),  # post-smoothing sweeps backward
+        (lambda: CsrLinearOperator(poisson(), lx.positive_semidefinite_tag),
+         {"solver": "AMG", "smoother": "MULTICOLOR_GS", "coarse_solver": "NOSOLVER",
+          "coarsest_sweeps": 1}, None, set()),  # one forward coarsest sweep
     ], ids=["spd", "symmetric", "negative-definite", "unequal-sweeps", "structural-tags-dropped",
             "not-an-operator", "explicit", "explicit-none", "forward-gs", "symmetric-gs",
-            "amg-forward-gs"])
+            "amg-forward-gs", "amg-forward-gs-odd-coarsest"])
     def test_preconditioner_tags(self, A, config, tags, expected):
         M = make_lineax_preconditioner(A(), config, tags=tags)
         assert M.tags == frozenset(expected)

@@ -264,7 +264,9 @@ class RelaxationConfig:
     * ``MULTICOLOR_GS``: Gauss-Seidel over the colors of a distance-1 coloring of
       ``A``'s graph, ``x_c ← x_c + ω D_c⁻¹ (b - A x)_c`` for each color ``c`` in turn (the
       unknowns of one color are updated at once); with ``symmetric_gs`` the colors are
-      then swept again in reverse order, so that ``M`` is symmetric, as PCG needs.
+      then swept again in reverse order, so that ``M`` is symmetric, as PCG needs.  As
+      an AMG smoother, a forward-only sweep post-smooths backward (colors in reverse
+      order), so the cycle is symmetric either way.
     * ``MULTICOLOR_DILU``: ``M = (E + L) E⁻¹ (E + U)``, with ``L``/``U`` the entries of
       ``A`` from earlier/later colors and the diagonal ``E`` chosen so that
       ``diag(M) = diag(A)`` (AmgX's DILU); ``ω`` damps the update.  Symmetric for a
@@ -401,11 +403,16 @@ class AMGConfig:
     are about as large as the level's rows are long (at most three more rounds;
     see :mod:`jaxsolve.sparse._aggregation`).  A cycle smooths ``presweeps``
     times, corrects from the next level (once for ``V``, twice for ``W``, an
-    F-cycle for ``F``) and smooths ``postsweeps`` times.  The coarsest level is
+    F-cycle for ``F``) and smooths ``postsweeps`` times; there a ``MULTICOLOR_GS``
+    visits the colors in reverse order, the adjoint of pre-smoothing, so that the
+    cycle is symmetric, as PCG needs (AmgX sweeps forward in both, and PCG with its
+    forward-only Gauss-Seidel did not converge in 500 iterations on the 3D Poisson
+    problem).  The coarsest level is
     solved by dense LU (``DENSE_LU_SOLVER``), by ``coarse_iterations`` iterations of
     a Krylov method (``CG``, ``BICGSTAB``, ``GMRES``; no residual test, as AmgX runs a
     coarse solver with ``monitor_residual: 0``) or, with ``NOSOLVER``, only smoothed
-    ``coarsest_sweeps`` times, as AmgX does.
+    ``coarsest_sweeps`` times, as AmgX does (a ``MULTICOLOR_GS`` the first half of
+    them forward, the rest backward).
 
     With ``hierarchy_precision="SINGLE"`` the hierarchy is set up and cycled in
     single precision (float32, or complex64 for complex matrices) whatever the

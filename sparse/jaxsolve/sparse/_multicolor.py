@@ -11,8 +11,9 @@ order*) makes ``A`` a block matrix whose diagonal blocks are diagonal,
 row.  Each color's rows are a contiguous range of ``A'``:
 
 * ``MULTICOLOR_GS``: ``x_c ← x_c + ω D_c⁻¹ (b − L x − D x − U x)_c`` for each color ``c``
-  in turn (``symmetric_GS``: then in reverse order).  From ``x = 0`` the products with
-  ``U`` (the colors not yet visited) are skipped in the first pass.
+  in turn (``symmetric_GS``: then in reverse order; a *backward* sweep, a cycle's
+  post-smoothing, visits the colors in reverse order only).  From ``x = 0`` the products
+  with ``U`` (the colors not yet visited) are skipped in the first pass.
 * ``MULTICOLOR_DILU``: ``x ← x + ω M⁻¹ (b − A x)`` with ``M = (E + L) E⁻¹ (E + U)`` and
   the diagonal ``E`` such that ``diag(M) = diag(A)``: ``e_i = a_ii − Σ_{j earlier}
   a_ij a_ji / e_j`` (AmgX's DILU).  ``M⁻¹`` is a forward substitution through ``L`` and a
@@ -436,8 +437,13 @@ def padded_data(data: MulticolorData, padding: MulticolorPadding) -> MulticolorD
 
 def multicolor_relax(matvec, data: MulticolorData, solver: str, omega: float,
                      symmetric: bool, b: jax.Array, x: jax.Array | None,
-                     sweeps: int) -> jax.Array | None:
-    """``sweeps`` sweeps of ``MULTICOLOR_GS`` or ``MULTICOLOR_DILU`` from ``x`` (None: 0)."""
+                     sweeps: int, backward: bool = False) -> jax.Array | None:
+    """``sweeps`` sweeps of ``MULTICOLOR_GS`` or ``MULTICOLOR_DILU`` from ``x`` (None: 0).
+
+    ``backward``: a Gauss-Seidel sweep visits the colors last to first (the post-smoothing
+    of a cycle, so that it is the adjoint of the pre-smoothing); a symmetric sweep and DILU,
+    symmetric already, are the same either way.
+    """
     omega = jnp.asarray(omega, b.dtype)
     if solver == "MULTICOLOR_DILU":
         for _ in range(sweeps):
@@ -451,7 +457,7 @@ def multicolor_relax(matvec, data: MulticolorData, solver: str, omega: float,
     b = _to_color_order(data, b)  # Gauss-Seidel stays in the color order for all its sweeps
     x = None if x is None else _to_color_order(data, x)
     for _ in range(sweeps):
-        x = _gauss_seidel(data, omega, b, x, reverse=False)
+        x = _gauss_seidel(data, omega, b, x, reverse=backward and not symmetric)
         if symmetric:
             x = _gauss_seidel(data, omega, b, x, reverse=True)
     return _from_color_order(data, x)

@@ -85,14 +85,19 @@ class Preconditioner:
 
     @property
     def is_symmetric(self) -> bool:
-        """Whether ``M⁻¹`` is symmetric for a symmetric matrix: its relaxation is (all but a
-        forward-only ``MULTICOLOR_GS``) and, for AMG, pre- and post-smoothing match."""
+        """Whether ``M⁻¹`` is symmetric for a symmetric matrix: a relaxation is, but for a
+        forward-only ``MULTICOLOR_GS``; an AMG cycle is with as many pre- as post-sweeps
+        (post-smoothing sweeps backward, the adjoint of pre-smoothing), not an F-cycle, and
+        a coarsest level smoothed by a forward-only ``MULTICOLOR_GS`` an even number of
+        times (half forward, half backward)."""
         amg = self.config.amg
-        relaxation = self.config.relaxation if amg is None else amg.smoother
-        if relaxation is not None and relaxation.solver == "MULTICOLOR_GS" and not (
-                relaxation.symmetric_gs):
-            return False
-        return amg is None or (amg.presweeps == amg.postsweeps and amg.cycle != "F")
+        if amg is None:
+            relaxation = self.config.relaxation
+            return relaxation is None or relaxation.solver != "MULTICOLOR_GS" or (
+                relaxation.symmetric_gs)
+        forward_only = amg.smoother.solver == "MULTICOLOR_GS" and not amg.smoother.symmetric_gs
+        return (amg.presweeps == amg.postsweeps and amg.cycle != "F" and not (
+            forward_only and amg.coarse_solver == "NOSOLVER" and amg.coarsest_sweeps % 2))
 
 
 def make_preconditioner(

@@ -14,7 +14,9 @@ A relaxation sweep improves ``x`` for ``A x = b`` with a cheap approximate inver
   ``maxᵢ Σⱼ |a_ij| / |a_ii|`` of ``ρ(D⁻¹A)``.  One sweep costs that many products with ``A``.
 * ``MULTICOLOR_GS``: Gauss-Seidel in the order of a distance-1 coloring of ``A``'s graph,
   ``x_c ← x_c + ω D_c⁻¹ (b − A x)_c`` for each color ``c``, the unknowns of one color at
-  once; ``symmetric_gs`` sweeps the colors forward, then backward.
+  once; ``symmetric_gs`` sweeps the colors forward, then backward.  A cycle's
+  post-smoothing sweeps them backward, so that pre- and post-smoothing are adjoint and the
+  cycle symmetric, as PCG needs (AmgX sweeps forward in both; see :mod:`._cycle`).
 * ``MULTICOLOR_DILU``: ``x ← x + ω M⁻¹ (b − A x)`` with AmgX's DILU ``M = (E + L) E⁻¹
   (E + U)``, ``L`` (``U``) the entries of ``A`` whose column has an earlier (later) color
   than their row.
@@ -161,15 +163,19 @@ def relax(
     b: jax.Array,
     x: jax.Array | None,
     sweeps: int,
+    backward: bool = False,
 ) -> jax.Array:
-    """``sweeps`` sweeps of the relaxation on ``A x = b`` from ``x`` (``None``: zero).
+    """``sweeps`` sweeps of the relaxation on ``A x = b`` from ``x`` (``None``: zero);
+    ``backward``: ``MULTICOLOR_GS`` sweeps the colors in reverse order (a cycle's
+    post-smoothing; every other relaxation is the same either way).
 
     A pointwise Jacobi sweep is one kernel (``a.relaxation_sweep``), its update formed as
     the product is written.
     """
     if config.solver in MULTICOLOR_SMOOTHERS:
         x = multicolor_relax(a.matvec, data.multicolor, config.solver,
-                             config.relaxation_factor, config.symmetric_gs, b, x, sweeps)
+                             config.relaxation_factor, config.symmetric_gs, b, x, sweeps,
+                             backward)
         return jnp.zeros_like(b) if x is None else x
     for _ in range(sweeps):
         if config.solver == "CHEBYSHEV_POLY":
