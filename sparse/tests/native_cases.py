@@ -385,20 +385,15 @@ def interpolation_level(matrix, interpolator: str, truncated: bool):
 
 
 def interpolation_operands(device, matrix, pattern, structure, plan=None):
-    """The weights kernel's operands on ``device`` (``plan``: the structure's own, or one
-    given in its place)."""
+    """The weights kernel's operands on ``device`` (``plan``: the structure's own
+    ``InterpolationArrays``, or others given in their place)."""
     from jaxsolve.sparse import _classical
 
-    arrays = _classical.host_arrays(structure)
-    if plan is not None:
-        arrays = arrays._replace(a_destination=plan.a_destination,
-                                 triple_destinations=plan.triple_destinations)
+    arrays = _classical.host_arrays(structure) if plan is None else plan
     on = functools.partial(jax.device_put, device=device)
     diagonal = matrix.data[pattern.diagonal_positions()]
     return ((on(matrix.data), on(diagonal), on(pattern.indices), on(pattern.indptr),
-             on(arrays.coarse), on(arrays.full_indptr), on(arrays.a_destination),
-             on(arrays.pair_positions), on(arrays.pair_triples), on(arrays.triple_entries),
-             on(arrays.triple_destinations), None if arrays.keep is None else on(arrays.keep),
+             *(None if array is None else on(array) for array in arrays),
              on(structure.p.indptr)), {"full_nnz": structure.full.nnz})
 
 
@@ -437,14 +432,13 @@ def check_interpolation_weights(interpolation_weights, device, dtype, interpolat
 
 
 def plan_sending_outside_a_row(structure):
-    """The structure's plan with one triple sent out of its row of ``P`` (into the next
-    row's first weight), and that row."""
-    from jaxsolve.sparse import _classical
+    """The structure's plan with one triple sent out of its row of ``P`` (to the offset
+    past the row's last weight), and that row."""
+    from jaxsolve.sparse import _classical, _classical_kernels
 
     arrays = _classical.host_arrays(structure)
-    full = structure.full
-    t = int(np.flatnonzero(arrays.triple_destinations < full.nnz)[0])
-    row = int(np.searchsorted(full.indptr, arrays.triple_destinations[t], side="right") - 1)
-    destinations = arrays.triple_destinations.copy()
-    destinations[t] = full.indptr[row + 1] if full.indptr[row + 1] < full.nnz else 0
-    return arrays._replace(triple_destinations=destinations), row
+    targets = arrays.triple_targets.copy()
+    t = int(np.flatnonzero(targets < _classical_kernels.to_diagonal(targets.dtype))[0])
+    row = int(np.searchsorted(arrays.triple_indptr, t, side="right") - 1)
+    targets[t] = np.diff(structure.full.indptr)[row]
+    return arrays._replace(triple_targets=targets), row

@@ -42,7 +42,7 @@ from native_cases import (
     use_dtype,
 )
 
-from jaxsolve.sparse import _classical_kernels, _ffi_primitives, _native_library
+from jaxsolve.sparse import _classical, _classical_kernels, _ffi_primitives, _native_library
 from jaxsolve.sparse._ffi_primitives import csr_matvec, csr_product_values, interpolation_weights
 from jaxsolve.sparse._graph_kernels import (
     WeightedGraph,
@@ -838,12 +838,20 @@ class TestInterpolationWeights:
         operands, sizes = interpolation_operands(CPU, matrix, pattern, structure, plan)
         with pytest.raises(Exception, match="sends a value outside its row of P"):
             jax.block_until_ready(interpolation_weights(*operands, **sizes))
-        operands, sizes = interpolation_operands(CPU, matrix, pattern, structure)
-        decreasing = np.asarray(operands[8]).copy()
+        arrays = _classical.host_arrays(structure)
+        # A triple's entry past the end of its row of A (the plan's offsets are uint8).
+        offsets = arrays.triple_offsets.copy()
+        offsets[0] = 200
+        operands, sizes = interpolation_operands(CPU, matrix, pattern, structure,
+                                                 arrays._replace(triple_offsets=offsets))
+        with pytest.raises(Exception, match="reads an entry outside its row of A"):
+            jax.block_until_ready(interpolation_weights(*operands, **sizes))
+        decreasing = arrays.pair_indptr.copy()
         decreasing[1] = decreasing[2] + 1
-        with pytest.raises(Exception, match="pair_triples must run from 0"):
-            jax.block_until_ready(interpolation_weights(
-                *operands[:8], jnp.asarray(decreasing), *operands[9:], **sizes))
+        operands, sizes = interpolation_operands(CPU, matrix, pattern, structure,
+                                                 arrays._replace(pair_indptr=decreasing))
+        with pytest.raises(Exception, match="row pointers must run from 0"):
+            jax.block_until_ready(interpolation_weights(*operands, **sizes))
 
     @pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
     def test_truncated_values_are_the_numpy_formulas(self, dtype):

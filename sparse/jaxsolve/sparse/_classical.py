@@ -113,15 +113,22 @@ class InterpolationStructure:
 
 
 class InterpolationArrays(NamedTuple):
-    """The index arrays of D1/D2 weights that :func:`interpolation_values` reads (a pytree)."""
+    """The index arrays of D1/D2 weights that :func:`interpolation_values` reads (a pytree).
+
+    The :class:`._classical_kernels.InterpolationPattern`'s, without ``P``'s columns:
+    offsets within rows (one or two bytes each on most levels), row pointers of ``int32``.
+    ``keep``: the positions of ``P``'s full pattern that truncation keeps (None: all).
+    """
 
     coarse: jax.Array
     full_indptr: jax.Array
-    a_destination: jax.Array
-    pair_positions: jax.Array
-    pair_triples: jax.Array
-    triple_entries: jax.Array
-    triple_destinations: jax.Array
+    a_targets: jax.Array
+    pair_indptr: jax.Array
+    pair_offsets: jax.Array
+    pair_counts: jax.Array
+    triple_indptr: jax.Array
+    triple_offsets: jax.Array
+    triple_targets: jax.Array
     keep: jax.Array | None
 
 
@@ -213,10 +220,10 @@ def host_arrays(structure: InterpolationStructure,
                          for begin, end in zip(bounds[:-1], bounds[1:], strict=True)),
             keep=keep, dropped=dropped)
     return InterpolationArrays(
-        coarse=structure.coarse, full_indptr=structure.full.indptr,
-        a_destination=plan.a_destination, pair_positions=plan.pair_positions,
-        pair_triples=plan.pair_triples, triple_entries=plan.triple_entries,
-        triple_destinations=plan.triple_destinations, keep=keep)
+        coarse=structure.coarse, full_indptr=structure.full.indptr, a_targets=plan.a_targets,
+        pair_indptr=plan.pair_indptr, pair_offsets=plan.pair_offsets,
+        pair_counts=plan.pair_counts, triple_indptr=plan.triple_indptr,
+        triple_offsets=plan.triple_offsets, triple_targets=plan.triple_targets, keep=keep)
 
 
 def device_arrays(structure: InterpolationStructure) -> InterpolationArrays | MultipassArrays:
@@ -267,7 +274,7 @@ def interpolation_values(xp: Any, arrays: InterpolationArrays | MultipassArrays,
         if arrays.dropped is not None:
             keep = _kept_positions(xp, arrays.dropped, full_nnz)
     else:
-        weights = _weights(xp, arrays, full_nnz, a_values, a_rows, diagonal)
+        weights = _weights(xp, arrays, full_nnz, a_values, a_rows, a_columns, diagonal)
     return _truncated(xp, weights, arrays.full_indptr, keep)
 
 
@@ -291,11 +298,8 @@ def device_values(arrays: InterpolationArrays | MultipassArrays, full_nnz: int,
 @functools.partial(jax.custom_jvp, nondiff_argnums=(0,))
 def _native_weights(full_nnz, arrays, values, indices, indptr, diagonal, p_indptr):
     def native(arrays, values, indices, indptr, diagonal, p_indptr):
-        return _ffi_primitives.interpolation_weights(
-            values, diagonal, indices, indptr, arrays.coarse, arrays.full_indptr,
-            arrays.a_destination, arrays.pair_positions, arrays.pair_triples,
-            arrays.triple_entries, arrays.triple_destinations, arrays.keep, p_indptr,
-            full_nnz=full_nnz)
+        return _ffi_primitives.interpolation_weights(values, diagonal, indices, indptr, *arrays,
+                                                     p_indptr, full_nnz=full_nnz)
 
     def formula(arrays, values, indices, indptr, diagonal, p_indptr):
         del p_indptr  # the formula's truncation finds the rows from full_indptr
@@ -340,25 +344,44 @@ def _truncated(xp: Any, weights: Any, full_indptr: Any, keep: Any | None,
 
 
 def _weights(xp: Any, arrays: InterpolationArrays, full_nnz: int, a_values: Any, a_rows: Any,
-             diagonal: Any) -> Any:
+             a_columns: Any, diagonal: Any) -> Any:
     """The untruncated D1/D2 weights."""
     n = diagonal.shape[0]
     full_rows = _repeat(xp, xp.diff(arrays.full_indptr), full_nnz)
+    a_indptr = xp.concatenate([xp.zeros(1, np.int32), xp.cumsum(
+        _segment_sum(xp, xp.ones_like(a_rows), a_rows, n), dtype=np.int32)])
+    pairs, triples = arrays.pair_offsets.shape[0], arrays.triple_offsets.shape[0]
+    pair_rows = _repeat(xp, xp.diff(arrays.pair_indptr), pairs)
+    pair_positions = a_indptr[pair_rows] + arrays.pair_offsets.astype(np.int32)
+    pair_of_triple = _repeat(xp, arrays.pair_counts.astype(np.int32), triples)
+    triple_rows = pair_rows[pair_of_triple]
+    triple_entries = (a_indptr[a_columns[pair_positions][pair_of_triple]]
+                      + arrays.triple_offsets.astype(np.int32))
+
+    def destinations(targets: Any, rows: Any) -> Any:
+        # the weight at the target's offset in row `rows` of P, or d_i (full_nnz + i), or
+        # nowhere (full_nnz + n): the segments of the sums below
+        offset_of = xp.where(targets == _classical_kernels.to_diagonal(targets.dtype),
+                             full_nnz + rows,
+                             arrays.full_indptr[rows] + targets.astype(np.int32))
+        return xp.where(targets == _classical_kernels.nowhere(targets.dtype), full_nnz + n,
+                        offset_of)
+
     # ā_kl: a_kl where its sign is opposite to a_kk's (its phase, for complex values).
     opposite = xp.real(a_values * xp.conj(diagonal)[a_rows]) < 0
     a_bar = xp.where(opposite, a_values, 0)
-    pair_of_triple = _repeat(xp, xp.diff(arrays.pair_triples), arrays.triple_entries.shape[0])
-    triple_bar = a_bar[arrays.triple_entries]
-    s = _segment_sum(xp, triple_bar, pair_of_triple, arrays.pair_positions.shape[0])
+    triple_bar = a_bar[triple_entries]
+    s = _segment_sum(xp, triple_bar, pair_of_triple, pairs)
     valid = s != 0
-    a_pairs = a_values[arrays.pair_positions]
+    a_pairs = a_values[pair_positions]
     share = xp.where(valid, a_pairs / xp.where(valid, s, 1), 0)
     # A coupling with nothing to distribute to (s_ik = 0) joins d_i.
     data = xp.concatenate([a_values, share[pair_of_triple] * triple_bar,
                            xp.where(valid, 0, a_pairs)])
-    destinations = xp.concatenate([arrays.a_destination, arrays.triple_destinations,
-                                   full_nnz + a_rows[arrays.pair_positions]])
-    sums = _segment_sum(xp, data, destinations, full_nnz + n + 1)
+    targets = xp.concatenate([destinations(arrays.a_targets, a_rows),
+                              destinations(arrays.triple_targets, triple_rows),
+                              full_nnz + pair_rows])
+    sums = _segment_sum(xp, data, targets, full_nnz + n + 1)
     numerator, denominator = sums[:full_nnz], sums[full_nnz:full_nnz + n]
     d = denominator[full_rows]
     return xp.where(arrays.coarse[full_rows], xp.ones_like(d),

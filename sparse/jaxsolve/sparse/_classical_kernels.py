@@ -118,25 +118,54 @@ class InterpolationPattern(NamedTuple):
         w_ij = -(a_ij + Σ_{k∈F_i} a_ik ā_kj / s_ik) / d_i,   s_ik = Σ_{l∈C_i (∪{i}: D2)} ā_kl
 
     where ``ā_kl`` is ``a_kl`` if its sign is opposite to ``a_kk``'s, else 0, and ``d_i``
-    sums the other entries of row ``i`` and, for D2, ``Σ_k a_ik ā_ki / s_ik``. A
-    destination ``d`` is a position of ``P`` (``d < nnz(P)``), row ``i``'s ``d_i``
-    (``d = nnz(P) + i``) or nowhere (``d = nnz(P) + n``).
+    sums the other entries of row ``i`` and, for D2, ``Σ_k a_ik ā_ki / s_ik``.
+
+    Entries and destinations are offsets within their rows, in the narrowest unsigned
+    dtype that holds the longest row of ``A`` and of ``P`` (:func:`offset_dtype`; most
+    levels: ``uint8``, a quarter of int32 positions' bytes). A *target* is the offset of a
+    weight in its row of ``P``, or one of the dtype's two largest values: :func:`to_diagonal`
+    (row ``i``'s ``d_i``) and :func:`nowhere`.
     """
 
     p_indptr: np.ndarray
     """``(n + 1,)`` row pointers of ``P``."""
     p_indices: np.ndarray
     """Coarse columns of ``P``, sorted within each row (a C point's row: its own)."""
-    a_destination: np.ndarray
-    """``(nnz(A),)`` where each entry of ``A`` adds."""
-    pair_positions: np.ndarray
-    """The entry ``a_ik`` of each distributed coupling (increasing)."""
-    pair_triples: np.ndarray
-    """``(pairs + 1,)`` the first triple of each distributed coupling, then their count."""
-    triple_entries: np.ndarray
-    """Per triple, the entry ``a_kl`` of row ``k``."""
-    triple_destinations: np.ndarray
-    """Per triple, where ``ā_kl a_ik / s_ik`` adds."""
+    a_targets: np.ndarray
+    """``(nnz(A),)`` where each entry of row ``i`` of ``A`` adds (a target of row ``i``)."""
+    pair_indptr: np.ndarray
+    """``(n + 1,)`` int32: each row's first distributed coupling (pair), then their count."""
+    pair_offsets: np.ndarray
+    """The offset in row ``i`` of ``A`` of each pair's entry ``a_ik`` (increasing in a row)."""
+    pair_counts: np.ndarray
+    """The number of triples of each pair."""
+    triple_indptr: np.ndarray
+    """``(n + 1,)`` int32: each row's first triple (its pairs' in order), then their count."""
+    triple_offsets: np.ndarray
+    """Per triple, the offset of its entry ``a_kl`` in row ``k`` of ``A``."""
+    triple_targets: np.ndarray
+    """Per triple, where ``ā_kl a_ik / s_ik`` adds (a target of row ``i``)."""
+
+
+def offset_dtype(longest_row: int) -> np.dtype:
+    """The unsigned dtype of an :class:`InterpolationPattern`'s offsets for rows of at most
+    ``longest_row`` entries: the narrowest whose two largest values no offset takes.
+
+    >>> offset_dtype(7), offset_dtype(254), offset_dtype(255), offset_dtype(70_000)
+    (dtype('uint8'), dtype('uint8'), dtype('uint16'), dtype('uint32'))
+    """
+    return next(np.dtype(dtype) for dtype in (np.uint8, np.uint16, np.uint32)
+                if longest_row <= np.iinfo(dtype).max - 1)
+
+
+def nowhere(dtype: Any) -> int:
+    """The target of a value that adds nowhere, for offsets of ``dtype``."""
+    return int(np.iinfo(dtype).max)
+
+
+def to_diagonal(dtype: Any) -> int:
+    """The target of a value that adds to its row's ``d_i``, for offsets of ``dtype``."""
+    return int(np.iinfo(dtype).max) - 1
 
 
 def interpolation_pattern(indptr: Any, indices: Any, strong: Any, coarse: Any,
@@ -161,8 +190,8 @@ def interpolation_pattern(indptr: Any, indices: Any, strong: Any, coarse: Any,
       >>> plan = interpolation_pattern([0, 2, 5, 8, 11, 13], [0, 1, 0, 1, 2, 1, 2, 3, 2, 3, 4,
       ...                              3, 4], [0, 1, 1, 0, 1, 1, 0, 1, 1, 0, 1, 1, 0],
       ...                              [1, 0, 1, 0, 1], distance_two=True)
-      >>> plan.p_indptr.tolist(), plan.p_indices.tolist()
-      ([0, 1, 3, 4, 6, 7], [0, 0, 1, 1, 1, 2, 2])
+      >>> plan.p_indptr.tolist(), plan.p_indices.tolist(), plan.a_targets.dtype
+      ([0, 1, 3, 4, 6, 7], [0, 0, 1, 1, 1, 2, 2], dtype('uint8'))
     """
     fn = "interpolation_pattern"
     n = np.shape(indptr)[0] - 1 if np.ndim(indptr) == 1 else 0
@@ -172,13 +201,17 @@ def interpolation_pattern(indptr: Any, indices: Any, strong: Any, coarse: Any,
                                                   int(distance_two))
     if not handle:
         raise MemoryError(f"{fn}: out of memory for the plan of {n} rows")
-    sizes = np.empty(7, np.int64)
+    sizes = np.empty(10, np.int64)
     _cpu.JaxsolveSparseInterpolationSizes(handle, sizes)
-
-    arrays = [np.empty(size, np.int32) for size in sizes]
-    _cpu.JaxsolveSparseInterpolationCopy(handle, *arrays)
-    if sizes[5] > INT32_MAX:  # pair_triples would not reach them
-        raise ValueError(f"{fn}: the plan of {n} rows has {sizes[5]} triples, more than"
+    longest = max(int(np.diff(indptr).max(initial=0)), int(sizes[9]))
+    offsets = offset_dtype(longest)
+    arrays = [np.empty(size, np.int32 if name.endswith(("indptr", "indices")) else offsets)
+              for name, size in zip(InterpolationPattern._fields, sizes[:9], strict=True)]
+    _cpu.JaxsolveSparseInterpolationCopy(handle, offsets.itemsize,
+                                         *[array.ctypes.data if array.dtype == offsets else
+                                           array for array in arrays])
+    if sizes[7] > INT32_MAX:  # triple_indptr would not reach them
+        raise ValueError(f"{fn}: the plan of {n} rows has {sizes[7]} triples, more than"
                          " int32 offsets reach")
     return InterpolationPattern(*arrays)
 
@@ -221,26 +254,30 @@ def interpolation_values(indptr: Any, indices: Any, values: Any, plan: Interpola
     indptr, indices = check_pattern(fn, ("indptr", "indices"), indptr, indices, n, check)
     values = check_values(fn, "values", values, indices.shape)
     coarse = np.ascontiguousarray(coarse, np.uint8)
-    for name, entries in (("pair_positions", plan.pair_positions),
-                          ("triple_entries", plan.triple_entries)):
-        if entries.size and (entries.min() < 0 or entries.max() >= indices.shape[0]):
-            raise ValueError(f"{fn}: the plan's {name} must be entries of A")
-    if (plan.pair_triples.shape != (plan.pair_positions.shape[0] + 1,)
-            or plan.pair_triples[-1] != plan.triple_entries.shape[0]
-            or np.any(np.diff(plan.pair_triples) < 0)
-            or plan.a_destination.shape != indices.shape or coarse.shape != (n,)
-            or plan.p_indptr.shape != (n + 1,)):
+    offsets = plan.a_targets.dtype
+    row_pointers = (plan.p_indptr, plan.pair_indptr, plan.triple_indptr)
+    if (offsets not in (np.uint8, np.uint16, np.uint32)
+            or any(array.dtype != offsets for array in (
+                plan.pair_offsets, plan.pair_counts, plan.triple_offsets, plan.triple_targets))
+            or any(pointers.dtype != np.int32 or pointers.shape != (n + 1,)
+                   or np.any(np.diff(pointers) < 0) for pointers in row_pointers)
+            or not (plan.pair_indptr[-1] == plan.pair_offsets.shape[0]
+                    == plan.pair_counts.shape[0])
+            or not (plan.triple_indptr[-1] == plan.triple_offsets.shape[0]
+                    == plan.triple_targets.shape[0])
+            or plan.a_targets.shape != indices.shape or coarse.shape != (n,)):
         raise ValueError(f"{fn}: the plan does not fit A's pattern")
     weights = np.empty(int(plan.p_indptr[-1]), values.dtype)
     status = _cpu.JaxsolveSparseInterpolationValues(
         n, indptr, indices, values.ctypes.data, DTYPES.index(values.dtype), coarse,
-        plan.p_indptr, plan.a_destination,
-        plan.pair_positions.shape[0], plan.pair_positions, plan.pair_triples,
-        plan.triple_entries, plan.triple_destinations, weights.ctypes.data)
+        plan.p_indptr, offsets.itemsize, plan.a_targets.ctypes.data, plan.pair_indptr,
+        plan.pair_offsets.ctypes.data, plan.pair_counts.ctypes.data, plan.triple_indptr,
+        plan.triple_offsets.ctypes.data, plan.triple_targets.ctypes.data, weights.ctypes.data)
     if status == -1:
         raise MemoryError(f"{fn}: out of memory for a matrix of {n} rows")
     if status:
-        raise ValueError(f"{fn}: the plan sends a value outside its row of P")
+        raise ValueError(f"{fn}: the plan sends a value outside its row of P or reads an"
+                         " entry outside its row of A")
     return weights
 
 

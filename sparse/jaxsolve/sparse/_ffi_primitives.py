@@ -414,31 +414,32 @@ def _product_values_kernel(n_cols: int) -> Callable[..., jax.Array]:
 
 def interpolation_weights(values: jax.Array, diagonal: jax.Array, indices: jax.Array,
                           indptr: jax.Array, coarse: jax.Array, full_indptr: jax.Array,
-                          a_destination: jax.Array, pair_positions: jax.Array,
-                          pair_triples: jax.Array, triple_entries: jax.Array,
-                          triple_destinations: jax.Array, keep: jax.Array | None,
+                          a_targets: jax.Array, pair_indptr: jax.Array,
+                          pair_offsets: jax.Array, pair_counts: jax.Array,
+                          triple_indptr: jax.Array, triple_offsets: jax.Array,
+                          triple_targets: jax.Array, keep: jax.Array | None,
                           p_indptr: jax.Array, *, full_nnz: int) -> jax.Array:
     """Classical AMG's D1/D2 interpolation weights, ``P``'s values, on an interpolation plan.
 
     The weights of :class:`InterpolationPattern`'s formula for ``A``'s ``values`` (with
     their ``diagonal``) on its pattern ``indices``/``indptr``, the plan's arrays on the
-    device (``pair_triples`` as :func:`interpolation_pattern` makes them), ``full_nnz`` of
-    them; then, with ``keep`` (positions among those weights, ``p_indptr`` the kept
-    pattern's row pointers), the kept ones, each row rescaled to its former sum. Computed as
-    :func:`interpolation_values` computes them on the host, a row at a time, each sum in
-    double in one fixed order: a kernel on the CPU (which checks the plan and rejects one
-    that sends a value outside its row) and on CUDA GPUs (a thread per row, which trusts
-    the plan; such a row becomes NaN). Padded arrays (:mod:`._padded_setup`) may end their
-    row pointers and ``pair_triples`` before their arrays, place pairs at ``A``'s end (read
-    by no row) and leave ``P``'s values past its last row unwritten. Unchecked here, not
+    device (as :func:`interpolation_pattern` makes them: row pointers of ``int32``,
+    offsets and targets of one unsigned dtype), ``full_nnz`` of them; then, with ``keep``
+    (positions among those weights, ``p_indptr`` the kept pattern's row pointers), the kept
+    ones, each row rescaled to its former sum. Computed as :func:`interpolation_values`
+    computes them on the host, a row at a time, each sum in double in one fixed order: a
+    kernel on the CPU (which checks the plan and rejects one that sends a value outside
+    its row) and on CUDA GPUs (a thread per row, which trusts the plan; such a row becomes
+    NaN). Padded arrays (:mod:`._padded_setup`) may end their row pointers before their
+    arrays and leave ``P``'s values past its last row unwritten. Unchecked here, not
     differentiable (:mod:`._classical` wraps it); under ``vmap`` over values and diagonal,
     one kernel call for the batch (over plans, a loop of calls).
 
     Raises:
       RuntimeError: on a GPU, when the CUDA library is unavailable.
     """
-    plan = (indices, indptr, coarse, full_indptr, a_destination, pair_positions,
-            pair_triples, triple_entries, triple_destinations,
+    plan = (indices, indptr, coarse, full_indptr, a_targets, pair_indptr, pair_offsets,
+            pair_counts, triple_indptr, triple_offsets, triple_targets,
             jnp.zeros(0, jnp.int32) if keep is None else keep, p_indptr)
     LIBRARY.require_platform("interpolation_weights", values, diagonal, *plan)
     p_nnz = full_nnz if keep is None else keep.shape[0]

@@ -79,11 +79,14 @@ _cpu.JaxsolveSparseInterpolationPlan.argtypes = [ctypes.c_int32, _I32, _I32, _U8
 _cpu.JaxsolveSparseInterpolationPlan.restype = ctypes.c_void_p
 _cpu.JaxsolveSparseInterpolationSizes.argtypes = [ctypes.c_void_p, _I64]
 _cpu.JaxsolveSparseInterpolationSizes.restype = None
-_cpu.JaxsolveSparseInterpolationCopy.argtypes = [ctypes.c_void_p] + [_I32] * 7
+_cpu.JaxsolveSparseInterpolationCopy.argtypes = [
+    ctypes.c_void_p, ctypes.c_int32, _I32, _I32, ctypes.c_void_p, _I32, ctypes.c_void_p,
+    ctypes.c_void_p, _I32, ctypes.c_void_p, ctypes.c_void_p]
 _cpu.JaxsolveSparseInterpolationCopy.restype = None
 _cpu.JaxsolveSparseInterpolationValues.argtypes = [
-    ctypes.c_int32, _I32, _I32, ctypes.c_void_p, ctypes.c_int32, _U8, _I32, _I32,
-    ctypes.c_int64, _I32, _I32, _I32, _I32, ctypes.c_void_p]
+    ctypes.c_int32, _I32, _I32, ctypes.c_void_p, ctypes.c_int32, _U8, _I32, ctypes.c_int32,
+    ctypes.c_void_p, _I32, ctypes.c_void_p, ctypes.c_void_p, _I32, ctypes.c_void_p,
+    ctypes.c_void_p, ctypes.c_void_p]
 _cpu.JaxsolveSparseInterpolationValues.restype = ctypes.c_int32
 _cpu.JaxsolveSparseTruncation.argtypes = [ctypes.c_int32, _I32, ctypes.c_void_p, ctypes.c_int32,
                                          ctypes.c_double, ctypes.c_int32, _U8]

@@ -16,9 +16,9 @@ pattern (inside a caller's trace, or on other platforms) cuts them to their true
 
 **The padding is inert.** As in :mod:`._size_classes`, padding rows are empty and padding
 entries lie past the last row's end, where the native kernels read nothing (their row
-pointers may end before their arrays do). The plan's padding pairs sit at ``A``'s end,
-past every row; its padding triples and multipass entries send their values nowhere (a
-segment past the last, which a segment sum drops); a padding kept position is masked.
+pointers may end before their arrays do): so do the D1/D2 plan's padding pairs and
+triples; its multipass entries send their values nowhere (a segment past the last, which
+a segment sum drops); a padding kept position is masked.
 Outputs past their last row's end are set to zero, the damping's power iteration starts
 from the same vector on the true rows and zero on the padding rows, and the coarsest
 inverse is zero outside the true block. So every product, weight and sweep sums the
@@ -53,7 +53,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import _classical, _ffi_primitives
+from . import _classical, _classical_kernels, _ffi_primitives
 from ._classical import InterpolationArrays, MultipassArrays
 from ._compiled_programs import CompiledPrograms
 from ._csr_arrays import CsrArrays
@@ -68,12 +68,14 @@ class LevelLayout(NamedTuple):
       truncated: whether truncation drops weights (``P``'s pattern is not the full one).
       passes: the multipass passes (0 for D1/D2).
       dropped: whether a multipass plan lists the dropped weights rather than the kept.
+      offsets: the dtype of a D1/D2 plan's offsets (None for multipass).
     """
 
     multipass: bool
     truncated: bool
     passes: int
     dropped: bool
+    offsets: np.dtype | None = None
 
 
 class AggregationLayout(NamedTuple):
@@ -88,7 +90,7 @@ def level_layout(arrays: InterpolationArrays | MultipassArrays) -> LevelLayout:
     if isinstance(arrays, MultipassArrays):
         return LevelLayout(True, arrays.keep is not None or arrays.dropped is not None,
                            len(arrays.passes), arrays.dropped is not None)
-    return LevelLayout(False, arrays.keep is not None, 0, False)
+    return LevelLayout(False, arrays.keep is not None, 0, False, arrays.a_targets.dtype)
 
 
 def setup_sizes(level, arrays: InterpolationArrays | MultipassArrays) -> tuple[int, ...]:
@@ -107,7 +109,7 @@ def setup_sizes(level, arrays: InterpolationArrays | MultipassArrays) -> tuple[i
         sizes += [entries.shape[0] for entries, _ in arrays.passes]
         sizes += [arrays.dropped.shape[0]] if layout.dropped else []
     else:
-        sizes += [arrays.pair_positions.shape[0], arrays.triple_entries.shape[0]]
+        sizes += [arrays.pair_offsets.shape[0], arrays.triple_offsets.shape[0]]
     return tuple(sizes)
 
 
@@ -161,19 +163,17 @@ def padded_interpolation(level, arrays: InterpolationArrays | MultipassArrays,
             dropped=(None if arrays.dropped is None
                      else _padded(arrays.dropped, sizes[-1], _PAST_EVERY_POSITION)))
     pairs, triples = sizes[-2:]
-    nowhere = own_full + rows  # a destination of no weight and no row, for the kernel
-
-    def destinations(d: np.ndarray, size: int) -> np.ndarray:
-        return _padded(np.where(d >= own_full + n, nowhere, d).astype(d.dtype), size, nowhere)
-
+    nowhere = _classical_kernels.nowhere(layout.offsets)  # padding rows read none of them
     return InterpolationArrays(
         coarse=_padded(arrays.coarse, rows, False),
         full_indptr=full_indptr,
-        a_destination=destinations(arrays.a_destination, shape.a_nnz),
-        pair_positions=_padded(arrays.pair_positions, pairs, shape.a_nnz),
-        pair_triples=_padded(arrays.pair_triples, pairs + 1, arrays.triple_entries.shape[0]),
-        triple_entries=_padded(arrays.triple_entries, triples, 0),
-        triple_destinations=destinations(arrays.triple_destinations, triples),
+        a_targets=_padded(arrays.a_targets, shape.a_nnz, nowhere),
+        pair_indptr=_padded(arrays.pair_indptr, rows + 1, arrays.pair_offsets.shape[0]),
+        pair_offsets=_padded(arrays.pair_offsets, pairs, 0),
+        pair_counts=_padded(arrays.pair_counts, pairs, 0),
+        triple_indptr=_padded(arrays.triple_indptr, rows + 1, arrays.triple_offsets.shape[0]),
+        triple_offsets=_padded(arrays.triple_offsets, triples, 0),
+        triple_targets=_padded(arrays.triple_targets, triples, nowhere),
         keep=None if arrays.keep is None else _padded(arrays.keep, shape.p_nnz, 0))
 
 
@@ -194,12 +194,7 @@ def true_interpolation(level, arrays: InterpolationArrays | MultipassArrays
     """The part of :func:`padded_interpolation`'s arrays (on the device) that holds
     ``level``'s own plan (jit-able): what a numeric setup of that pattern alone reads."""
     own = _classical.host_arrays(level.interpolation)
-    cut = jax.tree.map(lambda padded, true: padded[:true.shape[0]], arrays, own)
-    if isinstance(cut, MultipassArrays):
-        return cut
-    nowhere = level.interpolation.full.nnz + level.a.n_rows
-    return cut._replace(a_destination=jnp.minimum(cut.a_destination, nowhere),
-                        triple_destinations=jnp.minimum(cut.triple_destinations, nowhere))
+    return jax.tree.map(lambda padded, true: padded[:true.shape[0]], arrays, own)
 
 
 def within(values: jax.Array, indptr: jax.Array) -> jax.Array:
@@ -214,10 +209,8 @@ def weights(layout: LevelLayout, arrays: InterpolationArrays | MultipassArrays,
     past ``P``'s last row."""
     if not layout.multipass:
         return within(_ffi_primitives.interpolation_weights(
-            a.values, diagonal, a.indices, a.indptr, arrays.coarse, arrays.full_indptr,
-            arrays.a_destination, arrays.pair_positions, arrays.pair_triples,
-            arrays.triple_entries, arrays.triple_destinations, arrays.keep, p.indptr,
-            full_nnz=full_nnz), p.indptr)
+            a.values, diagonal, a.indices, a.indptr, *arrays, p.indptr, full_nnz=full_nnz),
+            p.indptr)
     values = _classical._multipass_weights(jnp, arrays, full_nnz, a.values, a.row_ids,
                                           a.indices, diagonal)
     if layout.truncated:

@@ -82,14 +82,15 @@ using ::jaxsolve::sparse::Complex;
 using ::jaxsolve::sparse::Conj;
 using ::jaxsolve::sparse::Divided;
 using ::jaxsolve::sparse::FromReal;
-using ::jaxsolve::sparse::FirstAtOrAfter;
 using ::jaxsolve::sparse::FromSum;
 using ::jaxsolve::sparse::InterpolationRow;
 using ::jaxsolve::sparse::InterpolationWeights;
 using ::jaxsolve::sparse::IsZero;
 using ::jaxsolve::sparse::Negated;
+using ::jaxsolve::sparse::Nowhere;
 using ::jaxsolve::sparse::RealPart;
 using ::jaxsolve::sparse::Scalar;
+using ::jaxsolve::sparse::ToDiagonal;
 using ::jaxsolve::sparse::ToSum;
 using ::jaxsolve::sparse::TransposePattern;
 using ::jaxsolve::sparse::TruncatedRow;
@@ -589,44 +590,56 @@ Graph DistanceTwo(const Graph& s, const int32_t* state, bool as_sets) {
 //          + (D2) sum_{k in F_i} a_ik abar_ki / s_ik
 //
 // with abar_kl = a_kl where its sign is opposite to a_kk's, else 0; a
-// coupling with s_ik = 0 joins d_i. Encoded:
-//   a_destination[e]: where entry e of A adds: P position (>= 0), -2 - i for
-//     row i's d_i, -1 for nowhere (C rows, distributed couplings);
-//   pair_positions[q]: the entry a_ik of the q-th distributed coupling;
-//     pair_counts[q]: its number of triples;
-//   triple_entries[t], triple_destinations[t]: the entry a_kl of row k and
-//     where abar_kl · a_ik / s_ik adds (encoded as a_destination).
+// coupling with s_ik = 0 joins d_i. Encoded by offsets within rows (as
+// interpolation_weights.h reads them; the copy narrows them to its type):
+//   a_targets[e]: where entry e of A adds: the offset of its column in row i
+//     of P (>= 0), kToDiagonal for row i's d_i, kNowhere for nowhere (C rows,
+//     distributed couplings);
+//   pair_indptr: each row's first pair; pair_offsets[q]: the offset in row i
+//     of A of the q-th distributed coupling a_ik; pair_counts[q]: its number
+//     of triples;
+//   triple_indptr: each row's first triple; triple_offsets[t],
+//     triple_targets[t]: the offset of the entry a_kl in row k and where
+//     abar_kl · a_ik / s_ik adds (encoded as a_targets).
 // Rows come in order, and within a row the pairs and triples in the order of
-// A's entries, so the pairs' positions increase.
+// A's entries.
 struct InterpolationPlan {
-  std::vector<int32_t> p_indptr, p_indices, a_destination, pair_positions,
-      pair_counts, triple_entries, triple_destinations;
+  static constexpr int32_t kNowhere = -1, kToDiagonal = -2;
+  std::vector<int32_t> p_indptr, p_indices, a_targets, pair_indptr, pair_offsets,
+      pair_counts, triple_indptr, triple_offsets, triple_targets;
 };
 
-// Rows [begin, end) of the plan; p_indptr and P positions count from the
-// block's first row (p_indptr has end - begin + 1 entries); a_destination
-// covers the block's entries of A.
+// Rows [begin, end) of the plan; the row pointers count from the block's
+// first row (each has end - begin + 1 entries); a_targets covers the block's
+// entries of A.
 void BuildPlanRows(int32_t begin, int32_t end, int32_t n, const int32_t* indptr,
                    const int32_t* indices, const uint8_t* strong,
                    const int32_t* coarse_index, bool distance_two,
                    InterpolationPlan& plan) {
+  constexpr int32_t kNowhere = InterpolationPlan::kNowhere;
+  constexpr int32_t kToDiagonal = InterpolationPlan::kToDiagonal;
   const int32_t entries = indptr[end] - indptr[begin];
-  plan.p_indptr.assign(static_cast<size_t>(end - begin) + 1, 0);
-  plan.a_destination.assign(entries, -1);
+  const size_t rows = static_cast<size_t>(end - begin) + 1;
+  plan.p_indptr.assign(rows, 0);
+  plan.pair_indptr.assign(rows, 0);
+  plan.triple_indptr.assign(rows, 0);
+  plan.a_targets.assign(entries, kNowhere);
   // About right for stencils (P: a few weights a row; triples: about nnz(A)).
   plan.p_indices.reserve(entries);
-  plan.triple_entries.reserve(entries);
-  plan.triple_destinations.reserve(entries);
-  int32_t* a_destination = plan.a_destination.data() - indptr[begin];
-  // position[j]: j's position in the row of P being built (-1: not in it);
+  plan.triple_offsets.reserve(entries);
+  plan.triple_targets.reserve(entries);
+  int32_t* a_targets = plan.a_targets.data() - indptr[begin];
+  // position[j]: j's offset in the row of P being built (-1: not in it);
   // common[j]: the row i for which j is a strong C point of i (D2: or one of
   // its strong F neighbours', so that each is listed once).
   std::vector<int32_t> position(n, -1), common(n, -1), columns, pairs;
   for (int32_t i = begin; i < end; ++i) {
-    const int32_t row_begin = static_cast<int32_t>(plan.p_indices.size());
+    const size_t r = static_cast<size_t>(i - begin) + 1;
+    plan.pair_indptr[r] = static_cast<int32_t>(plan.pair_offsets.size());
+    plan.triple_indptr[r] = static_cast<int32_t>(plan.triple_offsets.size());
     if (coarse_index[i] >= 0) {
       plan.p_indices.push_back(coarse_index[i]);
-      plan.p_indptr[i - begin + 1] = row_begin + 1;
+      plan.p_indptr[r] = static_cast<int32_t>(plan.p_indices.size());
       continue;
     }
     columns.clear();
@@ -658,30 +671,31 @@ void BuildPlanRows(int32_t begin, int32_t end, int32_t n, const int32_t* indptr,
     }
     std::sort(columns.begin(), columns.end());  // each listed once
     for (size_t c = 0; c < columns.size(); ++c) {
-      position[columns[c]] = row_begin + static_cast<int32_t>(c);
+      position[columns[c]] = static_cast<int32_t>(c);
       plan.p_indices.push_back(coarse_index[columns[c]]);
     }
-    plan.p_indptr[i - begin + 1] = static_cast<int32_t>(plan.p_indices.size());
+    plan.p_indptr[r] = static_cast<int32_t>(plan.p_indices.size());
     for (int32_t e = indptr[i]; e < indptr[i + 1]; ++e) {
       const int32_t j = indices[e];
-      a_destination[e] = j != i && position[j] >= 0 ? position[j] : -2 - i;
+      a_targets[e] = j != i && position[j] >= 0 ? position[j] : kToDiagonal;
     }
     for (int32_t e : pairs) {
-      a_destination[e] = -1;
+      a_targets[e] = kNowhere;
       const int32_t k = indices[e];
       int32_t count = 0;
       for (int32_t f = indptr[k]; f < indptr[k + 1]; ++f) {
         const int32_t l = indices[f];
-        const int32_t destination =
-            l == i ? (distance_two ? -2 - i : -1) : position[l];
-        if (destination == -1) continue;
-        plan.triple_entries.push_back(f);
-        plan.triple_destinations.push_back(destination);
+        const int32_t target = l == i ? (distance_two ? kToDiagonal : kNowhere) : position[l];
+        if (target == kNowhere) continue;
+        plan.triple_offsets.push_back(f - indptr[k]);
+        plan.triple_targets.push_back(target);
         ++count;
       }
-      plan.pair_positions.push_back(e);
+      plan.pair_offsets.push_back(e - indptr[i]);
       plan.pair_counts.push_back(count);
     }
+    plan.pair_indptr[r] = static_cast<int32_t>(plan.pair_offsets.size());
+    plan.triple_indptr[r] = static_cast<int32_t>(plan.triple_offsets.size());
     for (int32_t j : columns) position[j] = -1;
   }
 }
@@ -1042,119 +1056,161 @@ JAXSOLVE_SPARSE_EXPORT void* JaxsolveSparseInterpolationPlan(
   }
 }
 
-// The lengths of the plan's seven arrays, in the order of InterpolationPlan
-// (pair_triples in place of pair_counts).
+// The lengths of the plan's arrays, in the order of InterpolationPlan (every
+// row pointer n + 1), then the longest row of P.
 JAXSOLVE_SPARSE_EXPORT void JaxsolveSparseInterpolationSizes(const void* handle,
                                                             int64_t* sizes) {
   const auto& plan = *static_cast<const BlockedPlan*>(handle);
-  std::fill(sizes, sizes + 7, 0);
-  sizes[0] = static_cast<int64_t>(plan.n) + 1;
+  std::fill(sizes, sizes + 10, 0);
   for (const InterpolationPlan& block : plan.blocks) {
-    const std::vector<int32_t>* arrays[] = {
-        &block.p_indices, &block.a_destination, &block.pair_positions,
-        &block.pair_counts, &block.triple_entries, &block.triple_destinations};
-    for (int a = 0; a < 6; ++a) sizes[a + 1] += static_cast<int64_t>(arrays[a]->size());
+    sizes[1] += static_cast<int64_t>(block.p_indices.size());
+    sizes[2] += static_cast<int64_t>(block.a_targets.size());
+    sizes[4] += static_cast<int64_t>(block.pair_offsets.size());
+    sizes[7] += static_cast<int64_t>(block.triple_offsets.size());
+    for (size_t r = 1; r < block.p_indptr.size(); ++r) {
+      sizes[9] = std::max<int64_t>(sizes[9], block.p_indptr[r] - block.p_indptr[r - 1]);
+    }
   }
-  sizes[4] += 1;  // pair_triples: each pair's first triple, then their count
+  sizes[0] = sizes[3] = sizes[6] = static_cast<int64_t>(plan.n) + 1;
+  sizes[5] = sizes[4];
+  sizes[8] = sizes[7];
 }
 
+namespace {
+
+// The offsets narrowed to O: kNowhere and kToDiagonal to Nowhere<O> and ToDiagonal<O>.
+template <typename O>
+O Narrowed(int32_t offset) {
+  return offset == InterpolationPlan::kNowhere      ? Nowhere<O>
+         : offset == InterpolationPlan::kToDiagonal ? ToDiagonal<O>
+                                                    : static_cast<O>(offset);
+}
+
+// The plan's row pointers joined: each block's, from `shift[b]` on.
+void JoinRowPointers(const BlockedPlan& plan, int64_t b,
+                     const std::vector<int32_t>& block_indptr,
+                     const std::vector<int64_t>& shift, int32_t* indptr) {
+  for (size_t r = 1; r < block_indptr.size(); ++r) {
+    indptr[plan.block_begin[b] + r] = block_indptr[r] + static_cast<int32_t>(shift[b]);
+  }
+}
+
+}  // namespace
+
 // Copies the plan's arrays into the caller's, sized as ...Sizes says, and
-// frees the plan. Destinations are combined: P position (>= 0), nnz(P) + i
-// for row i's d_i, nnz(P) + n for nowhere; pair_triples[q] is the first
-// triple of pair q, pair_triples[n_pairs] their count.
+// frees the plan. The offsets and targets (a_targets, pair_offsets,
+// pair_counts, triple_offsets, triple_targets) are written as unsigned
+// integers of `offset_bytes` bytes (1, 2 or 4; wide enough for A's and P's
+// longest rows, whose last two values are the targets' nowhere and d_i).
 JAXSOLVE_SPARSE_EXPORT void JaxsolveSparseInterpolationCopy(
-    void* handle, int32_t* p_indptr, int32_t* p_indices, int32_t* a_destination,
-    int32_t* pair_positions, int32_t* pair_triples, int32_t* triple_entries,
-    int32_t* triple_destinations) {
+    void* handle, int32_t offset_bytes, int32_t* p_indptr, int32_t* p_indices,
+    void* a_targets, int32_t* pair_indptr, void* pair_offsets, void* pair_counts,
+    int32_t* triple_indptr, void* triple_offsets, void* triple_targets) {
   std::unique_ptr<BlockedPlan> plan(static_cast<BlockedPlan*>(handle));
   const int64_t blocks = static_cast<int64_t>(plan->blocks.size());
-  // Each block's first P entry, pair and triple.
-  std::vector<int64_t> p_first(blocks + 1, 0), pair_first(blocks + 1, 0),
-      triple_first(blocks + 1, 0), a_first(blocks + 1, 0);
+  // Each block's first P entry, A entry, pair and triple.
+  std::vector<int64_t> p_first(blocks + 1, 0), a_first(blocks + 1, 0),
+      pair_first(blocks + 1, 0), triple_first(blocks + 1, 0);
   for (int64_t b = 0; b < blocks; ++b) {
     const InterpolationPlan& block = plan->blocks[b];
     p_first[b + 1] = p_first[b] + static_cast<int64_t>(block.p_indices.size());
-    pair_first[b + 1] = pair_first[b] + static_cast<int64_t>(block.pair_positions.size());
-    triple_first[b + 1] = triple_first[b] + static_cast<int64_t>(block.triple_entries.size());
-    a_first[b + 1] = a_first[b] + static_cast<int64_t>(block.a_destination.size());
+    a_first[b + 1] = a_first[b] + static_cast<int64_t>(block.a_targets.size());
+    pair_first[b + 1] = pair_first[b] + static_cast<int64_t>(block.pair_offsets.size());
+    triple_first[b + 1] = triple_first[b] + static_cast<int64_t>(block.triple_offsets.size());
   }
-  p_indptr[0] = 0;
-  pair_triples[pair_first[blocks]] = static_cast<int32_t>(triple_first[blocks]);
-  ForNumberedBlocks(plan->n, blocks, [&](int64_t b, int64_t, int64_t) {
-    const InterpolationPlan& block = plan->blocks[b];
-    const int32_t shift = static_cast<int32_t>(p_first[b]);
-    const int32_t nnz = static_cast<int32_t>(p_first[blocks]);
-    const auto shifted = [&](int32_t destination) {
-      return destination >= 0    ? destination + shift
-             : destination == -1 ? nnz + plan->n
-                                 : nnz - 2 - destination;
-    };
-    for (size_t r = 1; r < block.p_indptr.size(); ++r) {
-      p_indptr[plan->block_begin[b] + r] = block.p_indptr[r] + shift;
-    }
-    std::copy(block.p_indices.begin(), block.p_indices.end(), p_indices + p_first[b]);
-    std::transform(block.a_destination.begin(), block.a_destination.end(),
-                   a_destination + a_first[b], shifted);
-    std::copy(block.pair_positions.begin(), block.pair_positions.end(),
-              pair_positions + pair_first[b]);
-    int64_t first = triple_first[b];  // int32 while there are fewer than 2^31 triples
-    for (size_t q = 0; q < block.pair_counts.size(); ++q) {
-      pair_triples[pair_first[b] + q] = static_cast<int32_t>(first);
-      first += block.pair_counts[q];
-    }
-    std::copy(block.triple_entries.begin(), block.triple_entries.end(),
-              triple_entries + triple_first[b]);
-    std::transform(block.triple_destinations.begin(), block.triple_destinations.end(),
-                   triple_destinations + triple_first[b], shifted);
+  p_indptr[0] = pair_indptr[0] = triple_indptr[0] = 0;
+  const auto copy = [&](auto zero) {
+    using O = decltype(zero);
+    ForNumberedBlocks(plan->n, blocks, [&](int64_t b, int64_t, int64_t) {
+      const InterpolationPlan& block = plan->blocks[b];
+      JoinRowPointers(*plan, b, block.p_indptr, p_first, p_indptr);
+      JoinRowPointers(*plan, b, block.pair_indptr, pair_first, pair_indptr);
+      JoinRowPointers(*plan, b, block.triple_indptr, triple_first, triple_indptr);
+      std::copy(block.p_indices.begin(), block.p_indices.end(), p_indices + p_first[b]);
+      std::transform(block.a_targets.begin(), block.a_targets.end(),
+                     static_cast<O*>(a_targets) + a_first[b], Narrowed<O>);
+      std::transform(block.pair_offsets.begin(), block.pair_offsets.end(),
+                     static_cast<O*>(pair_offsets) + pair_first[b], Narrowed<O>);
+      std::transform(block.pair_counts.begin(), block.pair_counts.end(),
+                     static_cast<O*>(pair_counts) + pair_first[b], Narrowed<O>);
+      std::transform(block.triple_offsets.begin(), block.triple_offsets.end(),
+                     static_cast<O*>(triple_offsets) + triple_first[b], Narrowed<O>);
+      std::transform(block.triple_targets.begin(), block.triple_targets.end(),
+                     static_cast<O*>(triple_targets) + triple_first[b], Narrowed<O>);
+    });
+  };
+  if (offset_bytes == 1) {
+    copy(uint8_t{});
+  } else if (offset_bytes == 2) {
+    copy(uint16_t{});
+  } else {
+    copy(uint32_t{});
+  }
+}
+
+namespace {
+
+template <typename O>
+int32_t InterpolationValuesOf(int32_t n, const int32_t* indptr, const int32_t* indices,
+                              const void* values, int32_t dtype, const uint8_t* coarse,
+                              const int32_t* full_indptr, const void* a_targets,
+                              const int32_t* pair_indptr, const void* pair_offsets,
+                              const void* pair_counts, const int32_t* triple_indptr,
+                              const void* triple_offsets, const void* triple_targets,
+                              void* weights) {
+  const int64_t blocks = BlocksForEntries(n, indptr);
+  return WithValueType(dtype, [&](auto type) {
+    using T = decltype(type);
+    std::vector<T> diagonal(n);
+    ForRowBlocks(n, blocks, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) {
+        diagonal[i] = Diagonal(static_cast<int32_t>(i), indptr, indices,
+                               static_cast<const T*>(values));
+      }
+    });
+    const InterpolationWeights<T, O> in{
+        n, indptr, indices, static_cast<const T*>(values), diagonal.data(), coarse,
+        full_indptr, static_cast<const O*>(a_targets), pair_indptr,
+        static_cast<const O*>(pair_offsets), static_cast<const O*>(pair_counts),
+        triple_indptr, static_cast<const O*>(triple_offsets),
+        static_cast<const O*>(triple_targets)};
+    std::atomic<bool> valid{true};
+    const bool done = ForRowBlocks(n, blocks, [&](int64_t begin, int64_t end) {
+      std::vector<typename Scalar<T>::Sum> sums;
+      for (int64_t i = begin; i < end; ++i) {
+        const int64_t first = full_indptr[i], length = full_indptr[i + 1] - first;
+        sums.resize(length);
+        if (!InterpolationRow(in, static_cast<int32_t>(i), sums.data())) valid = false;
+        for (int64_t c = 0; c < length; ++c) {
+          static_cast<T*>(weights)[first + c] = FromSum<T>(sums[c]);
+        }
+      }
+    });
+    return !done ? -1 : valid ? 0 : -3;
   });
 }
 
+}  // namespace
+
 // P's untruncated weights (full_indptr[n] of them) for A's values of `dtype`
-// on the plan (interpolation_weights.h: destinations combined, n_pairs pairs
-// and their pair_triples). Returns 0, -1 if out of memory, -2 for an unknown
-// dtype, -3 for a plan that sends a value outside its row.
+// on the plan (interpolation_weights.h; its offsets and targets unsigned
+// integers of `offset_bytes` bytes). Returns 0, -1 if out of memory, -2 for
+// an unknown dtype, -3 for a plan that sends a value outside its row or reads
+// an entry outside its row of A.
 JAXSOLVE_SPARSE_EXPORT int32_t JaxsolveSparseInterpolationValues(
     int32_t n, const int32_t* indptr, const int32_t* indices, const void* values,
-    int32_t dtype, const uint8_t* coarse, const int32_t* full_indptr,
-    const int32_t* a_destination, int64_t n_pairs, const int32_t* pair_positions,
-    const int32_t* pair_triples, const int32_t* triple_entries,
-    const int32_t* triple_destinations, void* weights) {
+    int32_t dtype, const uint8_t* coarse, const int32_t* full_indptr, int32_t offset_bytes,
+    const void* a_targets, const int32_t* pair_indptr, const void* pair_offsets,
+    const void* pair_counts, const int32_t* triple_indptr, const void* triple_offsets,
+    const void* triple_targets, void* weights) {
   try {
-    const int64_t blocks = BlocksForEntries(n, indptr);
-    return WithValueType(dtype, [&](auto type) {
-      using T = decltype(type);
-      std::vector<T> diagonal(n);
-      ForRowBlocks(n, blocks, [&](int64_t begin, int64_t end) {
-        for (int64_t i = begin; i < end; ++i) {
-          diagonal[i] = Diagonal(static_cast<int32_t>(i), indptr, indices,
-                                 static_cast<const T*>(values));
-        }
-      });
-      const InterpolationWeights<T> in{
-          n, indptr, indices, static_cast<const T*>(values), diagonal.data(), coarse,
-          full_indptr, a_destination, n_pairs, pair_positions, pair_triples,
-          triple_entries, triple_destinations};
-      std::atomic<bool> valid{true};
-      const bool done = ForRowBlocks(n, blocks, [&](int64_t begin, int64_t end) {
-        // The pairs come by row with increasing positions: a block of rows finds
-        // its first pair by bisection and walks on from there.
-        int64_t q = FirstAtOrAfter(pair_positions, n_pairs, indptr[begin]);
-        std::vector<typename Scalar<T>::Sum> sums;
-        for (int64_t i = begin; i < end; ++i) {
-          const int64_t first_pair = q;
-          while (q < n_pairs && pair_positions[q] < indptr[i + 1]) ++q;
-          const int64_t first = full_indptr[i], length = full_indptr[i + 1] - first;
-          sums.resize(length);
-          if (!InterpolationRow(in, static_cast<int32_t>(i), first_pair, q, sums.data())) {
-            valid = false;
-          }
-          for (int64_t c = 0; c < length; ++c) {
-            static_cast<T*>(weights)[first + c] = FromSum<T>(sums[c]);
-          }
-        }
-      });
-      return !done ? -1 : valid ? 0 : -3;
-    });
+    const auto run = [&](auto zero) {
+      return InterpolationValuesOf<decltype(zero)>(
+          n, indptr, indices, values, dtype, coarse, full_indptr, a_targets, pair_indptr,
+          pair_offsets, pair_counts, triple_indptr, triple_offsets, triple_targets, weights);
+    };
+    return offset_bytes == 1 ? run(uint8_t{}) : offset_bytes == 2 ? run(uint16_t{})
+                                                                  : run(uint32_t{});
   } catch (const std::bad_alloc&) {
     return -1;
   }

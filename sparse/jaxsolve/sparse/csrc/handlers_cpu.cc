@@ -118,33 +118,20 @@ bool AllWithin(const int32_t* values, int64_t count, int64_t low, int64_t high) 
 }
 
 struct CpuInterpolationBackend {
-  template <typename T>
-  ffi::Error Run(const InterpolationCall<T>& call, const InterpolationSizes& sizes) {
-    const InterpolationWeights<T>& in = call.first;
+  template <typename T, typename O>
+  ffi::Error Run(const InterpolationCall<T, O>& call, const InterpolationSizes& sizes) {
+    const InterpolationWeights<T, O>& in = call.first;
     const int64_t n = in.n, nnz = call.nnz;
     if (!ValidRowPointers(in.indptr, n, nnz) ||
         !ValidRowPointers(in.full_indptr, n, sizes.full_nnz) ||
         (call.keep != nullptr && !ValidRowPointers(call.p_indptr, n, call.p_nnz)) ||
-        !ValidRowPointers(in.pair_triples, in.n_pairs, sizes.triples)) {
-      return InvalidWeights("row pointers and pair_triples must run from 0 to their "
-                            "entries' count without decreasing");
+        !ValidRowPointers(in.pair_indptr, n, sizes.pairs) ||
+        !ValidRowPointers(in.triple_indptr, n, sizes.triples)) {
+      return InvalidWeights("row pointers must run from 0 to their entries' count "
+                            "without decreasing");
     }
-    const int64_t nowhere = sizes.full_nnz + n;
-    // A pair at A's end or past its last row's is padding, visited by no row.
-    if (!AllWithin(in.indices, nnz, 0, n) ||
-        !AllWithin(in.pair_positions, in.n_pairs, 0, nnz + 1) ||
-        !AllWithin(in.triple_entries, sizes.triples, 0, nnz) ||
-        !AllWithin(in.a_destination, nnz, 0, nowhere + 1) ||
-        !AllWithin(in.triple_destinations, sizes.triples, 0, nowhere + 1)) {
-      return InvalidWeights("the plan's entries must be A's and its destinations "
-                            "P's positions, rows or nowhere");
-    }
-    for (int64_t q = 1; q < in.n_pairs; ++q) {
-      const int32_t position = in.pair_positions[q], before = in.pair_positions[q - 1];
-      if (position < before || (position == before && position < in.indptr[n])) {
-        return InvalidWeights("pair_positions must increase (padding past A's rows "
-                              "may repeat)");
-      }
+    if (!AllWithin(in.indices, nnz, 0, n)) {
+      return InvalidWeights("A's column indices must be its rows");
     }
     if (call.keep != nullptr) {
       for (int64_t i = 0; i < n; ++i) {
@@ -154,21 +141,18 @@ struct CpuInterpolationBackend {
         }
       }
     }
+    // The rest (offsets within their rows, each row's triples) InterpolationRow checks.
     std::atomic<bool> outside{false};
     const int64_t work = (nnz + sizes.triples) * call.systems;
     ForRowBlocks(n, BlocksFor(work, kProductsPerThread), [&](int64_t begin, int64_t end) {
       for (int64_t s = 0; s < call.systems; ++s) {
-        int64_t q = FirstAtOrAfter(in.pair_positions, in.n_pairs, in.indptr[begin]);
         for (int64_t i = begin; i < end; ++i) {
-          const int64_t first_pair = q;
-          while (q < in.n_pairs && in.pair_positions[q] < in.indptr[i + 1]) ++q;
-          if (!InterpolationCallRow(call, s, static_cast<int32_t>(i), first_pair, q)) {
-            outside = true;
-          }
+          if (!InterpolationCallRow(call, s, static_cast<int32_t>(i))) outside = true;
         }
       }
     });
-    return outside ? InvalidWeights("the plan sends a value outside its row of P")
+    return outside ? InvalidWeights("the plan sends a value outside its row of P or reads "
+                                    "an entry outside its row of A")
                    : ffi::Error::Success();
   }
 };

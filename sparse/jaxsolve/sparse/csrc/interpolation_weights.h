@@ -13,15 +13,18 @@
 // complex values), else 0, and d_i sums the other entries of row i and, for
 // D2, sum_{k in F_i} a_ik abar_ki / s_ik; a coupling with s_ik = 0 joins d_i.
 // A C point's row is its unit weight. The plan (classical.cc's
-// InterpolationPlan, destinations combined) says where each value adds:
+// InterpolationPlan) says where each value adds, by offsets within rows (of
+// an unsigned type O, the narrowest that holds the longest row: a quarter of
+// int32 positions' bytes on most levels) and row pointers:
 //
-//   a_destination[e]: entry e of A adds to P's position d (d < full_nnz), to
-//     row i's d_i (d = full_nnz + i) or nowhere (d = full_nnz + n);
-//   pair_positions[q]: the entry a_ik of the q-th distributed coupling,
-//     increasing (so pairs come row by row); its triples are
-//     [pair_triples[q], pair_triples[q + 1]);
-//   triple_entries[t], triple_destinations[t]: the entry a_kl of row k and
-//     where abar_kl a_ik / s_ik adds.
+//   a_targets[e]: entry e of row i of A adds to the weight of P's row i at
+//     that offset, to row i's d_i (ToDiagonal<O>) or nowhere (Nowhere<O>);
+//   pair_indptr[i]: row i's first distributed coupling (pair), in the order
+//     of its entries; pair_offsets[q]: the offset of the pair's entry a_ik in
+//     row i of A; pair_counts[q]: its number of triples;
+//   triple_indptr[i]: row i's first triple, those of its pairs in order;
+//     triple_offsets[t]: the offset of the triple's entry a_kl in row k of A;
+//     triple_targets[t]: where abar_kl a_ik / s_ik adds (as a_targets).
 //
 // Sums are accumulated in double (complex: Complex<double>) and rounded to the
 // values' type once, in the order of jaxsolve/sparse/_classical.py's formula
@@ -109,8 +112,14 @@ JAXSOLVE_SPARSE_HD Complex<R> Divided(Complex<R> a, Complex<R> b) {
 
 // ---------------------------------------------------------------------------
 
+// The targets of a_targets and triple_targets that are no offset of P's row.
+template <typename O>
+inline constexpr O Nowhere = static_cast<O>(~O{0});
+template <typename O>
+inline constexpr O ToDiagonal = static_cast<O>(~O{0} - 1);
+
 // A's values on its n x n pattern and the plan of P's weights (see above).
-template <typename T>
+template <typename T, typename O>
 struct InterpolationWeights {
   int32_t n;
   const int32_t* indptr;
@@ -119,42 +128,26 @@ struct InterpolationWeights {
   const T* diagonal;
   const uint8_t* coarse;  // 1 for a C point
   const int32_t* full_indptr;  // untruncated P's row pointers
-  const int32_t* a_destination;
-  int64_t n_pairs;
-  const int32_t* pair_positions;
-  const int32_t* pair_triples;  // n_pairs + 1
-  const int32_t* triple_entries;
-  const int32_t* triple_destinations;
+  const O* a_targets;  // (nnz(A),)
+  const int32_t* pair_indptr;  // (n + 1,)
+  const O* pair_offsets;
+  const O* pair_counts;
+  const int32_t* triple_indptr;  // (n + 1,)
+  const O* triple_offsets;
+  const O* triple_targets;
 
   JAXSOLVE_SPARSE_HD int64_t full_nnz() const { return full_indptr[n]; }
 };
 
-// The first of the increasing positions[0, count) at or after `entry`.
-JAXSOLVE_SPARSE_HD inline int64_t FirstAtOrAfter(const int32_t* positions,
-                                                 int64_t count, int32_t entry) {
-  int64_t lo = 0, hi = count;
-  while (lo < hi) {
-    const int64_t mid = lo + (hi - lo) / 2;
-    if (positions[mid] < entry) {
-      lo = mid + 1;
-    } else {
-      hi = mid;
-    }
-  }
-  return lo;
-}
-
 // Row i's untruncated weights, each left in sums[c] (exactly, as a Sum) for
-// c < the row's length: `sums` is the row's own scratch. Its pairs are
-// [first_pair, last_pair): those whose positions lie in row i of A. Returns
-// false if the plan sends a value outside row i.
-template <typename T>
-JAXSOLVE_SPARSE_HD bool InterpolationRow(const InterpolationWeights<T>& in, int32_t i,
-                                         int64_t first_pair, int64_t last_pair,
+// c < the row's length: `sums` is the row's own scratch. Returns false if the
+// plan sends a value outside row i of P, names an entry outside its row of A
+// or disagrees with triple_indptr (the row's weights are then meaningless).
+template <typename T, typename O>
+JAXSOLVE_SPARSE_HD bool InterpolationRow(const InterpolationWeights<T, O>& in, int32_t i,
                                          typename Scalar<T>::Sum* sums) {
   using Sum = typename Scalar<T>::Sum;
-  const int64_t full_nnz = in.full_nnz();
-  const int64_t begin = in.full_indptr[i], length = in.full_indptr[i + 1] - begin;
+  const int64_t length = in.full_indptr[i + 1] - in.full_indptr[i];
   if (in.coarse[i]) {
     for (int64_t c = 0; c < length; ++c) sums[c] = ToSum(FromReal<T>(1));
     return true;
@@ -162,12 +155,13 @@ JAXSOLVE_SPARSE_HD bool InterpolationRow(const InterpolationWeights<T>& in, int3
   for (int64_t c = 0; c < length; ++c) sums[c] = Sum{};
   Sum d{};
   bool inside = true;
-  const auto add = [&](int64_t destination, T value) {
-    if (destination >= begin && destination < begin + length) {
-      sums[destination - begin] = sums[destination - begin] + ToSum(value);
-    } else if (destination == full_nnz + i) {
+  const auto add = [&](O target, T value) {
+    if (target == Nowhere<O>) return;
+    if (target == ToDiagonal<O>) {
       d = d + ToSum(value);
-    } else if (destination != full_nnz + in.n) {
+    } else if (target < length) {
+      sums[target] = sums[target] + ToSum(value);
+    } else {
       inside = false;
     }
   };
@@ -175,27 +169,51 @@ JAXSOLVE_SPARSE_HD bool InterpolationRow(const InterpolationWeights<T>& in, int3
     const T a = in.values[f];
     return RealPart(a * Conj(in.diagonal[k])) < 0 ? a : T{};
   };
-  const auto pair_sum = [&](int64_t q, int32_t k) {
+  const int32_t row = in.indptr[i], row_length = in.indptr[i + 1] - row;
+  const int32_t first_pair = in.pair_indptr[i], last_pair = in.pair_indptr[i + 1];
+  // Pair q's entry a_ik, row k and triples [first, first + count), if they lie
+  // within their rows of A and the row's triples (else false).
+  const auto pair = [&](int32_t q, int64_t first, int32_t& e, int32_t& k) {
+    if (in.pair_offsets[q] >= row_length ||
+        first + in.pair_counts[q] > in.triple_indptr[i + 1]) {
+      return false;
+    }
+    e = row + in.pair_offsets[q];
+    k = in.indices[e];
+    const int32_t k_length = in.indptr[k + 1] - in.indptr[k];
+    for (int64_t t = first; t < first + in.pair_counts[q]; ++t) {
+      if (in.triple_offsets[t] >= k_length) return false;
+    }
+    return true;
+  };
+  const auto pair_sum = [&](int64_t first, O count, int32_t k) {
     Sum s{};
-    for (int32_t t = in.pair_triples[q]; t < in.pair_triples[q + 1]; ++t) {
-      s = s + ToSum(bar(k, in.triple_entries[t]));
+    for (int64_t t = first; t < first + count; ++t) {
+      s = s + ToSum(bar(k, in.indptr[k] + in.triple_offsets[t]));
     }
     return FromSum<T>(s);
   };
-  for (int32_t e = in.indptr[i]; e < in.indptr[i + 1]; ++e) {
-    add(in.a_destination[e], in.values[e]);
-  }
-  for (int64_t q = first_pair; q < last_pair; ++q) {
-    const int32_t k = in.indices[in.pair_positions[q]];
-    const T s_ik = pair_sum(q, k);
-    const T share = IsZero(s_ik) ? T{} : Divided(in.values[in.pair_positions[q]], s_ik);
-    for (int32_t t = in.pair_triples[q]; t < in.pair_triples[q + 1]; ++t) {
-      add(in.triple_destinations[t], share * bar(k, in.triple_entries[t]));
+  for (int32_t c = 0; c < row_length; ++c) add(in.a_targets[row + c], in.values[row + c]);
+  int64_t first = in.triple_indptr[i];
+  for (int32_t q = first_pair; q < last_pair; ++q) {
+    int32_t e = 0, k = 0;
+    if (!pair(q, first, e, k)) return false;
+    const O count = in.pair_counts[q];
+    const T s_ik = pair_sum(first, count, k);
+    const T share = IsZero(s_ik) ? T{} : Divided(in.values[e], s_ik);
+    for (int64_t t = first; t < first + count; ++t) {
+      add(in.triple_targets[t], share * bar(k, in.indptr[k] + in.triple_offsets[t]));
     }
+    first += count;
   }
-  for (int64_t q = first_pair; q < last_pair; ++q) {  // undistributed: into d_i
-    const bool none = IsZero(pair_sum(q, in.indices[in.pair_positions[q]]));
-    d = d + ToSum(none ? in.values[in.pair_positions[q]] : T{});
+  if (first != in.triple_indptr[i + 1]) return false;
+  first = in.triple_indptr[i];
+  for (int32_t q = first_pair; q < last_pair; ++q) {  // undistributed: into d_i
+    const int32_t e = row + in.pair_offsets[q];
+    const O count = in.pair_counts[q];
+    const bool none = IsZero(pair_sum(first, count, in.indices[e]));
+    d = d + ToSum(none ? in.values[e] : T{});
+    first += count;
   }
   const T denominator = FromSum<T>(d);
   for (int64_t c = 0; c < length; ++c) {
@@ -235,33 +253,32 @@ JAXSOLVE_SPARSE_HD void TruncatedRow(const W* weights, int64_t length, const int
 // System s reads A's values s * nnz entries on from the first system's and
 // its diagonal s * n on, writes P's values s * p_nnz on and uses the scratch
 // s * full_nnz on (a Sum per untruncated weight).
-template <typename T>
+template <typename T, typename O>
 struct InterpolationCall {
-  InterpolationWeights<T> first;  // the first system's
+  InterpolationWeights<T, O> first;  // the first system's
   int64_t systems, nnz, p_nnz;
   const int32_t* keep;  // P's entries among the untruncated ones; null: none dropped
   const int32_t* p_indptr;  // P's row pointers (with keep)
   T* p_values;
   typename Scalar<T>::Sum* scratch;
 
-  JAXSOLVE_SPARSE_HD InterpolationWeights<T> System(int64_t s) const {
-    InterpolationWeights<T> in = first;
+  JAXSOLVE_SPARSE_HD InterpolationWeights<T, O> System(int64_t s) const {
+    InterpolationWeights<T, O> in = first;
     in.values += s * nnz;
     in.diagonal += s * in.n;
     return in;
   }
 };
 
-// Row i of system s's P, its pairs [first_pair, last_pair); false if the plan
-// sends a value outside the row (which is then written, but meaningless).
-template <typename T>
-JAXSOLVE_SPARSE_HD bool InterpolationCallRow(const InterpolationCall<T>& call, int64_t s,
-                                             int32_t i, int64_t first_pair,
-                                             int64_t last_pair) {
-  const InterpolationWeights<T> in = call.System(s);
+// Row i of system s's P; false if the plan sends a value outside the row
+// (InterpolationRow's false; the row is then written, but meaningless).
+template <typename T, typename O>
+JAXSOLVE_SPARSE_HD bool InterpolationCallRow(const InterpolationCall<T, O>& call, int64_t s,
+                                             int32_t i) {
+  const InterpolationWeights<T, O> in = call.System(s);
   const int64_t begin = in.full_indptr[i], length = in.full_indptr[i + 1] - begin;
   typename Scalar<T>::Sum* weights = call.scratch + s * in.full_nnz() + begin;
-  const bool inside = InterpolationRow(in, i, first_pair, last_pair, weights);
+  const bool inside = InterpolationRow(in, i, weights);
   T* p_values = call.p_values + s * call.p_nnz;
   if (call.keep != nullptr) {
     TruncatedRow(weights, length, call.keep, begin, call.p_indptr[i], call.p_indptr[i + 1],

@@ -33,11 +33,13 @@ inline auto BindInterpolationWeights() {
       .Arg<ffi::Buffer<ffi::S32>>()  // indptr (n + 1,)
       .Arg<ffi::Buffer<ffi::PRED>>()  // coarse (n,)
       .Arg<ffi::Buffer<ffi::S32>>()  // full_indptr (n + 1,): untruncated P's
-      .Arg<ffi::Buffer<ffi::S32>>()  // a_destination (nnz(A),)
-      .Arg<ffi::Buffer<ffi::S32>>()  // pair_positions (pairs,)
-      .Arg<ffi::Buffer<ffi::S32>>()  // pair_triples (pairs + 1,)
-      .Arg<ffi::Buffer<ffi::S32>>()  // triple_entries (triples,)
-      .Arg<ffi::Buffer<ffi::S32>>()  // triple_destinations (triples,)
+      .Arg<ffi::AnyBuffer>()          // a_targets (nnz(A),), of the offset type O
+      .Arg<ffi::Buffer<ffi::S32>>()  // pair_indptr (n + 1,)
+      .Arg<ffi::AnyBuffer>()          // pair_offsets (pairs,), O
+      .Arg<ffi::AnyBuffer>()          // pair_counts (pairs,), O
+      .Arg<ffi::Buffer<ffi::S32>>()  // triple_indptr (n + 1,)
+      .Arg<ffi::AnyBuffer>()          // triple_offsets (triples,), O
+      .Arg<ffi::AnyBuffer>()          // triple_targets (triples,), O
       .Arg<ffi::Buffer<ffi::S32>>()  // keep (nnz(P),), or (0,) untruncated
       .Arg<ffi::Buffer<ffi::S32>>()  // p_indptr (n + 1,)
       .Ret<ffi::AnyBuffer>()          // p_values (systems, nnz(P))
@@ -51,27 +53,42 @@ inline ffi::Error InvalidWeights(const std::string& what) {
 
 // The sizes a backend checks the plan against.
 struct InterpolationSizes {
-  int64_t full_nnz, triples;
+  int64_t full_nnz, pairs, triples;
 };
 
-// The body of the weights' handlers: checks, then the dtype switch into
-// `Backend{context...}.Run<T>(InterpolationCall<T>, InterpolationSizes)`, which
-// returns the call's ffi::Error.
+// run(O{}) for the plan's offset type O: U8, U16 or U32.
+template <typename Run>
+ffi::Error WithOffsetElementType(ffi::DataType type, Run run, ffi::Error unsupported) {
+  switch (type) {
+    case ffi::U8:
+      return run(uint8_t{});
+    case ffi::U16:
+      return run(uint16_t{});
+    case ffi::U32:
+      return run(uint32_t{});
+    default:
+      return unsupported;
+  }
+}
+
+// The body of the weights' handlers: checks, then the dtype switches into
+// `Backend{context...}.Run<T, O>(InterpolationCall<T, O>, InterpolationSizes)`,
+// which returns the call's ffi::Error.
 template <typename Backend, typename... Context>
 ffi::Error InterpolationWeightsHandler(
     ffi::AnyBuffer values, ffi::AnyBuffer diagonal, ffi::Buffer<ffi::S32> indices,
     ffi::Buffer<ffi::S32> indptr, ffi::Buffer<ffi::PRED> coarse,
-    ffi::Buffer<ffi::S32> full_indptr, ffi::Buffer<ffi::S32> a_destination,
-    ffi::Buffer<ffi::S32> pair_positions, ffi::Buffer<ffi::S32> pair_triples,
-    ffi::Buffer<ffi::S32> triple_entries, ffi::Buffer<ffi::S32> triple_destinations,
-    ffi::Buffer<ffi::S32> keep, ffi::Buffer<ffi::S32> p_indptr,
-    ffi::Result<ffi::AnyBuffer> p_values, ffi::Result<ffi::Buffer<ffi::U8>> scratch,
-    int64_t truncated, Context... context) {
+    ffi::Buffer<ffi::S32> full_indptr, ffi::AnyBuffer a_targets,
+    ffi::Buffer<ffi::S32> pair_indptr, ffi::AnyBuffer pair_offsets,
+    ffi::AnyBuffer pair_counts, ffi::Buffer<ffi::S32> triple_indptr,
+    ffi::AnyBuffer triple_offsets, ffi::AnyBuffer triple_targets, ffi::Buffer<ffi::S32> keep,
+    ffi::Buffer<ffi::S32> p_indptr, ffi::Result<ffi::AnyBuffer> p_values,
+    ffi::Result<ffi::Buffer<ffi::U8>> scratch, int64_t truncated, Context... context) {
   const auto count = [](const auto& buffer) {
     return static_cast<int64_t>(buffer.element_count());
   };
   const int64_t n = count(indptr) - 1, nnz = count(indices);
-  const int64_t pairs = count(pair_positions), triples = count(triple_entries);
+  const int64_t pairs = count(pair_offsets), triples = count(triple_offsets);
   const auto values_dims = values.dimensions();
   const auto diagonal_dims = diagonal.dimensions();
   const auto p_dims = p_values->dimensions();
@@ -84,8 +101,9 @@ ffi::Error InterpolationWeightsHandler(
   const int64_t systems = values_dims[0];
   if (n < 0 || values_dims[1] != nnz || diagonal_dims[1] != n || count(coarse) != n ||
       count(full_indptr) != n + 1 || count(p_indptr) != n + 1 ||
-      count(a_destination) != nnz || count(pair_triples) != pairs + 1 ||
-      count(triple_destinations) != triples || diagonal_dims[0] != systems ||
+      count(pair_indptr) != n + 1 || count(triple_indptr) != n + 1 ||
+      count(a_targets) != nnz || count(pair_counts) != pairs ||
+      count(triple_targets) != triples || diagonal_dims[0] != systems ||
       p_dims[0] != systems || scratch_dims[0] != systems) {
     return InvalidWeights("the plan's arrays must fit A's pattern and one another");
   }
@@ -93,8 +111,14 @@ ffi::Error InterpolationWeightsHandler(
       p_values->element_type() != values.element_type()) {
     return InvalidWeights("values, diagonal and P's values must have one dtype");
   }
-  auto run = [&](auto zero) -> ffi::Error {
+  const ffi::DataType offsets = a_targets.element_type();
+  if (pair_offsets.element_type() != offsets || pair_counts.element_type() != offsets ||
+      triple_offsets.element_type() != offsets || triple_targets.element_type() != offsets) {
+    return InvalidWeights("the plan's offsets and targets must have one dtype");
+  }
+  auto run = [&](auto zero, auto offset) -> ffi::Error {
     using T = decltype(zero);
+    using O = decltype(offset);
     using Sum = typename Scalar<T>::Sum;
     if (scratch_dims[1] % static_cast<int64_t>(sizeof(Sum)) != 0) {
       return InvalidWeights("the scratch must hold whole sums");
@@ -103,7 +127,10 @@ ffi::Error InterpolationWeightsHandler(
     if (p_dims[1] != (truncated ? count(keep) : full_nnz)) {
       return InvalidWeights("P must have a value for each weight kept");
     }
-    const InterpolationWeights<T> first{
+    const auto typed = [](const ffi::AnyBuffer& buffer) {
+      return static_cast<const O*>(buffer.untyped_data());
+    };
+    const InterpolationWeights<T, O> first{
         static_cast<int32_t>(n),
         indptr.typed_data(),
         indices.typed_data(),
@@ -111,25 +138,33 @@ ffi::Error InterpolationWeightsHandler(
         static_cast<const T*>(diagonal.untyped_data()),
         reinterpret_cast<const uint8_t*>(coarse.typed_data()),
         full_indptr.typed_data(),
-        a_destination.typed_data(),
-        pairs,
-        pair_positions.typed_data(),
-        pair_triples.typed_data(),
-        triple_entries.typed_data(),
-        triple_destinations.typed_data()};
-    const InterpolationCall<T> call{first,
-                                    systems,
-                                    nnz,
-                                    p_dims[1],
-                                    truncated ? keep.typed_data() : nullptr,
-                                    p_indptr.typed_data(),
-                                    static_cast<T*>(p_values->untyped_data()),
-                                    reinterpret_cast<Sum*>(scratch->typed_data())};
-    return Backend{context...}.template Run<T>(call, InterpolationSizes{full_nnz, triples});
+        typed(a_targets),
+        pair_indptr.typed_data(),
+        typed(pair_offsets),
+        typed(pair_counts),
+        triple_indptr.typed_data(),
+        typed(triple_offsets),
+        typed(triple_targets)};
+    const InterpolationCall<T, O> call{first,
+                                       systems,
+                                       nnz,
+                                       p_dims[1],
+                                       truncated ? keep.typed_data() : nullptr,
+                                       p_indptr.typed_data(),
+                                       static_cast<T*>(p_values->untyped_data()),
+                                       reinterpret_cast<Sum*>(scratch->typed_data())};
+    return Backend{context...}.template Run<T, O>(
+        call, InterpolationSizes{full_nnz, pairs, triples});
   };
   if (n > INT32_MAX - 1) return InvalidWeights("too many rows");
-  return WithValueElementType(values.element_type(), run,
-                              InvalidWeights("values must be F32, F64, C64 or C128"));
+  return WithValueElementType(
+      values.element_type(),
+      [&](auto zero) {
+        return WithOffsetElementType(
+            offsets, [&](auto offset) { return run(zero, offset); },
+            InvalidWeights("the plan's offsets must be U8, U16 or U32"));
+      },
+      InvalidWeights("values must be F32, F64, C64 or C128"));
 }
 
 }  // namespace jaxsolve::sparse
