@@ -102,7 +102,7 @@ MEANINGS: dict[str, str | tuple[str, Any]] = {
                     " smoother, as PCG needs). With 0 (AmgX's default) an AMG smoother"
                     " sweeps forward before the coarse-grid correction and backward after"
                     " it, so the cycle is symmetric either way (AmgX sweeps forward in"
-                    " both).",
+                    " both). A MULTICOLOR_GS that preconditions PCG defaults to 1.",
 }
 
 # AmgX's meaning of each key jaxsolve accepts only at AmgX's default value.
