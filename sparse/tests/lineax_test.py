@@ -309,7 +309,8 @@ class TestMakeLineaxPreconditioner:
         (lambda: CsrLinearOperator(convection()), None, lx.symmetric_tag, {lx.symmetric_tag}),
         (lambda: CsrLinearOperator(poisson(), lx.positive_semidefinite_tag), None, (), set()),
         (lambda: CsrLinearOperator(poisson(), lx.positive_semidefinite_tag),
-         {"solver": "MULTICOLOR_GS"}, None, set()),  # a forward sweep is not symmetric
+         {"solver": "MULTICOLOR_GS", "symmetric_GS": 0}, None,
+         set()),  # a forward sweep is not symmetric
         (lambda: CsrLinearOperator(poisson(), lx.positive_semidefinite_tag),
          {"solver": "MULTICOLOR_GS", "symmetric_GS": 1}, None,
          {lx.symmetric_tag, lx.positive_semidefinite_tag}),

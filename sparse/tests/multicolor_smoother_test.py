@@ -377,6 +377,19 @@ class TestSymmetricCycle:
         left, right = float(jnp.vdot(M(x), y)), float(jnp.vdot(x, M(y)))
         assert abs(left - right) <= 1e-12 * abs(left)  # AmgX's forward/forward: 4e-2
 
+    @pytest.mark.parametrize("sweeps", [1, 2])
+    def test_gs_preconditioner_is_symmetric_for_an_even_number_of_sweeps(self, x64, sweeps):
+        """A forward-only MULTICOLOR_GS preconditioner sweeps half forward, half backward
+        (as the sharded solve's block relaxation, a one-level smoothed-only AMG, does)."""
+        A = sparse.matrices.poisson3d_matrix(8, dtype=jnp.float64)
+        M = sparse.make_preconditioner(A, {"solver": "MULTICOLOR_GS", "symmetric_GS": 0,
+                                           "max_iters": sweeps})
+        rng = np.random.default_rng(0)
+        x, y = (jnp.asarray(rng.standard_normal(A.shape[0])) for _ in range(2))
+        left, right = float(jnp.vdot(M(x), y)), float(jnp.vdot(x, M(y)))
+        assert M.is_symmetric == (sweeps == 2)
+        assert (abs(left - right) <= 1e-12 * abs(left)) == (sweeps == 2)
+
     def test_forward_gs_cycle_matches_a_numpy_v_cycle(self, x64):
         """The whole cycle against NumPy: forward Gauss-Seidel color by color before the
         coarse correction, backward after it, on the hierarchy's own operators."""
@@ -430,6 +443,9 @@ class TestSymmetricCycle:
         assert not parsed({"solver": "PCG", "preconditioner": {
             "solver": "MULTICOLOR_GS", "symmetric_GS": 0}})  # AmgX's choice, when named
         assert not parsed({"solver": "FGMRES", "preconditioner": "MULTICOLOR_GS"})
+        # make_preconditioner reads a flat scope as PCG's preconditioner
+        assert sparse.make_preconditioner(sparse.matrices.poisson_matrix(4),
+                                          {"solver": "MULTICOLOR_GS"}).is_symmetric
         A = sparse.matrices.poisson3d_matrix(10, dtype=jnp.float64)
         _, info = sparse.solve(A, jnp.ones(A.shape[0]), config={
             "solver": "PCG", "tolerance": 1e-8, "max_iters": 100,

@@ -35,7 +35,7 @@ import jax
 
 from ._hierarchy import Hierarchy
 from ._krylov import KRYLOV_METHODS
-from ._relaxation import relax
+from ._relaxation import relax, relax_forward_backward
 
 
 def cycle(hierarchy: Hierarchy, b: jax.Array) -> jax.Array:
@@ -76,12 +76,9 @@ def _coarsest(hierarchy: Hierarchy, b: jax.Array, x: jax.Array | None) -> jax.Ar
         method = KRYLOV_METHODS[config.coarse_solver]
         return method(coarsest.a.matvec, b, x, tolerance=0.0,
                       max_iters=config.coarse_iterations)[0]
-    if coarsest.inverse is None:  # the first half of the sweeps forward, the rest backward
-        backward = config.coarsest_sweeps // 2
-        x = relax(coarsest.a, coarsest.smoother, config.smoother, b, x,
-                  config.coarsest_sweeps - backward)
-        return relax(coarsest.a, coarsest.smoother, config.smoother, b, x, backward,
-                     backward=True)
+    if coarsest.inverse is None:
+        return relax_forward_backward(coarsest.a, coarsest.smoother, config.smoother, b, x,
+                                      config.coarsest_sweeps)
     if x is None:
         return coarsest.inverse @ b
     return x + coarsest.inverse @ coarsest.a.residual(x, b)

@@ -25,7 +25,7 @@ from ._csr import as_csr
 from ._csr_arrays import CsrArrays
 from ._cycle import cycle
 from ._hierarchy import Hierarchy
-from ._relaxation import RelaxationData, relax
+from ._relaxation import RelaxationData, relax_forward_backward
 from ._setup import System, checked_inputs
 
 _PRECONDITIONERS = ("AMG", "BLOCK_JACOBI", "JACOBI_L1", "CHEBYSHEV_POLY", "MULTICOLOR_GS",
@@ -86,7 +86,8 @@ class Preconditioner:
     @property
     def is_symmetric(self) -> bool:
         """Whether ``M⁻¹`` is symmetric for a symmetric matrix: a relaxation is, but for a
-        forward-only ``MULTICOLOR_GS``; an AMG cycle is with as many pre- as post-sweeps
+        forward-only ``MULTICOLOR_GS`` applied an odd number of times (its sweeps go half
+        forward, half backward); an AMG cycle is with as many pre- as post-sweeps
         (post-smoothing sweeps backward, the adjoint of pre-smoothing), not an F-cycle, and
         a coarsest level smoothed by a forward-only ``MULTICOLOR_GS`` an even number of
         times (half forward, half backward)."""
@@ -94,7 +95,7 @@ class Preconditioner:
         if amg is None:
             relaxation = self.config.relaxation
             return relaxation is None or relaxation.solver != "MULTICOLOR_GS" or (
-                relaxation.symmetric_gs)
+                relaxation.symmetric_gs or self.config.max_iters % 2 == 0)
         forward_only = amg.smoother.solver == "MULTICOLOR_GS" and not amg.smoother.symmetric_gs
         return (amg.presweeps == amg.postsweeps and amg.cycle != "F" and not (
             forward_only and amg.coarse_solver == "NOSOLVER" and amg.coarsest_sweeps % 2))
@@ -118,8 +119,9 @@ def make_preconditioner(
 
     ``config`` describes the preconditioner itself — a flat AmgX scope such as
     ``{"solver": "AMG", "selector": "HMIS", "cycle": "W"}`` (its ``max_iters``, 1 by
-    default, counts cycles per application) — or a whole solver configuration, whose
-    ``preconditioner`` is taken.  The setup is that of :func:`solve`: cached per pattern
+    default, counts cycles per application), read as PCG's preconditioner (so a
+    ``MULTICOLOR_GS`` sweeps symmetrically unless it says ``symmetric_GS: 0``) — or a
+    whole solver configuration, whose ``preconditioner`` is taken.  The setup is that of :func:`solve`: cached per pattern
     and operator, with the numbers computed inside the caller's program when ``A``'s values are traced.
 
     Args:
@@ -228,7 +230,8 @@ def make_precondition(
 
     ``numbers`` is the setup's (:meth:`System.operators`): the AMG hierarchy, or the
     relaxation's data.  ``applications`` (default: the configuration's ``max_iters``, as
-    AmgX applies a preconditioner) cycles, or sweeps of the relaxation, from zero.
+    AmgX applies a preconditioner) cycles, or sweeps of the relaxation, from zero (the
+    first half of the sweeps forward, the rest backward: symmetric for an even number).
     """
     if config is None or config.solver == "NOSOLVER":
         return None
@@ -245,4 +248,4 @@ def make_precondition(
 
 def _sweeps(matrix: CsrArrays, data: RelaxationData, config: SolverConfig, sweeps: int,
             r: jax.Array) -> jax.Array:
-    return relax(matrix, data, config.relaxation, r, None, sweeps)
+    return relax_forward_backward(matrix, data, config.relaxation, r, None, sweeps)

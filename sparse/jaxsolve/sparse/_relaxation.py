@@ -189,6 +189,17 @@ def relax(
     return jnp.zeros_like(b) if x is None else x
 
 
+def relax_forward_backward(a: CsrArrays, data: RelaxationData, config: RelaxationConfig,
+                           b: jax.Array, x: jax.Array | None, sweeps: int) -> jax.Array:
+    """``sweeps`` sweeps of :func:`relax`, the first half forward and the rest backward: a
+    symmetric map ``b ↦ x`` from ``x = 0`` for an even ``sweeps`` and a symmetric ``A``,
+    also for a forward-only ``MULTICOLOR_GS`` (a coarsest level's smoothing, a relaxation
+    preconditioner's sweeps)."""
+    backward = sweeps // 2
+    x = relax(a, data, config, b, x, sweeps - backward)
+    return relax(a, data, config, b, x, backward, backward=True)
+
+
 def _jacobi_step(data: RelaxationData, residual: jax.Array) -> jax.Array:
     """A Jacobi's ``ω D⁻¹ r``: rows scaled, or ``k × k`` blocks applied."""
     if data.scale.ndim == 1:
