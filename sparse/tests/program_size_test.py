@@ -3,6 +3,8 @@ within 5 s on two CPU cores): each cumulative sum, random-bit generator or scatt
 adds is a few kernels XLA compiles for that level's shapes. Counted on the jaxprs, never
 timed."""
 
+import dataclasses
+
 import jax
 import jax.extend.core
 import jax.numpy as jnp
@@ -10,9 +12,9 @@ import numpy as np
 import pytest
 
 from jaxsolve import sparse
-from jaxsolve.sparse import _hierarchy, _relaxation
+from jaxsolve.sparse import _hierarchy, _relaxation, matrices
 from jaxsolve.sparse._config import RelaxationConfig
-from jaxsolve.sparse._csr_arrays import CsrArrays
+from jaxsolve.sparse._csr_arrays import CsrArrays, CsrStructure
 
 
 def primitives(fun, *args) -> list[str]:
@@ -90,3 +92,67 @@ def test_the_singularity_test_sums_rows_by_products(x64, matrix):
     assert not bool(_hierarchy.annihilates_constants(csr(matrix)))
     names = primitives(_hierarchy.annihilates_constants, csr(matrix))
     assert "cumsum" not in names and "scatter-add" not in names
+
+
+def _amg(keys, **changes):
+    """jaxsolve's AMG of AmgX ``keys``, with ``changes``."""
+    amg = sparse.parse_amgx_config({"preconditioner": keys}).preconditioner.amg
+    return dataclasses.replace(amg, **changes)
+
+
+@pytest.mark.parametrize("keys", [{}, {"algorithm": "AGGREGATION"},
+                                  {"algorithm": "AGGREGATION", "jaxsolve_smoothed_aggregation": 1}])
+def test_a_numeric_setup_draws_one_random_start_for_every_level(x64, keys):
+    """Every level's damping estimate (power iteration) starts from the first entries of
+    one pseudo-random vector: a generator per level was ~0.1 s of compile time each."""
+    A = sparse.as_csr(matrices.poisson_matrix(24))
+    pattern = CsrStructure(np.asarray(A.indptr, np.int32), np.asarray(A.indices, np.int32),
+                           A.shape[1])
+    values = jnp.asarray(A.values)
+    structure = _hierarchy.build_structure(pattern, np.asarray(values), 1,
+                                           _amg(keys, min_coarse_rows=10))
+    assert len(structure.levels) >= 2
+    if structure.padded_setup is None:
+        def setup(values):
+            return _hierarchy.numeric_setup(structure, structure.arrays, values, None)
+    else:
+        def setup(values):
+            return _hierarchy.padded_numeric_setup(structure.padded_setup, structure.arrays,
+                                                   values)
+    assert primitives(setup, values).count("random_bits") == 1
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.complex128])
+def test_a_shared_random_start_estimates_what_a_start_of_its_own_does(x64, matrix, dtype):
+    a = csr(matrix)
+    a = a._replace(values=a.values.astype(dtype))
+    scale = 1 / jnp.where(jnp.diag(jnp.asarray(matrix)) != 0, jnp.diag(jnp.asarray(matrix)), 1)
+
+    def apply(v):
+        return a.scaled_matvec(v, scale.astype(dtype))
+
+    own = _relaxation.spectral_radius(12, dtype, apply, jnp.int32(10))
+    shared = _relaxation.spectral_radius(12, dtype, apply, jnp.int32(10),
+                                         _relaxation.power_iteration_start(1000, dtype))
+    assert np.asarray(own) == np.asarray(shared)  # bit for bit
+
+
+def test_products_of_one_shape_are_traced_once(x64, matrix):
+    """The native product's wrappers (derivative, batching rule, FFI call) are traced once
+    per shape, not at each of a cycle's many products; the program computes the same."""
+    a = csr(matrix)
+
+    def products(x):
+        for _ in range(4):
+            x = a.relaxation_sweep(x, x, a.values[:12])
+        return a.matvec(x) + a.matvec(2 * x)
+
+    calls = [equation for equation in jax.make_jaxpr(products)(jnp.ones(12)).jaxpr.eqns
+             if equation.params.get("name") == "_staged_update"]
+    assert len(calls) == 6
+    assert len({id(call.params["jaxpr"]) for call in calls}) == 2  # a sweep, a product
+    x = np.ones(12)
+    for _ in range(4):
+        x = x + np.asarray(a.values[:12]) * (x - matrix @ x)
+    np.testing.assert_allclose(np.asarray(jax.jit(products)(jnp.ones(12))), 3 * matrix @ x,
+                               rtol=1e-13)

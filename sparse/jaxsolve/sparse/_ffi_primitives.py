@@ -335,6 +335,20 @@ def csr_update_unchecked(values: jax.Array, indices: Any, indptr: Any, x: jax.Ar
     all but the pattern; vmap over any operand is one kernel call, as the product's.
     """
     LIBRARY.require_platform("csr_matvec", values, x, indices, indptr)
+    return _staged_update(values, indices, indptr, x, rhs, weight, base, subtract=subtract)
+
+
+@functools.partial(jax.jit, static_argnames="subtract")
+def _staged_update(values: jax.Array, indices: Any, indptr: Any, x: jax.Array,
+                   rhs: jax.Array | None, weight: jax.Array | None, base: jax.Array | None,
+                   *, subtract: bool) -> jax.Array:
+    """:func:`csr_update_unchecked`'s product, in canonical shapes and back.
+
+    A ``jax.jit`` of its own, so that a program with many products of the same shapes (an
+    AMG cycle's, a numeric setup's) traces its wrappers (derivative, batching rule and FFI
+    call) once per shape rather than at each product: their tracing took a third of a
+    second of a first solve's.  XLA inlines the call; the program is the same.
+    """
     vector = x.ndim == 1
 
     def systems(a: jax.Array | None, column_axis: bool = True) -> jax.Array:

@@ -51,7 +51,8 @@ from ._csr_arrays import CsrArrays, CsrStructure
 from ._multicolor import (MULTICOLOR_SMOOTHERS, MulticolorArrays, MulticolorOrdering,
                           multicolor_ordering, safe_inverse)
 from ._products import ProductPlan, plan_product, plan_product_with_values
-from ._relaxation import RelaxationData, relaxation_data, spectral_radius, stored_diagonal
+from ._relaxation import (RelaxationData, power_iteration_start, relaxation_data,
+                          spectral_radius, stored_diagonal)
 from . import _padded_setup
 from ._padded_setup import (AggregationLayout, LevelLayout, aggregation_setup_sizes,
                             level_layout, padded_aggregation, padded_full_nnz,
@@ -575,11 +576,12 @@ def numeric_setup(
         else structure.levels[0].a.n_rows, a_values.dtype, structure.config.block_dim)
     numbers = []
     patterns = [level_arrays.a for level_arrays in arrays.levels] + [arrays.coarsest]
+    start = power_iteration_start(patterns[0].n_rows, a_values.dtype)  # every level's
     for level, level_arrays, coarse in zip(structure.levels, arrays.levels, patterns[1:],
                                            strict=True):
         a = level_arrays.a._replace(values=a_values)
         number, a_values, basis = _numeric_level(level, level_arrays, a, basis, coarse,
-                                                 structure.config)
+                                                 structure.config, start)
         numbers.append(number)
     coarsest = arrays.coarsest._replace(values=a_values)
     finest = patterns[0]._replace(values=values)
@@ -588,7 +590,7 @@ def numeric_setup(
         coarsest=_coarsest_numbers(coarsest, arrays.coarsest_diagonal,
                                    arrays.coarsest_ordering, structure.config,
                                    structure.coarsest_block_dim,
-                                   lambda: annihilates_constants(finest)),
+                                   lambda: annihilates_constants(finest), start=start),
         config=structure.config,
     )
 
@@ -649,6 +651,7 @@ def padded_numeric_setup(setup: PaddedSetup, arrays: StructureArrays, values: ja
         near_nullspace, (arrays.levels[0].a if arrays.levels else arrays.coarsest).n_rows,
         a_values.dtype, 1)
     patterns = [level_arrays.a for level_arrays in arrays.levels] + [arrays.coarsest]
+    start = power_iteration_start(patterns[0].n_rows, a_values.dtype)  # every level's
     numbers = []
     for i, level_arrays in enumerate(arrays.levels):
         sizes, layout = setup.shape.levels[i], setup.layouts[i]
@@ -660,7 +663,7 @@ def padded_numeric_setup(setup: PaddedSetup, arrays: StructureArrays, values: ja
             if layout.smoothed:
                 rho = spectral_radius(sizes.rows, a.values.dtype,
                                       lambda v: a.scaled_matvec(v, inverse_diagonal),
-                                      arrays.rows[i])
+                                      arrays.rows[i], start)
             p_values, basis = _aggregation_prolongation(
                 level_arrays, a, basis, inverse_diagonal, rho, sizes.coarse_rows, 1,
                 functools.partial(_padded_setup.product, a, c=level_arrays.p,
@@ -679,13 +682,14 @@ def padded_numeric_setup(setup: PaddedSetup, arrays: StructureArrays, values: ja
         a_values = _padded_setup.product(r, a_p, patterns[i + 1], sizes.coarse_rows)
         numbers.append(LevelNumbers(a=a, p=p, r=r, smoother=relaxation_data(
             a, diagonal, config.smoother, block_dim=setup.block_dims[i],
-            jacobi_spectral_radius=rho, rows=arrays.rows[i])))
+            jacobi_spectral_radius=rho, rows=arrays.rows[i], start=start)))
     finest = patterns[0]._replace(values=values)
     return Hierarchy(
         levels=tuple(numbers),
         coarsest=_coarsest_numbers(arrays.coarsest._replace(values=a_values),
                                    arrays.coarsest_diagonal, None, config, setup.block_dims[-1],
-                                   lambda: annihilates_constants(finest), rows=arrays.rows[-1]),
+                                   lambda: annihilates_constants(finest), rows=arrays.rows[-1],
+                                   start=start),
         config=config,
     )
 
@@ -774,18 +778,20 @@ def _initial_basis(near_nullspace: Any, n: int, dtype: Any, block_dim: int) -> j
 
 def _numeric_level(
     level: LevelStructure, arrays: LevelArrays, a: CsrArrays, basis: jax.Array | None,
-    coarse: CsrArrays, config: AMGConfig,
+    coarse: CsrArrays, config: AMGConfig, start: jax.Array,
 ) -> tuple[LevelNumbers, jax.Array, jax.Array | None]:
     """One level's numbers; returns them, the next operator's values and basis (None for
     classical AMG, which has none).
 
-    ``coarse`` holds the next level's pattern (its values are a placeholder).
+    ``coarse`` holds the next level's pattern (its values are a placeholder); ``start``
+    the power iterations' start (:func:`._relaxation.power_iteration_start`).
     """
     diagonal = stored_diagonal(a.values, arrays.diagonal)
     inverse_diagonal = safe_inverse(diagonal)
     # ρ(D⁻¹A), estimated once where the prolongation's smoothing and the smoother need it.
     rho = None if level.smoothing is None else spectral_radius(
-        a.n_rows, a.values.dtype, lambda v: a.scaled_matvec(v, inverse_diagonal))
+        a.n_rows, a.values.dtype, lambda v: a.scaled_matvec(v, inverse_diagonal),
+        start=start)
     if level.interpolation is not None:
         p_values = _classical.device_values(arrays.interpolation,
                                             level.interpolation.full.nnz, a, diagonal,
@@ -802,7 +808,8 @@ def _numeric_level(
                                                          arrays.a_p.indptr))
     coarse_values = level.galerkin.multiply(r, a_p, coarse.indices, coarse.indptr)
     smoother = relaxation_data(a, diagonal, config.smoother, arrays.ordering,
-                               block_dim=level.block_dim, jacobi_spectral_radius=rho)
+                               block_dim=level.block_dim, jacobi_spectral_radius=rho,
+                               start=start)
     return LevelNumbers(a=a, p=p, r=r, smoother=smoother), coarse_values, coarse_basis
 
 
@@ -876,7 +883,7 @@ def annihilates_constants(a: CsrArrays) -> jax.Array:
 def _coarsest_numbers(
     a: CsrArrays, diagonal_positions: jax.Array, ordering: MulticolorArrays | None,
     config: AMGConfig, block_dim: int, singular: Callable[[], jax.Array],
-    rows: jax.Array | None = None,
+    rows: jax.Array | None = None, start: jax.Array | None = None,
 ) -> CoarsestNumbers:
     """The coarsest level's numbers: its smoother's data, or its dense inverse.
 
@@ -887,14 +894,16 @@ def _coarsest_numbers(
     ``rows``: the true rows of a padded ``a`` (:mod:`._padded_setup`): the padding rows
     are decoupled from them, with a diagonal of ``a``'s largest magnitude (which changes
     neither its largest singular value nor which are dropped as its null space), and the
-    inverse is zero on them.
+    inverse is zero on them.  ``start``: the power iterations' start, for a smoother's
+    damping.
     """
     if config.coarse_iterations is not None:  # a Krylov method on the operator alone
         return CoarsestNumbers(a=a, inverse=None, smoother=None)
     diagonal = stored_diagonal(a.values, diagonal_positions)
     if config.coarse_solver == "NOSOLVER":
         return CoarsestNumbers(a=a, inverse=None, smoother=relaxation_data(
-            a, diagonal, config.smoother, ordering, block_dim=block_dim, rows=rows))
+            a, diagonal, config.smoother, ordering, block_dim=block_dim, rows=rows,
+            start=start))
     n = a.n_rows
     dense = jnp.zeros((n, n), a.values.dtype).at[a.row_ids, a.indices].add(a.values)
     # A decoupled row (a vanished coarse basis function) is all zero: make it identity.

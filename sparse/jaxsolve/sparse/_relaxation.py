@@ -86,6 +86,7 @@ def relaxation_data(
     a: CsrArrays, diagonal: jax.Array, config: RelaxationConfig,
     ordering: MulticolorArrays | None = None, *, block_dim: int = 1,
     jacobi_spectral_radius: jax.Array | None = None, rows: jax.Array | None = None,
+    start: jax.Array | None = None,
 ) -> RelaxationData:
     """The :class:`RelaxationData` of ``config``'s relaxation for ``A`` (jit-able), whose
     unknowns come ``block_dim`` to a node.
@@ -97,6 +98,8 @@ def relaxation_data(
     estimating its own.
     ``rows``: ``A``'s true rows when it is padded to a size class (:mod:`._size_classes`),
     whose padding rows the damping's power iteration leaves out.
+    ``start``: the power iteration's start (:func:`power_iteration_start`) for at least
+    ``A``'s rows, when the caller has drawn one for a larger level.
     """
     interval = jnp.zeros(2, a.values.dtype)
     if config.solver in MULTICOLOR_SMOOTHERS:
@@ -109,7 +112,7 @@ def relaxation_data(
         inverses = _block_inverses(a, config, block_dim)
         if config.relaxation_factor is None:
             rho = spectral_radius(a.n_rows, a.values.dtype, lambda v: _jacobi_step(
-                RelaxationData(inverses, interval), a.matvec(v)), rows)
+                RelaxationData(inverses, interval), a.matvec(v)), rows, start)
             inverses = inverses * _damping(rho, a.values.dtype)
         return RelaxationData(scale=inverses, interval=interval)
     if config.solver == "BLOCK_JACOBI":
@@ -118,7 +121,7 @@ def relaxation_data(
             rho = jacobi_spectral_radius
             if rho is None:
                 rho = spectral_radius(a.n_rows, a.values.dtype,
-                                      lambda v: a.scaled_matvec(v, scale), rows)
+                                      lambda v: a.scaled_matvec(v, scale), rows, start)
             scale = scale * _damping(rho, a.values.dtype)
         else:
             scale = scale * config.relaxation_factor
@@ -218,8 +221,10 @@ def _block_inverses(a: CsrArrays, config: RelaxationConfig, k: int) -> jax.Array
     rows, columns = a.row_ids, a.indices
     inside = rows // k == columns // k
     nodes = a.n_rows // k
-    blocks = jnp.zeros((nodes, k, k), a.values.dtype).at[rows // k, rows % k, columns % k].add(
-        jnp.where(inside, a.values, 0))
+    # Entry (i, j) of a block goes to (i // k, i % k, j % k): place i k + j % k of the blocks
+    # laid out flat (a scatter into one axis compiles to less than one into three).
+    blocks = jax.ops.segment_sum(jnp.where(inside, a.values, 0), rows * k + columns % k,
+                                 num_segments=a.n_rows * k).reshape(nodes, k, k)
     eye = jnp.eye(k, dtype=a.values.dtype)[None]
     if config.solver == "JACOBI_L1":
         outside = jax.ops.segment_sum(jnp.where(inside, 0, jnp.abs(a.values)), rows,
@@ -239,17 +244,33 @@ def _damping(rho: jax.Array, dtype) -> jax.Array:
     return (ESTIMATED_DAMPING / jnp.maximum(rho, jnp.finfo(rho.dtype).tiny)).astype(dtype)
 
 
-def spectral_radius(n: int, dtype, apply, rows: jax.Array | None = None) -> jax.Array:
+def power_iteration_start(n: int, dtype) -> jax.Array:
+    """The fixed pseudo-random start of :func:`spectral_radius` on vectors of ``n`` entries
+    of ``dtype`` (jit-able).
+
+    Its first ``m`` entries are the start for ``m`` (JAX's partitionable random bits are a
+    function of the position): one drawn for a hierarchy's finest level serves every level,
+    so a numeric setup compiles one random generator, not one per level.
+    """
+    return jax.random.uniform(jax.random.key(0), (n,), jnp.finfo(dtype).dtype).astype(dtype)
+
+
+def spectral_radius(n: int, dtype, apply, rows: jax.Array | None = None,
+                    start: jax.Array | None = None) -> jax.Array:
     """``ρ`` of the linear map ``apply`` on vectors of ``n`` entries of ``dtype``, by
     ``POWER_ITERATIONS`` steps of power iteration from a fixed pseudo-random vector
-    (jit-able; a lower bound, as the iterate keeps some of the lower eigenvectors).
+    (:func:`power_iteration_start`; jit-able; a lower bound, as the iterate keeps some of
+    the lower eigenvectors).
 
     With ``rows``, the vector is zero past its first ``rows`` entries (the padding of a
     size class, which ``apply`` keeps zero); its first entries are the same for every
-    ``n`` (JAX's partitionable random bits are a function of the position).
+    ``n``.  ``start``: :func:`power_iteration_start` for ``n`` or more entries, drawn once
+    for several estimates.
     """
     real = jnp.finfo(dtype).dtype
-    v = jax.random.uniform(jax.random.key(0), (n,), real).astype(dtype)
+    if start is None or start.shape[0] < n:
+        start = power_iteration_start(n, dtype)
+    v = start[:n].astype(dtype)
     if rows is not None:
         v = jnp.where(jnp.arange(n, dtype=rows.dtype) < rows, v, 0)
 
