@@ -377,6 +377,28 @@ class TestSymmetricCycle:
         left, right = float(jnp.vdot(M(x), y)), float(jnp.vdot(x, M(y)))
         assert abs(left - right) <= 1e-12 * abs(left)  # AmgX's forward/forward: 4e-2
 
+    @pytest.mark.parametrize("amg", [
+        {"presweeps": 2, "postsweeps": 1}, {"cycle": "F"},
+        {"coarse_solver": {"solver": "CG", "max_iters": 3}},
+        {"coarse_solver": "NOSOLVER", "coarsest_sweeps": 1, "smoother": "MULTICOLOR_GS"}],
+        ids=["unequal-sweeps", "F", "krylov-coarsest", "one-forward-coarsest-sweep"])
+    def test_a_nonsymmetric_cycle_says_so(self, amg):
+        A = sparse.matrices.poisson_matrix(12)
+        M = sparse.make_preconditioner(A, {"solver": "AMG", "min_coarse_rows": 16, **amg})
+        assert not M.is_symmetric
+
+    @pytest.mark.parametrize("relaxation", [
+        {"solver": "MULTICOLOR_GS"}, {"solver": "MULTICOLOR_DILU"},
+        {"solver": "BLOCK_JACOBI", "max_iters": 2}, {"solver": "JACOBI_L1"},
+        {"solver": "CHEBYSHEV_POLY"}], ids=lambda r: r["solver"])
+    def test_relaxation_preconditioner_is_symmetric(self, x64, relaxation):
+        A = sparse.matrices.poisson3d_matrix(8, dtype=jnp.float64)
+        M = sparse.make_preconditioner(A, relaxation)
+        rng = np.random.default_rng(1)
+        x, y = (jnp.asarray(rng.standard_normal(A.shape[0])) for _ in range(2))
+        left, right = float(jnp.vdot(M(x), y)), float(jnp.vdot(x, M(y)))
+        assert M.is_symmetric and abs(left - right) <= 1e-12 * abs(left)
+
     @pytest.mark.parametrize("sweeps", [1, 2])
     def test_gs_preconditioner_is_symmetric_for_an_even_number_of_sweeps(self, x64, sweeps):
         """A forward-only MULTICOLOR_GS preconditioner sweeps half forward, half backward

@@ -411,7 +411,10 @@ class AMGConfig:
     visits the colors in reverse order, the adjoint of pre-smoothing, so that the
     cycle is symmetric, as PCG needs (AmgX sweeps forward in both, and PCG with its
     forward-only Gauss-Seidel did not converge in 500 iterations on the 3D Poisson
-    problem).  The coarsest level is
+    problem).  The cycle is symmetric for a symmetric ``A`` with any smoother but
+    only with ``presweeps == postsweeps``, not as an F-cycle, and not with a Krylov
+    coarse solver (:attr:`~jaxsolve.sparse.Preconditioner.is_symmetric`): PCG
+    accepts the others, as AmgX does, but may converge slowly or stall.  The coarsest level is
     solved by dense LU (``DENSE_LU_SOLVER``), by ``coarse_iterations`` iterations of
     a Krylov method (``CG``, ``BICGSTAB``, ``GMRES``; no residual test, as AmgX runs a
     coarse solver with ``monitor_residual: 0``) or, with ``NOSOLVER``, only smoothed

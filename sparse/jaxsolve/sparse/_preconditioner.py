@@ -88,17 +88,20 @@ class Preconditioner:
         """Whether ``M⁻¹`` is symmetric for a symmetric matrix: a relaxation is, but for a
         forward-only ``MULTICOLOR_GS`` applied an odd number of times (its sweeps go half
         forward, half backward); an AMG cycle is with as many pre- as post-sweeps
-        (post-smoothing sweeps backward, the adjoint of pre-smoothing), not an F-cycle, and
-        a coarsest level smoothed by a forward-only ``MULTICOLOR_GS`` an even number of
-        times (half forward, half backward)."""
+        (post-smoothing sweeps backward, the adjoint of pre-smoothing), not an F-cycle,
+        without a Krylov coarse solver, and with a coarsest level smoothed by a
+        forward-only ``MULTICOLOR_GS`` an even number of times (half forward, half
+        backward)."""
         amg = self.config.amg
         if amg is None:
             relaxation = self.config.relaxation
             return relaxation is None or relaxation.solver != "MULTICOLOR_GS" or (
                 relaxation.symmetric_gs or self.config.max_iters % 2 == 0)
         forward_only = amg.smoother.solver == "MULTICOLOR_GS" and not amg.smoother.symmetric_gs
-        return (amg.presweeps == amg.postsweeps and amg.cycle != "F" and not (
-            forward_only and amg.coarse_solver == "NOSOLVER" and amg.coarsest_sweeps % 2))
+        return (amg.presweeps == amg.postsweeps and amg.cycle != "F"
+                and amg.coarse_iterations is None  # a Krylov coarse solve is not linear
+                and not (forward_only and amg.coarse_solver == "NOSOLVER"
+                         and amg.coarsest_sweeps % 2))
 
 
 def make_preconditioner(
