@@ -298,8 +298,9 @@ class TestNumericSetup:
 
     def test_the_default_keeps_its_interpolation_plans_in_offsets_of_a_byte(self, x64):
         # 3D Poisson 16³, the default configuration (PMIS, D2): the plans the re-setup
-        # reads keep offsets within rows, one byte each, and int32 row pointers. With int32
-        # positions they held 5.1 × A's bytes, and all the setup keeps 11.0 ×.
+        # reads keep offsets within rows, one byte each (the kept weights' too), and the
+        # number of pairs of each row for their row pointers: 1.4 × A's bytes. With int32
+        # positions and row pointers they held 5.1 ×, and all the setup keeps 11.0 × (7.3 ×).
         A = matrices.poisson3d_matrix(16, dtype=jnp.float64)
         stats = sparse.describe(A)
         pattern, values = host(scipy_matrix(A))
@@ -310,8 +311,8 @@ class TestNumericSetup:
         assert all(isinstance(plan, _classical.InterpolationArrays) for plan in plans)
         assert {plan.triple_offsets.dtype for plan in plans} == {np.dtype(np.uint8)}
         plan_bytes = sum(leaf.nbytes for leaf in jax.tree.leaves(plans))
-        assert plan_bytes < 2 * stats.matrix_bytes
-        assert sum(stats.bytes_kept.values()) < 8 * stats.matrix_bytes
+        assert plan_bytes < 1.5 * stats.matrix_bytes
+        assert sum(stats.bytes_kept.values()) < 7.5 * stats.matrix_bytes
 
     def test_numeric_setup_is_differentiable_and_vmaps(self, x64):
         pattern, values = host(PROBLEMS["poisson2d"]())
@@ -388,7 +389,7 @@ class TestHostSetup:
             native = _classical.host_values(interpolation, level.a, values)
             numpy = _classical.interpolation_values(
                 np, _classical.host_arrays(interpolation), interpolation.full.nnz, values,
-                level.a.row_ids, level.a.indices, values[level.diagonal])
+                level.a.row_ids, level.a.indices, values[level.diagonal], level.p.indptr)
             assert native.dtype == dtype
             np.testing.assert_array_equal(native, numpy)
             values = _hierarchy.galerkin_products(level.a, values, level.p, native, level.r,
@@ -430,7 +431,7 @@ class TestHostSetup:
         def formula(v):
             return _classical.interpolation_values(jnp, arrays, structure.full.nnz, v,
                                                    jnp.asarray(pattern.row_ids), indices,
-                                                   v[pattern.diagonal_positions()])
+                                                   v[pattern.diagonal_positions()], p_indptr)
 
         v = jnp.asarray(values)
         assert "jaxsolve_sparse_interpolation_weights" in jax.jit(kernel).lower(v).as_text()

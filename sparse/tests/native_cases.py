@@ -393,7 +393,7 @@ def interpolation_operands(device, matrix, pattern, structure, plan=None):
     on = functools.partial(jax.device_put, device=device)
     diagonal = matrix.data[pattern.diagonal_positions()]
     return ((on(matrix.data), on(diagonal), on(pattern.indices), on(pattern.indptr),
-             *(None if array is None else on(array) for array in arrays),
+             *_classical.kernel_operands(jax.tree.map(on, arrays)),
              on(structure.p.indptr)), {"full_nnz": structure.full.nnz})
 
 
@@ -439,6 +439,8 @@ def plan_sending_outside_a_row(structure):
     arrays = _classical.host_arrays(structure)
     targets = arrays.triple_targets.copy()
     t = int(np.flatnonzero(targets < _classical_kernels.to_diagonal(targets.dtype))[0])
-    row = int(np.searchsorted(arrays.triple_indptr, t, side="right") - 1)
+    pair_indptr = np.concatenate([[0], np.cumsum(arrays.row_pairs, dtype=np.int32)])
+    triple_indptr = np.concatenate([[0], np.cumsum(arrays.pair_counts)])[pair_indptr]
+    row = int(np.searchsorted(triple_indptr, t, side="right") - 1)
     targets[t] = np.diff(structure.full.indptr)[row]
     return arrays._replace(triple_targets=targets), row

@@ -846,12 +846,12 @@ class TestInterpolationWeights:
                                                  arrays._replace(triple_offsets=offsets))
         with pytest.raises(Exception, match="reads an entry outside its row of A"):
             jax.block_until_ready(interpolation_weights(*operands, **sizes))
-        decreasing = arrays.pair_indptr.copy()
+        operands, sizes = interpolation_operands(CPU, matrix, pattern, structure)
+        decreasing = np.asarray(operands[7]).copy()  # the pairs' row pointers
         decreasing[1] = decreasing[2] + 1
-        operands, sizes = interpolation_operands(CPU, matrix, pattern, structure,
-                                                 arrays._replace(pair_indptr=decreasing))
         with pytest.raises(Exception, match="row pointers must run from 0"):
-            jax.block_until_ready(interpolation_weights(*operands, **sizes))
+            jax.block_until_ready(interpolation_weights(
+                *operands[:7], jnp.asarray(decreasing), *operands[8:], **sizes))
 
     @pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
     def test_truncated_values_are_the_numpy_formulas(self, dtype):

@@ -115,18 +115,20 @@ class InterpolationStructure:
 class InterpolationArrays(NamedTuple):
     """The index arrays of D1/D2 weights that :func:`interpolation_values` reads (a pytree).
 
-    The :class:`._classical_kernels.InterpolationPattern`'s, without ``P``'s columns:
-    offsets within rows (one or two bytes each on most levels), row pointers of ``int32``.
-    ``keep``: the positions of ``P``'s full pattern that truncation keeps (None: all).
+    The :class:`._classical_kernels.InterpolationPattern`'s without ``P``'s columns, lean
+    for the device: offsets within rows, of the plan's unsigned dtype (one byte each on
+    most levels), and instead of its pairs' and triples' row pointers the pairs of each
+    row (``row_pairs``), from which :func:`kernel_operands` counts them again.
+    ``keep``: the offsets within their rows of ``P``'s full pattern of the weights
+    truncation keeps (None: it keeps all).
     """
 
     coarse: jax.Array
     full_indptr: jax.Array
     a_targets: jax.Array
-    pair_indptr: jax.Array
+    row_pairs: jax.Array
     pair_offsets: jax.Array
     pair_counts: jax.Array
-    triple_indptr: jax.Array
     triple_offsets: jax.Array
     triple_targets: jax.Array
     keep: jax.Array | None
@@ -219,11 +221,26 @@ def host_arrays(structure: InterpolationStructure,
             passes=tuple((plan.triple_entries[begin:end], plan.triple_destinations[begin:end])
                          for begin, end in zip(bounds[:-1], bounds[1:], strict=True)),
             keep=keep, dropped=dropped)
+    offsets = plan.a_targets.dtype
+    if keep is not None:  # positions to offsets within their rows
+        kept_rows = np.repeat(np.arange(structure.p.n_rows), np.diff(structure.p.indptr))
+        keep = (keep - structure.full.indptr[kept_rows]).astype(offsets)
     return InterpolationArrays(
         coarse=structure.coarse, full_indptr=structure.full.indptr, a_targets=plan.a_targets,
-        pair_indptr=plan.pair_indptr, pair_offsets=plan.pair_offsets,
-        pair_counts=plan.pair_counts, triple_indptr=plan.triple_indptr,
-        triple_offsets=plan.triple_offsets, triple_targets=plan.triple_targets, keep=keep)
+        row_pairs=np.diff(plan.pair_indptr).astype(offsets), pair_offsets=plan.pair_offsets,
+        pair_counts=plan.pair_counts, triple_offsets=plan.triple_offsets,
+        triple_targets=plan.triple_targets, keep=keep)
+
+
+def kernel_operands(arrays: InterpolationArrays) -> tuple[jax.Array | None, ...]:
+    """The plan operands of :func:`._ffi_primitives.interpolation_weights`, in its order:
+    ``arrays`` with the row pointers of the pairs and triples counted from ``row_pairs``
+    and ``pair_counts`` (jit-able)."""
+    pair_indptr = _pointers(jnp, arrays.row_pairs)
+    triple_indptr = _pointers(jnp, arrays.pair_counts)[pair_indptr]
+    return (arrays.coarse, arrays.full_indptr, arrays.a_targets, pair_indptr,
+            arrays.pair_offsets, arrays.pair_counts, triple_indptr, arrays.triple_offsets,
+            arrays.triple_targets, arrays.keep)
 
 
 def device_arrays(structure: InterpolationStructure) -> InterpolationArrays | MultipassArrays:
@@ -252,7 +269,8 @@ def host_values(structure: InterpolationStructure, pattern: CsrStructure, values
 
 
 def interpolation_values(xp: Any, arrays: InterpolationArrays | MultipassArrays, full_nnz: int,
-                         a_values: Any, a_rows: Any, a_columns: Any, diagonal: Any) -> Any:
+                         a_values: Any, a_rows: Any, a_columns: Any, diagonal: Any,
+                         p_indptr: Any | None = None) -> Any:
     """The values of ``P`` on its pattern for ``A``'s values.
 
     One formula for both sides of the setup: with ``xp = jax.numpy`` under jit (gathers
@@ -266,6 +284,8 @@ def interpolation_values(xp: Any, arrays: InterpolationArrays | MultipassArrays,
       a_values: ``(nnz(A),)`` ``A``'s values; ``a_rows`` and ``a_columns`` the row and
         column of each.
       diagonal: ``(n,)`` ``A``'s diagonal.
+      p_indptr: the row pointers of ``P``'s truncated pattern (read for a truncated D1/D2
+        plan, whose ``keep`` holds offsets within rows).
     """
     keep = arrays.keep
     if isinstance(arrays, MultipassArrays):
@@ -275,6 +295,9 @@ def interpolation_values(xp: Any, arrays: InterpolationArrays | MultipassArrays,
             keep = _kept_positions(xp, arrays.dropped, full_nnz)
     else:
         weights = _weights(xp, arrays, full_nnz, a_values, a_rows, a_columns, diagonal)
+        if keep is not None:  # offsets within rows to positions
+            kept_rows = _repeat(xp, xp.diff(p_indptr), keep.shape[0])
+            keep = arrays.full_indptr[kept_rows] + keep.astype(np.int32)
     return _truncated(xp, weights, arrays.full_indptr, keep)
 
 
@@ -298,13 +321,14 @@ def device_values(arrays: InterpolationArrays | MultipassArrays, full_nnz: int,
 @functools.partial(jax.custom_jvp, nondiff_argnums=(0,))
 def _native_weights(full_nnz, arrays, values, indices, indptr, diagonal, p_indptr):
     def native(arrays, values, indices, indptr, diagonal, p_indptr):
-        return _ffi_primitives.interpolation_weights(values, diagonal, indices, indptr, *arrays,
-                                                     p_indptr, full_nnz=full_nnz)
+        return _ffi_primitives.interpolation_weights(values, diagonal, indices, indptr,
+                                                     *kernel_operands(arrays), p_indptr,
+                                                     full_nnz=full_nnz)
 
     def formula(arrays, values, indices, indptr, diagonal, p_indptr):
-        del p_indptr  # the formula's truncation finds the rows from full_indptr
         rows = CsrArrays(values, indices, indptr).row_ids
-        return interpolation_values(jnp, arrays, full_nnz, values, rows, indices, diagonal)
+        return interpolation_values(jnp, arrays, full_nnz, values, rows, indices, diagonal,
+                                    p_indptr)
 
     return jax.lax.platform_dependent(arrays, values, indices, indptr, diagonal, p_indptr,
                                       cpu=native, cuda=native, default=formula)
@@ -312,12 +336,12 @@ def _native_weights(full_nnz, arrays, values, indices, indptr, diagonal, p_indpt
 
 @_native_weights.defjvp
 def _native_weights_jvp(full_nnz, primals, tangents):
-    arrays, values, indices, indptr, diagonal, _ = primals
+    arrays, values, indices, indptr, diagonal, p_indptr = primals
     rows = CsrArrays(values, indices, indptr).row_ids
     # Differentiable as the formula is: its derivative, formed in XLA, JAX transposes.
     _, d_weights = jax.jvp(
         lambda values, diagonal: interpolation_values(jnp, arrays, full_nnz, values, rows,
-                                                      indices, diagonal),
+                                                      indices, diagonal, p_indptr),
         (values, diagonal), (tangents[1], tangents[4]))
     return _native_weights(full_nnz, *primals), d_weights
 
@@ -348,10 +372,9 @@ def _weights(xp: Any, arrays: InterpolationArrays, full_nnz: int, a_values: Any,
     """The untruncated D1/D2 weights."""
     n = diagonal.shape[0]
     full_rows = _repeat(xp, xp.diff(arrays.full_indptr), full_nnz)
-    a_indptr = xp.concatenate([xp.zeros(1, np.int32), xp.cumsum(
-        _segment_sum(xp, xp.ones_like(a_rows), a_rows, n), dtype=np.int32)])
+    a_indptr = _pointers(xp, _segment_sum(xp, xp.ones_like(a_rows), a_rows, n))
     pairs, triples = arrays.pair_offsets.shape[0], arrays.triple_offsets.shape[0]
-    pair_rows = _repeat(xp, xp.diff(arrays.pair_indptr), pairs)
+    pair_rows = _repeat(xp, arrays.row_pairs.astype(np.int32), pairs)
     pair_positions = a_indptr[pair_rows] + arrays.pair_offsets.astype(np.int32)
     pair_of_triple = _repeat(xp, arrays.pair_counts.astype(np.int32), triples)
     triple_rows = pair_rows[pair_of_triple]
@@ -469,6 +492,11 @@ def _repeat(xp: Any, counts: Any, total: int) -> Any:
     if xp is np:
         return np.repeat(ids, counts)
     return jnp.repeat(ids, counts, total_repeat_length=total)
+
+
+def _pointers(xp: Any, counts: Any) -> Any:
+    """The int32 row pointers of rows of ``counts`` entries: ``[0, c_0, c_0 + c_1, …]``."""
+    return xp.concatenate([xp.zeros(1, np.int32), xp.cumsum(counts, dtype=np.int32)])
 
 
 def _segment_sum(xp: Any, data: Any, ids: Any, count: int) -> Any:

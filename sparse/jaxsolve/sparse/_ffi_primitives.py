@@ -439,8 +439,8 @@ def interpolation_weights(values: jax.Array, diagonal: jax.Array, indices: jax.A
     their ``diagonal``) on its pattern ``indices``/``indptr``, the plan's arrays on the
     device (as :func:`interpolation_pattern` makes them: row pointers of ``int32``,
     offsets and targets of one unsigned dtype), ``full_nnz`` of them; then, with ``keep``
-    (positions among those weights, ``p_indptr`` the kept pattern's row pointers), the kept
-    ones, each row rescaled to its former sum. Computed as :func:`interpolation_values`
+    (offsets of that dtype within the rows of those weights, ``p_indptr`` the kept
+    pattern's row pointers), the kept ones, each row rescaled to its former sum. Computed as :func:`interpolation_values`
     computes them on the host, a row at a time, each sum in double in one fixed order: a
     kernel on the CPU (which checks the plan and rejects one that sends a value outside
     its row) and on CUDA GPUs (a thread per row, which trusts the plan; such a row becomes
@@ -454,7 +454,7 @@ def interpolation_weights(values: jax.Array, diagonal: jax.Array, indices: jax.A
     """
     plan = (indices, indptr, coarse, full_indptr, a_targets, pair_indptr, pair_offsets,
             pair_counts, triple_indptr, triple_offsets, triple_targets,
-            jnp.zeros(0, jnp.int32) if keep is None else keep, p_indptr)
+            jnp.zeros(0, a_targets.dtype) if keep is None else keep, p_indptr)
     LIBRARY.require_platform("interpolation_weights", values, diagonal, *plan)
     p_nnz = full_nnz if keep is None else keep.shape[0]
     call = _interpolation_weights_kernel(int(full_nnz), int(p_nnz), keep is not None)

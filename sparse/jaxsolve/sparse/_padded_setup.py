@@ -168,10 +168,9 @@ def padded_interpolation(level, arrays: InterpolationArrays | MultipassArrays,
         coarse=_padded(arrays.coarse, rows, False),
         full_indptr=full_indptr,
         a_targets=_padded(arrays.a_targets, shape.a_nnz, nowhere),
-        pair_indptr=_padded(arrays.pair_indptr, rows + 1, arrays.pair_offsets.shape[0]),
+        row_pairs=_padded(arrays.row_pairs, rows, 0),
         pair_offsets=_padded(arrays.pair_offsets, pairs, 0),
         pair_counts=_padded(arrays.pair_counts, pairs, 0),
-        triple_indptr=_padded(arrays.triple_indptr, rows + 1, arrays.triple_offsets.shape[0]),
         triple_offsets=_padded(arrays.triple_offsets, triples, 0),
         triple_targets=_padded(arrays.triple_targets, triples, nowhere),
         keep=None if arrays.keep is None else _padded(arrays.keep, shape.p_nnz, 0))
@@ -209,7 +208,8 @@ def weights(layout: LevelLayout, arrays: InterpolationArrays | MultipassArrays,
     past ``P``'s last row."""
     if not layout.multipass:
         return within(_ffi_primitives.interpolation_weights(
-            a.values, diagonal, a.indices, a.indptr, *arrays, p.indptr, full_nnz=full_nnz),
+            a.values, diagonal, a.indices, a.indptr, *_classical.kernel_operands(arrays),
+            p.indptr, full_nnz=full_nnz),
             p.indptr)
     values = _classical._multipass_weights(jnp, arrays, full_nnz, a.values, a.row_ids,
                                           a.indices, diagonal)

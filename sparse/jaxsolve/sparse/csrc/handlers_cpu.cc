@@ -110,7 +110,8 @@ struct CpuProductBackend {
 };
 
 // Whether every entry of values[0, count) lies in [low, high).
-bool AllWithin(const int32_t* values, int64_t count, int64_t low, int64_t high) {
+template <typename I>
+bool AllWithin(const I* values, int64_t count, int64_t low, int64_t high) {
   for (int64_t e = 0; e < count; ++e) {
     if (values[e] < low || values[e] >= high) return false;
   }
@@ -136,7 +137,7 @@ struct CpuInterpolationBackend {
     if (call.keep != nullptr) {
       for (int64_t i = 0; i < n; ++i) {
         if (!AllWithin(call.keep + call.p_indptr[i], call.p_indptr[i + 1] - call.p_indptr[i],
-                       in.full_indptr[i], in.full_indptr[i + 1])) {
+                       0, in.full_indptr[i + 1] - in.full_indptr[i])) {
           return InvalidWeights("keep must select weights of each row's own");
         }
       }

@@ -227,8 +227,10 @@ JAXSOLVE_SPARSE_HD bool InterpolationRow(const InterpolationWeights<T, O>& in, i
 // Row i of truncated P: its kept weights, weights[keep[e] - full_begin] for e
 // in [p_begin, p_end), rescaled so that the row keeps its former sum (the
 // row's `length` weights, of T or, as InterpolationRow leaves them, of Sum).
-template <typename T, typename W>
-JAXSOLVE_SPARSE_HD void TruncatedRow(const W* weights, int64_t length, const int32_t* keep,
+// `keep` holds positions (full_begin: the row's first) or offsets within the
+// row (full_begin 0).
+template <typename T, typename W, typename K>
+JAXSOLVE_SPARSE_HD void TruncatedRow(const W* weights, int64_t length, const K* keep,
                                      int64_t full_begin, int64_t p_begin, int64_t p_end,
                                      T* p_values) {
   using Sum = typename Scalar<T>::Sum;
@@ -257,7 +259,7 @@ template <typename T, typename O>
 struct InterpolationCall {
   InterpolationWeights<T, O> first;  // the first system's
   int64_t systems, nnz, p_nnz;
-  const int32_t* keep;  // P's entries among the untruncated ones; null: none dropped
+  const O* keep;  // P's entries: offsets in their rows of the untruncated; null: none dropped
   const int32_t* p_indptr;  // P's row pointers (with keep)
   T* p_values;
   typename Scalar<T>::Sum* scratch;
@@ -281,7 +283,7 @@ JAXSOLVE_SPARSE_HD bool InterpolationCallRow(const InterpolationCall<T, O>& call
   const bool inside = InterpolationRow(in, i, weights);
   T* p_values = call.p_values + s * call.p_nnz;
   if (call.keep != nullptr) {
-    TruncatedRow(weights, length, call.keep, begin, call.p_indptr[i], call.p_indptr[i + 1],
+    TruncatedRow(weights, length, call.keep, 0, call.p_indptr[i], call.p_indptr[i + 1],
                  p_values);
   } else {
     for (int64_t c = 0; c < length; ++c) p_values[begin + c] = FromSum<T>(weights[c]);

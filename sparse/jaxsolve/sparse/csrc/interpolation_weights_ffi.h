@@ -40,7 +40,7 @@ inline auto BindInterpolationWeights() {
       .Arg<ffi::Buffer<ffi::S32>>()  // triple_indptr (n + 1,)
       .Arg<ffi::AnyBuffer>()          // triple_offsets (triples,), O
       .Arg<ffi::AnyBuffer>()          // triple_targets (triples,), O
-      .Arg<ffi::Buffer<ffi::S32>>()  // keep (nnz(P),), or (0,) untruncated
+      .Arg<ffi::AnyBuffer>()          // keep (nnz(P),), O: offsets in P's full rows, or (0,)
       .Arg<ffi::Buffer<ffi::S32>>()  // p_indptr (n + 1,)
       .Ret<ffi::AnyBuffer>()          // p_values (systems, nnz(P))
       .Ret<ffi::Buffer<ffi::U8>>()   // scratch (systems, full_nnz * sizeof(Sum))
@@ -81,7 +81,7 @@ ffi::Error InterpolationWeightsHandler(
     ffi::Buffer<ffi::S32> full_indptr, ffi::AnyBuffer a_targets,
     ffi::Buffer<ffi::S32> pair_indptr, ffi::AnyBuffer pair_offsets,
     ffi::AnyBuffer pair_counts, ffi::Buffer<ffi::S32> triple_indptr,
-    ffi::AnyBuffer triple_offsets, ffi::AnyBuffer triple_targets, ffi::Buffer<ffi::S32> keep,
+    ffi::AnyBuffer triple_offsets, ffi::AnyBuffer triple_targets, ffi::AnyBuffer keep,
     ffi::Buffer<ffi::S32> p_indptr, ffi::Result<ffi::AnyBuffer> p_values,
     ffi::Result<ffi::Buffer<ffi::U8>> scratch, int64_t truncated, Context... context) {
   const auto count = [](const auto& buffer) {
@@ -113,7 +113,8 @@ ffi::Error InterpolationWeightsHandler(
   }
   const ffi::DataType offsets = a_targets.element_type();
   if (pair_offsets.element_type() != offsets || pair_counts.element_type() != offsets ||
-      triple_offsets.element_type() != offsets || triple_targets.element_type() != offsets) {
+      triple_offsets.element_type() != offsets || triple_targets.element_type() != offsets ||
+      keep.element_type() != offsets) {
     return InvalidWeights("the plan's offsets and targets must have one dtype");
   }
   auto run = [&](auto zero, auto offset) -> ffi::Error {
@@ -149,7 +150,7 @@ ffi::Error InterpolationWeightsHandler(
                                        systems,
                                        nnz,
                                        p_dims[1],
-                                       truncated ? keep.typed_data() : nullptr,
+                                       truncated ? typed(keep) : nullptr,
                                        p_indptr.typed_data(),
                                        static_cast<T*>(p_values->untyped_data()),
                                        reinterpret_cast<Sum*>(scratch->typed_data())};
