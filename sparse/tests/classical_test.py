@@ -311,6 +311,7 @@ class TestNumericSetup:
         assert all(isinstance(plan, _classical.InterpolationArrays) for plan in plans)
         assert {plan.triple_offsets.dtype for plan in plans} == {np.dtype(np.uint8)}
         plan_bytes = sum(leaf.nbytes for leaf in jax.tree.leaves(plans))
+        assert stats.bytes_kept["interpolation plans"] == plan_bytes
         assert plan_bytes < 1.5 * stats.matrix_bytes
         assert sum(stats.bytes_kept.values()) < 7.5 * stats.matrix_bytes
 

@@ -36,11 +36,12 @@ class HierarchyStatistics:
         product with ``A``, roughly.
       bytes_kept: device bytes the setup keeps, by part: ``"coarse operators"`` (values
         and indices of ``A_1 … A_L``), ``"transfer operators"`` (``P`` and ``R``),
-        ``"product plans"`` (what the numeric re-setup reads besides the operators: the
-        patterns of the products ``A P``, the map from ``P``'s values to ``R``'s, the
-        aggregates, diagonal positions, where ``T`` sits in ``P``), ``"smoothers"``,
-        ``"coarsest inverse"`` and ``"finest pattern"`` (the device copy of ``A``'s own
-        index arrays). Each array counts once. The finest operator's values are not
+        ``"interpolation plans"`` (classical AMG: where ``A``'s values enter ``P``'s
+        weights, which the numeric re-setup reads), ``"product plans"`` (what else it reads
+        besides the operators: the patterns of the products ``A P``, the map from ``P``'s
+        values to ``R``'s, the aggregates, diagonal positions, where ``T`` sits in ``P``),
+        ``"smoothers"``, ``"coarsest inverse"`` and ``"finest pattern"`` (the device copy of
+        ``A``'s own index arrays). Each array counts once. The finest operator's values are not
         counted: the hierarchy shares ``A``'s own (or keeps a rounded copy, when its
         precision is lower).
       matrix_bytes: bytes of ``A`` itself in CSR (values, int32 indices and row pointers),
@@ -193,6 +194,9 @@ def statistics(structure: HierarchyStructure, numbers: Hierarchy, itemsize: int,
                           numbers.coarsest.smoother),
         "coarsest inverse": size(numbers.coarsest.inverse),
     }
+    interpolations = [level.interpolation for level in structure.arrays.levels]
+    if any(interpolation is not None for interpolation in interpolations):
+        parts["interpolation plans"] = size(interpolations)
     parts["product plans"] = size(structure.arrays)
     return HierarchyStatistics(
         rows=rows, nonzeros=nonzeros,
