@@ -3,6 +3,7 @@
 import functools
 
 import jax
+import jax.extend.core
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -48,6 +49,13 @@ def _count_equations(jaxpr):
             if hasattr(inner, "eqns"):
                 count += _count_equations(inner)
     return count
+
+
+def _loops(jaxpr):
+    """The loops of a jaxpr, those inside its equations included."""
+    return sum((eqn.primitive.name in ("while", "scan"))
+               + sum(_loops(inner) for inner in jax.extend.core.jaxprs_in_params(eqn.params))
+               for eqn in jaxpr.eqns)
 
 
 def _products(fn, *args):
@@ -173,13 +181,39 @@ class TestMulticolorRelaxation:
         off_diagonal = int(np.count_nonzero(matrix)) - 144
         multicolor = data.multicolor
         assert multicolor.chunk_starts.shape == (2,)
-        # One product with L and one with U per pass (in the loop's body), each over the
-        # chunks' widest window: half the off-diagonal entries.
+        # One product with L and one with U (in the body of the loop over both passes'
+        # chunks), each over the chunks' widest window: half the off-diagonal entries.
         assert multicolor.lower_width == multicolor.upper_width == off_diagonal // 2
         assert _products(lambda b, x: sweep(b, x, 1), b, b) == [multicolor.lower_width,
-                                                              multicolor.upper_width] * 2
+                                                              multicolor.upper_width]
         assert _products(lambda b: sweep(b, None, 1), b) == [multicolor.lower_width] + [
-            multicolor.upper_width, multicolor.lower_width]  # forward from zero: L only
+            multicolor.lower_width, multicolor.upper_width]  # forward from zero: L only
+
+    @pytest.mark.parametrize("symmetric", [False, True])
+    def test_sweeps_compile_to_one_loop(self, x64, symmetric):
+        """Several sweeps, forward and backward, are one loop over their passes' chunks
+        (one loop each compiled a loop's kernels each, per level); from x = 0 the first
+        pass, which skips the colors not visited yet, is a loop of its own."""
+        matrix = _random_matrix(40, 0.15, 1)
+        a, config, data, ordering = self._data(matrix, "MULTICOLOR_GS", symmetric_gs=symmetric)
+        assert ordering.n_colors > 2
+        b, x0 = np.arange(40.0), np.linspace(-1, 1, 40)
+        for start, loops in ((x0, 1), (None, 2)):
+            def sweeps(b, x):
+                return _relaxation.relax(a, data, config, b, x, 3, backward=True)
+
+            args = (jnp.asarray(b),) + (() if start is None else (jnp.asarray(start),))
+            jaxpr = jax.make_jaxpr(lambda *v: sweeps(v[0], v[1] if len(v) > 1 else None))(
+                *args).jaxpr
+            assert _loops(jaxpr) == loops
+            got = sweeps(*args) if start is not None else sweeps(args[0], None)
+            x = np.zeros(40) if start is None else start.copy()
+            colors = list(range(ordering.n_colors))
+            passes = (colors + colors[::-1]) * 3 if symmetric else colors[::-1] * 3
+            for c in passes:
+                mine = ordering.colors == c
+                x[mine] += ((b - matrix @ x) / np.diag(matrix))[mine]
+            np.testing.assert_allclose(np.asarray(got), x, rtol=1e-12)
 
     @pytest.mark.parametrize("solver", ["MULTICOLOR_GS", "MULTICOLOR_DILU"])
     def test_a_sweep_compiles_to_one_loop_whatever_the_colors(self, solver):

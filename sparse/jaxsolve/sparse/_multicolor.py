@@ -456,10 +456,11 @@ def multicolor_relax(matvec, data: MulticolorData, solver: str, omega: float,
         return x
     b = _to_color_order(data, b)  # Gauss-Seidel stays in the color order for all its sweeps
     x = None if x is None else _to_color_order(data, x)
-    for _ in range(sweeps):
-        x = _gauss_seidel(data, omega, b, x, reverse=backward and not symmetric)
-        if symmetric:
-            x = _gauss_seidel(data, omega, b, x, reverse=True)
+    passes = ((backward and not symmetric,) + (True,) * symmetric) * sweeps  # backward?
+    if x is None:  # a pass from zero skips the colors not visited yet: a loop of its own
+        x, passes = _gauss_seidel(data, omega, b, None, passes[:1]), passes[1:]
+    if passes:
+        x = _gauss_seidel(data, omega, b, x, passes)
     return _from_color_order(data, x)
 
 
@@ -508,22 +509,38 @@ def _chunk_product(data: MulticolorData, block: CsrArrays, width: int, k: jax.Ar
 
 
 def _gauss_seidel(data: MulticolorData, omega: jax.Array, b: jax.Array,
-                  x: jax.Array | None, reverse: bool) -> jax.Array:
-    """One Gauss-Seidel pass over the chunks (in the color order), forward or backward."""
-    zero = x is None  # the colors not visited yet are zero: their products are skipped
-    x = jnp.zeros_like(b) if zero else x
-    lower, upper = (data.lower, data.lower_width), (data.upper, data.upper_width)
-    visited, ahead = (upper, lower) if reverse else (lower, upper)
+                  x: jax.Array | None, backward: tuple[bool, ...]) -> jax.Array:
+    """Gauss-Seidel passes over the chunks (in the color order), one after the other, the
+    ``i``-th backward where ``backward[i]``: one loop over all their chunks, so that a
+    symmetric sweep or several sweeps compile to one loop, not one each.  From ``x = 0``
+    (None), one pass.
 
-    def chunk(k, x):
-        coupled = _chunk_product(data, *visited, k, x)
-        if not zero:
-            coupled = coupled + _chunk_product(data, *ahead, k, x)
+    A chunk's coupling to the other colors is ``L x + U x`` in either direction (a
+    backward pass's ``U x + L x``, the same sum).
+    """
+    zero = x is None  # the colors not visited yet are zero: their products are skipped
+    if zero and len(backward) != 1:
+        raise ValueError("a Gauss-Seidel from x = 0 is one pass")
+    x = jnp.zeros_like(b) if zero else x
+    count = data.chunk_starts.shape[0]
+    lower, upper = (data.lower, data.lower_width), (data.upper, data.upper_width)
+
+    def chunk(i, x):
+        k = i % count if len(backward) > 1 else i
+        if len(set(backward)) > 1:
+            k = jnp.where(jnp.asarray(backward)[i // count], count - 1 - k, k)
+        elif backward[0]:
+            k = count - 1 - k
+        if zero:
+            coupled = _chunk_product(data, *(upper if backward[0] else lower), k, x)
+        else:
+            coupled = (_chunk_product(data, *lower, k, x)
+                       + _chunk_product(data, *upper, k, x))
         own = _window(data, x, k)
         residual = _window(data, b, k) - coupled - _window(data, data.diagonal, k) * own
         return _set_chunk(data, k, x, own + omega * _window(data, data.scale, k) * residual)
 
-    return _loop(data, chunk, x, reverse)
+    return jax.lax.fori_loop(0, count * len(backward), chunk, x)
 
 
 def _dilu_solve(data: MulticolorData, r: jax.Array) -> jax.Array:
