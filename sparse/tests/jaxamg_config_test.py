@@ -14,7 +14,8 @@ import pytest
 
 import jaxsolve.sparse as jaxamg
 from jaxsolve.sparse import parse_amgx_config
-from jaxsolve.sparse.matrices import elasticity_matrix_2d, poisson_matrix, rhs_ones
+from jaxsolve.sparse.matrices import (elasticity_matrix_2d, poisson_matrix, rhs_ones,
+                                     rhs_random, tridiagonal_matrix)
 
 A = poisson_matrix(16)
 b = rhs_ones(256)
@@ -195,3 +196,47 @@ def test_residual_history_as_documented():
     _, unstored = jaxamg.solve(A, b, config={"solver": "CG"})
     with pytest.raises(KeyError, match="store_res_history=1"):
         unstored["residual_history"]
+
+
+def test_relaxation_preconditioner_scope_runs_amgx_default_sweeps(x64):
+    """A relaxation preconditioner in a scope of its own without max_iters, as JAX-AMG's
+    mpi_autodiff demo passes it, runs AmgX's registered max_iters, 100 sweeps per
+    application (JAX-AMG fills max_iters 1 only into an AMG scope); a named relaxation and
+    make_preconditioner's flat scope sweep once, an AMG scope cycles once."""
+    dilu = {"solver": "MULTICOLOR_DILU"}
+    demo = {"solver": "PBICGSTAB", "preconditioner": dilu, "max_iters": 100,
+            "monitor_residual": 1, "tolerance": 1e-6}
+    assert parse_amgx_config(demo).preconditioner.max_iters == 100
+    assert parse_amgx_config({"config_version": 2, "solver": {
+        "solver": "PCG", "preconditioner": {"scope": "p", "solver": "BLOCK_JACOBI"}}}
+    ).preconditioner.max_iters == 100
+    for config, sweeps in [({**demo, "preconditioner": {**dilu, "max_iters": 3}}, 3),
+                           ({**demo, "preconditioner": "MULTICOLOR_DILU"}, 1),
+                           ({**demo, "preconditioner": {"solver": "AMG"}}, 1)]:
+        assert parse_amgx_config(config).preconditioner.max_iters == sweeps
+    A = tridiagonal_matrix(256, dtype=jnp.float64)  # the demo's matrix, 1024 rows there
+    b = rhs_random(256, seed=0)
+    assert jaxamg.make_preconditioner(A, dilu).config.max_iters == 1
+    # One DILU sweep an application needs about 124 BiCGSTAB iterations here (scipy, 1024
+    # rows: 527 for one sweep, 36 for 100): the demo's max_iters 100 then stops short.
+    x, info = jaxamg.solve(A, b, config=demo)
+    assert info["status"] == jaxamg.AMGXStatus.SUCCESS and info["iterations"] <= 20, info
+    assert solved(x, 1e-6, A, b)
+    _, info = jaxamg.solve(A, b, config={**demo, "preconditioner": "MULTICOLOR_DILU"})
+    assert info["status"] == jaxamg.AMGXStatus.NOT_CONVERGED
+
+
+def test_many_sweeps_run_in_a_loop():
+    """A preconditioner of 100 sweeps traces no more than one of 5 (unrolled, AmgX's default
+    scope took 87 s of CPU to compile) and equals the sweeps applied one by one."""
+    A = poisson_matrix(8)
+    b = rhs_ones(64)
+    traced = {sweeps: len(str(jax.make_jaxpr(jaxamg.make_preconditioner(
+        A, {"solver": "MULTICOLOR_DILU", "max_iters": sweeps}))(b))) for sweeps in (5, 100)}
+    assert traced[100] <= traced[5] + 10, traced
+    one = jaxamg.make_preconditioner(A, {"solver": "MULTICOLOR_DILU"})
+    x = one(b)
+    for _ in range(5):
+        x = x + one(b - A @ x)
+    six = jaxamg.make_preconditioner(A, {"solver": "MULTICOLOR_DILU", "max_iters": 6})
+    np.testing.assert_allclose(six(b), x, rtol=1e-5, atol=1e-6)

@@ -21,7 +21,8 @@ import pytest
 from jaxsolve import sparse
 from jaxsolve.sparse import _report
 
-JACOBI_CG = {"solver": "PCG", "preconditioner": {"solver": "BLOCK_JACOBI"}, "tolerance": 1e-8}
+JACOBI_CG = {"solver": "PCG", "preconditioner": {"solver": "BLOCK_JACOBI", "max_iters": 1},
+             "tolerance": 1e-8}
 # One configuration for most tests, so that its solve compiles once.
 REPORTED = {**JACOBI_CG, "print_solve_stats": 1, "obtain_timings": 1}
 A = sparse.as_csr(sparse.matrices.poisson_matrix(8))

@@ -150,6 +150,10 @@ _SOLVER_DEFAULTS = {
 }
 _PRECONDITIONER_DEFAULTS = {**_SOLVER_DEFAULTS, "solver": "AMG", "max_iters": 1,
                             "monitor_residual": 0}
+# AmgX's registered max_iters, which a preconditioner scope of its own reads when the key is
+# not set there. JAX-AMG's configurations set 1 in an AMG scope (jaxsolve's default above) and
+# nothing in a relaxation's, whose scope AmgX then runs for 100 sweeps an application.
+_AMGX_MAX_ITERS = 100
 _AMG_DEFAULTS = {
     "algorithm": "CLASSICAL", "jaxsolve_smoothed_aggregation": 0,
     "interpolator": "D2", "strength": "AHAT", "strength_threshold": 0.25, "max_row_sum": 1.1,
@@ -799,7 +803,12 @@ def parse_amgx_config(
     RELATIVE_INI`` (ABSOLUTE), ``norm: L2``, ``monitor_residual: 1`` (0),
     ``gmres_n_restart: 20``, ``preconditioner: AMG``.  Preconditioner:
     the same but ``solver: AMG``, ``max_iters: 1``, ``monitor_residual: 0``
-    (one cycle per application).  AMG: ``algorithm: CLASSICAL`` (as AmgX and
+    (one cycle per application; AmgX: 100, which JAX-AMG's default configuration sets
+    to 1), except that a relaxation given a scope of its own, such as
+    ``"preconditioner": {"solver": "MULTICOLOR_DILU"}``, runs AmgX's ``max_iters: 100``
+    sweeps per application (AmgX reads its registered default in a scope that does not
+    set the key, and JAX-AMG passes such a scope on unchanged); a named relaxation,
+    ``"preconditioner": "MULTICOLOR_DILU"``, sweeps once.  AMG: ``algorithm: CLASSICAL`` (as AmgX and
     JAX-AMG; jaxsolve's default was AGGREGATION before classical AMG arrived),
     ``selector: HMIS`` for CLASSICAL (AmgX and JAX-AMG: PMIS, whose sparser
     random splitting took 45 BiCGSTAB iterations against HMIS's 8 on a 50 000-row
@@ -1091,10 +1100,15 @@ def _solver_config(
     }
     if solver in _PRECONDITIONED:
         inner = _SYMMETRIC_PRECONDITIONED_GS if solver == "PCG" else symmetric_gs
+        scoped = isinstance(keys.get("preconditioner"), Mapping)
+
+        def preconditioner(child: dict[str, Any], child_path: str) -> SolverConfig:
+            if scoped and child["solver"] in _RELAXATIONS:  # a scope of its own: AmgX's default
+                child = {"max_iters": _AMGX_MAX_ITERS, **child}
+            return _solver_config(child, child_path, "preconditioner", inner)
+
         fields["preconditioner"] = _component(
-            keys, "preconditioner", path, defaults["preconditioner"],
-            lambda child, child_path: _solver_config(child, child_path, "preconditioner",
-                                                     inner))
+            keys, "preconditioner", path, defaults["preconditioner"], preconditioner)
     if solver in ("GMRES", "FGMRES"):
         fields["gmres_n_restart"] = get("gmres_n_restart")
     if solver == "AMG":

@@ -212,8 +212,10 @@ def _preconditioner_config(config: Any) -> SolverConfig:
         return DEFAULT_SOLVER_CONFIG.preconditioner
     if isinstance(config, Mapping) and "config_version" not in config and config.get(
             "solver", "AMG") in _PRECONDITIONERS:
-        # A flat preconditioner scope: read with a preconditioner's defaults (1 cycle).
-        return parse_amgx_config({"solver": "PCG", "preconditioner": dict(config)}).preconditioner
+        # A flat preconditioner scope: read with a preconditioner's defaults, one cycle or
+        # sweep unless max_iters is given (as JAX-AMG's make_preconditioner sets it).
+        return parse_amgx_config(
+            {"solver": "PCG", "preconditioner": {"max_iters": 1, **config}}).preconditioner
     parsed = parse_amgx_config(config)
     if parsed.solver in _PRECONDITIONERS:
         return parsed
