@@ -11,6 +11,7 @@ per-entry summaries and ``isolated_mode``.
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.experimental import sparse as jsparse
 
 import jaxsolve.sparse as jaxamg
 from jaxsolve.sparse.matrices import poisson_matrix, rhs_ones, tridiagonal_operator
@@ -54,6 +55,25 @@ def test_with_cache_coloring_in_an_optimization_loop():
     step = 1e-2
     np.testing.assert_allclose(grad, (loss(3.0 + step) - loss(3.0 - step)) / (2 * step),
                                rtol=1e-2)
+
+
+def test_metadata_remains_on_the_objects():
+    """"Metadata attached via with_cache(...) remains on Python objects": the result may be
+    ignored, as JAX-AMG's attaches in place (the MPI case: jaxamg_mpi_page.py, in_place)."""
+    gallery = poisson_matrix(4)
+    assert jaxamg.with_cache(gallery, is_symmetric=True) is gallery and gallery.is_symmetric
+    plain = jsparse.BCSR((gallery.data, np.asarray(gallery.indices),
+                          np.asarray(gallery.indptr)), shape=gallery.shape)
+    static = jaxamg.with_cache(plain, is_symmetric=True)
+    assert plain.attachments.is_symmetric and static.is_symmetric and static is not plain
+    x, info = jaxamg.solve(plain, rhs_ones(16))  # solve reads the plain matrix's attribute
+    assert info["status"] == jaxamg.AMGXStatus.SUCCESS
+    coloring = jaxamg.cache_coloring(tridiagonal_operator(3.0), 16)
+    operator = jaxamg.with_cache(tridiagonal_operator(3.0))
+    assert jaxamg.with_cache(operator, coloring=coloring, is_symmetric=True) is operator
+    assert operator.coloring is coloring and operator.is_symmetric
+    jaxamg.with_cache(operator, is_symmetric=False)  # given attachments replace, others stay
+    assert operator.coloring is coloring and operator.is_symmetric
 
 
 def test_reuse_setup_and_pattern_changes():

@@ -9,6 +9,8 @@ changed (``jaxamg`` → ``jaxsolve.sparse``), run by jaxamg_mpi_page_test.py und
 * ``caching``: the guide's "Caching" block: ``cache_mpi_metadata`` once, ``with_cache``,
   then ``jaxamg.solve(A_cached, b_local)`` without MPI arguments, outside and inside
   ``jax.jit``, equal to the direct distributed solve.
+* ``in_place``: ``with_cache``'s result ignored, as the Caching Guide's note and the
+  Examples page's distributed optimization rely on: the matrix given keeps the attachment.
 * ``allgather``: ``mpi_utils.make_allgather_vector``: the global vector on every rank, and
   its reverse-mode derivative the rank's own slice of the cotangent.
 """
@@ -21,8 +23,12 @@ import numpy as np
 from mpi4py import MPI
 
 import jaxsolve.sparse as jaxamg
-from jaxsolve.sparse.matrices import poisson_matrix, poisson_matrix_distributed, rhs_ones
-from jaxsolve.sparse.mpi_utils import gather_vector, make_allgather_vector, partition_vector
+from jaxsolve.sparse.matrices import (poisson_matrix, poisson_matrix_distributed, rhs_linear,
+                                     rhs_ones, tridiagonal_matrix,
+                                     tridiagonal_matrix_distributed)
+from jaxsolve.sparse.mpi_utils import (gather_vector, make_allgather_vector,
+                                       partition_csr_matrix, partition_vector)
+from jaxsolve.sparse.utils import to_scipy
 
 comm = MPI.COMM_WORLD
 rank = comm.Get_rank()
@@ -105,6 +111,43 @@ def check_caching():
     report(f"OK caching on {nranks} ranks: PCG {info['iterations']} iterations")
 
 
+def check_in_place():
+    """docs/caching.md: "Metadata attached via with_cache(...) remains on Python objects";
+    the Examples page's distributed optimization relies on it: it attaches inside its
+    jitted loss, ignoring nothing but using ``A`` there, and solves with ``A_loc`` itself
+    after the loop. Here with the result ignored outright, for a gallery matrix and for a
+    plain BCSR (``partition_csr_matrix``'s), and inside ``jax.jit`` as the page does."""
+    n_global = 64
+    x_target = np.asarray(rhs_linear(n_global))
+    A_global = tridiagonal_matrix(n_global, diagonal_value=4.0)
+    plain, row_start, row_end = partition_csr_matrix(to_scipy(A_global), rank, nranks)
+    gallery, *_ = tridiagonal_matrix_distributed(n_global, rank, nranks, diagonal_value=4.0)
+    b_local = jnp.asarray(to_scipy(A_global) @ x_target)[row_start:row_end]
+    config = {"solver": "CG", "communicator": "MPI_DIRECT", "tolerance": 1e-6}
+    for A_loc in (gallery, plain):
+        mpi_cache = jaxamg.cache_mpi_metadata(
+            config, comm, n_global, (row_start, row_end), A_loc)
+        jaxamg.with_cache(A_loc, mpi=mpi_cache, is_symmetric=True)  # the result ignored
+        x_loc, info = jaxamg.solve(A_loc, b_local)  # distributed: A_loc holds the cache
+        x = gather_vector(x_loc, comm, root=0)
+        if rank == 0:
+            np.testing.assert_allclose(x, x_target, atol=1e-5)
+        assert info["status"] == jaxamg.AMGXStatus.SUCCESS
+    A_loc, *_ = tridiagonal_matrix_distributed(n_global, rank, nranks, diagonal_value=4.0)
+    mpi_cache = jaxamg.cache_mpi_metadata(config, comm, n_global, (row_start, row_end), A_loc)
+
+    def loss_local(b_loc):  # the Examples page's, attaching inside the jitted loss
+        A = jaxamg.with_cache(A_loc, mpi=mpi_cache, is_symmetric=True)
+        x_loc, _ = jaxamg.solve(A, b_loc)
+        return jnp.sum((x_loc - x_target[row_start:row_end]) ** 2)
+
+    loss, _ = jax.jit(jax.value_and_grad(loss_local))(b_local)
+    x_loc, _ = jaxamg.solve(A_loc, b_local)  # after the loop, as the page does
+    np.testing.assert_allclose(x_loc, x_target[row_start:row_end], atol=1e-5)
+    assert float(loss) < 1e-6
+    report(f"OK in-place attachment on {nranks} ranks")
+
+
 def check_allgather():
     n_global = 10
     row_start, row_end, _ = jaxamg.mpi_utils.get_partition_info(n_global, rank, nranks)
@@ -117,7 +160,8 @@ def check_allgather():
     report(f"OK allgather on {nranks} ranks")
 
 
-CHECKS = {"solve": check_solve, "caching": check_caching, "allgather": check_allgather}
+CHECKS = {"solve": check_solve, "caching": check_caching, "in_place": check_in_place,
+          "allgather": check_allgather}
 
 if __name__ == "__main__":
     for name in sys.argv[1:]:

@@ -9,8 +9,9 @@ from mpi_launcher import run_ranks
 
 
 def test_mpi_guide_on_2_ranks():
-    out = run_ranks("jaxamg_mpi_page.py", 2, "solve", "caching", "allgather")
+    out = run_ranks("jaxamg_mpi_page.py", 2, "solve", "caching", "in_place", "allgather")
     assert "OK solve on 2 ranks" in out
     assert "OK caching on 2 ranks" in out
+    assert "OK in-place attachment on 2 ranks" in out
     assert "OK allgather on 2 ranks" in out
     assert "Soluton: [" in out  # the page's own print, on rank 0

@@ -50,7 +50,7 @@ from jax import extend as jex
 from ._coloring import color_columns
 from ._csr import CsrMatrix, _CsrPattern
 from ._sparsity_tracing import default_dtype, normalized_shape, trace_pattern
-from ._static_pattern import Attachments, is_sparse_matrix, static_pattern
+from ._static_pattern import Attachments, attach, is_sparse_matrix
 
 _CACHE_SIZE = 32
 _MATERIALIZE_BYTES = 512 * 2**20  # the products of one vmap batch of seeds, at most
@@ -155,8 +155,10 @@ def with_cache(A: Any, *, coloring: ColoringInfo | None = None, mpi: Any = None,
                is_symmetric: bool = False, nullspace: Any = None) -> Any:
     """Attaches precomputed structure to a matrix or an operator, for use under ``jax.jit``.
 
-    JAX-AMG's ``with_cache``, with its arguments and meaning.  What it returns depends on
-    ``A``:
+    JAX-AMG's ``with_cache``, with its arguments and meaning.  As JAX-AMG's, it attaches
+    in place where the object takes it, so code that ignores its result works too
+    (JAX-AMG's Examples page calls ``with_cache(A_loc, mpi=...)`` inside a loss and later
+    ``solve(A_loc, b)``, a distributed solve).  What it returns depends on ``A``:
 
     * a ``jax.experimental.sparse`` **BCSR** or **BCOO** (or a ``scipy.sparse`` matrix,
       which becomes a BCSR): the same matrix whose **pattern stays static** when it is
@@ -167,13 +169,17 @@ def with_cache(A: Any, *, coloring: ColoringInfo | None = None, mpi: Any = None,
       compiles once per pattern: new values on the same pattern reuse the compilation, a
       new pattern compiles anew.  (A plain BCSR argument has traced indices, which
       :func:`solve` refuses.)  Call ``with_cache`` outside the transformation, where the
-      indices are concrete;
+      indices are concrete.  A matrix with a static pattern already (one returned by
+      ``with_cache``, or of :mod:`jaxsolve.sparse.matrices`) takes the attachments itself
+      and is returned; a plain one records them as its attribute ``attachments``, which
+      :func:`solve` reads, and its static-pattern copy is returned;
     * a **matrix-free operator** ``x ↦ A x``: :func:`solve` and :func:`make_preconditioner`
       find its structure themselves outside ``jit``, but inside they cannot, since the
       operator's constants are traced.  Compute it outside with :func:`cache_coloring` and
       attach it here, inside: only the values are then computed in the compiled program
       (one operator evaluation per color), differentiably.  An operator returned by
-      ``with_cache`` may be wrapped again; new attachments replace the old where given;
+      ``with_cache`` takes new attachments in place (those given replace the old) and is
+      returned itself;
     * a :class:`CsrMatrix` or a dense array, whose pattern needs no attaching (a
       ``CsrMatrix``'s is static already): returned as it is; it carries no attachments.
 
@@ -195,8 +201,9 @@ def with_cache(A: Any, *, coloring: ColoringInfo | None = None, mpi: Any = None,
         ``nullspace=`` when that is not given, and returns the minimum-norm solution.
 
     Returns:
-      A ``CachedBCSR`` or ``CachedBCOO`` (subclasses of ``BCSR``/``BCOO``), an operator
-      carrying the attachments, or ``A`` itself (a CsrMatrix or dense array).
+      A ``CachedBCSR`` or ``CachedBCOO`` (subclasses of ``BCSR``/``BCOO``; ``A`` itself if
+      it is one), an operator carrying the attachments (``A`` itself if ``with_cache``
+      made it), or ``A`` itself (a CsrMatrix or dense array).
 
     Raises:
       TypeError: for another type of ``A``, a ``coloring`` that is not a
@@ -236,16 +243,17 @@ def with_cache(A: Any, *, coloring: ColoringInfo | None = None, mpi: Any = None,
     attachments = Attachments(coloring=previous.coloring if coloring is None else coloring,
                               mpi=previous.mpi if mpi is None else mpi,
                               is_symmetric=bool(is_symmetric) or previous.is_symmetric)
-    if isinstance(A, CachedOperator):
-        return CachedOperator(A.operator, attachments,
-                              A.nullspace if nullspace is None else nullspace)
+    if isinstance(A, CachedOperator):  # in place, as JAX-AMG attaches
+        A.attachments = attachments
+        A.nullspace = A.nullspace if nullspace is None else nullspace
+        return A
     if is_operator(A):
         return CachedOperator(A, attachments, nullspace)
     if nullspace is not None:
         raise TypeError("with_cache: nullspace= is attached to matrix-free operators only;"
                         " for a matrix pass it to solve(A, b, nullspace=...).")
     if is_sparse_matrix(A):
-        return static_pattern("with_cache", A, attachments)
+        return attach("with_cache", A, attachments)
     if isinstance(A, (CsrMatrix, jax.Array, np.ndarray)):
         if coloring is not None or mpi is not None or is_symmetric:
             raise TypeError(

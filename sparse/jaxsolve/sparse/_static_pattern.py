@@ -192,6 +192,27 @@ def static_pattern(caller: str, A: Any, attachments: Attachments) -> CachedBCSR 
     return kind._of(A.data, static, attachments)
 
 
+def attach(caller: str, A: Any, attachments: Attachments) -> CachedBCSR | CachedBCOO:
+    """Gives the matrix ``A`` ``attachments`` in place, as JAX-AMG's ``with_cache`` does,
+    and returns it with its pattern static.
+
+    A :class:`CachedBCSR`/:class:`CachedBCOO` takes them as its own and is returned itself.
+    A plain BCSR, BCOO or ``scipy.sparse`` matrix records them as its attribute
+    ``attachments`` (which :func:`jaxsolve.sparse.solve` reads, so a later ``solve(A, b)`` of
+    that very object is distributed or symmetric as attached), and its
+    :func:`static_pattern` copy is returned.
+
+    Raises:
+      TypeError: as :func:`static_pattern`.
+    """
+    if isinstance(A, _Cached):
+        A._attachments = attachments
+        return A
+    cached = static_pattern(caller, A, attachments)
+    A.attachments = attachments
+    return cached
+
+
 # The static indices of the host patterns host_pattern_bcsr was given, by the identity of
 # the (read-only) host arrays while they live, each held only as long as a matrix holds it:
 # matrices rebuilt on a cached pattern share its device copies and fingerprint, and the
