@@ -11,6 +11,7 @@ per-entry summaries and ``isolated_mode``.
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 from jax.experimental import sparse as jsparse
 
 import jaxsolve.sparse as jaxamg
@@ -74,6 +75,47 @@ def test_metadata_remains_on_the_objects():
     assert operator.coloring is coloring and operator.is_symmetric
     jaxamg.with_cache(operator, is_symmetric=False)  # given attachments replace, others stay
     assert operator.coloring is coloring and operator.is_symmetric
+
+
+def test_reusing_a_declared_pattern():
+    """The newer Caching Guide's "Reusing a declared pattern": a pattern declared once, with
+    couplings whose coefficients are zero at first, serves each new operator under jit."""
+    n = 16
+    i = np.arange(n)
+    rows, cols, shape = np.r_[i, i[1:], i[:-1]], np.r_[i, i[:-1], i[1:]], (n, n)
+    traces = []
+
+    def apply_operator(coefficients, x):  # tridiagonal; the couplings are coefficients[1]
+        traces.append(None)
+        y = coefficients[0] * x
+        y = y.at[1:].add(-coefficients[1] * x[:-1])
+        return y.at[:-1].add(-coefficients[1] * x[1:])
+
+    # --- docs/caching.md, "Reusing a declared pattern" ---
+    p = jaxamg.pattern(rows, cols, shape)
+
+    @jax.jit
+    def solve_at(coefficients, b):
+        op = jaxamg.with_cache(lambda x: apply_operator(coefficients, x), pattern=p)
+        return jaxamg.solve(op, b)[0]
+    # --- end of the page's block ---
+    b = rhs_ones(n)
+    counts = []
+    for diagonal, coupling in [(2.0, 0.0), (3.0, 1.0), (4.0, 1.5)]:
+        x = solve_at(jnp.array([diagonal, coupling]), b)
+        dense = diagonal * np.eye(n) - coupling * (np.eye(n, k=1) + np.eye(n, k=-1))
+        np.testing.assert_allclose(x, np.linalg.solve(dense, np.ones(n)), rtol=1e-4)
+        counts.append(len(traces))
+    assert counts[0] > 0 and counts == counts[:1] * 3  # traced by the first call only
+    assert (p.method, p.nnz, p.n_colors, p.shape) == ("declared", 3 * n - 2, 3, shape)
+    with pytest.raises(TypeError, match="mutually exclusive"):
+        jaxamg.with_cache(lambda x: x, pattern=p, coloring=p)
+    with pytest.raises(ValueError, match="outside the shape"):
+        jaxamg.pattern(rows, cols + 1, shape)
+    # A coupling left out of the declaration is caught where the values are concrete.
+    with pytest.raises(ValueError, match="does not reproduce"):
+        jaxamg.solve(jaxamg.with_cache(lambda x: apply_operator(jnp.array([3.0, 1.0]), x),
+                                       pattern=jaxamg.pattern(i, i, shape)), b)
 
 
 def test_reuse_setup_and_pattern_changes():

@@ -34,7 +34,7 @@ Krylov methods, configured in AmgX's vocabulary and differentiable through
   ``x ↦ A x``, whose matrix is recovered by `trace_sparsity` (the pattern, read from the
   jaxpr), `color_columns` (a distance-2 coloring) and one evaluation per color, on the
   device and differentiably; `cache_coloring` and `with_cache` precompute the structure
-  for use under `jax.jit` (a `ColoringInfo`).
+  for use under `jax.jit` (a `ColoringInfo`), or `pattern` declares it.
 * Sharded solves on one host: `solve` takes a ``jaxsolve.sharding.ShardedCsrMatrix``
   (``shard_rows``) and a ``b`` split over the same mesh and runs under ``jax.shard_map``,
   with halo exchanges by ``ppermute`` and block-Jacobi AMG with a coarse space;
@@ -91,6 +91,7 @@ from . import _compilation_cache
 from ._compilation_cache import enable_compilation_cache as enable_compilation_cache
 from ._matrix_free import ColoringInfo as ColoringInfo
 from ._matrix_free import cache_coloring as cache_coloring
+from ._matrix_free import pattern as pattern
 from ._matrix_free import with_cache as with_cache
 from ._mpi_metadata import cache_mpi_metadata as cache_mpi_metadata
 from ._sparsity_tracing import trace_sparsity as trace_sparsity
@@ -171,6 +172,7 @@ __all__ = [
     "matrices",
     "mpi_utils",
     "parse_amgx_config",
+    "pattern",
     "plot",
     "raise_on_failure",
     "set_cache_size",

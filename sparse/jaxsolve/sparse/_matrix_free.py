@@ -45,6 +45,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
+import scipy.sparse
 from jax import extend as jex
 
 from ._coloring import color_columns
@@ -72,7 +73,8 @@ class ColoringInfo:
       n_colors: the number of colors, i.e. of operator evaluations per materialization.
       shape: ``(n_rows, n_cols)``.
       dtype: the dtype of the operator's input the structure was traced with.
-      method: ``"traced"`` (from the jaxpr) or ``"probed"`` (by unit vectors).
+      method: ``"traced"`` (from the jaxpr), ``"probed"`` (by unit vectors) or
+        ``"declared"`` (by :func:`pattern`).
     """
 
     rows: np.ndarray
@@ -152,7 +154,8 @@ class CachedOperator:
 
 
 def with_cache(A: Any, *, coloring: ColoringInfo | None = None, mpi: Any = None,
-               is_symmetric: bool = False, nullspace: Any = None) -> Any:
+               is_symmetric: bool = False, nullspace: Any = None,
+               pattern: ColoringInfo | None = None) -> Any:
     """Attaches precomputed structure to a matrix or an operator, for use under ``jax.jit``.
 
     JAX-AMG's ``with_cache``, with its arguments and meaning.  As JAX-AMG's, it attaches
@@ -188,6 +191,8 @@ def with_cache(A: Any, *, coloring: ColoringInfo | None = None, mpi: Any = None,
         a callable operator.
       coloring: for an operator, a :class:`ColoringInfo` from :func:`cache_coloring` on
         an operator of the same structure (ignored for a matrix, as JAX-AMG does).
+      pattern: for an operator, a declared pattern from :func:`pattern` (JAX-AMG's
+        keyword): attached as ``coloring`` is; give one of the two.
       mpi: JAX-AMG's MPI metadata (``cache_mpi_metadata``'s result), recorded as the
         ``attachments.mpi`` of the result.
       is_symmetric: whether ``A`` is symmetric (JAX-AMG's meaning: the backward pass
@@ -234,6 +239,14 @@ def with_cache(A: Any, *, coloring: ColoringInfo | None = None, mpi: Any = None,
       >>> bool(jnp.allclose(operator(4.0)(x), 1.0, atol=1e-4))
       True
     """
+    if pattern is not None:
+        if coloring is not None:
+            raise TypeError("with_cache: pattern= and coloring= are mutually exclusive (a"
+                            " pattern is colored when declared); give one.")
+        if not isinstance(pattern, ColoringInfo) or pattern.method != "declared":
+            raise TypeError("with_cache: pattern must be a declaration from pattern(rows,"
+                            f" cols, shape), got {type(pattern).__name__}.")
+        coloring = pattern
     if coloring is not None and not isinstance(coloring, ColoringInfo):
         raise TypeError("with_cache: coloring must be a ColoringInfo from cache_coloring,"
                         f" got {type(coloring).__name__}.")
@@ -319,6 +332,66 @@ def cache_coloring(operator: Callable[[jax.Array], jax.Array], shape: Any,
       5
     """
     return _coloring("cache_coloring", operator, shape, dtype)
+
+
+def pattern(rows: Any, cols: Any, shape: Any) -> ColoringInfo:
+    """A matrix-free operator's sparsity pattern, declared: JAX-AMG's ``jaxamg.pattern``.
+
+    Where tracing cannot find the pattern, or where entries that are zero now may become
+    nonzero later, declare every coupling ``(rows[k], cols[k])`` the operator can have and
+    attach the declaration with ``with_cache(operator, pattern=p)``; each new operator
+    instance (new coefficients, inside ``jax.jit``) takes the same declaration.  It is
+    colored here, once, as :func:`cache_coloring` colors a traced pattern, and serves
+    every precision.  A solve outside ``jit`` checks that the matrix on the declared
+    pattern reproduces the operator (a coupling left out is an error there).
+
+    Args:
+      rows, cols: ``(nnz,)`` integer indices of the couplings, in any order (repeats are
+        merged); copied.
+      shape: ``n`` for a square operator, or ``(n_rows, n_cols)``.
+
+    Returns:
+      A :class:`ColoringInfo` whose ``method`` is ``"declared"`` (JAX-AMG's ``Pattern``:
+      ``rows``, ``cols``, ``colors`` as there).
+
+    Raises:
+      TypeError, ValueError: for indices that are not 1-D integer arrays of one length,
+        or outside ``shape``.
+
+    Examples:
+      >>> import jax, jax.numpy as jnp, numpy as np
+      >>> from jaxsolve import sparse
+      >>> i = np.arange(8)
+      >>> p = sparse.pattern(np.r_[i, i[1:], i[:-1]], np.r_[i, i[:-1], i[1:]], 8)
+      >>> p.nnz, p.n_colors
+      (22, 3)
+      >>> @jax.jit
+      ... def solve_at(c, b):
+      ...     op = sparse.with_cache(lambda x: c * x - jnp.roll(x, 1).at[0].set(0), pattern=p)
+      ...     return sparse.solve(op, b)[0]
+      >>> x = solve_at(3.0, jnp.ones(8))
+      >>> bool(jnp.allclose(3.0 * x - jnp.roll(x, 1).at[0].set(0), 1.0, atol=1e-5))
+      True
+    """
+    caller = "pattern"
+    shape = normalized_shape(caller, shape)
+    rows, cols = np.asarray(rows), np.asarray(cols)
+    if rows.ndim != 1 or rows.shape != cols.shape or (rows.size and not (
+            rows.dtype.kind in "iu" and cols.dtype.kind in "iu")):
+        raise TypeError(f"{caller}: rows and cols must be 1-D integer arrays of one length,"
+                        f" got {rows.dtype}{rows.shape} and {cols.dtype}{cols.shape}.")
+    if rows.size and not (0 <= rows.min() and rows.max() < shape[0]
+                          and 0 <= cols.min() and cols.max() < shape[1]):
+        raise ValueError(f"{caller}: an index lies outside the shape {shape}.")
+    declared = scipy.sparse.csr_array((np.ones(rows.size, np.int8), (rows, cols)), shape=shape)
+    declared.sum_duplicates()
+    colors = (color_columns(declared, distance=2) if declared.nnz
+              else np.zeros(shape[1], np.int32))
+    coo = declared.tocoo()
+    return ColoringInfo(
+        rows=_frozen(coo.row), cols=_frozen(coo.col), colors=_frozen(colors),
+        n_colors=int(colors.max(initial=-1)) + 1 if declared.nnz else 0, shape=shape,
+        dtype=default_dtype(None), method="declared")
 
 
 def _coloring(caller: str, operator: Callable, shape: Any, dtype: Any) -> ColoringInfo:
