@@ -567,7 +567,7 @@ class TestAggressive:
                                                     plan._replace(pass_counts=counts),
                                                     structure.coarse)
 
-    def test_device_arrays_rebuild_the_sources_and_kept_positions(self):
+    def test_device_arrays_rebuild_the_sources_destinations_and_kept_positions(self):
         pattern, values = host(PROBLEMS["poisson3d"]())
         structure = _classical.level_structure(pattern, values, amg_config(), aggressive=True)
         assert structure.full.nnz / 2 < structure.keep.shape[0] < structure.full.nnz
@@ -582,12 +582,19 @@ class TestAggressive:
                                                      xp.asarray(arrays.full_indptr))
                        for entries, _ in arrays.passes]
             np.testing.assert_array_equal(np.concatenate(sources), plan.triple_sources)
+            destinations = [_classical._multipass_destinations(
+                xp, xp.asarray(entries), xp.asarray(targets), xp.asarray(pattern.row_ids),
+                xp.asarray(arrays.full_indptr), structure.full.nnz)
+                for entries, targets in arrays.passes]
+            np.testing.assert_array_equal(np.concatenate(destinations),
+                                          plan.triple_destinations)
             np.testing.assert_array_equal(
                 _classical._kept_positions(xp, xp.asarray(arrays.dropped), structure.full.nnz),
                 structure.keep)
-        # What the device keeps instead: the dropped positions, a bit an entry; and the
-        # kept positions where truncation drops most.
+        # What the device keeps instead: the dropped positions, a bit an entry, a byte a
+        # destination; and the kept positions where truncation drops most.
         assert arrays.keep is None and arrays.interpolatory_bits.nbytes * 8 < pattern.nnz + 8
+        assert {targets.dtype for _, targets in arrays.passes} == {np.dtype(np.uint8)}
         heavy = dataclasses.replace(structure, keep=structure.keep[:structure.full.nnz // 3])
         np.testing.assert_array_equal(_classical.host_arrays(heavy).keep, heavy.keep)
         assert _classical.host_arrays(heavy).dropped is None

@@ -143,9 +143,12 @@ class MultipassArrays(NamedTuple):
     - ``interpolatory_bits``: the pattern's ``interpolatory`` mask, eight entries a byte
       (``np.packbits``, little bit order).
     - ``unit_positions``: the C points' entries of ``P``.
-    - ``passes``: each pass's triples as ``(a entries, P destinations)``. Their ``P``
-      sources are not stored: the triples of an entry ``a_ik`` run over row ``k`` of ``P``
-      in order, so the source of a triple is ``full_indptr[k]`` plus its place in the run.
+    - ``passes``: each pass's triples as ``(a entries, P targets)``: the entry ``a_ik``
+      and the offset of the triple's destination in row ``i`` of ``P``, of the narrowest
+      unsigned dtype that holds its longest row (:func:`._classical_kernels.offset_dtype`;
+      padding: its largest value, nowhere). Their ``P`` sources are not stored: the
+      triples of an entry ``a_ik`` run over row ``k`` of ``P`` in order, so the source of
+      a triple is ``full_indptr[k]`` plus its place in the run.
     - ``keep`` or ``dropped``: the positions of ``P``'s full pattern that truncation keeps,
       or those it drops, whichever are fewer (both ``None``: it keeps every weight), each
       increasing. Aggressive levels' truncation drops few (0.4 % at 128³), so ``dropped``
@@ -214,11 +217,18 @@ def host_arrays(structure: InterpolationStructure,
             keep, dropped = None, np.flatnonzero(~kept).astype(np.int32)
             if dropped.size == 0:  # truncation kept them all
                 dropped = None
+        full_indptr = structure.full.indptr
+        lengths = np.diff(full_indptr)
+        offsets = _classical_kernels.offset_dtype(int(lengths.max(initial=0)))
+        # each position of P's offset in its row, read at the triples' destinations
+        offset_of = (np.arange(structure.full.nnz, dtype=np.int32)
+                     - np.repeat(full_indptr[:-1], lengths)).astype(offsets)
+        targets = offset_of[plan.triple_destinations]
         return MultipassArrays(
-            full_indptr=structure.full.indptr,
+            full_indptr=full_indptr,
             interpolatory_bits=np.packbits(plan.interpolatory, bitorder="little"),
-            unit_positions=structure.full.indptr[:-1][structure.coarse],
-            passes=tuple((plan.triple_entries[begin:end], plan.triple_destinations[begin:end])
+            unit_positions=full_indptr[:-1][structure.coarse],
+            passes=tuple((plan.triple_entries[begin:end], targets[begin:end])
                          for begin, end in zip(bounds[:-1], bounds[1:], strict=True)),
             keep=keep, dropped=dropped)
     offsets = plan.a_targets.dtype
@@ -443,8 +453,10 @@ def _multipass_weights(xp: Any, arrays: MultipassArrays, full_nnz: int, a_values
     coefficients = interpolatory * scale
     ones = xp.ones(arrays.unit_positions.shape[0], a_values.dtype)
     weights = _segment_sum(xp, ones, arrays.unit_positions, full_nnz)
-    for entries, destinations in arrays.passes:  # each pass reads earlier ones
+    for entries, targets in arrays.passes:  # each pass reads earlier ones
         sources = _multipass_sources(xp, entries, a_columns, arrays.full_indptr)
+        destinations = _multipass_destinations(xp, entries, targets, a_rows,
+                                               arrays.full_indptr, full_nnz)
         weights = weights + _segment_sum(xp, coefficients[entries] * weights[sources],
                                          destinations, full_nnz)
     return weights
@@ -465,6 +477,15 @@ def _multipass_sources(xp: Any, entries: Any, a_columns: Any, full_indptr: Any) 
     else:
         run_start = jax.lax.cummax(run_start)
     return full_indptr[a_columns[entries]] + index - run_start
+
+
+def _multipass_destinations(xp: Any, entries: Any, targets: Any, a_rows: Any,
+                            full_indptr: Any, full_nnz: int) -> Any:
+    """The ``P`` destinations of a pass's triples: the offsets ``targets`` in row ``i`` of
+    ``P``, that of their entry ``a_ik``; the dtype's largest (padding): ``full_nnz``, a
+    segment past the last weight."""
+    positions = full_indptr[a_rows[entries]] + targets.astype(np.int32)
+    return xp.where(targets == _classical_kernels.nowhere(targets.dtype), full_nnz, positions)
 
 
 def _kept_positions(xp: Any, dropped: Any, full_nnz: int, count: int | None = None) -> Any:

@@ -68,7 +68,7 @@ class LevelLayout(NamedTuple):
       truncated: whether truncation drops weights (``P``'s pattern is not the full one).
       passes: the multipass passes (0 for D1/D2).
       dropped: whether a multipass plan lists the dropped weights rather than the kept.
-      offsets: the dtype of a D1/D2 plan's offsets (None for multipass).
+      offsets: the dtype of the plan's offsets (None for a multipass plan of no passes).
     """
 
     multipass: bool
@@ -89,7 +89,8 @@ def level_layout(arrays: InterpolationArrays | MultipassArrays) -> LevelLayout:
     """The layout of a classical level's interpolation arrays (:func:`._classical.host_arrays`)."""
     if isinstance(arrays, MultipassArrays):
         return LevelLayout(True, arrays.keep is not None or arrays.dropped is not None,
-                           len(arrays.passes), arrays.dropped is not None)
+                           len(arrays.passes), arrays.dropped is not None,
+                           arrays.passes[0][1].dtype if arrays.passes else None)
     return LevelLayout(False, arrays.keep is not None, 0, False, arrays.a_targets.dtype)
 
 
@@ -144,7 +145,7 @@ def padded_interpolation(level, arrays: InterpolationArrays | MultipassArrays,
     layout = level_layout(arrays)
     full_nnz = padded_full_nnz(layout, shape, sizes)
     own_full = level.interpolation.full.nnz
-    n, rows = level.a.n_rows, shape.rows
+    rows = shape.rows
     full_indptr = _padded(arrays.full_indptr, rows + 1, own_full)
     if layout.multipass:
         interpolatory = np.zeros(shape.a_nnz, bool)
@@ -154,8 +155,9 @@ def padded_interpolation(level, arrays: InterpolationArrays | MultipassArrays,
             interpolatory_bits=np.packbits(interpolatory, bitorder="little"),
             # padding goes to the segment past the last weight, which a segment sum drops
             unit_positions=_padded(arrays.unit_positions, shape.coarse_rows, full_nnz),
-            passes=tuple((_padded(entries, size, 0), _padded(destinations, size, full_nnz))
-                         for (entries, destinations), size in zip(
+            passes=tuple((_padded(entries, size, 0),
+                          _padded(targets, size, _classical_kernels.nowhere(targets.dtype)))
+                         for (entries, targets), size in zip(
                              arrays.passes, sizes[1 + layout.truncated:][:layout.passes],
                              strict=True)),
             keep=None if arrays.keep is None else _padded(arrays.keep, shape.p_nnz, 0),
