@@ -156,3 +156,29 @@ def test_products_of_one_shape_are_traced_once(x64, matrix):
         x = x + np.asarray(a.values[:12]) * (x - matrix @ x)
     np.testing.assert_allclose(np.asarray(jax.jit(products)(jnp.ones(12))), 3 * matrix @ x,
                                rtol=1e-13)
+
+
+def test_the_coarsest_dense_matrix_takes_its_rows_from_the_structure(x64):
+    """The coarsest level's dense matrix places its entries by row ids found on the host
+    with the structure, not expanded from its row pointers by a cumulative sum."""
+    A = sparse.as_csr(matrices.poisson_matrix(12))
+    pattern = CsrStructure(np.asarray(A.indptr, np.int32), np.asarray(A.indices, np.int32),
+                           A.shape[1])
+    values = jnp.asarray(A.values)
+    structure = _hierarchy.build_structure(pattern, np.asarray(values), 1, _amg(
+        {"algorithm": "AGGREGATION"}, min_coarse_rows=10))
+    assert structure.levels
+
+    def padded_setup(values):
+        return _hierarchy.padded_numeric_setup(structure.padded_setup, structure.arrays,
+                                               values)
+
+    assert "cumsum" not in primitives(padded_setup, values)
+    numbers = jax.jit(_hierarchy.numeric_setup, static_argnums=0)(
+        structure, structure.arrays, values, None)
+    coarse = numbers.coarsest.a
+    dense = np.zeros((coarse.n_rows,) * 2)
+    np.add.at(dense, (structure.coarsest.row_ids, np.asarray(coarse.indices)),
+              np.asarray(coarse.values))
+    np.testing.assert_allclose(np.asarray(numbers.coarsest.inverse) @ dense,
+                               np.eye(coarse.n_rows), atol=1e-5)  # float32

@@ -226,13 +226,18 @@ class LevelArrays(NamedTuple):
 
 class StructureArrays(NamedTuple):
     """All levels' index arrays, and the coarsest operator's; ``rows``: the true rows of
-    each level and of the coarsest (those of a padded structure are padded)."""
+    each level and of the coarsest (those of a padded structure are padded);
+    ``coarsest_row_ids``: the row of each of the coarsest operator's entries (padded as its
+    arrays: the last row past its end), where a dense inverse is set up from it, found on
+    the host (a program that expands the rows compiles a cumulative sum).
+    """
 
     levels: tuple[LevelArrays, ...]
     coarsest: CsrArrays
     coarsest_diagonal: jax.Array
     coarsest_ordering: MulticolorArrays | None = None
     rows: jax.Array | None = None
+    coarsest_row_ids: jax.Array | None = None
 
 
 def _pattern_arrays(pattern: CsrStructure) -> CsrArrays:
@@ -270,6 +275,14 @@ def _level_arrays(level: LevelStructure, shape: LevelShape,
         a_p=_pattern_arrays(a_p),
         ordering=None if level.ordering is None else level.ordering.on_device(),
     )
+
+
+def _padded_row_ids(pattern: CsrStructure) -> np.ndarray:
+    """The row of each of ``pattern``'s entries, the last row past its rows' end (the
+    padding of a size class), as :attr:`CsrArrays.row_ids` counts them."""
+    rows = pattern.row_ids
+    return np.concatenate([rows, np.full(pattern.nnz - rows.shape[0], pattern.n_rows - 1,
+                                         rows.dtype)])
 
 
 def _padded_diagonal(positions: np.ndarray, rows: int) -> np.ndarray:
@@ -358,18 +371,21 @@ def build_structure(
         for level, arrays in zip(levels, interpolations, strict=True))
     shape = (true_shape(levels, pattern) if multicolor
              else class_shape(levels, pattern, coarsest_block_dim, setup, layouts))
+    coarsest = pad_pattern(pattern, *shape.coarsest)
     arrays = StructureArrays(
         levels=tuple(_level_arrays(level, level_shape, interpolation,
                                    None if layouts is None else level_setup)
                      for level, level_shape, interpolation, level_setup in zip(
                          levels, shape.levels, interpolations, shape.setup or [None] * len(levels),
                          strict=True)),
-        coarsest=_pattern_arrays(pad_pattern(pattern, *shape.coarsest)),
+        coarsest=_pattern_arrays(coarsest),
         coarsest_diagonal=jax.device_put(_padded_diagonal(coarsest_diagonal,
                                                           shape.coarsest[0])),
         coarsest_ordering=None if coarsest_ordering is None else coarsest_ordering.on_device(),
         rows=jax.device_put(np.array([level.a.n_rows for level in levels] + [pattern.n_rows],
                                      np.int32)),
+        coarsest_row_ids=(jax.device_put(_padded_row_ids(coarsest))
+                          if config.coarse_solver == "DENSE_LU_SOLVER" else None),
     )
     jax.block_until_ready(arrays)
     phase("to the device")
@@ -588,7 +604,8 @@ def numeric_setup(
     return Hierarchy(
         levels=tuple(numbers),
         coarsest=_coarsest_numbers(coarsest, arrays.coarsest_diagonal,
-                                   arrays.coarsest_ordering, structure.config,
+                                   arrays.coarsest_row_ids, arrays.coarsest_ordering,
+                                   structure.config,
                                    structure.coarsest_block_dim,
                                    lambda: annihilates_constants(finest), start=start),
         config=structure.config,
@@ -613,7 +630,9 @@ def _true_sizes(structure: HierarchyStructure, arrays: StructureArrays) -> Struc
         for level, level_arrays in zip(structure.levels, arrays.levels, strict=True))
     return arrays._replace(
         levels=levels, coarsest=true_csr(arrays.coarsest, structure.coarsest),
-        coarsest_diagonal=arrays.coarsest_diagonal[:structure.coarsest.n_rows])
+        coarsest_diagonal=arrays.coarsest_diagonal[:structure.coarsest.n_rows],
+        coarsest_row_ids=(None if arrays.coarsest_row_ids is None
+                          else arrays.coarsest_row_ids[:structure.coarsest.nnz]))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -687,7 +706,8 @@ def padded_numeric_setup(setup: PaddedSetup, arrays: StructureArrays, values: ja
     return Hierarchy(
         levels=tuple(numbers),
         coarsest=_coarsest_numbers(arrays.coarsest._replace(values=a_values),
-                                   arrays.coarsest_diagonal, None, config, setup.block_dims[-1],
+                                   arrays.coarsest_diagonal, arrays.coarsest_row_ids, None,
+                                   config, setup.block_dims[-1],
                                    lambda: annihilates_constants(finest), rows=arrays.rows[-1],
                                    start=start),
         config=config,
@@ -881,11 +901,14 @@ def annihilates_constants(a: CsrArrays) -> jax.Array:
 
 
 def _coarsest_numbers(
-    a: CsrArrays, diagonal_positions: jax.Array, ordering: MulticolorArrays | None,
+    a: CsrArrays, diagonal_positions: jax.Array, row_ids: jax.Array | None,
+    ordering: MulticolorArrays | None,
     config: AMGConfig, block_dim: int, singular: Callable[[], jax.Array],
     rows: jax.Array | None = None, start: jax.Array | None = None,
 ) -> CoarsestNumbers:
     """The coarsest level's numbers: its smoother's data, or its dense inverse.
+
+    ``row_ids``: the row of each of ``a``'s entries, for its dense inverse.
 
     The inverse is a pseudo-inverse when the system is known to be singular
     (``coarse_null_dimension``) or found to be (``singular()``: the finest matrix
@@ -905,7 +928,7 @@ def _coarsest_numbers(
             a, diagonal, config.smoother, ordering, block_dim=block_dim, rows=rows,
             start=start))
     n = a.n_rows
-    dense = jnp.zeros((n, n), a.values.dtype).at[a.row_ids, a.indices].add(a.values)
+    dense = jnp.zeros((n, n), a.values.dtype).at[row_ids, a.indices].add(a.values)
     # A decoupled row (a vanished coarse basis function) is all zero: make it identity.
     decoupled = jnp.sum(jnp.abs(dense), axis=1) == 0
     padding = None if rows is None else jnp.arange(n, dtype=rows.dtype) >= rows
