@@ -367,6 +367,22 @@ def interpolation_matrix(n: int, dtype) -> scipy.sparse.csr_matrix:
     return scipy.sparse.csr_matrix((values.astype(dtype), a.indices, a.indptr), a.shape)
 
 
+def long_row_matrix() -> scipy.sparse.csr_matrix:
+    """:func:`interpolation_matrix` (24², float64) with a hub: point 0 strongly depends on
+    300 other points (which depend weakly on it, so that it stays an F point, its pairs far
+    into its row), so that the longest row has more entries than uint8 offsets (with the
+    nowhere and d_i targets) reach: a plan of uint16 offsets."""
+    poisson2d = interpolation_matrix(24, np.float64)
+    others = np.arange(1, 301)
+    hub = scipy.sparse.csr_matrix(
+        (np.concatenate([np.full(300, -1.0), np.full(300, -0.01), [310.0], np.full(300, 0.01)]),
+         (np.concatenate([np.zeros(300, int), others, [0], others]),
+          np.concatenate([others, np.zeros(300, int), [0], others]))), poisson2d.shape)
+    matrix = (poisson2d + hub).tocsr()
+    matrix.sort_indices()
+    return matrix
+
+
 def interpolation_level(matrix, interpolator: str, truncated: bool):
     """``matrix``'s pattern and a classical level's ``InterpolationStructure`` for it, split
     by PMIS: on these regular grids HMIS leaves no F-F pair without a common C point, so its

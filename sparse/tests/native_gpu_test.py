@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import scipy.sparse
 
-from jaxsolve.sparse import _graph_kernels, _native_library
+from jaxsolve.sparse import _classical, _graph_kernels, _native_library
 from jaxsolve.sparse._ffi_primitives import csr_matvec, csr_product_values, interpolation_weights
 from jaxsolve.sparse._pattern_kernels import spgemm_symbolic
 
@@ -166,6 +166,17 @@ def test_csr_product_values_marks_a_row_outside_the_pattern_nan(x64):
 def test_interpolation_weights_are_the_hosts(dtype, interpolator, truncated):
     cases.check_interpolation_weights(interpolation_weights, GPU, dtype, interpolator,
                                       truncated)
+
+
+@pytest.mark.parametrize("truncated", [False, True], ids=["full", "truncated"])
+def test_interpolation_weights_of_two_byte_offsets_are_the_hosts(truncated, x64):
+    matrix = cases.long_row_matrix()
+    pattern, structure = cases.interpolation_level(matrix, "D2", truncated)
+    assert structure.plan.triple_targets.dtype == np.uint16
+    operands, sizes = cases.interpolation_operands(GPU, matrix, pattern, structure)
+    np.testing.assert_allclose(np.asarray(interpolation_weights(*operands, **sizes)),
+                               _classical.host_values(structure, pattern, matrix.data),
+                               **cases.tolerance(np.float64))
 
 
 def test_interpolation_weights_mark_a_row_the_plan_sends_outside_nan(x64):

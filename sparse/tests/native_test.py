@@ -33,6 +33,7 @@ from native_cases import (
     interpolation_level,
     interpolation_matrix,
     interpolation_operands,
+    long_row_matrix,
     plan_sending_outside_a_row,
     poisson,
     product_missing_a_column,
@@ -830,6 +831,22 @@ class TestInterpolationWeights:
     @pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
     def test_weights_are_the_hosts(self, dtype, interpolator, truncated):
         check_interpolation_weights(interpolation_weights, CPU, dtype, interpolator, truncated)
+
+    @pytest.mark.parametrize("truncated", [False, True], ids=["full", "truncated"])
+    def test_a_row_longer_than_a_byte_reaches_takes_offsets_of_two(self, truncated, x64):
+        matrix = long_row_matrix()
+        pattern, structure = interpolation_level(matrix, "D2", truncated)
+        plan = structure.plan
+        assert plan.triple_targets.dtype == np.uint16 and not structure.coarse[0]
+        assert plan.pair_offsets[plan.pair_indptr[0]:plan.pair_indptr[1]].max() > 255
+        operands, sizes = interpolation_operands(CPU, matrix, pattern, structure)
+        np.testing.assert_array_equal(np.asarray(interpolation_weights(*operands, **sizes)),
+                                      _classical.host_values(structure, pattern, matrix.data))
+        numpy = _classical.interpolation_values(
+            np, _classical.host_arrays(structure), structure.full.nnz, matrix.data,
+            pattern.row_ids, pattern.indices, matrix.data[pattern.diagonal_positions()],
+            structure.p.indptr)
+        np.testing.assert_array_equal(numpy, structure.values)
 
     def test_rejects_a_plan_that_sends_a_value_outside_its_row(self, x64):
         matrix = interpolation_matrix(8, np.float64)
