@@ -15,7 +15,8 @@ import pytest
 from jax.experimental import sparse as jsparse
 
 import jaxsolve.sparse as jaxamg
-from jaxsolve.sparse.matrices import poisson_matrix, rhs_ones, tridiagonal_operator
+from jaxsolve.sparse.matrices import (constant_nullspace, periodic_poisson_matrix,
+                                     poisson_matrix, rhs_ones, tridiagonal_operator)
 
 
 def test_clearing_caches_and_cleanup():
@@ -116,6 +117,21 @@ def test_reusing_a_declared_pattern():
     with pytest.raises(ValueError, match="does not reproduce"):
         jaxamg.solve(jaxamg.with_cache(lambda x: apply_operator(jnp.array([3.0, 1.0]), x),
                                        pattern=jaxamg.pattern(i, i, shape)), b)
+
+
+def test_null_spaces_attached_to_a_matrix(x64):
+    """The newer Caching Guide: ``nullspace=`` / ``transpose_nullspace=`` of ``with_cache``
+    are defaults for ``solve``'s arguments of those names, for matrices too."""
+    A = periodic_poisson_matrix(8, dtype=jnp.float64)
+    ones = constant_nullspace(64, dtype=jnp.float64)
+    b = jnp.sin(jnp.arange(64.0))
+    expected, _ = jaxamg.solve(A, b, nullspace=ones, transpose_nullspace=ones)
+    jaxamg.with_cache(A, nullspace=ones, transpose_nullspace=ones)  # in place
+    x, info = jaxamg.solve(A, b)
+    np.testing.assert_allclose(x, expected, rtol=1e-10, atol=1e-12)
+    assert abs(float(jnp.sum(x))) < 1e-8 and float(info["rhs_inconsistency"]) > 1e-3
+    with pytest.raises(ValueError, match="nullspace= is not supported with comm="):
+        jaxamg.solve(A, b, comm=object(), nglobal=64, partition_info=(0, 64))
 
 
 def test_reuse_setup_and_pattern_changes():

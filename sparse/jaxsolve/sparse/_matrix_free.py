@@ -127,11 +127,9 @@ class CachedOperator:
     Calling it calls the operator.  ``shape`` and ``dtype`` are the coloring's.
     """
 
-    def __init__(self, operator: Callable[[jax.Array], jax.Array], attachments: Attachments,
-                 nullspace: Any):
+    def __init__(self, operator: Callable[[jax.Array], jax.Array], attachments: Attachments):
         self.operator = operator
         self.attachments = attachments
-        self.nullspace = nullspace
 
     def __call__(self, x: jax.Array) -> jax.Array:
         return self.operator(x)
@@ -155,7 +153,7 @@ class CachedOperator:
 
 def with_cache(A: Any, *, coloring: ColoringInfo | None = None, mpi: Any = None,
                is_symmetric: bool = False, nullspace: Any = None,
-               pattern: ColoringInfo | None = None) -> Any:
+               transpose_nullspace: Any = None, pattern: ColoringInfo | None = None) -> Any:
     """Attaches precomputed structure to a matrix or an operator, for use under ``jax.jit``.
 
     JAX-AMG's ``with_cache``, with its arguments and meaning.  As JAX-AMG's, it attaches
@@ -201,9 +199,11 @@ def with_cache(A: Any, *, coloring: ColoringInfo | None = None, mpi: Any = None,
         never building ``Aᵀ``'s, and derivatives with respect to the values are
         projected onto symmetric matrices.  Declare it only for a matrix that is and
         stays symmetric.
-      nullspace: for an operator, ``(n,)`` or ``(n, k)``, a basis of the null space of a
-        singular ``A`` (JAX-AMG's keyword): :func:`solve` uses it as its own
-        ``nullspace=`` when that is not given, and returns the minimum-norm solution.
+      nullspace, transpose_nullspace: bases of the null spaces of a singular ``A`` and of
+        ``Aᵀ`` (JAX-AMG's keywords), ``(n,)`` or ``(n, k)``: :func:`solve` takes them as its
+        arguments of these names when those are not given (and returns the minimum-norm
+        solution).  A distributed solve (``mpi=``) refuses them, as ``solve(...,
+        comm=...)`` refuses its own.
 
     Returns:
       A ``CachedBCSR`` or ``CachedBCOO`` (subclasses of ``BCSR``/``BCOO``; ``A`` itself if
@@ -212,8 +212,8 @@ def with_cache(A: Any, *, coloring: ColoringInfo | None = None, mpi: Any = None,
 
     Raises:
       TypeError: for another type of ``A``, a ``coloring`` that is not a
-        :class:`ColoringInfo`, attachments to a CsrMatrix or dense array, a ``nullspace``
-        for a matrix (pass it to :func:`solve`), or a BCSR/BCOO whose indices are traced.
+        :class:`ColoringInfo`, attachments to a CsrMatrix or dense array, or a BCSR/BCOO
+        whose indices are traced.
 
     Examples:
       A BCSR argument of a jitted solve, compiled once for new values on its pattern:
@@ -253,22 +253,21 @@ def with_cache(A: Any, *, coloring: ColoringInfo | None = None, mpi: Any = None,
     previous = getattr(A, "attachments", None)  # of an earlier with_cache
     if not isinstance(previous, Attachments):
         previous = Attachments()
-    attachments = Attachments(coloring=previous.coloring if coloring is None else coloring,
-                              mpi=previous.mpi if mpi is None else mpi,
-                              is_symmetric=bool(is_symmetric) or previous.is_symmetric)
+    given = {"coloring": coloring, "mpi": mpi, "nullspace": nullspace,
+             "transpose_nullspace": transpose_nullspace}
+    attachments = Attachments(
+        **{key: getattr(previous, key) if value is None else value
+           for key, value in given.items()},
+        is_symmetric=bool(is_symmetric) or previous.is_symmetric)
     if isinstance(A, CachedOperator):  # in place, as JAX-AMG attaches
         A.attachments = attachments
-        A.nullspace = A.nullspace if nullspace is None else nullspace
         return A
     if is_operator(A):
-        return CachedOperator(A, attachments, nullspace)
-    if nullspace is not None:
-        raise TypeError("with_cache: nullspace= is attached to matrix-free operators only;"
-                        " for a matrix pass it to solve(A, b, nullspace=...).")
+        return CachedOperator(A, attachments)
     if is_sparse_matrix(A):
         return attach("with_cache", A, attachments)
     if isinstance(A, (CsrMatrix, jax.Array, np.ndarray)):
-        if coloring is not None or mpi is not None or is_symmetric:
+        if is_symmetric or any(value is not None for value in given.values()):
             raise TypeError(
                 f"with_cache: a {type(A).__name__} carries no attachments (its pattern needs"
                 " none); attach them to a BCSR (e.g. CsrMatrix.to_bcsr()) or an operator.")
@@ -552,9 +551,13 @@ def _abs_matvec(matrix: CsrMatrix, x: jax.Array) -> jax.Array:
 # The solver's entry: a callable A as a CsrMatrix
 
 
-def attached_nullspace(A: Any) -> Any:
-    """The null space attached to a matrix-free ``A`` by :func:`with_cache`, or None."""
-    return A.nullspace if isinstance(A, CachedOperator) else None
+def attached_null_spaces(A: Any) -> tuple[Any, Any]:
+    """``(nullspace, transpose_nullspace)`` attached to ``A`` by :func:`with_cache`, each
+    None where none is."""
+    attachments = getattr(A, "attachments", None)
+    if not isinstance(attachments, Attachments):
+        return None, None
+    return attachments.nullspace, attachments.transpose_nullspace
 
 
 def declared_symmetric(A: Any) -> bool:

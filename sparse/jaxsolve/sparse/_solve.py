@@ -251,6 +251,9 @@ def solve(
     if mpi is not None and comm is None:
         comm, nglobal, partition_info = mpi["comm"], mpi["nglobal"], mpi["partition_info"]
         config = mpi["config"] if config is None else config
+    attached, attached_transpose = _matrix_free.attached_null_spaces(A)  # with_cache's
+    nullspace = attached if nullspace is None else nullspace
+    transpose_nullspace = attached_transpose if transpose_nullspace is None else transpose_nullspace
     if save_stats_file is not None:  # the reports of this call, into the file
         reports = with_overrides(config, {"print_solve_stats": 1, "print_grid_stats": 1})
         with reports_to_file(save_stats_file, write=comm is None or comm.rank == 0):
@@ -291,8 +294,6 @@ def solve(
     if config.solver == "NOSOLVER":
         raise ValueError("solve: solver 'NOSOLVER' solves nothing; it is a preconditioner"
                          " choice (e.g. {'solver': 'PBICGSTAB', 'preconditioner': 'NOSOLVER'}).")
-    if nullspace is None:  # with_cache(operator, nullspace=...): JAX-AMG's place for it
-        nullspace = _matrix_free.attached_nullspace(A)
     matrix, b, x0, near_nullspace = checked_inputs("solve", A, b, x0, near_nullspace, check,
                                                    values_checked_by_solve=True)
     config = _blocks.block_config("solve", for_dtype(config, matrix.values.dtype),

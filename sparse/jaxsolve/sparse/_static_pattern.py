@@ -40,22 +40,28 @@ from jax.experimental import sparse as jsparse
 class Attachments:
     """What :func:`jaxsolve.sparse.with_cache` attaches to a matrix or an operator.
 
-    Compared by identity of ``coloring`` and ``mpi`` (a pytree's auxiliary data must be
-    cheap to compare), and by value of ``is_symmetric``.
+    Compared by identity of ``coloring``, ``mpi`` and the null spaces (a pytree's auxiliary
+    data must be cheap to compare), and by value of ``is_symmetric``.
 
     Attributes:
       coloring: a :class:`~jaxsolve.sparse.ColoringInfo` (operators), or None.
       mpi: JAX-AMG's MPI metadata (``cache_mpi_metadata``'s dict), or None.
       is_symmetric: whether the matrix is declared symmetric.
+      nullspace, transpose_nullspace: defaults of :func:`~jaxsolve.sparse.solve`'s
+        arguments of these names, or None.
     """
 
     coloring: Any = None
     mpi: Any = None
     is_symmetric: bool = False
+    nullspace: Any = None
+    transpose_nullspace: Any = None
 
     def __eq__(self, other: object) -> bool:
         return (isinstance(other, Attachments) and self.coloring is other.coloring
-                and self.mpi is other.mpi and self.is_symmetric == other.is_symmetric)
+                and self.mpi is other.mpi and self.is_symmetric == other.is_symmetric
+                and self.nullspace is other.nullspace
+                and self.transpose_nullspace is other.transpose_nullspace)
 
     def __hash__(self) -> int:
         return hash(self.is_symmetric)
