@@ -197,15 +197,19 @@ def test_statistics_count_levels_and_memory():
 
 def test_kept_hierarchy_shares_the_structures_arrays_and_the_matrix_values(x64):
     # The compiled numeric setup returns new buffers; the hierarchy the cache keeps holds
-    # the structure's index arrays and A's values instead of equal copies.
+    # the structure's index arrays instead of equal copies, and the values its finest
+    # level is set up from: A's padded to the finest size class (the solve's copy).
     A = sparse.as_csr(matrices.poisson3d_matrix(12, dtype=jnp.float64))
     config = sparse.parse_amgx_config({"preconditioner": {
         "algorithm": "AGGREGATION", "jaxsolve_smoothed_aggregation": 1, "min_coarse_rows": 20}})
     sparse.clear_cache()
-    structure, numbers = _setup.System.for_matrix(A, config, None, reuse_setup=False,
-                                                  check=True).setup
+    system = _setup.System.for_matrix(A, config, None, reuse_setup=False, check=True)
+    structure, numbers = system.setup
     assert len(numbers.levels) >= 2
-    assert numbers.levels[0].a.values is A.values
+    finest = system.padded(A.values, structure.arrays.levels[0].a.indices.shape[0])
+    assert numbers.levels[0].a.values is finest
+    np.testing.assert_array_equal(finest[:A.nnz], A.values)
+    assert finest.shape[0] > A.nnz and not np.any(np.asarray(finest[A.nnz:]))
     patterns = [level.a for level in structure.arrays.levels] + [structure.arrays.coarsest]
     operators = [level.a for level in numbers.levels] + [numbers.coarsest.a]
     for operator, pattern in zip(operators, patterns, strict=True):

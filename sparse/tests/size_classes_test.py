@@ -110,7 +110,7 @@ def test_small_sizes_have_room_for_a_similar_pattern_either_way(fresh_shapes):
         assert _size_classes.class_shape(*other, 1) == shape
     smaller = fake_levels([13824, 4838] + rows[2:], [93328, 84794] + nonzeros[2:], p_nonzeros)
     assert _size_classes.class_shape(*smaller, 1) != shape
-    assert len(_size_classes._SHAPES[(13824, 93328, (1,) * 4, None)]) == 2
+    assert len(_size_classes._SHAPES[((13824, 93328), (1,) * 4, None)]) == 2
 
 
 def test_the_coarsest_rows_get_a_sixteenth_more_at_least_48(fresh_shapes):
@@ -182,6 +182,33 @@ def test_a_new_pattern_of_similar_size_reuses_the_compiled_solve(x64, amg):
         jnp.linalg.norm(b))
 
 
+@pytest.mark.parametrize("amg", list(NEW_PATTERN_CONFIGS.values()), ids=list(NEW_PATTERN_CONFIGS))
+def test_a_pattern_with_other_finest_nonzeros_reuses_the_compiled_solve(x64, amg):
+    # The finest level is padded too: a pattern of the same rows and a few more nonzeros
+    # (a refined coupling, a grown Jacobian) runs the numeric setup and the solve compiled
+    # for the first, and iterates as its own unpadded hierarchy does (set up and solved
+    # inside a caller's jit, at its true sizes).
+    n = 12
+    first, second = (with_extra_couplings(poisson3d(n), n, k, seed)
+                     for k, seed in ((8, 1), (12, 2)))
+    assert first.nnz < second.nnz
+    first, second = sparse.as_csr(first), sparse.as_csr(second)
+    b = jnp.asarray(np.random.default_rng(0).standard_normal(n**3))
+    config = {"solver": "PCG", "tolerance": 1e-8, "max_iters": 100, **amg}
+    sparse.clear_cache()
+    jax.block_until_ready(sparse.solve(first, b, config=config))
+    solves = _solve._solve_columns_reporting._cache_size()
+    setups = len(_padded_setup._PROGRAMS)
+    x, info = sparse.solve(second, b, config=config)
+    assert info.status == sparse.Status.SUCCESS and x.shape == b.shape
+    assert _solve._solve_columns_reporting._cache_size() == solves
+    assert len(_padded_setup._PROGRAMS) == setups
+    y, traced = jax.jit(lambda values: sparse.solve(second.with_values(values), b,
+                                                    config=config))(second.values)
+    assert int(info.iterations) == int(traced.iterations) > 3
+    np.testing.assert_allclose(x, y, rtol=1e-9, atol=1e-12)
+
+
 CONFIGS = {
     "classical": {},
     "aggregation, W, Chebyshev": {"algorithm": "AGGREGATION", "jaxsolve_smoothed_aggregation": 1,
@@ -206,13 +233,15 @@ def test_the_padded_hierarchy_cycles_as_the_unpadded_one(x64, fresh_shapes, amg)
     assert [level.a.n_rows for level in unpadded.levels] + [unpadded.coarsest.a.n_rows] == (
         true_rows)
     padded_rows = [level.a.n_rows for level in padded.levels] + [padded.coarsest.a.n_rows]
-    assert padded_rows[0] == true_rows[0] and padded_rows != true_rows
+    assert all(n < k for n, k in zip(true_rows, padded_rows))  # the finest level's too
     # the memory bound of a new shape: every padded array under 1.5 × its true size + 4
     for true, kept in zip(jax.tree.leaves(unpadded), jax.tree.leaves(padded), strict=True):
         assert all(t <= k < 1.5 * t + 4 for t, k in zip(true.shape, kept.shape)), (
             true.shape, kept.shape)
     r = jnp.asarray(np.random.default_rng(1).standard_normal(a.shape[0]))
-    np.testing.assert_allclose(_cycle.cycle(padded, r), _cycle.cycle(unpadded, r),
+    z = _cycle.cycle(padded, _size_classes.pad_rows(r, padded_rows[0]))
+    np.testing.assert_array_equal(z[true_rows[0]:], 0)  # the padding rows stay zero
+    np.testing.assert_allclose(z[:true_rows[0]], _cycle.cycle(unpadded, r),
                                rtol=1e-13, atol=1e-13 * float(jnp.max(jnp.abs(r))))
 
 

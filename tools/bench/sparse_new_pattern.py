@@ -24,8 +24,10 @@ process, in this order:
   (``k`` random pairs of cells one step apart along the diagonal ``(1, 1, 1)``, each adding
   a graph-Laplacian term of weight 0.5, so the matrix stays symmetric positive definite),
   solved once end to end; then **another such pattern**, ``k`` other pairs, the same number
-  of nonzeros; then **new pattern, (n−1)³**: a grid one cell smaller. Each shows whether a
-  pattern of similar size reuses the compiled programs (``0 programs``) or recompiles.
+  of nonzeros; then **more nonzeros, same rows**: ``2 k`` other pairs, so the finest
+  operator has ``2 k`` more nonzeros (a refined coupling, a Jacobian whose pattern grew);
+  then **new pattern, (n−1)³**: a grid one cell smaller. Each shows whether a pattern of
+  similar size reuses the compiled programs (``0 programs``) or recompiles.
 
 Every cell is ``time`` or ``time, CPU time [programs compiled, from disk; compile and
 trace + lower time]`` (the CPU time is the process's, all its threads': on a shared machine
@@ -94,6 +96,7 @@ STAGES = (
     "re-setup + solve",
     "new pattern, same rows",
     "another such pattern",
+    "more nonzeros, same rows",
     "new pattern, (n-1)^3",
     "memory kept",
 )
@@ -303,6 +306,8 @@ def measure(n: int, config: dict[str, Any], *, extra_couplings: int, repeats: in
         jsp.as_csr(with_extra_couplings(host, n, extra_couplings, seed + 1)), b, config)
     cells["another such pattern"] = _first_solve(
         jsp.as_csr(with_extra_couplings(host, n, extra_couplings, seed + 2)), b, config)
+    cells["more nonzeros, same rows"] = _first_solve(
+        jsp.as_csr(with_extra_couplings(host, n, 2 * extra_couplings, seed + 3)), b, config)
     cells["new pattern, (n-1)^3"] = _first_solve(
         jsp.as_csr(poisson3d(n - 1)), matrices.rhs_random((n - 1) ** 3, seed, dtype=jnp.float64),
         config)

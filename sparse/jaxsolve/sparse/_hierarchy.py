@@ -292,7 +292,7 @@ def _padded_diagonal(positions: np.ndarray, rows: int) -> np.ndarray:
 
 def build_structure(
     pattern: CsrStructure, values: np.ndarray | None, columns: int, config: AMGConfig,
-    pattern_key: str = "",
+    pattern_key: str = "", *, pad_finest: bool = False,
 ) -> HierarchyStructure:
     """Builds the hierarchy's structure for ``pattern`` (host work, no JAX).
 
@@ -311,6 +311,9 @@ def build_structure(
       pattern_key: a key that identifies ``pattern`` (:attr:`CsrMatrix.pattern_key`), if
         there is one: the structure's :attr:`~HierarchyStructure.fingerprint` then need
         not digest the pattern.
+      pad_finest: pad the finest level's rows and nonzeros to a size class as well (see
+        :func:`._size_classes.class_shape`): a numeric setup then takes values padded to
+        its ``shape`` (:func:`padded_numeric_setup`), and the solve padded vectors.
 
     Raises:
       ValueError: if a row has no stored diagonal entry, or the coarsest level would be
@@ -370,7 +373,8 @@ def build_structure(
         aggregation_setup_sizes(level) if arrays is None else setup_sizes(level, arrays)
         for level, arrays in zip(levels, interpolations, strict=True))
     shape = (true_shape(levels, pattern) if multicolor
-             else class_shape(levels, pattern, coarsest_block_dim, setup, layouts))
+             else class_shape(levels, pattern, coarsest_block_dim, setup, layouts,
+                               pad_finest=pad_finest))
     coarsest = pad_pattern(pattern, *shape.coarsest)
     arrays = StructureArrays(
         levels=tuple(_level_arrays(level, level_shape, interpolation,
@@ -666,9 +670,12 @@ def padded_numeric_setup(setup: PaddedSetup, arrays: StructureArrays, values: ja
     """
     config = setup.config
     a_values = values.astype(hierarchy_dtype(values.dtype, config))
-    basis = None if config.algorithm == "CLASSICAL" else _initial_basis(
-        near_nullspace, (arrays.levels[0].a if arrays.levels else arrays.coarsest).n_rows,
-        a_values.dtype, 1)
+    basis = None
+    if config.algorithm != "CLASSICAL":  # zero on a padded finest level's padding rows
+        basis = _initial_basis(near_nullspace, (arrays.levels[0].a if arrays.levels
+                                                else arrays.coarsest).n_rows, a_values.dtype, 1)
+        basis = jnp.where(jnp.arange(basis.shape[0], dtype=arrays.rows.dtype)[:, None]
+                          < arrays.rows[0], basis, 0)
     patterns = [level_arrays.a for level_arrays in arrays.levels] + [arrays.coarsest]
     start = power_iteration_start(patterns[0].n_rows, a_values.dtype)  # every level's
     numbers = []

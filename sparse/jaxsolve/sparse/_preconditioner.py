@@ -27,6 +27,7 @@ from ._cycle import cycle
 from ._hierarchy import Hierarchy
 from ._relaxation import RelaxationData, relax_forward_backward
 from ._setup import System, checked_inputs
+from ._size_classes import pad_rows
 
 _PRECONDITIONERS = ("AMG", "BLOCK_JACOBI", "JACOBI_L1", "CHEBYSHEV_POLY", "MULTICOLOR_GS",
                     "MULTICOLOR_DILU", "NOSOLVER")
@@ -45,7 +46,9 @@ class Preconditioner:
 
     Attributes:
       matrix: the matrix, on the device.
-      hierarchy: its AMG hierarchy, or None for a relaxation or ``NOSOLVER``.
+      hierarchy: its AMG hierarchy, or None for a relaxation or ``NOSOLVER``; its levels
+        may be padded to size classes (the finest too: ``r`` is padded with zero rows to
+        its rows, ``M⁻¹ r`` cut back).
       relaxation: a relaxation's data (inverse diagonal, spectral interval, colors),
         set up once, or None for AMG or ``NOSOLVER``.
       config: the preconditioner's configuration (static).
@@ -68,7 +71,11 @@ class Preconditioner:
         if r.ndim not in (1, 2) or r.shape[0] != self.matrix.n_rows:
             raise ValueError(f"Preconditioner: r must have shape ({self.matrix.n_rows},) or"
                              f" ({self.matrix.n_rows}, k), got {r.shape}.")
-        apply = make_precondition(self.config, self.matrix,
+        matrix = self.matrix
+        if self.hierarchy is not None:  # its finest operator, padded to a size class
+            matrix = (self.hierarchy.levels[0] if self.hierarchy.levels
+                      else self.hierarchy.coarsest).a
+        apply = make_precondition(self.config, matrix,
                                   self.hierarchy if self.relaxation is None else self.relaxation)
         if apply is None:
             return r
@@ -79,9 +86,10 @@ class Preconditioner:
             return jax.lax.complex(parts[..., 0], parts[..., 1])
         with jax.numpy_dtype_promotion("standard"):
             result_dtype = jnp.result_type(r, dtype)
-        r = r.astype(dtype)
+        n = r.shape[0]
+        r = pad_rows(r.astype(dtype), matrix.n_rows)
         z = apply(r) if r.ndim == 1 else jax.vmap(apply, in_axes=1, out_axes=1)(r)
-        return z.astype(result_dtype)
+        return (z if z.shape[0] == n else z[:n]).astype(result_dtype)
 
     @property
     def is_symmetric(self) -> bool:
@@ -190,9 +198,12 @@ def make_preconditioner(
     scope = dataclasses.replace(DEFAULT_SOLVER_CONFIG, preconditioner=preconditioner)
     system = System.for_matrix(matrix, scope, near_nullspace, reuse_setup=False, check=check)
     # A relaxation's data is set up here once, not at every application inside a Krylov loop.
-    matrix, numbers = system.operators(matrix.values, system.state())
+    state = system.state()
+    operator, numbers = system.operators(matrix.values, state)
     amg = preconditioner.solver == "AMG"
-    return Preconditioner(matrix, numbers if amg else None, None if amg else numbers,
+    # A hierarchy padded to a size class holds its padded matrix; the attribute, A's own.
+    return Preconditioner(system.true_matrix(state, matrix.values) if amg else operator,
+                          numbers if amg else None, None if amg else numbers,
                           config=preconditioner)
 
 

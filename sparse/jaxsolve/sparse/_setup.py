@@ -26,6 +26,7 @@ from ._hierarchy import (Hierarchy, HierarchyStructure, StructureArrays, build_s
                          numeric_setup, padded_hierarchy, padded_numeric_setup, sharing_arrays)
 from ._multicolor import MULTICOLOR_SMOOTHERS, MulticolorArrays, multicolor_ordering
 from ._padded_setup import PROGRAMS as PADDED_SETUP_PROGRAMS
+from ._size_classes import pad_rows, true_csr
 from ._relaxation import RelaxationData, relaxation_data, stored_diagonal
 from ._status import FailureReason
 from ._structure_key import values_key
@@ -159,6 +160,8 @@ class System:
     pattern_key: str
     # The solve's program checks A's values, but the setup's host work on them comes first.
     check_before_setup: bool = False
+    # The values padded to the finest size class, and those values (see `padded`).
+    _padded: tuple[jax.Array, jax.Array] | None = dataclasses.field(default=None, repr=False)
 
     @classmethod
     def for_matrix(cls, matrix: CsrMatrix, config: SolverConfig, near_nullspace: Any,
@@ -193,7 +196,7 @@ class System:
             self, pattern=CsrStructure(pattern.indptr, pattern.indices, pattern.shape[1]),
             csr_pattern=pattern, values_from=permutation, concrete_values=values,
             # The near-null space of Aᵀ is not known; the constant serves.
-            near_nullspace=None, pattern_key=f"{self.pattern_key}ᵀ",
+            near_nullspace=None, pattern_key=f"{self.pattern_key}ᵀ", _padded=None,
         )
 
     @functools.cached_property
@@ -233,7 +236,8 @@ class System:
                 if values is not None and self.check_before_setup:  # no NaN or 0 pivots
                     check_finite("solve", {"A": concrete})
                     check_diagonal("solve", self.csr_pattern, concrete, self.config)
-                structure = build_structure(self.pattern, values, k, amg, self.pattern_key)
+                structure = build_structure(self.pattern, values, k, amg, self.pattern_key,
+                                            pad_finest=True)
             return _cache.CacheEntry(structure, numbers=None, built_for=None if values is None
                                      else key_of_values(structure))
 
@@ -246,7 +250,9 @@ class System:
                                  if own_structure else None)
         if concrete is None or (self.reuse_setup and entry.numbers is not None):
             return entry.structure, entry.numbers if self.reuse_setup else None
-        entry.numbers = numeric_setup_now(entry.structure, concrete, self.near_nullspace)
+        entry.numbers = numeric_setup_now(
+            entry.structure, self.padded(concrete, _finest_nonzeros(entry.structure)),
+            self.near_nullspace)
         return entry.structure, entry.numbers
 
     @functools.cached_property
@@ -301,7 +307,7 @@ class System:
         arrays = structure.arrays
         return SetupState(
             matrix=arrays.levels[0].a if arrays.levels else arrays.coarsest,
-            diagonal=arrays.levels[0].diagonal if arrays.levels else arrays.coarsest_diagonal,
+            diagonal=_solve_diagonal(structure),
             numbers=numbers, arrays=None if numbers is not None else arrays,
             near_nullspace=self.near_nullspace)
 
@@ -312,17 +318,88 @@ class System:
 
         The hierarchy's numbers are those of the setup with concrete values when there is
         one, else computed here from ``values`` (inside the caller's trace), as a
-        relaxation's always are.
+        relaxation's always are.  Numbers of a setup with concrete values are padded to
+        their structure's size classes, the finest level too (:mod:`._size_classes`):
+        then so is the matrix, ``values`` padded with zeros here, and a solve with them
+        takes its vectors padded (:func:`padded_solve`).  Numbers computed here, and the
+        matrix with them, have the true sizes.
         """
         structure, _ = self.setup
-        matrix = state.matrix._replace(values=values)
         relaxation = relaxation_config(self.config)
         if relaxation is not None:
+            matrix = state.matrix._replace(values=values)
             return matrix, _relaxation_data(matrix, stored_diagonal(values, state.diagonal),
                                             relaxation, state.ordering)
         if structure is None or state.numbers is not None:
-            return matrix, state.numbers
-        return matrix, numeric_setup(structure, state.arrays, values, state.near_nullspace)
+            nnz = state.matrix.indices.shape[0]
+            return state.matrix._replace(values=self.padded(values, nnz)), state.numbers
+        return (self.true_matrix(state, values),
+                numeric_setup(structure, state.arrays, values, state.near_nullspace))
+
+    def padded(self, values: jax.Array, nnz: int) -> jax.Array:
+        """``values`` padded with zeros to ``nnz`` entries (the finest level's of the
+        structure's size class): concrete ones once for the setup and the solve."""
+        if values.shape[0] == nnz:
+            return values
+        if is_concrete(values):  # the setup's and the solve's: padded once
+            if self._padded is not None and self._padded[0] is values:
+                return self._padded[1]
+            self._padded = (values, pad_rows(values, nnz))
+            return self._padded[1]
+        return pad_rows(values, nnz)
+
+    def true_matrix(self, state: SetupState, values: jax.Array) -> CsrArrays:
+        """``state``'s matrix with ``values``, cut to the pattern's own sizes."""
+        matrix = state.matrix._replace(values=values)
+        if matrix.indices.shape[0] == self.pattern.nnz and matrix.n_rows == self.pattern.n_rows:
+            return matrix
+        return true_csr(matrix, self.pattern)
+
+
+def padded_solve(solve_columns: Any, config: SolverConfig, operators: tuple, diagonal: jax.Array,
+                 rhs: jax.Array) -> tuple:
+    """``solve_columns(config, matrix, numbers, diagonal, rhs)`` for ``operators``
+    (``(matrix, numbers)`` of :meth:`System.operators`): ``rhs`` padded with zero rows to
+    the matrix's rows, ``x`` (the first result) cut back to ``rhs``'s.
+
+    The padding rows of a padded matrix are empty, its hierarchy's padding rows are
+    decoupled and unscaled: with a zero right-hand side there, every iterate, residual
+    and search direction stays zero on them, and the norms and inner products only add
+    zeros (:mod:`._size_classes`). ``diagonal``: the positions of the diagonal entries
+    of the matrix's rows; a padding row's points at a true row's (:func:`_solve_diagonal`).
+    """
+    matrix, numbers = operators
+    n, rows = rhs.shape[0], matrix.n_rows
+    if rows == n:
+        if diagonal.shape[0] != rows:  # true numbers of a padded structure
+            diagonal = diagonal[:rows]
+        return solve_columns(config, matrix, numbers, diagonal, rhs)
+    x, *rest = solve_columns(config, matrix, numbers, diagonal, pad_rows(rhs, rows))
+    return (x[:n], *rest)
+
+
+def _finest_nonzeros(structure: HierarchyStructure) -> int:
+    """The finest operator's nonzeros in ``structure``'s size class."""
+    return (structure.shape.levels[0].a_nnz if structure.levels
+            else structure.shape.coarsest[1])
+
+
+def _solve_diagonal(structure: HierarchyStructure) -> jax.Array:
+    """The positions of the finest operator's diagonal entries for the solve's check of
+    them, of its padded rows: a padding row (none is stored) points at the first row's,
+    so that the check passes over it. Kept on the structure, sent to the device once."""
+    arrays = structure.arrays
+    diagonal = arrays.levels[0].diagonal if arrays.levels else arrays.coarsest_diagonal
+    true_rows = (structure.levels[0].a if structure.levels else structure.coarsest).n_rows
+    if diagonal.shape[0] == true_rows:
+        return diagonal
+    kept = structure.__dict__.get("_solve_diagonal")
+    if kept is None:
+        own = structure.levels[0].diagonal
+        kept = jax.device_put(np.concatenate(
+            [own, np.full(diagonal.shape[0] - true_rows, own[0], own.dtype)]))
+        structure.__dict__["_solve_diagonal"] = kept
+    return kept
 
 
 class SetupState(NamedTuple):
@@ -351,7 +428,9 @@ def _relaxation_data(matrix: CsrArrays, diagonal: jax.Array, config: RelaxationC
 @functools.partial(jax.jit, static_argnums=0)
 def _numeric_setup(structure, arrays, values, near_nullspace):
     # Padded to the structure's size classes: a solve with these numbers compiles once for
-    # every pattern whose levels fall into the same classes (see _size_classes.py).
+    # every pattern whose levels fall into the same classes (see _size_classes.py). The
+    # values may come padded to the finest level's class: their true part is read.
+    values = values[:(structure.levels[0].a if structure.levels else structure.coarsest).nnz]
     return padded_hierarchy(numeric_setup(structure, arrays, values, near_nullspace),
                             structure.shape)
 
@@ -366,14 +445,21 @@ def numeric_setup_now(structure: HierarchyStructure, values: jax.Array,
     would be computed eagerly and baked into the program as a constant, gigabytes of them
     at a million rows.
 
-    The numbers come padded to the structure's size classes (:mod:`._size_classes`).
-    The executable is kept on the structure, one per kind of input (shape, dtype and
+    The numbers come padded to the structure's size classes (:mod:`._size_classes`), and
+    so are ``values`` here (when they are not already): a numeric setup of a size class
+    (:func:`_compiled_numeric_setup`) takes them and ``near_nullspace`` padded. The
+    executable is kept on the structure, one per kind of input (shape, dtype and
     placement of ``values`` and ``near_nullspace``), so it lives as long as the setup cache
     keeps the structure. Lowering again at every re-setup, although JAX then finds the
     compiled program in its cache, re-traced the setup and went through the slow call path
     of a new executable: on the H200 at 128³ the host spent milliseconds there before the
     device started, as long as the device's whole numeric setup.
     """
+    values = pad_rows(values, _finest_nonzeros(structure))
+    if near_nullspace is not None and _padded_setup_on(structure, values):
+        arrays = structure.arrays
+        near_nullspace = pad_rows(jnp.asarray(near_nullspace),
+                                  (arrays.levels[0].a if arrays.levels else arrays.coarsest).n_rows)
     executables = structure.__dict__.setdefault("_numeric_setup_executables", {})
     key = (_input_kind(values), _input_kind(near_nullspace))
     compiled = executables.get(key)
@@ -391,11 +477,11 @@ def _compiled_numeric_setup(structure: HierarchyStructure, values: jax.Array,
     For a classical structure on the CPU or a CUDA GPU, the program of its size class
     (:func:`._hierarchy.padded_numeric_setup`), compiled once for every structure of the
     class and kept (:data:`._padded_setup.PROGRAMS`); else one of its own.
+    ``values`` are padded to the finest level's class (and ``near_nullspace`` for the
+    former).
     """
     setup = structure.padded_setup
-    platform = (next(iter(values.devices())).platform if isinstance(values, jax.Array)
-                else jax.default_backend())
-    if setup is None or platform not in ("cpu", "gpu"):
+    if not _padded_setup_on(structure, values):
         return _numeric_setup.lower(_without_arrays(structure), structure.arrays, values,
                                     near_nullspace).compile(COMPILER_OPTIONS)
     return PADDED_SETUP_PROGRAMS.get(
@@ -405,6 +491,15 @@ def _compiled_numeric_setup(structure: HierarchyStructure, values: jax.Array,
 
 
 _padded_numeric_setup = jax.jit(padded_numeric_setup, static_argnums=0)
+
+
+def _padded_setup_on(structure: HierarchyStructure, values: Any) -> bool:
+    """Whether ``structure``'s numeric setup runs on padded arrays for ``values``: a
+    classical or scalar aggregation structure, on the CPU or a CUDA GPU (whose native
+    kernels it calls)."""
+    platform = (next(iter(values.devices())).platform if isinstance(values, jax.Array)
+                else jax.default_backend())
+    return structure.padded_setup is not None and platform in ("cpu", "gpu")
 
 
 def _input_kind(x: Any) -> Hashable:

@@ -51,6 +51,7 @@ import threading
 from collections.abc import Hashable, Sequence
 from typing import NamedTuple
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -101,14 +102,18 @@ def size_class(n: int, multiple: int = 1) -> int:
 
 
 def class_shape(levels: Sequence, coarsest: CsrStructure, coarsest_block_dim: int,
-                setup: tuple[tuple[int, ...], ...] = (), layout: Hashable = None
-                ) -> HierarchyShape:
+                setup: tuple[tuple[int, ...], ...] = (), layout: Hashable = None, *,
+                pad_finest: bool = False) -> HierarchyShape:
     """The padded sizes of a hierarchy's levels (:class:`._hierarchy.LevelStructure` s) and
     coarsest pattern: a shape already in use that fits them (every size at least the true
     one and less than ``1.5 ×`` it ``+ 4``, ``2 ×`` a small size), the smallest such;
     else a new one, each size :func:`grown_size` of the true one (room for a similar
-    pattern a little larger), and remembered. The finest level's rows and nonzeros stay
-    its own.
+    pattern a little larger), and remembered.
+
+    The finest level's rows and nonzeros stay its own, or with ``pad_finest`` are padded
+    too, by less (:func:`finest_rows`, :func:`finest_nonzeros`): a shape fits them if its
+    rows exceed theirs by at most ``1 / 16`` (``+ 16``) and its nonzeros by less than a
+    quarter (``+ 16``).
 
     ``setup``: per level, the true sizes of the numeric setup's other index arrays, padded
     alike; ``layout``: what else those arrays' shapes depend on (shapes are shared only
@@ -118,11 +123,17 @@ def class_shape(levels: Sequence, coarsest: CsrStructure, coarsest_block_dim: in
     if not levels:  # the coarsest level is the finest: nothing to pad
         return true
     block_dims = tuple(level.block_dim for level in levels) + (coarsest_block_dim,)
-    key = (true.levels[0].rows, true.levels[0].a_nnz, block_dims, layout)
+    rows = _rows(true)
+    finest = (rows[0], true.levels[0].a_nnz)
+    # The shapes of a finest size; padded finest sizes: of an octave of rows, looked up in
+    # the rows' octave and the one below (a smaller pattern's shape has room above it).
+    keys = ([(finest, block_dims, layout)] if not pad_finest else
+            [(("padded", octave), block_dims, layout)
+             for octave in (rows[0].bit_length(), rows[0].bit_length() - 1)])
     with _LOCK:
-        if key in _SHAPES:
-            _SHAPES.move_to_end(key)
-        rows = _rows(true)
+        for key in keys:
+            if key in _SHAPES:
+                _SHAPES.move_to_end(key)
 
         def small(n: int, level: int) -> bool:  # a size of level `level` (coarsest: last)
             return min(n, rows[level]) <= rows[0] // SMALL
@@ -132,8 +143,9 @@ def class_shape(levels: Sequence, coarsest: CsrStructure, coarsest_block_dim: in
         setup_small = tuple(small(n, i) for i, sizes in enumerate(setup) for n in sizes)
         # A shape whose solve fits (levels and coarsest) is taken even where the setup's
         # sizes do not: then only those grow, and the solve compiled for it still serves.
-        solve_fits = [shape for shape in _SHAPES.get(key, ())
-                      if _fit(_solve_sizes(true), _solve_sizes(shape), solve_small)]
+        solve_fits = [shape for key in keys for shape in _SHAPES.get(key, ())
+                      if _fit_finest(finest, shape, pad_finest, block_dims[0])
+                      and _fit(_solve_sizes(true), _solve_sizes(shape), solve_small)]
         fitting = [shape for shape in solve_fits
                    if _fit(_setup_sizes(true), _setup_sizes(shape), setup_small)]
         if fitting:
@@ -147,13 +159,14 @@ def class_shape(levels: Sequence, coarsest: CsrStructure, coarsest_block_dim: in
                       for n, padded in zip(sizes, base_sizes, strict=True))
                 for i, (sizes, base_sizes) in enumerate(zip(setup, base.setup, strict=True))))
         else:
-            padded_rows = [rows[0]] + [
+            padded_rows = [finest_rows(rows[0], block_dims[0]) if pad_finest else rows[0]] + [
                 grown_size(n, small(n, i), block_dim)
                 for i, (n, block_dim) in enumerate(zip(rows[1:-1], block_dims[1:-1],
                                                        strict=True), start=1)] + [
                 coarsest_rows(rows[-1], block_dims[-1])]
+            finest_nnz = finest_nonzeros(finest[1]) if pad_finest else finest[1]
             shape = HierarchyShape(
-                levels=tuple(LevelShape(rows=padded_rows[i], a_nnz=level.a_nnz if i == 0
+                levels=tuple(LevelShape(rows=padded_rows[i], a_nnz=finest_nnz if i == 0
                                         else grown_size(level.a_nnz, small(level.a_nnz, i)),
                                         p_nnz=grown_size(level.p_nnz, small(level.p_nnz, i)),
                                         coarse_rows=padded_rows[i + 1],
@@ -163,10 +176,51 @@ def class_shape(levels: Sequence, coarsest: CsrStructure, coarsest_block_dim: in
                                                       small(true.coarsest[1], len(levels)))),
                 setup=tuple(tuple(grown_size(n, small(n, i)) for n in sizes)
                             for i, sizes in enumerate(setup)))
-        _SHAPES.setdefault(key, collections.deque(maxlen=_SHAPES_PER_SIZE)).appendleft(shape)
+        _SHAPES.setdefault(keys[0], collections.deque(maxlen=_SHAPES_PER_SIZE)).appendleft(shape)
+        _SHAPES.move_to_end(keys[0])
         while len(_SHAPES) > _SIZES_KEPT:
             _SHAPES.popitem(last=False)
         return shape
+
+
+def finest_rows(n: int, multiple: int = 1) -> int:
+    """The rows a new padded shape gives a finest level of ``n`` rows (``n / multiple``
+    nodes of ``multiple`` unknowns): ``n + n / 32`` rounded up to a step of ``2ᵉ ≥ 16``
+    nodes (``16 · 2ᵉ ≤ n / multiple``), so at most ``n + n / 16 + 16 · multiple``:
+    every vector of the solve is that much longer (its sparse products skip the empty
+    padding rows).
+
+    >>> finest_rows(1000), finest_rows(13824), finest_rows(100_000), finest_rows(3000, 3)
+    (1040, 14336, 104448, 3120)
+    """
+    nodes = n // multiple
+    step = max(16, 1 << max(nodes.bit_length() - 6, 0))
+    return -(-(nodes + nodes // 32) // step) * step * multiple
+
+
+def finest_nonzeros(nnz: int) -> int:
+    """The nonzeros a new padded shape gives a finest operator of ``nnz``: ``nnz + nnz /
+    16`` rounded up to a step of ``2ᵉ ≥ 16`` (``32 · 2ᵉ ≤ nnz``): room for a similar
+    pattern of up to 6 % more entries. The padding entries lie past the last row's end,
+    where no product reads them: they cost memory only.
+
+    >>> finest_nonzeros(6000), finest_nonzeros(93328)
+    (6400, 100352)
+    """
+    step = max(16, 1 << max(nnz.bit_length() - 6, 0))
+    return -(-(nnz + nnz // 16) // step) * step
+
+
+def _fit_finest(finest: tuple[int, int], shape: HierarchyShape, padded: bool,
+                multiple: int = 1) -> bool:
+    """Whether ``shape``'s finest level holds one of ``finest`` rows and nonzeros: the
+    same sizes, or where ``padded`` at most ``1 / 16`` more rows (``+ 16`` nodes of
+    ``multiple``) and less than ``1.25 ×`` the nonzeros ``+ 16``."""
+    (n, nnz), level = finest, shape.levels[0]
+    if not padded:
+        return (level.rows, level.a_nnz) == finest
+    return (n <= level.rows <= n + n // 16 + 16 * multiple
+            and nnz <= level.a_nnz < 1.25 * nnz + 16)
 
 
 # A padded array holds less than LIMIT × its true entries + 4; a small one, of at most
@@ -236,14 +290,16 @@ def _sizes(shape: HierarchyShape) -> tuple[int, ...]:
 
 
 def _solve_sizes(shape: HierarchyShape) -> tuple[int, ...]:
-    """The sizes of the padded hierarchy itself, which the compiled solve reads."""
-    return tuple(size for level in shape.levels for size in level) + shape.coarsest
+    """The sizes of the padded hierarchy itself, which the compiled solve reads, but the
+    finest rows and nonzeros (:func:`_fit_finest`'s)."""
+    return (tuple(size for level in shape.levels for size in level) + shape.coarsest)[2:]
 
 
 def _solve_levels(count: int) -> tuple[int, ...]:
     """The level of each of :func:`_solve_sizes` of a shape of ``count`` levels (the
     coarsest: ``count``): a level's next rows are the next level's."""
-    return tuple(level for i in range(count) for level in (i, i, i, i + 1, i)) + (count,) * 2
+    return (tuple(level for i in range(count) for level in (i, i, i, i + 1, i))
+            + (count,) * 2)[2:]
 
 
 def _setup_sizes(shape: HierarchyShape) -> tuple[int, ...]:
@@ -269,6 +325,14 @@ def pad_pattern(pattern: CsrStructure, rows: int, nnz: int) -> CsrStructure:
         indices=np.concatenate([pattern.indices, np.zeros(nnz - pattern.nnz,
                                                           pattern.indices.dtype)]),
         n_cols=pattern.n_cols)
+
+
+def pad_rows(x: jax.Array, rows: int) -> jax.Array:
+    """``x`` with zero rows (entries along its first axis) to ``rows`` rows; ``x`` itself
+    when it has them (jit-able)."""
+    if x.shape[0] == rows:
+        return x
+    return jnp.pad(x, [(0, rows - x.shape[0])] + [(0, 0)] * (x.ndim - 1))
 
 
 def pad_csr(c: CsrArrays, rows: int, nnz: int) -> CsrArrays:

@@ -51,7 +51,7 @@ from ._preconditioner import make_precondition
 from ._relaxation import RelaxationData, stored_diagonal
 from ._report import (Reports, log, log_timings, logged_solve_stats, report_solve,
                       reports_to_file, setup_progress, split_reports)
-from ._setup import (System, checked_inputs, divides_by_diagonal, is_concrete,
+from ._setup import (System, checked_inputs, divides_by_diagonal, is_concrete, padded_solve,
                      raise_on_invalid_inputs)
 from ._statistics import statistics
 from ._status import FailureReason, SolveInfo, Status
@@ -318,7 +318,7 @@ def solve(
     # An initial guess enters as the right-hand side of the correction, A δ = b − A x0,
     # δ from zero: the Krylov iterates are those from x0, and x0 gets no derivative.
     x0 = jax.lax.stop_gradient(x0)
-    rhs = b if x0 is None else b - state.matrix._replace(values=matrix.values).matvec(x0)
+    rhs = b if x0 is None else b - system.true_matrix(state, matrix.values).matvec(x0)
     # The setup's arrays travel with the values as the operator (arguments of the compiled
     # solve, not constants); only the values are differentiated.
     operator = (matrix.values, state)
@@ -471,9 +471,9 @@ def _service(system: System, *, transposed: bool = False, report: bool = False,
     if transposed:
         def run_transposed(values: jax.Array, state, rhs: jax.Array) -> tuple:
             transpose = system.transposed
-            return _solve_columns(transpose.config,
-                                  *transpose.operators(values[transpose.values_from], state),
-                                  state.diagonal, rhs)
+            return padded_solve(_solve_columns, transpose.config,
+                                transpose.operators(values[transpose.values_from], state),
+                                state.diagonal, rhs)
 
         return service(run_transposed, own_numbers=lambda: system.transposed.state())
     solve_columns = _solve_columns_reporting if report else _solve_columns
@@ -481,6 +481,7 @@ def _service(system: System, *, transposed: bool = False, report: bool = False,
               else system.config)
 
     def run(values: jax.Array, state, rhs: jax.Array) -> tuple:
-        return solve_columns(config, *system.operators(values, state), state.diagonal, rhs)
+        return padded_solve(solve_columns, config, system.operators(values, state),
+                            state.diagonal, rhs)
 
     return service(run)
