@@ -186,8 +186,10 @@ def test_a_new_pattern_of_similar_size_reuses_the_compiled_solve(x64, amg):
 def test_a_pattern_with_other_finest_nonzeros_reuses_the_compiled_solve(x64, amg):
     # The finest level is padded too: a pattern of the same rows and a few more nonzeros
     # (a refined coupling, a grown Jacobian) runs the numeric setup and the solve compiled
-    # for the first, and iterates as its own unpadded hierarchy does (set up and solved
-    # inside a caller's jit, at its true sizes).
+    # for the first, and compiles nothing else either (its values are checked and padded
+    # on the host, where the setup copies them, and keyed by a digest of the class); it
+    # iterates as its own unpadded hierarchy does (set up and solved inside a caller's
+    # jit, at its true sizes).
     n = 12
     first, second = (with_extra_couplings(poisson3d(n), n, k, seed)
                      for k, seed in ((8, 1), (12, 2)))
@@ -198,11 +200,14 @@ def test_a_pattern_with_other_finest_nonzeros_reuses_the_compiled_solve(x64, amg
     sparse.clear_cache()
     jax.block_until_ready(sparse.solve(first, b, config=config))
     solves = _solve._solve_columns_reporting._cache_size()
-    setups = len(_padded_setup._PROGRAMS)
-    x, info = sparse.solve(second, b, config=config)
+    setups = len(_padded_setup.PROGRAMS)
+    with counted_compilations() as count:  # nor the checks, the key, the padding
+        x, info = sparse.solve(second, b, config=config)
+        jax.block_until_ready(x)
+    assert count[0] == 0
     assert info.status == sparse.Status.SUCCESS and x.shape == b.shape
     assert _solve._solve_columns_reporting._cache_size() == solves
-    assert len(_padded_setup._PROGRAMS) == setups
+    assert len(_padded_setup.PROGRAMS) == setups
     y, traced = jax.jit(lambda values: sparse.solve(second.with_values(values), b,
                                                     config=config))(second.values)
     assert int(info.iterations) == int(traced.iterations) > 3

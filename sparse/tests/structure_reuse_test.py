@@ -190,7 +190,12 @@ def test_the_key_reads_the_couplings_the_splitting_reads(x64, dtype, strength):
 
     positive = np.all(np.real(A.diagonal()) > 0)
     np.testing.assert_array_equal(digest(A.data), _structure_key._summed(
-        jnp.asarray(host, jnp.uint32), jnp.uint32(positive)))
+        jnp.asarray(host, jnp.uint32), jnp.uint32(positive), jnp.uint32(A.nnz)))
+    # values padded as a padded finest level's (zeros past the last row's end, 3 empty
+    # rows with no diagonal): the same digest
+    np.testing.assert_array_equal(np.asarray(_structure_key._digest(
+        jnp.asarray(np.pad(A.data, (0, 5))), *map(jnp.asarray, padded), n + 3,
+        _structure_key._strength_rule(config))), digest(A.data))
     weakened = A.data.copy()
     weakened[np.flatnonzero(host)[0]] = 0
     assert not np.array_equal(digest(A.data), digest(weakened))

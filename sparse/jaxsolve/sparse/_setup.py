@@ -18,7 +18,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import _blocks, _cache, _matrix_free
-from ._compiler_options import COMPILER_OPTIONS, jit
+from ._compiler_options import COMPILER_OPTIONS, jit, staging
 from ._config import AMGConfig, RelaxationConfig, SolverConfig
 from ._csr import CsrMatrix, as_csr
 from ._csr_arrays import CsrArrays, CsrStructure
@@ -110,25 +110,32 @@ _INPUT_FAULTS = frozenset({FailureReason.NONFINITE_INPUT, FailureReason.NONFINIT
                            FailureReason.ZERO_DIAGONAL})
 
 
-def check_finite(caller: str, arrays: dict[str, jax.Array | None]) -> None:
+def check_finite(caller: str, arrays: dict[str, jax.Array | np.ndarray | None]) -> None:
     """Raises if a concrete array among ``arrays`` holds NaN or Inf.
 
     Counted on the device, so that a large concrete matrix is not copied to the host, by
     one compiled call whose counts come back in one transfer: each eager operation and each
     wait for the device is host time that every solve would pay (on a GPU, a launch and a
     round trip each).  Eagerly, also while a caller's jit traces (the arrays are then
-    constants of it).  Arrays on different devices are counted device by device.
+    constants of it).  Arrays on different devices are counted device by device; NumPy
+    arrays (a setup's copy on the host) on the host, where no program is compiled for
+    their size.
     """
     concrete = {name: a for name, a in arrays.items() if is_concrete(a)}
     groups: dict[Any, list[str]] = {}
+    counts: dict[str, int] = {}
     for name, array in concrete.items():
-        groups.setdefault(array.sharding, []).append(name)
+        if isinstance(array, np.ndarray):
+            counts[name] = int(np.count_nonzero(~np.isfinite(array)))
+        else:
+            groups.setdefault(array.sharding, []).append(name)
     for names in groups.values():
         with jax.ensure_compile_time_eval():
-            counts = np.asarray(_nonfinite_counts(*(concrete[name] for name in names)))
-        for name, count in zip(names, counts):
-            if count:
-                raise ValueError(f"{caller}: {name} holds NaN or Inf ({count} entries).")
+            counts.update(zip(names, np.asarray(
+                _nonfinite_counts(*(concrete[name] for name in names))).tolist()))
+    for name in concrete:
+        if counts[name]:
+            raise ValueError(f"{caller}: {name} holds NaN or Inf ({counts[name]} entries).")
 
 
 @jit  # eager: under jax.ensure_compile_time_eval
@@ -224,8 +231,9 @@ class System:
         keys: list[str] = []  # the values' key, computed once for this call
 
         def key_of_values(structure: HierarchyStructure) -> str:
-            if not keys:
-                keys.append(values_key(structure, concrete))
+            if not keys:  # of the values padded to the structure's finest size class
+                keys.append(values_key(structure, self.padded(concrete,
+                                                              _finest_nonzeros(structure))))
             return keys[0]
 
         def build() -> _cache.CacheEntry:
@@ -234,10 +242,13 @@ class System:
             # values and the index arrays go to the device now.
             with jax.ensure_compile_time_eval():
                 if values is not None and self.check_before_setup:  # no NaN or 0 pivots
-                    check_finite("solve", {"A": concrete})
-                    check_diagonal("solve", self.csr_pattern, concrete, self.config)
+                    # on the host copy: no program compiled for the pattern's size
+                    check_finite("solve", {"A": values})
+                    check_diagonal("solve", self.csr_pattern, values, self.config)
                 structure = build_structure(self.pattern, values, k, amg, self.pattern_key,
                                             pad_finest=True)
+                if values is not None:
+                    self._pad_on_host(concrete, values, _finest_nonzeros(structure))
             return _cache.CacheEntry(structure, numbers=None, built_for=None if values is None
                                      else key_of_values(structure))
 
@@ -344,9 +355,18 @@ class System:
         if is_concrete(values):  # the setup's and the solve's: padded once
             if self._padded is not None and self._padded[0] is values:
                 return self._padded[1]
-            self._padded = (values, pad_rows(values, nnz))
+            self._padded = (values, resized_rows(values, nnz))
             return self._padded[1]
-        return pad_rows(values, nnz)
+        return resized_rows(values, nnz)
+
+    def _pad_on_host(self, values: jax.Array, host: np.ndarray, nnz: int) -> None:
+        """Pads ``values`` (on one device; ``host``: their copy on the host) to ``nnz``
+        entries on the host, for :meth:`padded`: a new pattern's first setup, which copies
+        the values to the host anyway, compiles no program for their size to pad them."""
+        if host.shape[0] == nnz or not isinstance(values, jax.Array) or len(
+                values.devices()) != 1:
+            return
+        self._padded = (values, _resized_on_host(host, nnz, next(iter(values.devices()))))
 
     def true_matrix(self, state: SetupState, values: jax.Array) -> CsrArrays:
         """``state``'s matrix with ``values``, cut to the pattern's own sizes."""
@@ -374,8 +394,31 @@ def padded_solve(solve_columns: Any, config: SolverConfig, operators: tuple, dia
         if diagonal.shape[0] != rows:  # true numbers of a padded structure
             diagonal = diagonal[:rows]
         return solve_columns(config, matrix, numbers, diagonal, rhs)
-    x, *rest = solve_columns(config, matrix, numbers, diagonal, pad_rows(rhs, rows))
-    return (x[:n], *rest)
+    x, *rest = solve_columns(config, matrix, numbers, diagonal, resized_rows(rhs, rows))
+    return (resized_rows(x, n), *rest)
+
+
+def resized_rows(x: jax.Array, rows: int) -> jax.Array:
+    """``x`` padded with zero rows, or cut, to ``rows`` rows (jit-able).
+
+    A concrete array on a CPU, outside any trace, is resized on the host (one copy, as a
+    compiled pad would make): no program is compiled for its size, so that a new pattern
+    of a size class compiles nothing (on a GPU a pad or cut is compiled once per size).
+    """
+    if x.shape[0] == rows:
+        return x
+    if (isinstance(x, jax.Array) and is_concrete(x) and not staging()
+            and len(x.devices()) == 1 and next(iter(x.devices())).platform == "cpu"):
+        return _resized_on_host(np.asarray(x), rows, next(iter(x.devices())))
+    return pad_rows(x, rows) if rows > x.shape[0] else x[:rows]
+
+
+def _resized_on_host(host: np.ndarray, rows: int, device: jax.Device) -> jax.Array:
+    """``host`` padded with zero rows, or cut, to ``rows`` rows, on ``device``."""
+    resized = np.zeros((rows, *host.shape[1:]), host.dtype)
+    kept = min(rows, host.shape[0])
+    resized[:kept] = host[:kept]
+    return jax.device_put(resized, device)
 
 
 def _finest_nonzeros(structure: HierarchyStructure) -> int:
@@ -455,11 +498,12 @@ def numeric_setup_now(structure: HierarchyStructure, values: jax.Array,
     of a new executable: on the H200 at 128³ the host spent milliseconds there before the
     device started, as long as the device's whole numeric setup.
     """
-    values = pad_rows(values, _finest_nonzeros(structure))
+    values = resized_rows(values, _finest_nonzeros(structure))
     if near_nullspace is not None and _padded_setup_on(structure, values):
         arrays = structure.arrays
-        near_nullspace = pad_rows(jnp.asarray(near_nullspace),
-                                  (arrays.levels[0].a if arrays.levels else arrays.coarsest).n_rows)
+        near_nullspace = resized_rows(
+            jnp.asarray(near_nullspace),
+            (arrays.levels[0].a if arrays.levels else arrays.coarsest).n_rows)
     executables = structure.__dict__.setdefault("_numeric_setup_executables", {})
     key = (_input_kind(values), _input_kind(near_nullspace))
     compiled = executables.get(key)
@@ -524,21 +568,17 @@ def _without_arrays(structure: HierarchyStructure) -> HierarchyStructure:
     return static
 
 
-def check_diagonal(caller: str, pattern: Any, values: jax.Array, config: SolverConfig) -> None:
+def check_diagonal(caller: str, pattern: Any, values: jax.Array | np.ndarray,
+                   config: SolverConfig) -> None:
     """Raises if ``config``'s preconditioner divides by the diagonal and a row of the
     CSR ``pattern`` (a CsrMatrix's) has no stored or a zero diagonal entry among
-    ``values`` (checked on the device)."""
+    ``values`` (checked on the device, or on the host for NumPy ``values``)."""
     if not divides_by_diagonal(config):
         return
     positions = pattern.diagonal_positions  # cached per pattern
     n = pattern.shape[0]
-    devices = values.devices()
-    if len(devices) == 1:  # the positions are sent to the values' device once
-        positions_there = pattern.diagonal_positions_on(next(iter(devices)))
-    else:
-        positions_there = positions
     with jax.ensure_compile_time_eval():
-        if positions.size == n and bool(_all_nonzero(values, positions_there)):
+        if positions.size == n and _stored_diagonal_nonzero(pattern, values):
             return
         stored = np.asarray(values[positions]) != 0
     diagonal = np.zeros(n, bool)
@@ -550,6 +590,17 @@ def check_diagonal(caller: str, pattern: Any, values: jax.Array, config: SolverC
         f" {_preconditioner_name(config)} divides by the diagonal. Use a Krylov method"
         " without it (e.g. preconditioner 'NOSOLVER'), or reorder the system."
     )
+
+
+def _stored_diagonal_nonzero(pattern: Any, values: jax.Array | np.ndarray) -> bool:
+    """Whether every stored diagonal entry of ``pattern`` is nonzero among ``values``."""
+    if isinstance(values, np.ndarray):
+        return bool(np.all(values[pattern.diagonal_positions] != 0))
+    devices = values.devices()
+    # the positions are sent to the values' device once
+    positions = (pattern.diagonal_positions_on(next(iter(devices))) if len(devices) == 1
+                 else pattern.diagonal_positions)
+    return bool(_all_nonzero(values, positions))
 
 
 @jit  # eager: under jax.ensure_compile_time_eval

@@ -1,4 +1,4 @@
-"""Size classes: a hierarchy's coarse levels padded so that similar patterns share programs.
+"""Size classes: a hierarchy's levels padded so that similar patterns share programs.
 
 A compiled solve is specialized to the shape of every array it reads, and an AMG
 hierarchy's coarse levels (their rows, their nonzeros, those of ``P`` and ``R``) differ
@@ -20,24 +20,38 @@ Small sizes get the most room because they vary the most between similar pattern
 sizes varied by at most 7 % (at 32³ 10 %), the second's by up to 24 %, the coarsest's
 rows by 29 % and nonzeros by 37 % (at 32³ by a factor 2.3); the large sizes' smaller
 room keeps the memory down. Patterns whose hierarchies take one shape run one compiled
-solve. The finest level, the user's ``A``, keeps its own sizes.
+solve.
+
+**The finest level** (the user's ``A``) of a single-device solve's hierarchy is padded
+as well (``pad_finest``), so that a pattern with other nonzeros or a few more rows (a
+remeshed grid, a refined coupling, a Jacobian whose pattern grew) runs the programs
+compiled for one solved before: its rows by little, as every vector of the solve has
+them (:func:`finest_rows`: ``n / 32`` more, to a step of at most ``n / 32``; a shape
+fits with at most ``n / 16 + 16`` more), its nonzeros by more, as no product reads the
+padding entries (:func:`finest_nonzeros`; a shape fits with less than ``1.25 ×``). The
+solve then pads the values and ``b`` with zeros and cuts ``x`` back
+(:func:`._setup.padded_solve`). The sharded and MPI solves keep their blocks' finest
+sizes.
 
 **The padding changes no iteration.** Padding rows are empty (their row pointers repeat
 the last), padding entries hold zeros past the last row's end (read by no row), the
 smoothers' scale is zero on padding rows and the coarsest inverse is zero outside the true
 block. A vector's padding entries therefore start at zero (a restriction's padding rows are
-empty) and stay zero (no sweep, product or correction writes anything else there), and
-every sparse product and sweep sums the same entries in the same order as before. Only the
-coarsest level's dense product ``A_c⁻¹ b`` (or a Krylov coarse solver's inner products)
-runs over zeros more, which XLA may sum in another order: its results agree to rounding
-(the last bit; the iterations of the tests and of ``tools/bench/sparse_new_pattern.py``
-are the unpadded hierarchy's).
+empty; the finest level's right-hand side is padded with zeros) and stay zero (no sweep,
+product or correction writes anything else there), and every sparse product and sweep sums
+the same entries in the same order as before. Only the coarsest level's dense product
+``A_c⁻¹ b`` (or a Krylov coarse solver's inner products), and the Krylov method's norms
+and inner products on a padded finest level, run over zeros more, which XLA may sum in
+another order: their results agree to rounding (the last bit; the iterations of the
+tests and of ``tools/bench/sparse_new_pattern.py`` are the unpadded hierarchy's).
 
 **Memory.** Every padded array holds less than ``1.5 ×`` its true entries ``+ 4`` (a new
 shape's ``size_class(6 n / 5) < 1.5 n`` for ``n > 4``), or a small one less than ``2 ×``
 them ``+ 4`` (a smaller pattern's hierarchy that takes a shape already in use): the
 coarse operators, transfer operators, smoother data and the structure's copies of their
-patterns, never the finest operator.
+patterns. The finest pattern's copy in the structure and the kept hierarchy's finest
+values (a padded copy of ``A``'s, where they shared ``A``'s own before) hold less than
+``1.25 ×`` its nonzeros ``+ 16``.
 
 The multicolor smoothers' data are specific to a pattern's coloring (:mod:`._multicolor`):
 their hierarchies keep their true sizes. The sharded solve pads its blocks' hierarchies to

@@ -53,7 +53,9 @@ def values_key(structure: HierarchyStructure, values: jax.Array) -> str:
     Args:
       structure: any structure built for the pattern and AMG configuration (from these
         values or others): its finest pattern's device arrays are read.
-      values: ``(nnz,)`` concrete values on that pattern.
+      values: ``(nnz,)`` concrete values on that pattern, or padded with zeros to the
+        nonzeros of ``structure``'s finest level (its size class): the same key, from a
+        digest compiled once for the class.
 
     Returns:
       A hex digest, equal for values that :mod:`this module <._structure_key>` says
@@ -63,7 +65,8 @@ def values_key(structure: HierarchyStructure, values: jax.Array) -> str:
     finest = arrays.levels[0].a if arrays.levels else arrays.coarsest
     operands = (values, finest.indices, finest.indptr,
                 arrays.levels[0].diagonal if arrays.levels else arrays.coarsest_diagonal)
-    statics = (structure.levels[0].a.n_rows if structure.levels else structure.coarsest.n_rows,
+    true_rows = (structure.levels[0].a if structure.levels else structure.coarsest).n_rows
+    statics = (finest.n_rows if values.shape[0] == finest.indices.shape[0] else true_rows,
                _strength_rule(structure.config))
     kind = (statics, *((a.shape, a.dtype, a.sharding) for a in operands))
     # Compiled, not called through jit: an executable runs when it is called, also while
@@ -86,10 +89,13 @@ def _digest(values: jax.Array, indices: jax.Array, indptr: jax.Array, diagonal: 
     """``(2,)`` uint32: the digest of ``values``' strong couplings (``rule``) or bits.
 
     The index arrays may be padded past the pattern's ``n_rows`` rows and ``nnz`` entries
-    (a structure's are padded to its size classes): only their true parts are read.
+    (a structure's are padded to its size classes): only their true parts are read. The
+    rows and ``values`` may be padded too (empty rows, no stored diagonal; zeros past the
+    last row's end): the digest reads the entries before that end alone.
     """
     nnz = values.shape[0]
     indices, indptr, diagonal = indices[:nnz], indptr[:n_rows + 1], diagonal[:n_rows]
+    count = indptr[-1]  # the entries of the rows: padding entries lie past
     if rule is None:
         parts = (jnp.real(values), jnp.imag(values)) if jnp.iscomplexobj(values) else (values,)
         words = jnp.concatenate([jax.lax.bitcast_convert_type(part, jnp.uint32).reshape(nnz, -1)
@@ -98,14 +104,18 @@ def _digest(values: jax.Array, indices: jax.Array, indptr: jax.Array, diagonal: 
     else:
         rows = CsrArrays(values, indices, indptr).row_ids
         words = _strong(values, indices, rows, diagonal, n_rows, rule).astype(jnp.uint32)
-        flag = jnp.all(jnp.real(values[diagonal]) > 0).astype(jnp.uint32)
-    return _summed(words, flag)
+        flag = jnp.all((diagonal < 0) | (jnp.real(values[diagonal]) > 0)).astype(jnp.uint32)
+    # the words of the first `count` entries (one or more words an entry)
+    return _summed(words, flag, count.astype(jnp.uint32) * (words.shape[0] // max(nnz, 1)))
 
 
-def _summed(words: jax.Array, flag: jax.Array) -> jax.Array:
-    """``(2,)`` uint32: two sums of the hashed ``(position, word)`` pairs, and the flag."""
+def _summed(words: jax.Array, flag: jax.Array, counted: jax.Array) -> jax.Array:
+    """``(2,)`` uint32: two sums of the hashed ``(position, word)`` pairs of the first
+    ``counted`` words, and the flag."""
     positions = jnp.arange(words.shape[0], dtype=jnp.uint32)
-    return jnp.stack([jnp.sum(_mixed(_mixed(positions + seed) ^ words), dtype=jnp.uint32)
+    return jnp.stack([jnp.sum(jnp.where(positions < counted,
+                                        _mixed(_mixed(positions + seed) ^ words), 0),
+                              dtype=jnp.uint32)
                       ^ (flag * _mixed(seed))
                       for seed in map(jnp.uint32, _SEEDS)])
 
