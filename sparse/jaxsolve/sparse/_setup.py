@@ -418,7 +418,8 @@ def _resized_on_host(host: np.ndarray, rows: int, device: jax.Device) -> jax.Arr
     resized = np.zeros((rows, *host.shape[1:]), host.dtype)
     kept = min(rows, host.shape[0])
     resized[:kept] = host[:kept]
-    return jax.device_put(resized, device)
+    with jax.ensure_compile_time_eval():  # a concrete array, also while a trace runs
+        return jax.device_put(resized, device)
 
 
 def _finest_nonzeros(structure: HierarchyStructure) -> int:
@@ -439,8 +440,9 @@ def _solve_diagonal(structure: HierarchyStructure) -> jax.Array:
     kept = structure.__dict__.get("_solve_diagonal")
     if kept is None:
         own = structure.levels[0].diagonal
-        kept = jax.device_put(np.concatenate(
-            [own, np.full(diagonal.shape[0] - true_rows, own[0], own.dtype)]))
+        with jax.ensure_compile_time_eval():  # a concrete array, also while a jit traces
+            kept = jax.device_put(np.concatenate(
+                [own, np.full(diagonal.shape[0] - true_rows, own[0], own.dtype)]))
         structure.__dict__["_solve_diagonal"] = kept
     return kept
 
