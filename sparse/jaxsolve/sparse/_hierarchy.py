@@ -222,6 +222,9 @@ class LevelArrays(NamedTuple):
     r_from_p: jax.Array
     a_p: CsrArrays  # the pattern of A P, the Galerkin product's right factor
     ordering: MulticolorArrays | None = None
+    # (rows, k): where each row's entries in its node's diagonal block sit among the values
+    # (-1: not stored), for a block system's block-Jacobi smoothers, else None.
+    block_positions: jax.Array | None = None
 
 
 class StructureArrays(NamedTuple):
@@ -248,10 +251,11 @@ def _pattern_arrays(pattern: CsrStructure) -> CsrArrays:
 
 def _level_arrays(level: LevelStructure, shape: LevelShape,
                   interpolation: InterpolationArrays | MultipassArrays | None,
-                  setup: tuple[int, ...] | None) -> LevelArrays:
+                  setup: tuple[int, ...] | None, block_jacobi: bool) -> LevelArrays:
     """``level``'s arrays on the device, padded to ``shape``; with the ``setup`` sizes
     (:func:`._padded_setup.setup_sizes`, padded) also those only the numeric setup reads.
-    ``interpolation``: the host arrays of a classical level's."""
+    ``interpolation``: the host arrays of a classical level's; ``block_jacobi``: whether
+    its smoother inverts the diagonal blocks of a block system."""
     smoothed = level.smoothing is not None
     a_p = level.a_p.c
     aggregates, tentative_in_p = level.aggregates, level.tentative_in_p
@@ -274,7 +278,21 @@ def _level_arrays(level: LevelStructure, shape: LevelShape,
         r_from_p=jax.device_put(r_from_p),
         a_p=_pattern_arrays(a_p),
         ordering=None if level.ordering is None else level.ordering.on_device(),
+        block_positions=(jax.device_put(_block_positions(level.a, level.block_dim, shape.rows))
+                         if block_jacobi and level.block_dim > 1 else None),
     )
+
+
+def _block_positions(pattern: CsrStructure, k: int, rows: int) -> np.ndarray:
+    """``(rows, k)``: the position among ``pattern``'s entries of each row ``i``'s entry in
+    column ``k (i // k) + j`` (its node's diagonal block), -1 where none is stored (and on
+    the rows past the pattern's, a size class's padding).  A block smoother gathers its
+    blocks by them, where finding them on the device expands every entry's row."""
+    positions = np.full((rows, k), -1, np.int32)
+    entry_rows = pattern.row_ids
+    inside = np.flatnonzero(pattern.indices // k == entry_rows // k)
+    positions[entry_rows[inside], pattern.indices[inside] % k] = inside
+    return positions
 
 
 def _padded_row_ids(pattern: CsrStructure) -> np.ndarray:
@@ -378,7 +396,8 @@ def build_structure(
     coarsest = pad_pattern(pattern, *shape.coarsest)
     arrays = StructureArrays(
         levels=tuple(_level_arrays(level, level_shape, interpolation,
-                                   None if layouts is None else level_setup)
+                                   None if layouts is None else level_setup,
+                                   config.smoother.solver in ("BLOCK_JACOBI", "JACOBI_L1"))
                      for level, level_shape, interpolation, level_setup in zip(
                          levels, shape.levels, interpolations, shape.setup or [None] * len(levels),
                          strict=True)),
@@ -630,7 +649,9 @@ def _true_sizes(structure: HierarchyStructure, arrays: StructureArrays) -> Struc
             tentative_in_p=(None if level.tentative_in_p is None
                             else level_arrays.tentative_in_p[:level.tentative_in_p.shape[0]]),
             interpolation=(None if level.interpolation is None
-                           else true_interpolation(level, level_arrays.interpolation)))
+                           else true_interpolation(level, level_arrays.interpolation)),
+            block_positions=(None if level_arrays.block_positions is None
+                             else level_arrays.block_positions[:level.a.n_rows]))
         for level, level_arrays in zip(structure.levels, arrays.levels, strict=True))
     return arrays._replace(
         levels=levels, coarsest=true_csr(arrays.coarsest, structure.coarsest),
@@ -708,6 +729,7 @@ def padded_numeric_setup(setup: PaddedSetup, arrays: StructureArrays, values: ja
         a_values = _padded_setup.product(r, a_p, patterns[i + 1], sizes.coarse_rows)
         numbers.append(LevelNumbers(a=a, p=p, r=r, smoother=relaxation_data(
             a, diagonal, config.smoother, block_dim=setup.block_dims[i],
+            block_positions=level_arrays.block_positions,
             jacobi_spectral_radius=rho, rows=arrays.rows[i], start=start)))
     finest = patterns[0]._replace(values=values)
     return Hierarchy(
@@ -836,6 +858,7 @@ def _numeric_level(
     coarse_values = level.galerkin.multiply(r, a_p, coarse.indices, coarse.indptr)
     smoother = relaxation_data(a, diagonal, config.smoother, arrays.ordering,
                                block_dim=level.block_dim, jacobi_spectral_radius=rho,
+                               block_positions=arrays.block_positions,
                                start=start)
     return LevelNumbers(a=a, p=p, r=r, smoother=smoother), coarse_values, coarse_basis
 

@@ -86,7 +86,7 @@ def relaxation_data(
     a: CsrArrays, diagonal: jax.Array, config: RelaxationConfig,
     ordering: MulticolorArrays | None = None, *, block_dim: int = 1,
     jacobi_spectral_radius: jax.Array | None = None, rows: jax.Array | None = None,
-    start: jax.Array | None = None,
+    start: jax.Array | None = None, block_positions: jax.Array | None = None,
 ) -> RelaxationData:
     """The :class:`RelaxationData` of ``config``'s relaxation for ``A`` (jit-able), whose
     unknowns come ``block_dim`` to a node.
@@ -98,6 +98,9 @@ def relaxation_data(
     estimating its own.
     ``rows``: ``A``'s true rows when it is padded to a size class (:mod:`._size_classes`),
     whose padding rows the damping's power iteration leaves out.
+    ``block_positions``: for a block system, ``(n, block_dim)``: where each row's entries
+    in its node's diagonal block sit among ``A``'s values (-1: not stored), from the
+    structure; without them the blocks are found from the index arrays.
     ``start``: the power iteration's start (:func:`power_iteration_start`) for at least
     ``A``'s rows, when the caller has drawn one for a larger level.
     """
@@ -109,7 +112,7 @@ def relaxation_data(
         data = multicolor_data(ordering, a.values, diagonal)
         return RelaxationData(scale=data.scale, interval=interval, multicolor=data)
     if block_dim > 1 and config.solver in ("BLOCK_JACOBI", "JACOBI_L1"):
-        inverses = _block_inverses(a, config, block_dim)
+        inverses = _block_inverses(a, config, block_dim, block_positions)
         if config.relaxation_factor is None:
             rho = spectral_radius(a.n_rows, a.values.dtype, lambda v: _jacobi_step(
                 RelaxationData(inverses, interval), a.matvec(v)), rows, start)
@@ -221,20 +224,26 @@ def _jacobi_step(data: RelaxationData, residual: jax.Array) -> jax.Array:
     return jnp.einsum("nij,nj->ni", data.scale, residual.reshape(nodes, k)).reshape(-1)
 
 
-def _block_inverses(a: CsrArrays, config: RelaxationConfig, k: int) -> jax.Array:
+def _block_inverses(a: CsrArrays, config: RelaxationConfig, k: int,
+                    positions: jax.Array | None = None) -> jax.Array:
     """``ω D⁻¹`` for the ``k × k`` diagonal blocks ``D`` of ``A`` (ℓ1: ``D`` plus each row's
-    ``Σ |a_ij|`` outside its block on its diagonal).
+    ``Σ |a_ij|`` outside its block on its diagonal), gathered by their ``positions``
+    among the values (see :func:`relaxation_data`) when given.
 
     An unknown whose row of ``D`` is zero (a decoupled coarse unknown) is left unchanged:
     its row of the inverse is zero.
     """
-    rows, columns = a.row_ids, a.indices
-    inside = rows // k == columns // k
     nodes = a.n_rows // k
-    # Entry (i, j) of a block goes to (i // k, i % k, j % k): place i k + j % k of the blocks
-    # laid out flat (a scatter into one axis compiles to less than one into three).
-    blocks = jax.ops.segment_sum(jnp.where(inside, a.values, 0), rows * k + columns % k,
-                                 num_segments=a.n_rows * k).reshape(nodes, k, k)
+    if positions is None or config.solver == "JACOBI_L1":
+        rows, columns = a.row_ids, a.indices
+        inside = rows // k == columns // k
+    if positions is None:
+        # Entry (i, j) of a block goes to (i // k, i % k, j % k): place i k + j % k of the
+        # blocks laid out flat (a scatter into one axis compiles to less than into three).
+        blocks = jax.ops.segment_sum(jnp.where(inside, a.values, 0), rows * k + columns % k,
+                                     num_segments=a.n_rows * k).reshape(nodes, k, k)
+    else:
+        blocks = stored_diagonal(a.values, positions).reshape(nodes, k, k)
     eye = jnp.eye(k, dtype=a.values.dtype)[None]
     if config.solver == "JACOBI_L1":
         outside = jax.ops.segment_sum(jnp.where(inside, 0, jnp.abs(a.values)), rows,
