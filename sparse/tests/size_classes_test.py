@@ -214,6 +214,37 @@ def test_a_pattern_with_other_finest_nonzeros_reuses_the_compiled_solve(x64, amg
     np.testing.assert_allclose(x, y, rtol=1e-9, atol=1e-12)
 
 
+def poisson2d(nx: int, ny: int) -> scipy.sparse.csr_array:
+    """The 5-point Poisson matrix on an ``nx × ny`` grid."""
+    def line(n):
+        return scipy.sparse.diags_array([-np.ones(n - 1), 2 * np.ones(n), -np.ones(n - 1)],
+                                        offsets=[-1, 0, 1])
+    a = scipy.sparse.csr_array(scipy.sparse.kron(line(nx), scipy.sparse.eye_array(ny))
+                               + scipy.sparse.kron(scipy.sparse.eye_array(nx), line(ny)))
+    a.sort_indices()
+    return a
+
+
+def test_a_grid_with_a_few_more_rows_reuses_the_compiled_solve(x64):
+    # A remeshed domain of 2.5 % more rows: b is padded and x cut back to their own rows
+    # (on the host, on a CPU), the programs of the first grid's class serve, and the
+    # iterations and x are those of the grid's own unpadded hierarchy.
+    first, second = sparse.as_csr(poisson2d(40, 40)), sparse.as_csr(poisson2d(40, 41))
+    config = {"solver": "PCG", "tolerance": 1e-8, "max_iters": 100}
+    sparse.clear_cache()
+    jax.block_until_ready(sparse.solve(first, jnp.ones(1600), config=config))
+    b = jnp.asarray(np.random.default_rng(3).standard_normal(1640))
+    with counted_compilations() as count:
+        x, info = sparse.solve(second, b, config=config)
+        jax.block_until_ready(x)
+    assert count[0] == 0
+    assert info.status == sparse.Status.SUCCESS and x.shape == (1640,)
+    y, traced = jax.jit(lambda values: sparse.solve(second.with_values(values), b,
+                                                    config=config))(second.values)
+    assert int(info.iterations) == int(traced.iterations) > 3
+    np.testing.assert_allclose(x, y, rtol=1e-9, atol=1e-12)
+
+
 CONFIGS = {
     "classical": {},
     "aggregation, W, Chebyshev": {"algorithm": "AGGREGATION", "jaxsolve_smoothed_aggregation": 1,
