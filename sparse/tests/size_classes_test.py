@@ -245,6 +245,23 @@ def test_a_grid_with_a_few_more_rows_reuses_the_compiled_solve(x64):
     np.testing.assert_allclose(x, y, rtol=1e-9, atol=1e-12)
 
 
+def test_a_solve_reusing_the_setup_of_the_same_values_pads_them_no_more(x64):
+    # The kept hierarchy holds A's values padded to the finest class; a reuse_setup solve
+    # with the same A takes them instead of padding A's values again at every solve.
+    a = sparse.as_csr(poisson2d(30, 30))
+    config = sparse.parse_amgx_config({"solver": "PCG"})
+    sparse.clear_cache()
+    _setup.System.for_matrix(a, config, None, reuse_setup=False, check=True).setup
+    system = _setup.System.for_matrix(a, config, None, reuse_setup=True, check=True)
+    _, numbers = system.setup
+    matrix, kept = system.operators(a.values, system.state())
+    assert kept is numbers and matrix.values is numbers.levels[0].a.values
+    assert matrix.values.shape[0] > a.nnz
+    # other values on the pattern are padded anew
+    other = system.operators(2 * a.values, system.state())[0].values
+    np.testing.assert_array_equal(other[:a.nnz], 2 * a.values)
+
+
 CONFIGS = {
     "classical": {},
     "aggregation, W, Chebyshev": {"algorithm": "AGGREGATION", "jaxsolve_smoothed_aggregation": 1,

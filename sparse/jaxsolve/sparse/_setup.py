@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import weakref
 from collections.abc import Hashable
 from typing import Any, NamedTuple
 
@@ -260,11 +261,25 @@ class System:
                                  (lambda entry: key_of_values(entry.structure))
                                  if own_structure else None)
         if concrete is None or (self.reuse_setup and entry.numbers is not None):
+            if self.reuse_setup and entry.numbers is not None:
+                self._reuse_padded(entry)
             return entry.structure, entry.numbers if self.reuse_setup else None
         entry.numbers = numeric_setup_now(
             entry.structure, self.padded(concrete, _finest_nonzeros(entry.structure)),
             self.near_nullspace)
+        entry.numbers_from = _weak(concrete)
         return entry.structure, entry.numbers
+
+    def _reuse_padded(self, entry: _cache.CacheEntry) -> None:
+        """Takes the kept hierarchy's padded finest values for :meth:`padded` when this
+        call's values are those it was set up from (``reuse_setup`` with the same ``A``):
+        a solve then pads nothing."""
+        source = None if entry.numbers_from is None else entry.numbers_from()
+        numbers = entry.numbers
+        finest = (numbers.levels[0] if numbers.levels else numbers.coarsest).a.values
+        if (source is not None and source is self.concrete_values
+                and finest.dtype == source.dtype and finest.shape[0] != source.shape[0]):
+            self._padded = (source, finest)
 
     @functools.cached_property
     def ordering(self) -> MulticolorArrays | None:
@@ -420,6 +435,14 @@ def _resized_on_host(host: np.ndarray, rows: int, device: jax.Device) -> jax.Arr
     resized[:kept] = host[:kept]
     with jax.ensure_compile_time_eval():  # a concrete array, also while a trace runs
         return jax.device_put(resized, device)
+
+
+def _weak(values: Any) -> weakref.ref | None:
+    """A weak reference to ``values``, or None where they take none."""
+    try:
+        return weakref.ref(values)
+    except TypeError:
+        return None
 
 
 def _finest_nonzeros(structure: HierarchyStructure) -> int:
