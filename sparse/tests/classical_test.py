@@ -305,7 +305,8 @@ class TestNumericSetup:
         stats = sparse.describe(A)
         pattern, values = host(scipy_matrix(A))
         default = _setup.amg_config(parse_amgx_config(None))
-        structure = _hierarchy.build_structure(pattern, values, 1, default)
+        # Padded as a solve's (describe's) structure: its finest level too.
+        structure = _hierarchy.build_structure(pattern, values, 1, default, pad_finest=True)
         assert structure.config == default and default.interpolator == "D2"
         plans = [level.interpolation for level in structure.arrays.levels]
         assert all(isinstance(plan, _classical.InterpolationArrays) for plan in plans)

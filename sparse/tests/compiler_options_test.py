@@ -57,8 +57,9 @@ def test_a_concrete_solve_compiles_its_setup_and_loop_with_the_options():
     config = parse_amgx_config(CONFIG)
     system = _setup.System.for_matrix(A, config, None, False, True)
     state = system.state()
+    matrix, numbers = system.operators(A.values, state)  # padded to a size class
     loop = _solve._solve_columns_reporting.lower(
-        config, *system.operators(A.values, state), state.diagonal, b).compile()
+        config, matrix, numbers, state.diagonal, _setup.resized_rows(b, matrix.n_rows)).compile()
     assert not fusion_emitted(loop)
 
 
