@@ -184,10 +184,12 @@ def test_the_coarsest_dense_matrix_takes_its_rows_from_the_structure(x64):
                                np.eye(coarse.n_rows), atol=1e-5)  # float32
 
 
-def test_block_jacobi_gathers_its_blocks_by_the_structures_positions(x64):
+@pytest.mark.parametrize("solver", ["BLOCK_JACOBI", "JACOBI_L1"])
+def test_block_jacobi_gathers_its_blocks_by_the_structures_positions(x64, solver):
     """A block system's block-Jacobi inverts blocks gathered by positions the structure
-    found on the host: no row expansion (a cumulative sum) and no scatter per level; the
-    same inverses as blocks found from the index arrays."""
+    found on the host: no row expansion (a cumulative sum) and no scatter-add per level
+    (ℓ1: the sums outside the blocks by a product); the same inverses as blocks found
+    from the index arrays, bit for bit."""
     rng = np.random.default_rng(1)
     dense = np.where(rng.random((12, 12)) < 0.4, rng.standard_normal((12, 12)), 0)
     dense += np.diag(np.full(12, 6.0))
@@ -196,7 +198,7 @@ def test_block_jacobi_gathers_its_blocks_by_the_structures_positions(x64):
     a = csr(dense)
     pattern = CsrStructure(np.asarray(a.indptr), np.asarray(a.indices), 12)
     positions = jnp.asarray(_hierarchy._block_positions(pattern, 2, 12))
-    config = RelaxationConfig(solver="BLOCK_JACOBI", relaxation_factor=0.8,
+    config = RelaxationConfig(solver=solver, relaxation_factor=0.8,
                               chebyshev_polynomial_order=None)
 
     def scale(values, positions=None):
@@ -209,6 +211,9 @@ def test_block_jacobi_gathers_its_blocks_by_the_structures_positions(x64):
     np.testing.assert_array_equal(np.asarray(scale(a.values, positions)),
                                   np.asarray(scale(a.values)))
     blocks = dense.reshape(6, 2, 6, 2)[np.arange(6), :, np.arange(6), :]
+    if solver == "JACOBI_L1":  # each row's Σ |a_ij| outside its block, on the diagonal
+        outside = np.abs(dense).sum(1) - np.abs(blocks).sum(2).ravel()
+        blocks = blocks + outside.reshape(6, 2)[:, :, None] * np.eye(2)
     expected = [0.8 * np.linalg.inv(block) if block.any() else np.zeros((2, 2))
                 for block in blocks]
     np.testing.assert_allclose(np.asarray(scale(a.values, positions)), expected, rtol=1e-13)

@@ -234,10 +234,9 @@ def _block_inverses(a: CsrArrays, config: RelaxationConfig, k: int,
     its row of the inverse is zero.
     """
     nodes = a.n_rows // k
-    if positions is None or config.solver == "JACOBI_L1":
+    if positions is None:
         rows, columns = a.row_ids, a.indices
         inside = rows // k == columns // k
-    if positions is None:
         # Entry (i, j) of a block goes to (i // k, i % k, j % k): place i k + j % k of the
         # blocks laid out flat (a scatter into one axis compiles to less than into three).
         blocks = jax.ops.segment_sum(jnp.where(inside, a.values, 0), rows * k + columns % k,
@@ -246,8 +245,17 @@ def _block_inverses(a: CsrArrays, config: RelaxationConfig, k: int,
         blocks = stored_diagonal(a.values, positions).reshape(nodes, k, k)
     eye = jnp.eye(k, dtype=a.values.dtype)[None]
     if config.solver == "JACOBI_L1":
-        outside = jax.ops.segment_sum(jnp.where(inside, 0, jnp.abs(a.values)), rows,
-                                      num_segments=a.n_rows, indices_are_sorted=True)
+        magnitudes = jnp.abs(a.values)
+        if positions is None:
+            outside = jax.ops.segment_sum(jnp.where(inside, 0, magnitudes), rows,
+                                          num_segments=a.n_rows, indices_are_sorted=True)
+        else:
+            # Σ |a_ij| outside the block as |A_outside| 1: the product's kernel sums a row's
+            # entries in order, as the segment sum does, without expanding the rows.
+            inside = jnp.zeros(a.values.shape, bool).at[
+                jnp.where(positions < 0, a.values.shape[0], positions)].set(True, mode="drop")
+            outside = a._replace(values=jnp.where(inside, 0, magnitudes)).matvec(
+                jnp.ones(a.n_rows, magnitudes.dtype))
         blocks = blocks + outside.astype(a.values.dtype).reshape(nodes, k)[:, :, None] * eye
     decoupled = jnp.all(blocks == 0, axis=2)  # (nodes, k)
     inverse = small_inverse(blocks + jnp.where(decoupled[:, :, None], eye, 0))
