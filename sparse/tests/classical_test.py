@@ -298,9 +298,10 @@ class TestNumericSetup:
 
     def test_the_default_keeps_its_interpolation_plans_in_offsets_of_a_byte(self, x64):
         # 3D Poisson 16³, the default configuration (PMIS, D2): the plans the re-setup
-        # reads keep offsets within rows, one byte each (the kept weights' too), and the
-        # number of pairs of each row for their row pointers: 1.4 × A's bytes. With int32
-        # positions and row pointers they held 5.1 ×, and all the setup keeps 11.0 × (7.3 ×).
+        # reads keep offsets within rows, one byte each (the kept weights' too), and int32
+        # row pointers of the pairs and triples (8 bytes a row, which spare the numeric
+        # setup two cumulative sums a level): 1.53 × A's bytes. With int32 positions they
+        # held 5.1 ×, and all the setup keeps 11.0 × (7.4 ×).
         A = matrices.poisson3d_matrix(16, dtype=jnp.float64)
         stats = sparse.describe(A)
         pattern, values = host(scipy_matrix(A))
@@ -313,7 +314,7 @@ class TestNumericSetup:
         assert {plan.triple_offsets.dtype for plan in plans} == {np.dtype(np.uint8)}
         plan_bytes = sum(leaf.nbytes for leaf in jax.tree.leaves(plans))
         assert stats.bytes_kept["interpolation plans"] == plan_bytes
-        assert plan_bytes < 1.5 * stats.matrix_bytes
+        assert plan_bytes < 1.6 * stats.matrix_bytes
         assert sum(stats.bytes_kept.values()) < 7.5 * stats.matrix_bytes
 
     def test_numeric_setup_is_differentiable_and_vmaps(self, x64):

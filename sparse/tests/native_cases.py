@@ -455,8 +455,6 @@ def plan_sending_outside_a_row(structure):
     arrays = _classical.host_arrays(structure)
     targets = arrays.triple_targets.copy()
     t = int(np.flatnonzero(targets < _classical_kernels.to_diagonal(targets.dtype))[0])
-    pair_indptr = np.concatenate([[0], np.cumsum(arrays.row_pairs, dtype=np.int32)])
-    triple_indptr = np.concatenate([[0], np.cumsum(arrays.pair_counts)])[pair_indptr]
-    row = int(np.searchsorted(triple_indptr, t, side="right") - 1)
+    row = int(np.searchsorted(arrays.triple_indptr, t, side="right") - 1)
     targets[t] = np.diff(structure.full.indptr)[row]
     return arrays._replace(triple_targets=targets), row

@@ -117,8 +117,9 @@ class InterpolationArrays(NamedTuple):
 
     The :class:`._classical_kernels.InterpolationPattern`'s without ``P``'s columns, lean
     for the device: offsets within rows, of the plan's unsigned dtype (one byte each on
-    most levels), and instead of its pairs' and triples' row pointers the pairs of each
-    row (``row_pairs``), from which :func:`kernel_operands` counts them again.
+    most levels). The pairs' and triples' row pointers stay int32 (``8 n`` bytes a level):
+    counted again on the device from each row's number of pairs, they cost the numeric
+    setup two cumulative sums a level to compile (on the CPU, 0.1–0.2 s each).
     ``keep``: the offsets within their rows of ``P``'s full pattern of the weights
     truncation keeps (None: it keeps all).
     """
@@ -126,9 +127,10 @@ class InterpolationArrays(NamedTuple):
     coarse: jax.Array
     full_indptr: jax.Array
     a_targets: jax.Array
-    row_pairs: jax.Array
+    pair_indptr: jax.Array
     pair_offsets: jax.Array
     pair_counts: jax.Array
+    triple_indptr: jax.Array
     triple_offsets: jax.Array
     triple_targets: jax.Array
     keep: jax.Array | None
@@ -237,19 +239,16 @@ def host_arrays(structure: InterpolationStructure,
         keep = (keep - structure.full.indptr[kept_rows]).astype(offsets)
     return InterpolationArrays(
         coarse=structure.coarse, full_indptr=structure.full.indptr, a_targets=plan.a_targets,
-        row_pairs=np.diff(plan.pair_indptr).astype(offsets), pair_offsets=plan.pair_offsets,
-        pair_counts=plan.pair_counts, triple_offsets=plan.triple_offsets,
+        pair_indptr=plan.pair_indptr, pair_offsets=plan.pair_offsets,
+        pair_counts=plan.pair_counts, triple_indptr=plan.triple_indptr,
+        triple_offsets=plan.triple_offsets,
         triple_targets=plan.triple_targets, keep=keep)
 
 
 def kernel_operands(arrays: InterpolationArrays) -> tuple[jax.Array | None, ...]:
-    """The plan operands of :func:`._ffi_primitives.interpolation_weights`, in its order:
-    ``arrays`` with the row pointers of the pairs and triples counted from ``row_pairs``
-    and ``pair_counts`` (jit-able)."""
-    pair_indptr = _pointers(jnp, arrays.row_pairs)
-    triple_indptr = _pointers(jnp, arrays.pair_counts)[pair_indptr]
-    return (arrays.coarse, arrays.full_indptr, arrays.a_targets, pair_indptr,
-            arrays.pair_offsets, arrays.pair_counts, triple_indptr, arrays.triple_offsets,
+    """The plan operands of :func:`._ffi_primitives.interpolation_weights`, in its order."""
+    return (arrays.coarse, arrays.full_indptr, arrays.a_targets, arrays.pair_indptr,
+            arrays.pair_offsets, arrays.pair_counts, arrays.triple_indptr, arrays.triple_offsets,
             arrays.triple_targets, arrays.keep)
 
 
@@ -384,7 +383,7 @@ def _weights(xp: Any, arrays: InterpolationArrays, full_nnz: int, a_values: Any,
     full_rows = _repeat(xp, xp.diff(arrays.full_indptr), full_nnz)
     a_indptr = _pointers(xp, _segment_sum(xp, xp.ones_like(a_rows), a_rows, n))
     pairs, triples = arrays.pair_offsets.shape[0], arrays.triple_offsets.shape[0]
-    pair_rows = _repeat(xp, arrays.row_pairs.astype(np.int32), pairs)
+    pair_rows = _repeat(xp, xp.diff(arrays.pair_indptr), pairs)
     pair_positions = a_indptr[pair_rows] + arrays.pair_offsets.astype(np.int32)
     pair_of_triple = _repeat(xp, arrays.pair_counts.astype(np.int32), triples)
     triple_rows = pair_rows[pair_of_triple]
