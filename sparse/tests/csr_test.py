@@ -13,6 +13,7 @@ from jax.experimental import sparse as jsparse
 from jaxsolve.sparse import _csr
 from jaxsolve.sparse._csr import CsrMatrix, as_csr
 from jaxsolve.sparse._csr_arrays import CsrStructure
+from jaxsolve_testing import counted_compilations
 
 
 def random_scipy(shape, dtype=np.float32, density=0.3, seed=0):
@@ -246,6 +247,42 @@ class TestAsCsr:
         CsrMatrix(A.values, A.indices, A.indptr, A.shape)  # canonical: passes every check
         if kind == "bsr_matrix":  # explicit zeros inside blocks stay in the pattern
             assert A.nnz == source.nnz > reference.nnz
+
+    @pytest.mark.parametrize(
+        "kind", ["csr_matrix", "csr_unsorted", "csc_array", "coo_duplicates", "bsr_matrix",
+                 "numpy_dense"])
+    def test_as_csr_of_host_matrices_compiles_nothing(self, kind):
+        # Issue 33: converting a new pattern compiled a copy of its values (jnp.asarray) and,
+        # for a non-canonical input, a gather and a segment sum: programs for every number
+        # of nonzeros. Host values now go to the device by jax.device_put.
+        for size in (7, 9, 11):  # three patterns, each with its own number of nonzeros
+            reference = random_scipy((size, size), dtype=np.float64, seed=size)
+            expected = reference.toarray()
+            if kind == "coo_duplicates":
+                coo = reference.tocoo()
+                source = scipy.sparse.coo_array(
+                    (np.tile(coo.data, 2)[::-1],
+                     (np.tile(coo.row, 2)[::-1], np.tile(coo.col, 2)[::-1])), shape=coo.shape)
+                expected = 2 * expected
+            elif kind == "csr_unsorted":  # each row's columns reversed
+                source = reference.copy()
+                for row in range(size):
+                    entries = slice(source.indptr[row], source.indptr[row + 1])
+                    source.indices[entries] = source.indices[entries][::-1]
+                    source.data[entries] = source.data[entries][::-1]
+                source.has_sorted_indices = False
+            elif kind == "bsr_matrix":
+                source = scipy.sparse.bsr_matrix(expected, blocksize=(1, 1))
+            elif kind == "numpy_dense":
+                source = expected
+            else:
+                source = getattr(scipy.sparse, kind)(reference)
+            with counted_compilations() as compiled:
+                A = as_csr(source)
+            assert compiled[0] == 0, (kind, size)
+            assert A.values.dtype == jnp.float32  # f64 values, canonicalized without x64
+            np.testing.assert_allclose(np.asarray(A.values), expected[
+                np.repeat(np.arange(size), np.diff(A.indptr)), A.indices], rtol=1e-6)
 
     def test_as_csr_from_dense(self):
         dense = np.array([[4.0, 0.0, 1.0], [0.0, 0.0, 0.0], [2.0, 3.0, 0.0]], np.float32)

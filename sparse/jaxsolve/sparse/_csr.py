@@ -441,13 +441,14 @@ def as_csr(A: Any, *, check: bool = True) -> CsrMatrix:
         return A
     if scipy.sparse.issparse(A) or isinstance(A, np.ndarray):
         _check_numeric("as_csr", A.dtype)
+    # A host matrix's values stay NumPy arrays until the result's go to the device by
+    # `jax.device_put`, which compiles nothing: `jnp.asarray`, a gather or a segment sum
+    # on the device would compile a program for every number of nonzeros.
     if scipy.sparse.issparse(A) and A.format == "csr":
-        return _from_csr(A.indptr, A.indices, jnp.asarray(A.data), A.shape, check,
-                         padding=False)
+        return _from_csr(A.indptr, A.indices, A.data, A.shape, check, padding=False)
     if scipy.sparse.issparse(A):
         coo = A.tocoo()
-        return _from_coo(coo.row, coo.col, jnp.asarray(coo.data), coo.shape, check,
-                         padding=False)
+        return _from_coo(coo.row, coo.col, coo.data, coo.shape, check, padding=False)
     if isinstance(A, jsparse.BCOO):
         _check_unbatched(A)
         return _from_bcoo(A, check)
@@ -455,16 +456,15 @@ def as_csr(A: Any, *, check: bool = True) -> CsrMatrix:
         _check_unbatched(A)
         return _from_bcsr(A, check)
     if isinstance(A, (np.ndarray, jax.Array)):
-        dense = jnp.asarray(A)
-        if dense.ndim != 2:
+        if A.ndim != 2:
             raise ValueError(
-                f"as_csr: a dense matrix must be 2-D, got shape {dense.shape}."
+                f"as_csr: a dense matrix must be 2-D, got shape {A.shape}."
             )
         try:
             rows, cols = np.nonzero(np.asarray(A))
         except (jax.errors.TracerArrayConversionError, jax.errors.ConcretizationTypeError):
-            rows, cols = np.indices(dense.shape).reshape(2, -1)
-        return _from_coo(rows, cols, dense[rows, cols], dense.shape, check)
+            rows, cols = np.indices(A.shape).reshape(2, -1)
+        return _from_coo(rows, cols, A[rows, cols], A.shape, check)
     raise TypeError(
         "as_csr: A must be a CsrMatrix, a scipy.sparse matrix, a"
         " jax.experimental.sparse BCOO or BCSR, or a dense 2-D array; got"
@@ -633,12 +633,17 @@ def _from_coo(
     keys = rows[inside] * n_cols + cols[inside]
     order = np.argsort(keys, kind="stable")
     unique_keys, segments = np.unique(keys[order], return_inverse=True)
-    canonical = jax.ops.segment_sum(
-        values[inside[order]],
-        segments,
-        num_segments=len(unique_keys),
-        indices_are_sorted=True,
-    )
+    if isinstance(values, np.ndarray):  # host values (scipy's): summed on the host
+        starts = np.flatnonzero(np.diff(segments, prepend=-1))
+        canonical = np.add.reduceat(values[inside[order]], starts) if starts.size \
+            else values[:0]
+    else:
+        canonical = jax.ops.segment_sum(
+            values[inside[order]],
+            segments,
+            num_segments=len(unique_keys),
+            indices_are_sorted=True,
+        )
     pattern = _pattern_of_keys(unique_keys, shape)
     return CsrMatrix._on_pattern(_checked_values(canonical, pattern, check, "as_csr"), pattern)
 
@@ -805,9 +810,17 @@ def _check_numeric(name: str, dtype: Any) -> None:
 def _checked_values(
     values: Any, pattern: _CsrPattern, check: bool, name: str
 ) -> jax.Array:
-    """``values`` as an inexact JAX array of shape ``(nnz,)``; finite if checked."""
+    """``values`` as an inexact JAX array of shape ``(nnz,)``; finite if checked.
+
+    NumPy values go to the device by ``jax.device_put`` (converted to JAX's dtype on the
+    host), which compiles nothing; ``jnp.asarray`` would compile a copy for every shape.
+    """
+    host = None
     if isinstance(values, np.ndarray):
         _check_numeric(name, values.dtype)
+        host = values if np.issubdtype(values.dtype, np.inexact) else values.astype(float)
+        host = host.astype(jax.dtypes.canonicalize_dtype(host.dtype), copy=False)
+        values = jax.device_put(host)
     values = jnp.asarray(values)
     if not jnp.issubdtype(values.dtype, jnp.inexact):
         values = values.astype(float)
@@ -818,7 +831,7 @@ def _checked_values(
         )
     if check:
         try:
-            finite = np.isfinite(np.asarray(values))
+            finite = np.isfinite(np.asarray(values) if host is None else host)
         except (jax.errors.TracerArrayConversionError, jax.errors.ConcretizationTypeError):
             return values  # traced values are checked by the solver's status
         if not finite.all():
