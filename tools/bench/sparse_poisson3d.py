@@ -51,6 +51,16 @@ start, while its state (matrix copy, hierarchy, caches, last solutions) is still
 row shows the running peak; jaxsolve runs first). Both come from
 ``jax.devices()[0].memory_stats()`` and are ``–`` where the backend reports none (the CPU).
 
+**Bandwidth.** For each row of our engine, ``jaxsolve.sparse.memory_traffic_per_iteration``
+counts the bytes one PCG iteration must move at least (each matrix and vector read once per
+operation: the smoother sweeps, residual, restriction, prolongation and correction of every
+level, the coarse solve, PCG's product and vector updates), and the solve alone turns it into
+an *effective bandwidth*, ``bytes/iteration × iterations / solve time``, printed with its
+fraction of ``--peak-bandwidth`` (default 4.8e12 B/s: the H200's HBM3e on NVIDIA's datasheet;
+a device-to-device copy reaches about 4.3 TB/s there, ``/work/shared/reference``'s
+amg-performance note, so about 90 % is the practical ceiling) and the solve time that peak
+would allow. The re-setup rows' time includes a numeric setup and gets none.
+
 After the table come the ratios issue 4 sets as targets (our solve ≤ 1/3 of AMJax's and
 ≤ 1/10 of BCOO CG's, re-setup + solve ≤ 2 × solve, first setup ≤ 1/8 of PyAMG's), then the
 memory jaxsolve keeps against the matrix's own bytes (target ≤ 4 ×): its row's ``mem +`` once
@@ -185,6 +195,7 @@ class Row:
     kept: int | None = None  # jaxsolve's rows: ``memory`` less the caller's solutions
     peak: int | None = None
     note: str = ""
+    traffic: jsp.MemoryTraffic | None = None  # our engine's solve-alone rows: bytes/iteration
 
     @property
     def per_iteration(self) -> float | None:
@@ -366,6 +377,8 @@ def jaxsolve_pcg(problem: Problem, timing: Timing, config: dict[str, Any],
     ours.kept = added()
     ours.note = (f"{status}; first call {_duration(first)}, "
                  f"of which compile ≈ {_duration(first - cold)}")
+    if jsp.current_backend() == "jaxsolve":  # from the kept hierarchy
+        ours.traffic = jsp.memory_traffic_per_iteration(A, config)
     return [ours, again]
 
 
@@ -512,6 +525,26 @@ def print_ratios(rows: list[Row]) -> None:
         print(f"  {what:32} {ratio:8.3f}   target <= {target:.3g}: {_verdict(ratio, target)}")
 
 
+def print_bandwidth(rows: list[Row], peak: float) -> None:
+    """Our rows' bytes per iteration, effective bandwidth and its fraction of ``peak``."""
+    counted = [row for row in rows if row.traffic is not None]
+    if not counted:
+        return
+    print(f"\nmemory traffic (jaxsolve.sparse.memory_traffic_per_iteration, the minimum) against"
+          f" a peak of {peak / 1e12:.2f} TB/s (--peak-bandwidth):")
+    for row in counted:
+        per_iteration = row.traffic.total
+        line = f"  {row.label:26} {per_iteration / 1e6:10.2f} MB/iteration"
+        if row.solve and row.iterations:
+            achieved = row.traffic.bandwidth(row.iterations, row.solve)
+            line += (f" × {row.iterations} its / {_duration(row.solve)} = "
+                     f"{achieved / 1e9:.1f} GB/s, {100 * achieved / peak:.1f} % of peak"
+                     f" (at peak: {_duration(per_iteration * row.iterations / peak)})")
+        print(line)
+    print(f"per level and step, {counted[0].label}:")
+    print(counted[0].traffic)
+
+
 def print_memory(problem: Problem, rows: list[Row], config: dict[str, Any]) -> None:
     print(f"\nmatrix: {problem.A.nnz} nonzeros, {_size(problem.matrix_bytes)} "
           "(f64 values, int32 indices and row pointers)")
@@ -566,6 +599,10 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0, help="of the random right-hand side")
     parser.add_argument("--skip", action="append", default=[], choices=BENCHMARKS,
                         help="leave out this row (repeat the flag for more)")
+    parser.add_argument("--peak-bandwidth", type=float, default=4.8e12,
+                        help="the device's memory bandwidth in bytes/s, against which the"
+                        " effective bandwidth is set (default: the H200's 4.8 TB/s, NVIDIA's"
+                        " datasheet; a device copy reaches about 4.3 TB/s)")
     args = parser.parse_args()
 
     jax.config.update("jax_enable_x64", True)
@@ -599,6 +636,7 @@ def main() -> None:
             print(f"[{name}]", file=sys.stderr, flush=True)
             rows += benchmark(problem, timing)
     print_table(rows)
+    print_bandwidth(rows, args.peak_bandwidth)
     print_ratios(rows)
     print_memory(problem, rows, config)
 

@@ -10,7 +10,8 @@ Krylov methods, configured in AmgX's vocabulary and differentiable through
   and ``_linear_solve.py`` here says what each path of `solve` hands it). The AMG structure is built on the host once
   per sparsity pattern and operator (its strong couplings) and cached (`cache_info`, `clear_cache`, `set_cache_size`); the
   numeric setup for new values runs inside the compiled program. `describe` shows the
-  hierarchy and the memory it keeps.
+  hierarchy and the memory it keeps, `memory_traffic_per_iteration` the bytes one
+  iteration reads and writes (a measured solve's effective bandwidth).
 * `make_preconditioner`: the same AMG (or a relaxation) as a jit-able `Preconditioner`
   for ``jax.scipy.sparse.linalg`` or this package's Krylov methods.
 * `use_backend` (``"jaxsolve"`` or ``"amgx"``; `current_backend`, the environment variable
@@ -102,6 +103,8 @@ from ._preconditioner import make_preconditioner as make_preconditioner
 from ._solve import solve as solve
 from ._statistics import HierarchyStatistics as HierarchyStatistics
 from ._statistics import describe as describe
+from ._memory_traffic import MemoryTraffic as MemoryTraffic
+from ._memory_traffic import memory_traffic_per_iteration as memory_traffic_per_iteration
 from ._status import AMGXStatus as AMGXStatus
 from ._status import FailureReason as FailureReason
 from ._status import SolveError as SolveError
@@ -142,6 +145,7 @@ __all__ = [
     "DEFAULT_SOLVER_CONFIG",
     "FailureReason",
     "HierarchyStatistics",
+    "MemoryTraffic",
     "Preconditioner",
     "RelaxationConfig",
     "SolveError",
@@ -170,6 +174,7 @@ __all__ = [
     "jacobi",
     "make_preconditioner",
     "matrices",
+    "memory_traffic_per_iteration",
     "mpi_utils",
     "parse_amgx_config",
     "pattern",

@@ -1,0 +1,178 @@
+"""Tests for jaxsolve.sparse.memory_traffic_per_iteration: counts checked by hand.
+
+Every expectation is written out from the model in ``_memory_traffic.py``: a CSR matrix of
+``n`` rows, ``m`` columns and ``nnz`` entries read once is ``nnz (s + 4) + 4 (n + 1)``
+bytes, a vector of ``n`` numbers ``s n``.
+"""
+
+import numpy as np
+import pytest
+import scipy.sparse
+
+from jaxsolve import sparse
+
+
+def laplacian_1d(n, dtype=np.float32):
+    """The 1D Laplacian ``tridiag(-1, 2, -1)``: ``3 n - 2`` entries."""
+    return scipy.sparse.diags([-1, 2, -1], [-1, 0, 1], shape=(n, n), format="csr", dtype=dtype)
+
+
+def matrix_bytes(rows, nnz, s):
+    return nnz * (s + 4) + 4 * (rows + 1)
+
+
+def jacobi_pcg(sweeps, **relaxation):
+    return {"solver": "PCG", "preconditioner": {
+        "solver": "BLOCK_JACOBI", "relaxation_factor": 1.0, "max_iters": sweeps, **relaxation}}
+
+
+def amg_pcg(**amg):
+    return {"solver": "PCG", "preconditioner": {
+        "solver": "AMG", "algorithm": "AGGREGATION", "selector": "SIZE_2",
+        "smoother": "BLOCK_JACOBI", "relaxation_factor": 1.0, "presweeps": 1,
+        "postsweeps": 1, "min_coarse_rows": 8, **amg}}
+
+
+@pytest.mark.parametrize("s", [4, 8])
+def test_jacobi_pcg_on_a_1d_laplacian_by_hand(s, request):
+    if s == 8:
+        request.getfixturevalue("x64")
+    n, nnz = 10, 28
+    traffic = sparse.memory_traffic_per_iteration(
+        laplacian_1d(n, np.float32 if s == 4 else np.float64), jacobi_pcg(1))
+    # q = A p: the matrix, p read, q written. ⟨r, z⟩ 2, p = z + β p 3, ⟨p, q⟩ 2, x += α p 3,
+    # r −= α q 3, ‖r‖ 1: 14 passes of n numbers. z = D⁻¹ r from zero: r, D⁻¹ read, z written.
+    assert traffic.method == {"products": matrix_bytes(n, nnz, s) + 2 * n * s,
+                              "vector operations": 14 * n * s}
+    assert traffic.levels == ({"smoothing": 3 * n * s},)
+    assert traffic.total == matrix_bytes(n, nnz, s) + 2 * n * s + 14 * n * s + 3 * n * s
+
+
+@pytest.mark.parametrize("sweeps", [2, 3, 4, 6])
+def test_each_sweep_after_the_first_reads_the_matrix_and_four_vectors(sweeps):
+    n = 20
+    A = laplacian_1d(n)
+    one = sparse.memory_traffic_per_iteration(A, jacobi_pcg(1))
+    more = sparse.memory_traffic_per_iteration(A, jacobi_pcg(sweeps))
+    sweep = matrix_bytes(n, 3 * n - 2, 4) + 4 * n * 4  # x (gathered and updated), b, D⁻¹; x out
+    assert more.total - one.total == (sweeps - 1) * sweep
+    assert more.method == one.method
+
+
+def test_unpreconditioned_cg_reads_r_once_for_its_norm_squared():
+    n = 12
+    traffic = sparse.memory_traffic_per_iteration(laplacian_1d(n), {"solver": "CG"})
+    assert traffic.levels == ()
+    assert traffic.method == {"products": matrix_bytes(n, 3 * n - 2, 4) + 2 * n * 4,
+                              "vector operations": 13 * n * 4}
+
+
+def test_block_jacobi_reads_its_blocks():
+    n, k = 12, 2
+    traffic = sparse.memory_traffic_per_iteration(laplacian_1d(n), jacobi_pcg(1), block_dim=k)
+    assert traffic.levels == ({"smoothing": (n * k + 2 * n) * 4},)  # k × k blocks per node
+
+
+def two_level_sizes(A, config):
+    stats = sparse.describe(A, config)
+    assert len(stats.rows) == 2
+    return stats.rows
+
+
+def test_a_two_level_v_cycle_by_hand():
+    n, s = 64, 4
+    A = laplacian_1d(n)
+    config = amg_pcg(max_levels=2)
+    rows, coarse = two_level_sizes(A, config)
+    assert rows == n
+    traffic = sparse.memory_traffic_per_iteration(A, config)
+    fine = matrix_bytes(n, 3 * n - 2, s)
+    # Unsmoothed aggregation: P (n × coarse) and R (coarse × n) hold one entry per fine row.
+    p, r = matrix_bytes(n, n, s), matrix_bytes(coarse, n, s)
+    assert traffic.levels[0] == {
+        "pre-smoothing": 3 * n * s,                        # from zero: b, D⁻¹ read, x written
+        "residual": fine + 3 * n * s,                       # x, b read, r written
+        "restriction": r + (n + coarse) * s,                # r read, R r written
+        "prolongation": p + (coarse + 2 * n) * s,           # e, x read, x + P e written
+        "post-smoothing": fine + 4 * n * s,                 # one fused Jacobi sweep
+    }
+    assert traffic.levels[1] == {"coarse solve": (coarse * coarse + 2 * coarse) * s}
+    assert traffic.method["products"] == fine + 2 * n * s
+
+
+def test_more_sweeps_grow_the_smoothing_of_every_level_only():
+    n, s = 256, 4
+    A = laplacian_1d(n)
+    v11 = sparse.memory_traffic_per_iteration(A, amg_pcg(max_levels=3))
+    v22 = sparse.memory_traffic_per_iteration(A, amg_pcg(max_levels=3, presweeps=2,
+                                                         postsweeps=2))
+    rows = sparse.describe(A, amg_pcg(max_levels=3)).rows
+    nonzeros = sparse.describe(A, amg_pcg(max_levels=3)).nonzeros
+    for level in range(2):
+        sweep = matrix_bytes(rows[level], nonzeros[level], s) + 4 * rows[level] * s
+        for step in ("pre-smoothing", "post-smoothing"):
+            assert v22.levels[level][step] - v11.levels[level][step] == sweep
+        for step in ("residual", "restriction", "prolongation"):
+            assert v22.levels[level][step] == v11.levels[level][step]
+    assert v22.levels[2] == v11.levels[2]
+    assert v22.method == v11.method
+
+
+def test_a_w_cycle_visits_the_second_level_twice_and_the_coarsest_four_times():
+    n, s = 256, 4
+    A = laplacian_1d(n)
+    v = sparse.memory_traffic_per_iteration(A, amg_pcg(max_levels=3))
+    w = sparse.memory_traffic_per_iteration(A, amg_pcg(max_levels=3, cycle="W"))
+    assert w.levels[0] == v.levels[0]
+    for step in ("residual", "restriction", "prolongation", "post-smoothing"):
+        assert w.levels[1][step] == 2 * v.levels[1][step]
+    # the second visit starts from the first's correction: a full sweep, not one from zero
+    rows, nonzeros = (sparse.describe(A, amg_pcg(max_levels=3)).rows,
+                      sparse.describe(A, amg_pcg(max_levels=3)).nonzeros)
+    assert w.levels[1]["pre-smoothing"] == (
+        v.levels[1]["pre-smoothing"] + matrix_bytes(rows[1], nonzeros[1], s) + 4 * rows[1] * s)
+    coarse = rows[2]
+    from_zero = (coarse * coarse + 2 * coarse) * s
+    from_x = matrix_bytes(coarse, nonzeros[2], s) + 3 * coarse * s + (coarse * coarse
+                                                                      + 3 * coarse) * s
+    assert v.levels[2]["coarse solve"] == from_zero
+    assert w.levels[2]["coarse solve"] == 2 * from_zero + 2 * from_x
+
+
+def test_a_single_precision_hierarchy_reads_four_byte_values(x64):
+    n = 64
+    A = laplacian_1d(n, np.float64)
+    double = sparse.memory_traffic_per_iteration(A, amg_pcg(max_levels=2))
+    single = sparse.memory_traffic_per_iteration(A, amg_pcg(
+        max_levels=2, jaxsolve_hierarchy_precision="SINGLE"))
+    assert single.levels[0]["residual"] == matrix_bytes(n, 3 * n - 2, 4) + 3 * n * 4
+    assert double.levels[0]["residual"] == matrix_bytes(n, 3 * n - 2, 8) + 3 * n * 8
+    assert single.levels[0]["precision casts"] == 2 * n * (8 + 4)  # r in, the correction out
+    assert single.method == double.method  # the Krylov loop stays in f64
+
+
+def test_symmetric_gauss_seidel_adds_one_full_pass():
+    n, s = 16, 4
+    A = laplacian_1d(n)
+
+    def smoothing(symmetric):
+        config = {"solver": "PCG", "preconditioner": {
+            "solver": "MULTICOLOR_GS", "max_iters": 1, "symmetric_GS": symmetric}}
+        return sparse.memory_traffic_per_iteration(A, config).levels[0]["smoothing"]
+
+    off_diagonal = 2 * (n - 1)
+    half = off_diagonal // 2 * (s + 4) + 4 * (n + 1)  # L (or U): entries and row pointers
+    # L and U, the diagonal, D⁻¹, b and x read, x written
+    assert smoothing(1) - smoothing(0) == 2 * half + 5 * n * s
+
+
+def test_bandwidth_is_bytes_times_iterations_over_seconds():
+    traffic = sparse.memory_traffic_per_iteration(laplacian_1d(10), jacobi_pcg(1))
+    assert traffic.bandwidth(iterations=5, seconds=1e-3) == pytest.approx(
+        traffic.total * 5 / 1e-3)
+    assert str(traffic).startswith(f"memory traffic per iteration: {traffic.total / 1e6:.3f} MB")
+
+
+def test_bad_input_is_refused_as_solve_refuses_it():
+    with pytest.raises(ValueError, match="memory_traffic_per_iteration: A must be square"):
+        sparse.memory_traffic_per_iteration(scipy.sparse.eye(3, 4, format="csr"))
