@@ -176,3 +176,49 @@ def test_bandwidth_is_bytes_times_iterations_over_seconds():
 def test_bad_input_is_refused_as_solve_refuses_it():
     with pytest.raises(ValueError, match="memory_traffic_per_iteration: A must be square"):
         sparse.memory_traffic_per_iteration(scipy.sparse.eye(3, 4, format="csr"))
+
+
+def test_the_stationary_iteration_forms_its_residual_in_the_product():
+    n, s = 10, 4
+    config = {"solver": "BLOCK_JACOBI", "relaxation_factor": 1.0}
+    traffic = sparse.memory_traffic_per_iteration(laplacian_1d(n), config)
+    # x += M⁻¹ r (3 passes), r = b − A x (one kernel: x and b read, r written), ‖r‖ (1)
+    assert traffic.method == {"products": matrix_bytes(n, 3 * n - 2, s) + 3 * n * s,
+                              "vector operations": 4 * n * s}
+    assert traffic.levels == ({"smoothing": 3 * n * s},)
+
+
+def test_bicgstab_applies_the_preconditioner_twice():
+    n, s = 10, 4
+    config = {**jacobi_pcg(1), "solver": "PBICGSTAB"}
+    traffic = sparse.memory_traffic_per_iteration(laplacian_1d(n), config)
+    assert traffic.method == {"products": 2 * (matrix_bytes(n, 3 * n - 2, s) + 2 * n * s),
+                              "vector operations": 25 * n * s}
+    assert traffic.levels == ({"smoothing": 2 * 3 * n * s},)
+
+
+@pytest.mark.parametrize("solver", ["GMRES", "FGMRES"])
+def test_gmres_spreads_its_restart_over_the_cycle(solver):
+    n, s = 10, 4
+    config = {**jacobi_pcg(1), "solver": solver, "gmres_n_restart": 1}
+    traffic = sparse.memory_traffic_per_iteration(laplacian_1d(n), config)
+    product = matrix_bytes(n, 3 * n - 2, s) + 2 * n * s
+    # m = 1: the step's Gram-Schmidt against v_0 (5 passes), ‖w‖ and v_1 = w / ‖w‖ (3);
+    # the cycle's v_0 = r / β (2), the update of x (FGMRES: x + Z y, 3; GMRES: V y, 2,
+    # then x + M⁻¹(V y), 3, and one more application), the restart's residual and ‖r‖.
+    update = 3 if solver == "FGMRES" else 5
+    assert traffic.method == {"products": product + product + n * s,
+                              "vector operations": (8 + 2 + update + 1) * n * s}
+    applications = 1 if solver == "FGMRES" else 2
+    assert traffic.levels == ({"smoothing": applications * 3 * n * s},)
+
+
+def test_a_chebyshev_sweep_of_degree_two():
+    n, s = 10, 4
+    config = {"solver": "PCG", "preconditioner": {
+        "solver": "CHEBYSHEV_POLY", "chebyshev_polynomial_order": 2, "max_iters": 1}}
+    traffic = sparse.memory_traffic_per_iteration(laplacian_1d(n), config)
+    # from zero: r = D⁻¹ b (3), d = r / θ (2), x = d (free); r −= D⁻¹ A d in one kernel
+    # (the matrix, d, D⁻¹ and r read, r written), d = c₁ d + c₂ r (3), x += d (3).
+    assert traffic.levels == ({"smoothing": matrix_bytes(n, 3 * n - 2, s)
+                               + (3 + 2 + 4 + 3 + 3) * n * s},)
