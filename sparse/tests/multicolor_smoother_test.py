@@ -59,17 +59,33 @@ def _loops(jaxpr):
 
 
 def _products(fn, *args):
-    """The sizes of the index arrays of the native CSR products ``fn`` runs, in order."""
+    """``(entries, rows)`` of the native CSR products ``fn`` runs, in order: the sizes of
+    their index arrays and their rows."""
     sizes = []
 
     def walk(jaxpr):
         for eqn in jaxpr.eqns:
             if eqn.params.get("target_name") == "jaxsolve_sparse_csr_matvec":
-                sizes.append(eqn.invars[1].aval.shape[0])
+                sizes.append((eqn.invars[1].aval.shape[0], eqn.invars[2].aval.shape[0] - 1))
             for value in eqn.params.values():
                 inner = getattr(value, "jaxpr", value)
                 if hasattr(inner, "eqns"):
                     walk(inner)
+
+    walk(jax.make_jaxpr(fn)(*args).jaxpr)
+    return sizes
+
+
+def _sliced_sizes(fn, *args):
+    """The sizes of the arrays that ``fn``'s dynamic slices (its loops' included) read."""
+    sizes = []
+
+    def walk(jaxpr):
+        for eqn in jaxpr.eqns:
+            if eqn.primitive.name == "dynamic_slice":
+                sizes.append(eqn.invars[0].aval.shape[0])
+            for inner in jax.extend.core.jaxprs_in_params(eqn.params):
+                walk(inner)
 
     walk(jax.make_jaxpr(fn)(*args).jaxpr)
     return sizes
@@ -180,14 +196,46 @@ class TestMulticolorRelaxation:
         b = jnp.ones(144)
         off_diagonal = int(np.count_nonzero(matrix)) - 144
         multicolor = data.multicolor
-        assert multicolor.chunk_starts.shape == (2,)
+        assert multicolor.chunk_starts.shape == (2,) and multicolor.chunk_rows == 72
         # One product with L and one with U (in the body of the loop over both passes'
-        # chunks), each over the chunks' widest window: half the off-diagonal entries.
-        assert multicolor.lower_width == multicolor.upper_width == off_diagonal // 2
-        assert _products(lambda b, x: sweep(b, x, 1), b, b) == [multicolor.lower_width,
-                                                              multicolor.upper_width]
-        assert _products(lambda b: sweep(b, None, 1), b) == [multicolor.lower_width] + [
-            multicolor.lower_width, multicolor.upper_width]  # forward from zero: L only
+        # chunks), each over a chunk's rows of the whole L or U: half the off-diagonal
+        # entries each.
+        lower = upper = (off_diagonal // 2, 72)
+        assert _products(lambda b, x: sweep(b, x, 1), b, b) == [lower, upper]
+        assert _products(lambda b: sweep(b, None, 1), b) == [lower, lower, upper]  # from
+        # zero, the first pass multiplies L only
+
+    def test_a_sweep_copies_no_entries(self):
+        """A chunk's products take its window of L's and U's row pointers into their
+        whole entries: the only arrays sliced are vectors and row pointers (copying a
+        window of the entries out compiled two kernels more a product)."""
+        matrix = _random_matrix(60, 0.15, 5)
+        a, config, data, ordering = self._data(matrix, "MULTICOLOR_GS")
+        assert ordering.n_colors > 2
+        multicolor = data.multicolor
+        sliced = _sliced_sizes(lambda b, x: _relaxation.relax(a, data, config, b, x, 1),
+                               jnp.ones(60), jnp.ones(60))
+        assert set(sliced) <= {60 + multicolor.chunk_rows, multicolor.lower.indptr.shape[0],
+                               multicolor.chunk_starts.shape[0]}  # vectors, pointers, k
+        assert _products(lambda b, x: _relaxation.relax(a, data, config, b, x, 1),
+                         jnp.ones(60), jnp.ones(60)) == [
+            (ordering.lower.nnz, multicolor.chunk_rows), (ordering.upper.nnz,
+                                                          multicolor.chunk_rows)]
+
+    def test_sweep_derivative_is_the_sweep_of_the_tangent(self, x64):
+        """A sweep is affine in x: its derivative in direction dx is the sweep of dx with
+        b = 0. The chunks' products take row pointers that start past 0, which the
+        product's derivative reads as rows of the window only."""
+        matrix = _random_matrix(40, 0.15, 1)
+        a, config, data, ordering = self._data(matrix, "MULTICOLOR_GS", symmetric_gs=True)
+        assert ordering.n_colors > 2
+        b, x, dx = np.arange(40.0), np.linspace(-1, 1, 40), np.cos(np.arange(40.0))
+        _, tangent = jax.jvp(lambda x: _relaxation.relax(a, data, config, jnp.asarray(b),
+                                                         x, 1), (jnp.asarray(x),),
+                             (jnp.asarray(dx),))
+        want = _relaxation.relax(a, data, config, jnp.zeros(40), jnp.asarray(dx), 1)
+        np.testing.assert_allclose(np.asarray(tangent), np.asarray(want), rtol=1e-12,
+                                   atol=1e-14)
 
     @pytest.mark.parametrize("symmetric", [False, True])
     def test_sweeps_compile_to_one_loop(self, x64, symmetric):
@@ -227,8 +275,8 @@ class TestMulticolorRelaxation:
             a, config, data, ordering = self._data(matrix, solver)
             multicolor = data.multicolor
             chunks = multicolor.chunk_starts.shape[0]
-            work = chunks * (multicolor.lower_width + multicolor.upper_width)
-            assert work <= 3 * np.count_nonzero(matrix)
+            assert chunks * multicolor.chunk_rows <= 2 * 144  # and L and U once
+
             jaxpr = jax.make_jaxpr(lambda b, x: _relaxation.relax(a, data, config, b, x, 1))(
                 jnp.ones(144), jnp.ones(144))
             sizes[name] = (ordering.n_colors, _count_equations(jaxpr.jaxpr))
@@ -251,12 +299,12 @@ class TestMulticolorRelaxation:
         got = _relaxation.relax(a, data, config, jnp.asarray(r), jnp.asarray(x), 1)
         np.testing.assert_allclose(np.asarray(got), x + np.linalg.solve(m, r - matrix @ x),
                                    rtol=1e-10)
-        # The residual's product with A, then one window of L and one of U per chunk.
+        # The residual's product with A, then a chunk's rows of L and of U per chunk.
         sizes = _products(lambda r, x: _relaxation.relax(a, data, config, r, x, 1),
                           jnp.asarray(r), jnp.asarray(x))
-        multicolor = data.multicolor
-        assert sizes == [int(np.count_nonzero(matrix)), multicolor.lower_width,
-                         multicolor.upper_width]
+        chunk_rows = data.multicolor.chunk_rows
+        assert sizes == [(int(np.count_nonzero(matrix)), 30), (ordering.lower.nnz, chunk_rows),
+                         (ordering.upper.nnz, chunk_rows)]
 
 
 class TestMulticolorPadding:

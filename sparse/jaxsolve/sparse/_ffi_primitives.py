@@ -44,10 +44,15 @@ from ._native_library import (
 
 
 def _row_ids(indptr: Any, nnz: int) -> Any:
-    """The row of each stored entry: ``rows[e] = i`` for ``indptr[i] <= e < indptr[i+1]``."""
+    """The row of each stored entry: ``rows[e] = i`` for ``indptr[i] <= e < indptr[i+1]``,
+    and ``n_rows`` (no row) for an entry outside them: row pointers of JAX arrays may
+    start past 0 and end before ``nnz`` (a window of rows of a larger matrix, as the
+    multicolor sweeps' products take)."""
     if isinstance(indptr, np.ndarray):
         return np.repeat(np.arange(indptr.shape[0] - 1, dtype=np.int32), np.diff(indptr))
-    return jnp.searchsorted(indptr[1:], jnp.arange(nnz, dtype=indptr.dtype), side="right")
+    entries = jnp.arange(nnz, dtype=indptr.dtype)
+    rows = jnp.searchsorted(indptr[1:], entries, side="right")
+    return jnp.where(entries < indptr[0], indptr.shape[0] - 1, rows)
 
 
 def _reference_product(values: Any, indices: Any, indptr: Any, x: jax.Array) -> jax.Array:

@@ -22,13 +22,15 @@ row.  Each color's rows are a contiguous range of ``A'``:
 **One loop over the colors.**  A pass is a ``lax.fori_loop`` whose body updates one
 *chunk*: at most ``chunk_rows`` consecutive rows of one color (a color of more rows is
 cut into several chunks, which do not couple either).  The body reads a window of
-``chunk_rows`` rows and of ``lower_width`` (``upper_width``) entries of ``L`` (``U``)
-from where its chunk starts, and masks what lies past the chunk, so that its shapes are
-the same for every chunk: the compiled program does not grow with the number of colors
-(unrolled per color, a 20-color level compiled one program per color and sweep; one
-first call took 123 s), and a sweep costs about ``chunks × (chunk_rows + widths)``, a
-small multiple of one product with ``A`` (``chunk_rows`` is the mean color's size, so
-there are at most twice as many chunks as colors).
+``chunk_rows`` rows from where its chunk starts (of the vectors, and of ``L``'s and
+``U``'s row pointers: its products run over the chunk's own entries of the whole ``L``
+and ``U``, which are not copied) and masks what lies past the chunk, so that its shapes
+are the same for every chunk: the compiled program does not grow with the number of
+colors (unrolled per color, a 20-color level compiled one program per color and sweep;
+one first call took 123 s), and a sweep costs about ``chunks × chunk_rows`` plus one
+product with ``L`` and ``U``, a small multiple of one product with ``A``
+(``chunk_rows`` is the mean color's size, so there are at most twice as many chunks as
+colors).
 
 The coloring depends on the pattern only, so it is host work of the *structure*:
 :func:`multicolor_ordering` colors with native DSATUR (:func:`color_columns`, 2 colors on
@@ -109,23 +111,20 @@ class MulticolorOrdering:
 
     def host_arrays(self, chunk_rows: int | None = None, *, rows: int | None = None,
                     n_chunks: int | None = None, lower_nnz: int | None = None,
-                    upper_nnz: int | None = None, lower_width: int | None = None,
-                    upper_width: int | None = None) -> MulticolorArrays:
+                    upper_nnz: int | None = None) -> MulticolorArrays:
         """:meth:`on_device`'s arrays on the host, optionally padded to a larger shape:
         ``rows`` rows (the extra ones padding, outside every chunk), ``n_chunks`` chunks
-        (the extra ones empty), ``L`` and ``U`` of ``lower_nnz`` and ``upper_nnz`` entries
-        (the extra ones zero) and windows of the given widths."""
+        (the extra ones empty), and ``L`` and ``U`` of ``lower_nnz`` and ``upper_nnz``
+        entries (the extra ones zero)."""
         chunk_rows = self.default_chunk_rows() if chunk_rows is None else chunk_rows
         n = self.n_rows
         rows = n if rows is None else rows
         starts, counts = self.chunks(chunk_rows)
-        own = (starts.size, self.lower.nnz, self.upper.nnz,
-               *(self._width(block, starts, counts) for block in (self.lower, self.upper)))
-        n_chunks, lower_nnz, upper_nnz, lower_width, upper_width = (
-            mine if given is None else given for mine, given in zip(
-                own, (n_chunks, lower_nnz, upper_nnz, lower_width, upper_width), strict=True))
-        if rows < n or min(np.subtract((n_chunks, lower_nnz, upper_nnz, lower_width,
-                                        upper_width), own)) < 0:
+        own = (starts.size, self.lower.nnz, self.upper.nnz)
+        n_chunks, lower_nnz, upper_nnz = (
+            mine if given is None else given
+            for mine, given in zip(own, (n_chunks, lower_nnz, upper_nnz), strict=True))
+        if rows < n or min(np.subtract((n_chunks, lower_nnz, upper_nnz), own)) < 0:
             raise ValueError(f"a padded shape must hold the ordering's own {own}")
         extra = n_chunks - starts.size
         order = np.full(rows, rows, np.int32)  # a padding position reads 0
@@ -133,8 +132,7 @@ class MulticolorOrdering:
         inverse = np.full(rows, rows, np.int32)
         inverse[:n] = _inverse(self.order)
 
-        def block(pattern, positions, nnz, width):
-            size = nnz + width
+        def block(pattern, positions, size):
             indptr = np.full(rows + chunk_rows + 1, pattern.nnz, np.int32)
             indptr[:n + 1] = pattern.indptr
             indices = np.zeros(size, np.int32)
@@ -145,16 +143,15 @@ class MulticolorOrdering:
 
         transposed = None
         if self.transposed is not None:
-            transposed = np.full(lower_nnz + lower_width, -1, np.int32)
+            transposed = np.full(lower_nnz, -1, np.int32)
             transposed[:self.lower.nnz] = self.transposed
         return MulticolorArrays(
             order=order, inverse=inverse,
             chunk_starts=np.concatenate([starts, np.zeros(extra, np.int32)]),
             chunk_counts=np.concatenate([counts, np.zeros(extra, np.int32)]),
-            lower=block(self.lower, self.lower_positions, lower_nnz, lower_width),
-            upper=block(self.upper, self.upper_positions, upper_nnz, upper_width),
-            transposed=transposed, chunk_rows=chunk_rows, lower_width=lower_width,
-            upper_width=upper_width, n_colors=self.n_colors)
+            lower=block(self.lower, self.lower_positions, lower_nnz),
+            upper=block(self.upper, self.upper_positions, upper_nnz),
+            transposed=transposed, chunk_rows=chunk_rows, n_colors=self.n_colors)
 
     def chunks(self, chunk_rows: int) -> tuple[np.ndarray, np.ndarray]:
         """``(starts, counts)``: each color's rows cut into chunks of at most
@@ -166,13 +163,6 @@ class MulticolorOrdering:
         starts = self.color_starts[color] + within * chunk_rows
         counts = np.minimum(chunk_rows, self.color_starts[color + 1] - starts)
         return starts.astype(np.int32), counts.astype(np.int32)
-
-    @staticmethod
-    def _width(pattern: CsrStructure, starts: np.ndarray, counts: np.ndarray) -> int:
-        """The most entries of ``pattern`` in one chunk's rows."""
-        if starts.size == 0:
-            return 0
-        return int(np.max(pattern.indptr[starts + counts] - pattern.indptr[starts]))
 
 
 def multicolor_ordering(pattern: CsrStructure, dilu: bool) -> MulticolorOrdering:
@@ -228,7 +218,7 @@ def _inverse(order: np.ndarray) -> np.ndarray:
 @functools.partial(jax.tree_util.register_dataclass,
                    data_fields=["order", "inverse", "chunk_starts", "chunk_counts", "lower",
                                 "upper", "transposed"],
-                   meta_fields=["chunk_rows", "lower_width", "upper_width", "n_colors"])
+                   meta_fields=["chunk_rows", "n_colors"])
 @dataclasses.dataclass(frozen=True)
 class MulticolorArrays:
     """A :class:`MulticolorOrdering`'s index arrays, chunked (a pytree; host or device).
@@ -240,12 +230,11 @@ class MulticolorArrays:
         row).
       chunk_starts, chunk_counts: ``(chunks,)`` each chunk's first position and rows.
       lower, upper: ``L`` and ``U`` in the color order; their ``values`` hold, for now,
-        where each entry's value sits among ``A``'s (-1: zero), and their entries run
-        ``lower_width`` (``upper_width``) past the last, and their ``indptr``
-        ``chunk_rows`` rows past the last, so that a chunk's window never leaves them.
+        where each entry's value sits among ``A``'s (-1: zero), and their ``indptr`` runs
+        ``chunk_rows`` rows past the last, so that a chunk's window never leaves it.
       transposed: for DILU, aligned with ``lower``'s entries, the positions of ``a_ji``
         (-1: zero); else None.
-      chunk_rows, lower_width, upper_width: the static window sizes (see the module).
+      chunk_rows: the static window size (see the module).
       n_colors: the number of colors.
     """
 
@@ -257,8 +246,6 @@ class MulticolorArrays:
     upper: CsrArrays
     transposed: np.ndarray | jax.Array | None
     chunk_rows: int
-    lower_width: int
-    upper_width: int
     n_colors: int
 
 
@@ -269,7 +256,7 @@ class MulticolorArrays:
 @functools.partial(jax.tree_util.register_dataclass,
                    data_fields=["order", "inverse", "chunk_starts", "chunk_counts",
                                 "diagonal", "scale", "lower", "upper"],
-                   meta_fields=["chunk_rows", "lower_width", "upper_width"])
+                   meta_fields=["chunk_rows"])
 @dataclasses.dataclass(frozen=True)
 class MulticolorData:
     """A multicolor smoother's numbers, in the color order (a pytree).
@@ -281,7 +268,7 @@ class MulticolorData:
       scale: ``(rows + chunk_rows,)`` ``1 / d`` (Gauss-Seidel) or DILU's ``1 / e``, zero
         where the divisor is and past the rows.
       lower, upper: ``L`` and ``U`` with their values.
-      chunk_rows, lower_width, upper_width: the static window sizes.
+      chunk_rows: the static window size.
     """
 
     order: jax.Array
@@ -293,8 +280,6 @@ class MulticolorData:
     lower: CsrArrays
     upper: CsrArrays
     chunk_rows: int
-    lower_width: int
-    upper_width: int
 
     @property
     def n_rows(self) -> int:
@@ -310,15 +295,14 @@ def multicolor_data(arrays: MulticolorArrays, values: jax.Array,
     data = MulticolorData(order=arrays.order, inverse=arrays.inverse,
                           chunk_starts=arrays.chunk_starts, chunk_counts=arrays.chunk_counts,
                           diagonal=diagonal, scale=safe_inverse(diagonal), lower=lower,
-                          upper=upper, chunk_rows=arrays.chunk_rows,
-                          lower_width=arrays.lower_width, upper_width=arrays.upper_width)
+                          upper=upper, chunk_rows=arrays.chunk_rows)
     if arrays.transposed is None:
         return data
     # DILU: e_c = d_c − Σ_{j earlier} a_ij a_ji / e_j, chunk after chunk.
     products = lower._replace(values=lower.values * _take(values, arrays.transposed))
 
     def chunk(k, scale):
-        removed = _chunk_product(data, products, data.lower_width, k, scale)
+        removed = _chunk_product(data, products, k, scale)
         return _set_chunk(data, k, scale, safe_inverse(_window(data, diagonal, k) - removed))
 
     scale = jax.lax.fori_loop(0, data.chunk_starts.shape[0], chunk, jnp.zeros_like(diagonal))
@@ -350,26 +334,23 @@ class ColorShape(NamedTuple):
     n_chunks: int
     lower_nnz: int
     upper_nnz: int
-    lower_width: int
-    upper_width: int
 
 
 def common_color_shape(orderings: Sequence[MulticolorOrdering]) -> ColorShape:
     """The smallest :class:`ColorShape` that each of ``orderings`` pads to: chunks of the
-    largest mean color, and the most chunks, entries and window widths."""
+    largest mean color, and the most chunks and entries."""
     chunk_rows = max(ordering.default_chunk_rows() for ordering in orderings)
-    own = [ordering.host_arrays(chunk_rows) for ordering in orderings]
     return ColorShape(
-        chunk_rows=chunk_rows, n_chunks=max(a.chunk_starts.size for a in own),
+        chunk_rows=chunk_rows,
+        n_chunks=max(ordering.chunks(chunk_rows)[0].size for ordering in orderings),
         lower_nnz=max(o.lower.nnz for o in orderings),
-        upper_nnz=max(o.upper.nnz for o in orderings),
-        lower_width=max(a.lower_width for a in own), upper_width=max(a.upper_width for a in own))
+        upper_nnz=max(o.upper.nnz for o in orderings))
 
 
 @functools.partial(jax.tree_util.register_dataclass,
                    data_fields=["order", "inverse", "chunk_starts", "chunk_counts", "lower",
                                 "upper"],
-                   meta_fields=["chunk_rows", "lower_width", "upper_width"])
+                   meta_fields=["chunk_rows"])
 @dataclasses.dataclass(frozen=True)
 class MulticolorPadding:
     """How one ordering's :class:`MulticolorData` pads to a :class:`ColorShape` for a level
@@ -388,8 +369,6 @@ class MulticolorPadding:
     lower: CsrArrays
     upper: CsrArrays
     chunk_rows: int
-    lower_width: int
-    upper_width: int
 
 
 def multicolor_padding(ordering: MulticolorOrdering, shape: ColorShape,
@@ -398,8 +377,7 @@ def multicolor_padding(ordering: MulticolorOrdering, shape: ColorShape,
     rows (``rows`` at least the ordering's; the extra ones are the level's padding rows)."""
     arrays = ordering.host_arrays(
         shape.chunk_rows, rows=rows, n_chunks=shape.n_chunks, lower_nnz=shape.lower_nnz,
-        upper_nnz=shape.upper_nnz, lower_width=shape.lower_width,
-        upper_width=shape.upper_width)
+        upper_nnz=shape.upper_nnz)
 
     def own(block, nnz):  # the padded entry k holds the ordering's entry k
         index = np.arange(block.values.size, dtype=np.int32)
@@ -408,8 +386,7 @@ def multicolor_padding(ordering: MulticolorOrdering, shape: ColorShape,
     return MulticolorPadding(
         order=arrays.order, inverse=arrays.inverse, chunk_starts=arrays.chunk_starts,
         chunk_counts=arrays.chunk_counts, lower=own(arrays.lower, ordering.lower.nnz),
-        upper=own(arrays.upper, ordering.upper.nnz), chunk_rows=arrays.chunk_rows,
-        lower_width=arrays.lower_width, upper_width=arrays.upper_width)
+        upper=own(arrays.upper, ordering.upper.nnz), chunk_rows=arrays.chunk_rows)
 
 
 def padded_data(data: MulticolorData, padding: MulticolorPadding) -> MulticolorData:
@@ -427,8 +404,7 @@ def padded_data(data: MulticolorData, padding: MulticolorPadding) -> MulticolorD
         scale=vector(data.scale),
         lower=arrays.lower._replace(values=_take(data.lower.values, arrays.lower.values)),
         upper=arrays.upper._replace(values=_take(data.upper.values, arrays.upper.values)),
-        chunk_rows=arrays.chunk_rows, lower_width=arrays.lower_width,
-        upper_width=arrays.upper_width)
+        chunk_rows=arrays.chunk_rows)
 
 
 # -----------------------------------------------------------------------------
@@ -465,12 +441,29 @@ def multicolor_relax(matvec, data: MulticolorData, solver: str, omega: float,
 
 
 def _to_color_order(data: MulticolorData, v: jax.Array) -> jax.Array:
-    """``v`` in the color order, with ``chunk_rows`` zeros past its end for the windows."""
-    return _padded(_take(v, data.order), data.chunk_rows)
+    """``v`` in the color order, with ``chunk_rows`` zeros past its end for the windows.
+
+    A padding position (``order`` past ``v``'s end) reads the zero appended to ``v``: a
+    plain gather, where ``_take``'s bounds checks compiled four kernels more at each of a
+    cycle's levels.
+    """
+    return _padded(_gather(_padded(v, 1), data.order), data.chunk_rows)
 
 
 def _from_color_order(data: MulticolorData, v: jax.Array) -> jax.Array:
-    return _take(v, data.inverse)
+    """``v`` (in the color order, with its zeros past the end) back in the rows' order: a
+    padding row reads a padding position (``inverse`` is ``rows``), which holds zero."""
+    return _gather(v, data.inverse)
+
+
+def _gather(v: jax.Array, index: jax.Array) -> jax.Array:
+    """``v[index]`` for indices known to lie within ``v``: one gather, without the bounds
+    handling and the wrapping of negative indices of NumPy-style indexing."""
+    return jax.lax.gather(
+        v, index[:, None], jax.lax.GatherDimensionNumbers(
+            offset_dims=(), collapsed_slice_dims=(0,), start_index_map=(0,)),
+        slice_sizes=(1,), unique_indices=True,
+        mode=jax.lax.GatherScatterMode.PROMISE_IN_BOUNDS)
 
 
 def _loop(data: MulticolorData, body, init, reverse: bool = False):
@@ -493,18 +486,22 @@ def _set_chunk(data: MulticolorData, k: jax.Array, v: jax.Array, new: jax.Array)
         v, jnp.where(inside, new, _window(data, v, k)), (data.chunk_starts[k],))
 
 
-def _chunk_product(data: MulticolorData, block: CsrArrays, width: int, k: jax.Array,
+def _chunk_product(data: MulticolorData, block: CsrArrays, k: jax.Array,
                    x: jax.Array) -> jax.Array:
     """Chunk ``k``'s rows of ``block`` (``L`` or ``U``) times ``x``, as a window (zero
-    past the chunk's rows)."""
-    if width == 0:
+    past the chunk's rows).
+
+    The product takes the window's row pointers as they are, into the whole of
+    ``block``'s values and indices (the native kernel reads row ``i``'s entries from
+    ``indptr[i]`` to ``indptr[i + 1]``, wherever the first row starts): copying the
+    window's entries out first compiled three kernels a product, in every loop of every
+    level.
+    """
+    if block.indices.shape[0] == 0:
         return jnp.zeros(data.chunk_rows, x.dtype)
-    start, count = data.chunk_starts[k], data.chunk_counts[k]
-    indptr = jax.lax.dynamic_slice(block.indptr, (start,), (data.chunk_rows + 1,))
-    first = indptr[0]
-    indptr = jnp.minimum(indptr, indptr[count]) - first
-    window = CsrArrays(jax.lax.dynamic_slice(block.values, (first,), (width,)),
-                       jax.lax.dynamic_slice(block.indices, (first,), (width,)), indptr)
+    indptr = jax.lax.dynamic_slice(block.indptr, (data.chunk_starts[k],),
+                                   (data.chunk_rows + 1,))
+    window = block._replace(indptr=jnp.minimum(indptr, indptr[data.chunk_counts[k]]))
     return window.matvec(x).astype(x.dtype)
 
 
@@ -523,7 +520,6 @@ def _gauss_seidel(data: MulticolorData, omega: jax.Array, b: jax.Array,
         raise ValueError("a Gauss-Seidel from x = 0 is one pass")
     x = jnp.zeros_like(b) if zero else x
     count = data.chunk_starts.shape[0]
-    lower, upper = (data.lower, data.lower_width), (data.upper, data.upper_width)
 
     def chunk(i, x):
         k = i % count if len(backward) > 1 else i
@@ -532,10 +528,10 @@ def _gauss_seidel(data: MulticolorData, omega: jax.Array, b: jax.Array,
         elif backward[0]:
             k = count - 1 - k
         if zero:
-            coupled = _chunk_product(data, *(upper if backward[0] else lower), k, x)
+            coupled = _chunk_product(data, data.upper if backward[0] else data.lower, k, x)
         else:
-            coupled = (_chunk_product(data, *lower, k, x)
-                       + _chunk_product(data, *upper, k, x))
+            coupled = (_chunk_product(data, data.lower, k, x)
+                       + _chunk_product(data, data.upper, k, x))
         own = _window(data, x, k)
         residual = _window(data, b, k) - coupled - _window(data, data.diagonal, k) * own
         return _set_chunk(data, k, x, own + omega * _window(data, data.scale, k) * residual)
@@ -546,13 +542,13 @@ def _gauss_seidel(data: MulticolorData, omega: jax.Array, b: jax.Array,
 def _dilu_solve(data: MulticolorData, r: jax.Array) -> jax.Array:
     """``M⁻¹ r`` for ``M = (E + L) E⁻¹ (E + U)``, in the color order."""
     def forward(k, y):  # (E + L) y = r
-        lower = _chunk_product(data, data.lower, data.lower_width, k, y)
+        lower = _chunk_product(data, data.lower, k, y)
         return _set_chunk(data, k, y, _window(data, data.scale, k) * (_window(data, r, k) - lower))
 
     y = _loop(data, forward, jnp.zeros_like(r))
 
     def backward(k, z):  # (E + U) z = E y
-        upper = _chunk_product(data, data.upper, data.upper_width, k, z)
+        upper = _chunk_product(data, data.upper, k, z)
         return _set_chunk(data, k, z, _window(data, y, k) - _window(data, data.scale, k) * upper)
 
     return _loop(data, backward, y, reverse=True)
