@@ -171,6 +171,20 @@ def test_fingerprint_follows_the_finest_pattern_and_the_aggregates(x64):
     assert b_structure.fingerprint != a_structure.fingerprint
 
 
+def test_describe_after_solve_takes_the_solves_hierarchy_from_the_cache():
+    # The default configuration leaves the cycle to jaxsolve: solve smooths a real matrix's
+    # BiCGSTAB cycle twice after the correction. describe read the configuration without
+    # that, a second cache key, and set the same hierarchy up again.
+    sparse.clear_cache()
+    A = sparse.as_csr(matrices.poisson_matrix(32))
+    sparse.solve(A, jnp.ones(A.shape[0]))
+    before = sparse.cache_info()
+    sparse.describe(A)
+    after = sparse.cache_info()
+    assert (after.hits, after.misses, after.currsize) == (
+        before.hits + 1, before.misses, before.currsize)
+
+
 def test_statistics_count_levels_and_memory():
     stats = sparse.describe(matrices.poisson3d_matrix(12), {"preconditioner": {
         "algorithm": "AGGREGATION", "selector": "SIZE_8", "min_coarse_rows": 20,

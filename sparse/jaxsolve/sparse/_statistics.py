@@ -18,7 +18,7 @@ import jax
 import numpy as np
 
 from . import _blocks
-from ._config import parse_amgx_config
+from ._config import for_dtype, parse_amgx_config
 from ._hierarchy import Hierarchy, HierarchyStructure
 from ._native_library import host_threads
 from ._setup import System, amg_config, checked_inputs, numeric_setup_now
@@ -126,7 +126,9 @@ def describe(A: Any, config: Any = None, *,
     block_dim = _blocks.block_dim_of("describe", A, block_dim)
     matrix, _, _, near_nullspace = checked_inputs(
         "describe", A, np.zeros(np.shape(A)[0], np.float32), None, near_nullspace, True)
-    config = _blocks.block_config("describe", config, matrix.shape[0], block_dim)
+    # the configuration as solve runs it on this dtype, whose hierarchy the cache keeps
+    config = _blocks.block_config("describe", for_dtype(config, matrix.values.dtype),
+                                  matrix.shape[0], block_dim)
     system = System.for_matrix(matrix, config, near_nullspace, reuse_setup=False, check=True)
     structure, numbers = system.setup
     if numbers is None:
