@@ -1,7 +1,8 @@
-"""Dense solvers on one device: native JAX, jaxsolve.dense's backends and JAXMg, side by side.
+"""Dense solvers on one device and on grid meshes: native JAX, jaxsolve.dense and JAXMg.
 
-Issue 6's benchmark. For each routine, dtype and ``N`` it runs every implementation on the same
-``N × N`` matrix, each **in a fresh process** (JAX cannot reset a device's peak memory):
+Issue 6's benchmark, extended to meshes by issue 36. For each routine, dtype and ``N`` it
+runs every implementation on the same ``N × N`` matrix, each **in a fresh process** (JAX
+cannot reset a device's peak memory):
 
 ==============  =======================================================================
 implementation  call
@@ -21,10 +22,25 @@ implementation  call
 ``xla``         jaxsolve's XLA reference backend (the one on a CPU)
 ==============  =======================================================================
 
-All run on a 1 × 1 mesh of the first device (``P('pr', 'pc')``, ``b`` ``(N, 1)`` in
-``P('pr', None)``). On a GPU the default implementations are ``native cusolver cusolvermp
-jaxmg`` and the sizes ``8192 16384 32768`` (syevd up to ``--eigen-max``, 16384); on a CPU
-``native xla`` and ``256`` (a smoke run of this script, e.g. in CI).
+By default all run on a 1 × 1 mesh of the first device (``P('pr', 'pc')``, ``b`` ``(N, 1)``
+in ``P('pr', None)``). On a GPU the default implementations are ``native cusolver
+cusolver_lean cusolvermp jaxmg`` and the sizes ``8192 16384 32768`` (syevd up to
+``--eigen-max``, 16384); on a CPU ``native xla`` and ``256`` (a smoke run of this script,
+e.g. in CI).
+
+**Meshes.** ``--grids 1x4 4x1 2x2`` (or ``auto``: ``1 × P``, ``P × 1`` and the squarest grid
+for ``P = 1, 2, 4, …`` up to every device) runs each case on those grids of the first ``P``
+devices, in two process models (``--models``): ``single``, one process driving all ``P``
+devices, and ``launch``, one process per device under ``python -m jaxsolve.sharding.launch
+-n P`` (process 0 reports). JAXMg runs launched only, also on one GPU (it accepts no process
+that sees several); ``native``, ``cusolver`` and ``cusolver_lean`` run on ``1 × 1`` only, the
+one-device baselines; ``cusolvermp`` (or ``xla``) on every grid. ``--tile 256 1024`` gives a
+row per ``T_A``. ``×1xP`` is the same implementation and model on the ``1 × P`` grid over this
+one. ``--strong [N]`` adds strong scaling at ``N`` (65536 on a GPU, 256 on a CPU): each
+implementation on the squarest grid of ``P = 1, 2, 4, …`` devices, its parallel efficiency
+``t₁ / (P t_P)`` against its own one-device time and ``×best1``, the fastest one-device
+time over its time. With ``--grids``, ``--largest`` tries the squarest grid of every device
+(``--largest-grid`` another).
 
 The matrix is built on the device by one fused kernel straight into its sharding (no
 temporaries: before the call the process holds ``A`` and ``b`` only): ``H + N I`` for the
@@ -35,7 +51,7 @@ Columns: **s**, the median time of ``--repeats`` calls after a first one (which 
 sets up handles; ``A`` is rebuilt before each call, untimed, since the call consumes it);
 **TFLOP/s** from nominal counts (potrs ``N³/3``, lu_solve ``2N³/3``, plus ``2N²`` for the
 solve; syevd ``4N³``); **extra**, the device memory the first call needed beyond ``A`` and
-``b``, in units of ``A``'s bytes: the growth of ``memory_stats()['peak_bytes_in_use']`` plus
+``b``, in units of ``A``'s bytes (of one device's share of ``A`` on a mesh): the growth of ``memory_stats()['peak_bytes_in_use']`` plus
 **ws**, device workspace held outside XLA's allocator (cuSOLVER's and cuSOLVERMp's cached
 workspaces, ``jaxsolve.dense.workspace_bytes()``; JAXMg's as its
 status vector reports it, the larger of its two routines' for the solves); **×native** and
@@ -63,26 +79,38 @@ NCCL they need) with ``tools/dev gpu-run``, which installs the pack and preloads
         --impls native cusolver cusolver_lean
     tools/dev gpu-run python3 tools/bench/dense.py --routines --overhead \\
         --largest 57344 65536 98304 126976
+    tools/dev gpu-run python3 tools/bench/dense.py --grids auto --tile 256 1024 \\
+        --sizes 16384 32768 --strong --budget 500
+
+On a CPU, the meshes of virtual devices: ``XLA_FLAGS=--xla_force_host_platform_device_count=4
+JAX_PLATFORMS=cpu python tools/bench/dense.py --grids auto --sizes 64 --tile 16``.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib.util
+import itertools
 import json
+import math
 import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 
 ROUTINES = ("potrs", "lu_solve", "syevd")
 GPU_IMPLEMENTATIONS = ("native", "cusolver", "cusolver_lean", "cusolvermp", "jaxmg")
 # Implementations that compute only some routines (the others compute every one).
 ONLY_ROUTINES = {"cusolver_lean": ("syevd",)}
+# Implementations on one device only (the others run on any grid mesh).
+ONE_DEVICE_IMPLEMENTATIONS = ("native", "cusolver", "cusolver_lean")
 CPU_IMPLEMENTATIONS = ("native", "xla")
 GPU_SIZES = (8192, 16384, 32768)
 CPU_SIZES = (256,)
+GPU_STRONG_N, CPU_STRONG_N = 65536, 256
+MODELS = ("single", "launch")
 OVERHEAD_N = 1024
 # The status fields (jaxmg._cusolvermp_status) that hold JAXMg's device workspaces, in KiB.
 JAXMG_WORKSPACE_FIELDS = {
@@ -104,12 +132,14 @@ def nominal_flops(routine: str, n: int) -> float:
 # ------------------------------------------------------------------ one case, in a child
 
 
-def _mesh():
+def _mesh(grid: tuple[int, int] = (1, 1)):
+    """The ``rows × cols`` grid mesh of the first ``rows · cols`` devices (of every process)."""
     import jax
 
     import jaxsolve.sharding as js
 
-    return js.make_grid_mesh(1, 1, devices=jax.devices()[:1])
+    rows, cols = grid
+    return js.make_grid_mesh(rows, cols, devices=jax.devices()[:rows * cols])
 
 
 def build_operands(routine: str, n: int, dtype, mesh):
@@ -211,23 +241,27 @@ def residual(routine: str, n: int, dtype, mesh, outputs) -> float:
 
 
 def run_case(routine: str, implementation: str, dtype_name: str, n: int, repeats: int,
-             tile: int, check: bool) -> dict:
-    """One case in this process: the fields of its row."""
+             tile: int, check: bool, grid: tuple[int, int] = (1, 1)) -> dict:
+    """One case in this process (or in each process of a launched run): the fields of its row.
+
+    ``extra`` and ``ws`` are in units of this process's first shard of ``A`` (all of ``A`` on
+    one device).
+    """
     import jax
     import numpy as np
 
     dtype = np.dtype(dtype_name).type
-    device = jax.devices()[0]
-    mesh = _mesh()
+    mesh = _mesh(tuple(grid))
     call = make_call(implementation, routine, min(tile, n))
     a, b = build_operands(routine, n, dtype, mesh)
+    device = a.addressable_shards[0].device
+    matrix_bytes = a.addressable_shards[0].data.nbytes
     stats = device.memory_stats()  # None on a CPU
     in_use = stats["bytes_in_use"] if stats else None
     start = time.perf_counter()
     outputs, status = jax.block_until_ready(call(a, b))
     first = time.perf_counter() - start
     peak = device.memory_stats()["peak_bytes_in_use"] if stats else None
-    matrix_bytes = n * n * np.dtype(dtype).itemsize
     workspace = outside_workspace(implementation, routine, status)
     error = residual(routine, n, dtype, mesh, outputs) if check else None
     del outputs, status
@@ -331,48 +365,79 @@ def describe() -> dict:
     device = jax.devices()[0]
     a = jax.device_put(np.zeros((8, 8)), NamedSharding(_mesh(), P("pr", "pc")))
     return {"platform": device.platform, "kind": device.device_kind, "jax": jax.__version__,
+            "devices": jax.device_count(),
             "defaults": {routine: dense.backend_for(routine, a, T_A=1024)
                          for routine in ROUTINES}}
 
 
-def child(request: dict) -> dict:
+def child(request: dict) -> dict | None:
+    """Runs the request in this process; in a launched run (``"result_file"`` given), joins
+    the other processes first, and process 0 writes the result to that file (and the others
+    return ``None``)."""
     import warnings
 
     import jax
 
+    result_file = request.pop("result_file", None)
+    if result_file is not None:
+        import jaxsolve.sharding as js
+
+        js.initialize()  # before JAX starts its backend
     jax.config.update("jax_enable_x64", True)
     # Native JAX cannot always reuse a donated A (its factor has another layout); that is fine.
     warnings.filterwarnings("ignore", message="Some donated buffers were not usable")
     kind = request.pop("kind")
-    return {"case": run_case, "overhead": run_overhead, "describe": describe,
-            "workspaces": cusolver_workspaces}[kind](**request)
+    result = {"case": run_case, "overhead": run_overhead, "describe": describe,
+              "workspaces": cusolver_workspaces}[kind](**request)
+    if result_file is None:
+        return result
+    if jax.process_index() == 0:
+        with open(result_file, "w") as out:
+            json.dump(result, out)
+    return None
 
 
 # ---------------------------------------------------------------------- the parent
 
 
 class Runner:
-    """Runs children one at a time, each in a fresh process, within a time budget."""
+    """Runs children one at a time, each in a fresh process (or, given ``processes``, a fresh
+    group of them under ``python -m jaxsolve.sharding.launch``), within a time budget."""
 
     def __init__(self, budget: float | None, case_timeout: float):
         self.deadline = None if budget is None else time.monotonic() + budget
         self.case_timeout = case_timeout
         self.skipped = 0
+        self.platform = "gpu"  # of the launched processes; main sets it from the description
 
-    def __call__(self, request: dict, memory_fraction: str | None = None) -> dict:
+    def __call__(self, request: dict, memory_fraction: str | None = None,
+                 processes: int | None = None) -> dict:
         if self.deadline is not None and time.monotonic() > self.deadline:
             self.skipped += 1
             return {"failed": "skipped (--budget spent)"}
         env = dict(os.environ, XLA_PYTHON_CLIENT_PREALLOCATE="false")
         if memory_fraction is not None:
             env["XLA_PYTHON_CLIENT_MEM_FRACTION"] = memory_fraction
+        script = [os.path.abspath(__file__), "--child"]
+        if processes is None:
+            return self._run([sys.executable, *script, json.dumps(request)], env, None)
+        with tempfile.TemporaryDirectory() as folder:
+            result_file = os.path.join(folder, "result.json")
+            command = [sys.executable, "-m", "jaxsolve.sharding.launch", "-n", str(processes),
+                       "--platform", self.platform, "--timeout", str(self.case_timeout),
+                       *script, json.dumps(dict(request, result_file=result_file))]
+            return self._run(command, env, result_file)
+
+    def _run(self, command: list[str], env: dict, result_file: str | None) -> dict:
         try:
-            done = subprocess.run(
-                [sys.executable, os.path.abspath(__file__), "--child", json.dumps(request)],
-                env=env, capture_output=True, text=True, timeout=self.case_timeout)
+            done = subprocess.run(command, env=env, capture_output=True, text=True,
+                                  timeout=self.case_timeout + 30)
         except subprocess.TimeoutExpired:
             return {"failed": f"timed out after {self.case_timeout:.0f} s"}
-        lines = done.stdout.strip().splitlines()
+        if result_file is None:
+            lines = done.stdout.strip().splitlines()
+        else:
+            lines = [open(result_file).read()] if os.path.exists(result_file) else []
         if done.returncode != 0 or not lines:
             reason = (done.stderr.strip().splitlines() or ["no output"])[-1]
             return {"failed": reason[:110]}
@@ -388,40 +453,132 @@ def available_implementations(platform: str, wanted: list[str] | None) -> list[s
     return chosen
 
 
+def squarest(devices: int) -> tuple[int, int]:
+    """The grid of `devices` closest to square, ``rows <= cols`` (4 × 4 for 16, 2 × 4 for 8)."""
+    rows = max(r for r in range(1, math.isqrt(devices) + 1) if devices % r == 0)
+    return rows, devices // rows
+
+
+def parse_grids(texts: list[str], devices: int) -> list[tuple[int, int]]:
+    """``RxC`` grids, or ``auto``: for ``P = 1, 2, 4, …`` up to `devices`, ``1 × P``,
+    ``P × 1`` and the squarest grid; in order, each once."""
+    grids = []
+    for text in texts:
+        if text == "auto":
+            counts = [1 << k for k in range(devices.bit_length())]
+            grids += [g for p in counts for g in ((1, p), (p, 1), squarest(p))]
+            continue
+        rows, _, cols = text.partition("x")
+        if not (rows.isdigit() and cols.isdigit() and int(rows) * int(cols) >= 1):
+            raise SystemExit(f"--grids {text!r}: write a grid as ROWSxCOLS (e.g. 2x4), or auto")
+        if int(rows) * int(cols) > devices:
+            raise SystemExit(f"--grids {text}: needs {int(rows) * int(cols)} devices, "
+                             f"{devices} here")
+        grids.append((int(rows), int(cols)))
+    return list(dict.fromkeys(grids))
+
+
+def models_of(implementation: str, devices: int, models: list[str]) -> list[str]:
+    """How an implementation runs on `devices` devices: ``single`` (one process driving them
+    all) and/or ``launch`` (one process per device, ``jaxsolve.sharding.launch``). JAXMg runs
+    one process per GPU only; native JAX and cuSOLVER use one device; on one device both
+    models are one process."""
+    if implementation == "jaxmg":
+        return ["launch"]
+    if implementation in ONE_DEVICE_IMPLEMENTATIONS:
+        return ["single"] if devices == 1 else []
+    return ["single"] if devices == 1 else models
+
+
+def measure(run: Runner, implementation: str, model: str, routine: str, dtype: str, n: int,
+            tile: int, grid: tuple[int, int], repeats: int, check: bool = True,
+            memory_fraction: str | None = None) -> dict:
+    """One case, in a child or a launched group of children."""
+    request = dict(kind="case", routine=routine, implementation=implementation,
+                   dtype_name=dtype, n=n, repeats=repeats, tile=tile, check=check,
+                   grid=list(grid))
+    processes = grid[0] * grid[1] if model == "launch" else None
+    return run(request, memory_fraction, processes)
+
+
 def ratio(reference: dict | None, result: dict) -> str:
     if not reference or "failed" in reference or "failed" in result:
         return "-"
     return f"{reference['seconds'] / result['seconds']:.2f}"
 
 
+def format_grid(grid: tuple[int, int]) -> str:
+    return f"{grid[0]}x{grid[1]}"
+
+
 def print_table(args, implementations: list[str], run: Runner) -> None:
-    print(f"\n{'routine':<9}{'dtype':<8}{'N':>6}  {'impl':<14}{'s':>9}{'TFLOP/s':>8}"
-          f"{'extra':>7}{'ws':>6}{'×native':>8}{'×jaxmg':>7}  first s  residual")
+    print(f"\n{'routine':<9}{'dtype':<8}{'N':>6}{'T_A':>5} {'grid':<5} {'model':<7}"
+          f"{'impl':<14}{'s':>9}{'TFLOP/s':>8}{'extra':>7}{'ws':>6}{'×native':>8}"
+          f"{'×jaxmg':>7}{'×1xP':>6}  first s  residual")
     for routine in args.routines:
         sizes = [n for n in args.sizes if routine != "syevd" or n <= args.eigen_max]
-        for dtype in args.dtypes:
-            for n in sizes:
-                row = {}
-                for implementation in implementations:
-                    if not computes(implementation, routine):
-                        continue
-                    row[implementation] = run(dict(
-                        kind="case", routine=routine, implementation=implementation,
-                        dtype_name=dtype, n=n, repeats=args.repeats, tile=args.tile,
-                        check=True))
-                for implementation, result in row.items():
-                    head = f"{routine:<9}{dtype:<8}{n:>6}  {implementation:<14}"
+        for dtype, n, tile in itertools.product(args.dtypes, sizes, args.tile):
+            row = {}
+            for grid, implementation in itertools.product(args.grids, implementations):
+                if not computes(implementation, routine):
+                    continue
+                for model in models_of(implementation, grid[0] * grid[1], args.models):
+                    row[grid, model, implementation] = measure(
+                        run, implementation, model, routine, dtype, n, tile, grid, args.repeats)
+            native = row.get(((1, 1), "single", "native"))
+            for (grid, model, implementation), result in row.items():
+                head = (f"{routine:<9}{dtype:<8}{n:>6}{tile:>5} {format_grid(grid):<5} "
+                        f"{model:<7}{implementation:<14}")
+                if "failed" in result:
+                    print(f"{head}failed: {result['failed']}", flush=True)
+                    continue
+                tflops = nominal_flops(routine, n) / result["seconds"] / 1e12
+                extra = "-" if result["extra"] is None else f"{result['extra']:.2f}"
+                error = result["error"]
+                bad = error is not None and not error < (1e-3 if dtype == "float32" else 1e-8)
+                jaxmg = row.get((grid, "launch", "jaxmg"))
+                devices = grid[0] * grid[1]
+                one_by_p = row.get(((1, devices), model, implementation)) if devices > 1 else None
+                print(f"{head}{result['seconds']:>9.4f}{tflops:>8.1f}{extra:>7}"
+                      f"{result['workspace']:>6.2f}{ratio(native, result):>8}"
+                      f"{ratio(jaxmg, result):>7}{ratio(one_by_p, result):>6}"
+                      f"  {result['first']:>7.2f}  {error:.1e}{'!' if bad else ''}", flush=True)
+
+
+def print_strong(args, implementations: list[str], run: Runner) -> None:
+    """Strong scaling at ``N = args.strong``: each implementation on the squarest grid of
+    ``P = 1, 2, 4, …`` devices; efficiency ``t₁ / (P t_P)`` against its own one-device
+    time, and the speed-up over the fastest one-device implementation."""
+    n, tile = args.strong, args.tile[-1]
+    counts = [1 << k for k in range(args.devices.bit_length())]
+    print(f"\nStrong scaling at N = {n}, T_A = {tile}: the squarest grid of P devices; eff = "
+          "t1 / (P tP) of the same implementation, ×best1 = the fastest one-device time / tP")
+    print(f"{'routine':<9}{'dtype':<8}{'P':>3} {'grid':<5} {'model':<7}{'impl':<14}{'s':>9}"
+          f"{'TFLOP/s':>8}{'eff':>6}{'×best1':>7}  residual")
+    for routine, dtype in itertools.product(args.routines, args.dtypes):
+        one_device: dict[str, float] = {}
+        for devices in counts:
+            grid = squarest(devices)
+            for implementation in implementations:
+                if not computes(implementation, routine):
+                    continue
+                for model in models_of(implementation, devices, args.models):
+                    result = measure(run, implementation, model, routine, dtype, n, tile, grid,
+                                     args.repeats)
+                    head = (f"{routine:<9}{dtype:<8}{devices:>3} {format_grid(grid):<5} "
+                            f"{model:<7}{implementation:<14}")
                     if "failed" in result:
                         print(f"{head}failed: {result['failed']}", flush=True)
                         continue
-                    tflops = nominal_flops(routine, n) / result["seconds"] / 1e12
-                    extra = "-" if result["extra"] is None else f"{result['extra']:.2f}"
-                    error = result["error"]
-                    bad = error is not None and not error < (1e-3 if dtype == "float32" else 1e-8)
-                    print(f"{head}{result['seconds']:>9.4f}{tflops:>8.1f}{extra:>7}"
-                          f"{result['workspace']:>6.2f}{ratio(row.get('native'), result):>8}"
-                          f"{ratio(row.get('jaxmg'), result):>7}  {result['first']:>7.2f}"
-                          f"  {error:.1e}{'!' if bad else ''}", flush=True)
+                    seconds = result["seconds"]
+                    if devices == 1:
+                        one_device[implementation] = seconds
+                    t1 = one_device.get(implementation)
+                    efficiency = "-" if t1 is None else f"{t1 / (devices * seconds):.2f}"
+                    best = f"{min(one_device.values()) / seconds:.2f}" if devices > 1 else "-"
+                    tflops = nominal_flops(routine, n) / seconds / 1e12
+                    print(f"{head}{seconds:>9.4f}{tflops:>8.1f}{efficiency:>6}{best:>7}"
+                          f"  {result['error']:.1e}", flush=True)
 
 
 def print_overhead(implementations: list[str], run: Runner) -> None:
@@ -429,7 +586,8 @@ def print_overhead(implementations: list[str], run: Runner) -> None:
           "handles, workspaces), then the median of 10 later calls with the same shapes")
     print(f"{'impl':<14}" + "".join(f"{r + ' first':>16}{'later':>8}" for r in ROUTINES))
     for implementation in implementations:
-        result = run(dict(kind="overhead", implementation=implementation, calls=10))
+        result = run(dict(kind="overhead", implementation=implementation, calls=10),
+                     processes=1 if implementation == "jaxmg" else None)
         if "failed" in result:
             print(f"{implementation:<14}failed: {result['failed']}")
             continue
@@ -457,24 +615,28 @@ def print_workspaces(sizes: list[int], run: Runner) -> None:
 
 
 def print_largest(args, run: Runner) -> None:
-    print("\nLargest f64 potrs (XLA_PYTHON_CLIENT_MEM_FRACTION=0.97; one call, compile included)")
+    grid = args.largest_grid
+    print(f"\nLargest f64 potrs on a {format_grid(grid)} grid (XLA_PYTHON_CLIENT_MEM_FRACTION="
+          f"0.97; one call, compile included; extra in units of a device's share of A)")
+    devices = grid[0] * grid[1]
     failed_at: dict[str, int] = {}
     for n in sorted(args.largest):
         for implementation in args.largest_impls:
-            if implementation in failed_at:
-                print(f"  N = {n:>6}  {implementation:<11}not tried (failed at "
-                      f"{failed_at[implementation]})")
-                continue
-            result = run(dict(kind="case", routine="potrs", implementation=implementation,
-                              dtype_name="float64", n=n, repeats=0, tile=args.tile,
-                              check=False), memory_fraction="0.97")
-            if "failed" in result:
-                failed_at[implementation] = n
-                status = "failed: " + result["failed"]
-            else:
-                extra = "" if result["extra"] is None else f", extra {result['extra']:.2f} A"
-                status = f"fits, {result['first']:.2f} s{extra}"
-            print(f"  N = {n:>6}  {implementation:<11}{status}", flush=True)
+            for model in models_of(implementation, devices, args.models):
+                name = f"{implementation} ({model})" if devices > 1 else implementation
+                if name in failed_at:
+                    print(f"  N = {n:>6}  {name:<20}not tried (failed at {failed_at[name]})")
+                    continue
+                result = measure(run, implementation, model, "potrs", "float64", n,
+                                 args.tile[-1], grid, repeats=0, check=False,
+                                 memory_fraction="0.97")
+                if "failed" in result:
+                    failed_at[name] = n
+                    status = "failed: " + result["failed"]
+                else:
+                    extra = "" if result["extra"] is None else f", extra {result['extra']:.2f} A"
+                    status = f"fits, {result['first']:.2f} s{extra}"
+                print(f"  N = {n:>6}  {name:<20}{status}", flush=True)
 
 
 def main() -> None:
@@ -487,7 +649,17 @@ def main() -> None:
     parser.add_argument("--dtypes", nargs="+", default=["float32", "float64"],
                         choices=["float32", "float64"])
     parser.add_argument("--impls", nargs="+", help="implementations (default: all that apply)")
-    parser.add_argument("--tile", type=int, default=1024, help="T_A of cuSOLVERMp and JAXMg")
+    parser.add_argument("--tile", type=int, nargs="+", default=[1024],
+                        help="T_A of cuSOLVERMp and JAXMg (several: a row each)")
+    parser.add_argument("--grids", nargs="+", default=["1x1"],
+                        help="grid meshes ROWSxCOLS, or auto (1xP, Px1 and the squarest grid "
+                        "for P = 1, 2, 4, ... up to every device)")
+    parser.add_argument("--models", nargs="+", choices=MODELS, default=list(MODELS),
+                        help="on several devices: one process driving them all (single), one "
+                        "process per device (launch); JAXMg runs launched only")
+    parser.add_argument("--strong", type=int, nargs="?", const=0, metavar="N",
+                        help="also strong scaling at this N (without a value: 65536 on a GPU, "
+                        "256 on a CPU)")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--overhead", action="store_true", help="also the per-call cost")
     parser.add_argument("--workspaces", action="store_true",
@@ -495,12 +667,16 @@ def main() -> None:
     parser.add_argument("--largest", type=int, nargs="+",
                         help="f64 potrs sizes to try, e.g. 57344 65536 98304 126976")
     parser.add_argument("--largest-impls", nargs="+", help="default: every implementation")
+    parser.add_argument("--largest-grid", help="ROWSxCOLS of the --largest runs (default: 1x1, "
+                        "or with --grids the squarest grid of every device)")
     parser.add_argument("--budget", type=float, help="seconds after which no case starts")
     parser.add_argument("--case-timeout", type=float, default=300.0)
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:  # one case or overhead measurement: one line of JSON
-        print(json.dumps(child(json.loads(args.child))), flush=True)
+        result = child(json.loads(args.child))
+        if result is not None:
+            print(json.dumps(result), flush=True)
         return
 
     # The device is described by a child too: this process never holds the GPU (nor,
@@ -509,19 +685,29 @@ def main() -> None:
     about = run(dict(kind="describe"))
     if "failed" in about:
         sys.exit(f"cannot start JAX: {about['failed']}")
-    platform = about["platform"]
+    platform = run.platform = about["platform"]
+    args.devices = about["devices"]
     implementations = available_implementations(platform, args.impls)
     args.sizes = args.sizes or list(GPU_SIZES if platform == "gpu" else CPU_SIZES)
+    args.grids = parse_grids(args.grids, args.devices)
+    if args.strong == 0:
+        args.strong = GPU_STRONG_N if platform == "gpu" else CPU_STRONG_N
+    meshes = args.grids != [(1, 1)]
+    args.largest_grid = (parse_grids([args.largest_grid], args.devices)[0] if args.largest_grid
+                         else squarest(args.devices) if meshes else (1, 1))
     args.largest_impls = [i for i in args.largest_impls or implementations
                           if i in implementations and computes(i, "potrs")]
-    print(f"{about['kind']} ({platform}), JAX {about['jax']}; each case in a fresh process; "
-          f"median of {args.repeats}; extra and ws in units of A's bytes; T_A = {args.tile}")
+    print(f"{args.devices} x {about['kind']} ({platform}), JAX {about['jax']}; each case in "
+          f"fresh processes; median of {args.repeats}; extra and ws in units of a device's "
+          "share of A")
     print("jaxsolve.dense's default backends here: " + ", ".join(
         f"{routine} -> {backend}" for routine, backend in about["defaults"].items()))
     if args.workspaces and platform == "gpu":  # first: one quick child
         print_workspaces([n for n in args.sizes if n <= args.eigen_max], run)
     if args.routines:
         print_table(args, implementations, run)
+    if args.strong:
+        print_strong(args, implementations, run)
     if args.overhead:
         print_overhead(implementations, run)
     if args.largest:
