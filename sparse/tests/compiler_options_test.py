@@ -51,8 +51,7 @@ def test_a_concrete_solve_compiles_its_setup_and_loop_with_the_options():
     assert info.status == sparse.Status.SUCCESS
     setups = _padded_setup.PROGRAMS.programs()
     assert setups and not any(fusion_emitted(program) for program in setups)
-    digests = _structure_key.DIGESTS.programs()  # the structure key's program
-    assert digests and not any(fusion_emitted(program) for program in digests)
+    assert not _structure_key.DIGESTS.programs()  # the CPU's values are keyed on the host
 
     config = parse_amgx_config(CONFIG)
     system = _setup.System.for_matrix(A, config, None, False, True)

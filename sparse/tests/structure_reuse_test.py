@@ -199,3 +199,37 @@ def test_the_key_reads_the_couplings_the_splitting_reads(x64, dtype, strength):
     weakened = A.data.copy()
     weakened[np.flatnonzero(host)[0]] = 0
     assert not np.array_equal(digest(A.data), digest(weakened))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex128])
+@pytest.mark.parametrize("amg", [{}, {"strength": "ALL"}, {"algorithm": "AGGREGATION"}])
+def test_values_on_the_cpu_are_keyed_on_the_host(x64, dtype, amg):
+    """Values on the CPU get their key on the host, compiling nothing: for classical AMG
+    the same key for values with the same strong couplings and diagonal signs (twice the
+    values), another when a coupling is no longer strong or a diagonal turns negative; for
+    aggregation another for any other values. Values padded as a padded finest level's
+    get the key of their true part."""
+    from jaxsolve.sparse._hierarchy import build_structure
+    A = scipy.sparse.csr_matrix(np.asarray(matrices.poisson_matrix(20).todense())).astype(
+        dtype)
+    if np.iscomplexobj(A.data):
+        A = A + 1j * scipy.sparse.diags(np.linspace(0.1, 1, 400))
+    A.sort_indices()
+    pattern = CsrStructure(A.indptr.astype(np.int32), A.indices.astype(np.int32), 400)
+    config = parse_amgx_config({"preconditioner": {"solver": "AMG", **amg}}).preconditioner.amg
+    structure = build_structure(pattern, A.data, 1, config, pad_finest=True)
+    padded_nnz = structure.arrays.levels[0].a.indices.shape[0]
+    assert padded_nnz > A.nnz
+
+    def key(values):
+        return _structure_key.values_key(structure, jnp.asarray(values))
+
+    _structure_key.DIGESTS.clear()
+    assert key(np.pad(A.data, (0, padded_nnz - A.nnz))) == key(A.data)
+    assert not _structure_key.DIGESTS  # nothing compiled for the keys
+    weakened = A.data.copy()
+    weakened[1] = 0  # the first row's coupling to its right neighbour: strong before
+    flipped = A.data.copy()
+    flipped[0] *= -1  # the first row's diagonal
+    assert key(weakened) != key(A.data) and key(flipped) != key(A.data)
+    assert (key(2 * A.data) == key(A.data)) == (config.algorithm == "CLASSICAL")

@@ -23,18 +23,26 @@ structure, which still gives a correct hierarchy (Galerkin products of the new v
 as AmgX's ``structure_reuse_levels`` does.
 
 The digest is two 32-bit sums of hashed entries, so different couplings collide with a
-probability of about ``2⁻⁶⁴``.  Reading it back is the solve's one wait for the device
-before its setup.
+probability of about ``2⁻⁶⁴``.  Values on a GPU are digested there, by a program compiled
+once per size class; reading the digest back is the solve's one wait for the device before
+its setup.  Values on the CPU are in host memory already: they are digested there (a
+64-bit BLAKE2 hash of the same words: the strong couplings, found by the host build's own
+kernel, :func:`._classical.strong_couplings`, or the values' bytes), which compiles nothing
+(the compiled digest took half a second of a first solve's CPU time at 100 000 rows, most
+of it the cumulative sum that numbers each entry's row).  The two kinds of key differ:
+values moved between the CPU and a GPU get a structure of their own.
 """
 
 from __future__ import annotations
 
 import functools
+import hashlib
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from . import _classical
 from ._compiled_programs import CompiledPrograms
 from ._compiler_options import COMPILER_OPTIONS
 from ._config import AMGConfig
@@ -58,9 +66,12 @@ def values_key(structure: HierarchyStructure, values: jax.Array) -> str:
         digest compiled once for the class.
 
     Returns:
-      A hex digest, equal for values that :mod:`this module <._structure_key>` says
-      share a structure.
+      A hex digest, equal for values on one kind of device that :mod:`this module
+      <._structure_key>` says share a structure.
     """
+    if not isinstance(values, jax.Array) or all(device.platform == "cpu"
+                                                 for device in values.devices()):
+        return _host_key(structure, np.asarray(values))
     arrays = structure.arrays
     finest = arrays.levels[0].a if arrays.levels else arrays.coarsest
     operands = (values, finest.indices, finest.indptr,
@@ -74,6 +85,20 @@ def values_key(structure: HierarchyStructure, values: jax.Array) -> str:
     compiled = DIGESTS.get(
         kind, lambda: _digest.lower(*operands, *statics).compile(COMPILER_OPTIONS))
     return "".join(f"{int(word):08x}" for word in np.asarray(compiled(*operands)))
+
+
+def _host_key(structure: HierarchyStructure, values: np.ndarray) -> str:
+    """The key of ``values`` (possibly padded) in host memory: a hash of what
+    :func:`_digest` digests."""
+    finest = structure.levels[0].a if structure.levels else structure.coarsest
+    values = np.ascontiguousarray(values[:finest.nnz])
+    if _strength_rule(structure.config) is None:
+        words = values.view(np.uint8)
+    else:
+        strong = _classical.strong_couplings(finest, values, structure.config)
+        positive = np.all(np.real(values[finest.diagonal_positions()]) > 0)
+        words = np.append(np.packbits(strong), np.uint8(positive))
+    return hashlib.blake2b(words, digest_size=8).hexdigest()
 
 
 def _strength_rule(config: AMGConfig) -> tuple | None:
