@@ -80,6 +80,10 @@ MEANINGS: dict[str, str | tuple[str, Any]] = {
     "jaxsolve_hierarchy_precision": "jaxsolve's extension: SINGLE sets the hierarchy up and"
                                     " cycles it in single precision inside a solve of the"
                                     " matrix's precision (AmgX chooses by its mode).",
+    "jaxsolve_setup_location": "jaxsolve's extension: DEVICE sets an unsmoothed aggregation"
+                               " hierarchy up as JAX programs on the matrix's device (a"
+                               " GPU's setup stays there); HOST finds its structure on the"
+                               " CPU.",
     "dense_lu_num_rows": ("With DENSE_LU_SOLVER as coarse solver, a value above 0 stops"
                           " coarsening there instead of at `min_coarse_rows` (0: off).", 0),
     "interpolator": "Classical interpolation: D2 (distance two, extended+i) or D1 (modified"

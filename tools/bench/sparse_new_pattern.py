@@ -6,8 +6,9 @@ and XLA's compilation of the programs for that pattern's level sizes. One run me
 3D Poisson on an ``n × n × n`` grid (``matrices.poisson3d_matrix``, f64, ``b`` standard
 normal from a fixed seed, ``x0 = 0``, PCG to ``‖r‖ ≤ 1e-8 ‖b‖``) and each configuration
 (the library's default solver and AMG with that tolerance, classical PMISC with one
-aggressive level, and ``tools/bench/sparse_poisson3d.py``'s smoothed aggregation), in one
-process, in this order:
+aggressive level, ``tools/bench/sparse_poisson3d.py``'s smoothed aggregation, and AmgX's
+PCG with unsmoothed aggregation, ``SIZE_8``, its structure set up on the host and then on the
+device, ``jaxsolve_setup_location``), in one process, in this order:
 
 * **first call end to end**: ``clear_cache()`` then ``solve``: the first solve of this
   configuration in the process (JAX itself is warmed up first by a trivial program), with
@@ -16,10 +17,12 @@ process, in this order:
   (**XLA compile**, the sum of JAX's ``backend_compile_duration`` events) and the tracing
   and lowering that precede compilation (**trace + lower**), from ``jax.monitoring``;
 * **host setup (structure)** and **numeric setup**: ``clear_cache()`` then ``describe``,
-  whose ``setup_seconds`` are the structure's phases on the host (summed) and one numeric
-  setup on the device, compiled (medians);
+  whose ``setup_seconds`` are the structure's phases on the host (summed; for the device
+  setup, its programs on the device, compiled, and the finest pattern's copy there) and one
+  numeric setup on the device, compiled (medians);
 * **solve**: ``solve(..., reuse_setup=True)``; **re-setup + solve**: ``solve`` with new
-  values (the matrix's, times 1.01) on the cached pattern (medians);
+  values (the matrix's, times 1.01) on the cached pattern (medians; aggregation builds a
+  structure for them, as AmgX's full setup does);
 * **new pattern, same rows**: the same grid with ``--extra-couplings`` more couplings
   (``k`` random pairs of cells one step apart along the diagonal ``(1, 1, 1)``, each adding
   a graph-Laplacian term of weight 0.5, so the matrix stays symmetric positive definite),
@@ -83,6 +86,21 @@ CONFIGS = {
                            "jaxsolve_smoothed_aggregation": 1, "smoother": "BLOCK_JACOBI",
                            "presweeps": 1, "postsweeps": 1, "max_levels": 10,
                            "min_coarse_rows": 2000},
+    },
+    # AmgX's PCG + AGGREGATION, its structure set up on the host, then on the device
+    "aggregation, host setup": {
+        "solver": "PCG",
+        "tolerance": TOLERANCE,
+        "max_iters": 200,
+        "preconditioner": {"solver": "AMG", "algorithm": "AGGREGATION", "selector": "SIZE_8",
+                           "jaxsolve_setup_location": "HOST"},
+    },
+    "aggregation, device setup": {
+        "solver": "PCG",
+        "tolerance": TOLERANCE,
+        "max_iters": 200,
+        "preconditioner": {"solver": "AMG", "algorithm": "AGGREGATION", "selector": "SIZE_8",
+                           "jaxsolve_setup_location": "DEVICE"},
     },
 }
 # The table's rows, in order (the JSON's keys).

@@ -204,11 +204,14 @@ def solver_cache_info() -> dict[str, Any]:
 
 
 def _entry_summary(key: tuple, entry: CacheEntry) -> dict[str, Any]:
+    from ._device_setup import DeviceStructure  # here: _device_setup imports this module
+
     (pattern_key, component, *_), _ = key
     structure = entry.structure
-    if isinstance(structure, HierarchyStructure):
-        finest = structure.levels[0].a if structure.levels else structure.coarsest
-        n_rows, nnz = finest.n_rows, finest.nnz
+    if isinstance(structure, (HierarchyStructure, DeviceStructure)):
+        finest = (structure.sizes[0] if isinstance(structure, DeviceStructure)
+                  else structure.levels[0].a if structure.levels else structure.coarsest)
+        n_rows, nnz = finest if isinstance(finest, tuple) else (finest.n_rows, finest.nnz)
         config = {"solver": "AMG", **component._amgx_keys("main_preconditioner")}
     elif isinstance(structure, MulticolorArrays):
         n_rows, nnz, config = int(structure.inverse.shape[0]), None, component

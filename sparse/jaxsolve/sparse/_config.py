@@ -82,7 +82,7 @@ _AMG_KEYS = frozenset({
     "algorithm", "selector", "jaxsolve_smoothed_aggregation", "smoother", "presweeps",
     "postsweeps", "cycle", "max_levels", "min_coarse_rows", "coarse_solver", "coarsest_sweeps",
     "jaxsolve_hierarchy_precision", "dense_lu_num_rows", "structure_reuse_levels",
-    *_CLASSICAL_KEYS,
+    "jaxsolve_setup_location", *_CLASSICAL_KEYS,
 })
 _RELAXATION_KEYS = frozenset({"relaxation_factor", "chebyshev_polynomial_order", "symmetric_GS"})
 # The components' parameters; a component ignores those of others (as AmgX does), e.g. a
@@ -161,7 +161,7 @@ _AMG_DEFAULTS = {
     "smoother": "BLOCK_JACOBI", "presweeps": 1, "postsweeps": 1, "cycle": "V",
     "max_levels": 100, "min_coarse_rows": 256, "coarse_solver": "DENSE_LU_SOLVER",
     "coarsest_sweeps": 2, "jaxsolve_hierarchy_precision": "DEFAULT",
-    "structure_reuse_levels": 0,
+    "structure_reuse_levels": 0, "jaxsolve_setup_location": "HOST",
 }
 _RELAXATION_DEFAULTS = {"relaxation_factor": 0.9, "chebyshev_polynomial_order": 5,
                         "symmetric_GS": 0}
@@ -458,6 +458,15 @@ class AMGConfig:
         pattern's latest structure for new values, as traced values and
         ``reuse_setup=True`` do.  jaxsolve keeps the whole structure also for a positive
         value, where AmgX keeps that many levels and rebuilds the coarser ones.
+      setup_location: ``"HOST"`` (the default: aggregates, splittings and patterns found
+        by native code on the CPU, the numbers on the device) or ``"DEVICE"`` (AmgX key
+        ``jaxsolve_setup_location``, a jaxsolve extension): the whole setup as compiled
+        array programs on the matrix's device, a GPU's without a copy to the host, for
+        unsmoothed aggregation of a scalar system with a smoother that needs no
+        coloring. Its parallel matching pairs differently from the host's sequential
+        one: levels of similar sizes, similar iterations (see
+        :mod:`jaxsolve.sparse._device_setup`). Concrete values get a new setup at every
+        solve (AmgX's full setup; ``reuse_setup=True`` keeps the latest).
       smoother: the relaxation applied on every level but the coarsest.
       presweeps, postsweeps: smoothing sweeps before and after the correction, ``>= 0``.
       cycle: ``"V"``, ``"W"`` or ``"F"``.
@@ -525,6 +534,7 @@ class AMGConfig:
     interp_truncation_factor: float | None = None
     aggressive_levels: int | None = None
     structure_reuse_levels: int = 0
+    setup_location: str = "HOST"
 
     def __post_init__(self) -> None:
         _checked_init(self, self._check)
@@ -577,6 +587,22 @@ class AMGConfig:
         _check_int("coarse_null_dimension", self.coarse_null_dimension, 0)
         _check_int("block_dim", self.block_dim, 1)
         _check_int("structure_reuse_levels", self.structure_reuse_levels, -1)
+        _check_choice("setup_location", self.setup_location, ("HOST", "DEVICE"), ())
+        if self.setup_location == "DEVICE":
+            unsupported = []
+            if self.algorithm != "AGGREGATION":
+                unsupported.append(f"algorithm {self.algorithm!r}")
+            if self.smoothed_aggregation:
+                unsupported.append("smoothed aggregation")
+            if self.smoother.solver in ("MULTICOLOR_GS", "MULTICOLOR_DILU"):
+                unsupported.append(f"smoother {self.smoother.solver!r}")
+            if self.block_dim > 1:
+                unsupported.append(f"a block system (block_dim {self.block_dim})")
+            if unsupported:
+                raise ValueError(
+                    "setup_location 'DEVICE' sets up unsmoothed aggregation AMG of a scalar"
+                    " system with a smoother that needs no coloring, not "
+                    f"{' and '.join(unsupported)}; use 'HOST'.")
 
     def _amgx_keys(self, scope: str) -> dict[str, Any]:
         keys = {
@@ -601,6 +627,8 @@ class AMGConfig:
             keys["jaxsolve_hierarchy_precision"] = self.hierarchy_precision
         if self.structure_reuse_levels:
             keys["structure_reuse_levels"] = self.structure_reuse_levels
+        if self.setup_location != "HOST":
+            keys["jaxsolve_setup_location"] = self.setup_location
         if self.algorithm == "CLASSICAL":
             keys.update({key: getattr(self, key) for key in _CLASSICAL_KEYS})
         return keys
@@ -727,8 +755,9 @@ class SolverConfig:
         (``main``, ``main_preconditioner``, ``..._smoother``), so AmgX reads
         the same settings: jaxsolve's defaults where they differ from AmgX's
         are explicit.  ``parse_amgx_config(config.to_amgx_dict()) == config``.
-        The keys AmgX does not know, ``jaxsolve_smoothed_aggregation`` and
-        ``jaxsolve_hierarchy_precision``, are written only when set.  A BLOCK_JACOBI's
+        The keys AmgX does not know, ``jaxsolve_smoothed_aggregation``,
+        ``jaxsolve_hierarchy_precision`` and ``jaxsolve_setup_location``, are written only
+        when set.  A BLOCK_JACOBI's
         estimated damping has no AmgX key: its ``relaxation_factor`` is left out, and
         AmgX takes its own default, 0.9; so are ``presweeps``, ``postsweeps`` and ``cycle``
         of a cycle left to jaxsolve (:attr:`AMGConfig.default_cycle`; AmgX's V(1, 1)).
@@ -877,6 +906,9 @@ def parse_amgx_config(
     * ``jaxsolve_hierarchy_precision`` (DEFAULT or SINGLE): a jaxsolve
       extension, an AMG hierarchy in single precision inside a solve of the
       matrix's (AmgX chooses precision by its mode, not its config); see
+      :class:`AMGConfig`.
+    * ``jaxsolve_setup_location`` (HOST or DEVICE): a jaxsolve extension, the AMG
+      setup on the host's CPU or as array programs on the matrix's device; see
       :class:`AMGConfig`.
 
     Accepted and ignored, as they cannot change the solution of a
@@ -1159,6 +1191,7 @@ def _amg_config(keys: Mapping[str, Any], path: str) -> AMGConfig:
         coarse_iterations=coarse_iterations,
         hierarchy_precision=get("jaxsolve_hierarchy_precision"),
         structure_reuse_levels=get("structure_reuse_levels"),
+        setup_location=get("jaxsolve_setup_location"),
     )
     return amg
 

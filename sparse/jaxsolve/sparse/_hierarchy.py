@@ -337,13 +337,7 @@ def build_structure(
       ValueError: if a row has no stored diagonal entry, or the coarsest level would be
         too large for a dense LU.
     """
-    missing = np.flatnonzero(pattern.diagonal_positions() < 0)
-    if missing.size:
-        raise ValueError(
-            f"A has no stored diagonal entry in {missing.size} rows (the first:"
-            f" {missing[:5].tolist()}); the AMG smoothers divide by the diagonal."
-            " Store the diagonal or use a Krylov solver without AMG."
-        )
+    check_stored_diagonal(np.flatnonzero(pattern.diagonal_positions() < 0))
     levels: list[LevelStructure] = []
     seconds: collections.Counter[str] = collections.Counter()
     clock = time.perf_counter()
@@ -360,12 +354,7 @@ def build_structure(
     else:
         pattern, coarsest_block_dim = _aggregation_levels(pattern, values, columns, config,
                                                           levels, phase)
-    if config.coarse_solver == "DENSE_LU_SOLVER" and pattern.n_rows > MAX_DENSE_COARSE_ROWS:
-        raise ValueError(
-            f"the coarsest AMG level has {pattern.n_rows} rows, too many for its dense LU"
-            f" (at most {MAX_DENSE_COARSE_ROWS}): raise max_levels (now"
-            f" {config.max_levels}), lower min_coarse_rows, or use a coarser selector."
-        )
+    check_coarsest_rows(pattern.n_rows, config)
     coarsest_diagonal = pattern.diagonal_positions()
     coarsest_ordering = None
     if config.smoother.solver in MULTICOLOR_SMOOTHERS:  # depends on the patterns only
@@ -418,6 +407,26 @@ def build_structure(
         coarsest_block_dim=coarsest_block_dim,
         coarsest_ordering=coarsest_ordering, pattern_key=pattern_key, layouts=layouts,
     )
+
+
+def check_stored_diagonal(missing: np.ndarray) -> None:
+    """Raises unless ``missing``, the rows without a stored diagonal entry, is empty."""
+    if missing.size:
+        raise ValueError(
+            f"A has no stored diagonal entry in {missing.size} rows (the first:"
+            f" {missing[:5].tolist()}); the AMG smoothers divide by the diagonal."
+            " Store the diagonal or use a Krylov solver without AMG."
+        )
+
+
+def check_coarsest_rows(rows: int, config: AMGConfig) -> None:
+    """Raises if a coarsest level of ``rows`` rows is too large for its dense LU."""
+    if config.coarse_solver == "DENSE_LU_SOLVER" and rows > MAX_DENSE_COARSE_ROWS:
+        raise ValueError(
+            f"the coarsest AMG level has {rows} rows, too many for its dense LU"
+            f" (at most {MAX_DENSE_COARSE_ROWS}): raise max_levels (now"
+            f" {config.max_levels}), lower min_coarse_rows, or use a coarser selector."
+        )
 
 
 def _classical_levels(pattern: CsrStructure, values: np.ndarray | None, config: AMGConfig,

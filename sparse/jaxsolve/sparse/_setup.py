@@ -18,16 +18,17 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import _blocks, _cache, _matrix_free
+from . import _blocks, _cache, _device_setup, _matrix_free
 from ._compiler_options import COMPILER_OPTIONS, jit, staging
 from ._config import AMGConfig, RelaxationConfig, SolverConfig
 from ._csr import CsrMatrix, as_csr
 from ._csr_arrays import CsrArrays, CsrStructure
+from ._device_setup import DeviceStructure
 from ._hierarchy import (Hierarchy, HierarchyStructure, StructureArrays, build_structure,
                          numeric_setup, padded_hierarchy, padded_numeric_setup, sharing_arrays)
 from ._multicolor import MULTICOLOR_SMOOTHERS, MulticolorArrays, multicolor_ordering
 from ._padded_setup import PROGRAMS as PADDED_SETUP_PROGRAMS
-from ._size_classes import pad_rows, true_csr
+from ._size_classes import finest_nonzeros, pad_rows, true_csr
 from ._relaxation import RelaxationData, relaxation_data, stored_diagonal
 from ._status import FailureReason
 from ._structure_key import values_key
@@ -227,8 +228,19 @@ class System:
                 "solve: near_nullspace is smoothed aggregation's; classical AMG has none (its"
                 " interpolation reproduces constants). For rigid-body modes set the AMG's"
                 " algorithm to 'AGGREGATION' with jaxsolve_smoothed_aggregation: 1.")
-        k = _blocks.near_nullspace_columns(self.near_nullspace, amg)
         concrete = self.concrete_values
+        if amg.setup_location == "DEVICE":
+            if self.near_nullspace is not None:
+                raise ValueError("solve: near_nullspace is smoothed aggregation's, which"
+                                 " setup_location 'DEVICE' does not set up; use 'HOST'.")
+            if self.check_before_setup:  # as before the host's: no NaN or zero pivots
+                check_finite("solve", {"A": concrete})
+                check_diagonal("solve", self.csr_pattern, concrete, self.config)
+            return _device_setup.cached_setup(
+                self.pattern, self.pattern_key, None if concrete is None
+                else self.padded(concrete, finest_nonzeros(self.pattern.nnz)), amg,
+                self.reuse_setup)
+        k = _blocks.near_nullspace_columns(self.near_nullspace, amg)
         keys: list[str] = []  # the values' key, computed once for this call
 
         def key_of_values(structure: HierarchyStructure) -> str:
@@ -330,6 +342,10 @@ class System:
             matrix, diagonal = self.pattern_arrays
             return SetupState(matrix=matrix, diagonal=diagonal, numbers=None, arrays=None,
                               near_nullspace=None, ordering=self.ordering)
+        if isinstance(structure, DeviceStructure):
+            return SetupState(matrix=structure.finest, diagonal=structure.solve_diagonal,
+                              numbers=numbers, arrays=None if numbers is not None
+                              else structure.arrays, near_nullspace=None)
         arrays = structure.arrays
         return SetupState(
             matrix=arrays.levels[0].a if arrays.levels else arrays.coarsest,
@@ -359,6 +375,10 @@ class System:
         if structure is None or state.numbers is not None:
             nnz = state.matrix.indices.shape[0]
             return state.matrix._replace(values=self.padded(values, nnz)), state.numbers
+        if isinstance(structure, DeviceStructure):  # padded, as a concrete setup's numbers
+            values = self.padded(values, state.matrix.indices.shape[0])
+            return (state.matrix._replace(values=values),
+                    _device_setup.numeric_setup(structure.shape, state.arrays, values))
         return (self.true_matrix(state, values),
                 numeric_setup(structure, state.arrays, values, state.near_nullspace))
 

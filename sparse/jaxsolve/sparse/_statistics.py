@@ -17,8 +17,9 @@ from typing import Any
 import jax
 import numpy as np
 
-from . import _blocks
+from . import _blocks, _device_setup
 from ._config import for_dtype, parse_amgx_config
+from ._device_setup import DeviceStructure
 from ._hierarchy import Hierarchy, HierarchyStructure
 from ._native_library import host_threads
 from ._setup import System, amg_config, checked_inputs, numeric_setup_now
@@ -134,13 +135,20 @@ def describe(A: Any, config: Any = None, *,
     if numbers is None:
         raise ValueError("describe: A's values must be concrete (call it outside jax.jit).")
     start = time.perf_counter()  # once more, compiled: the time a re-setup takes
-    jax.block_until_ready(numeric_setup_now(structure, matrix.values, near_nullspace))
+    jax.block_until_ready(
+        _device_setup.numbers_now(structure, system.padded(
+            matrix.values, structure.finest.indices.shape[0]))
+        if isinstance(structure, DeviceStructure)
+        else numeric_setup_now(structure, matrix.values, near_nullspace))
     numeric_seconds = time.perf_counter() - start
     return statistics(structure, numbers, matrix.values.dtype.itemsize, numeric_seconds)
 
 
-def level_sizes(structure: HierarchyStructure) -> tuple[tuple[int, int], ...]:
+def level_sizes(structure: HierarchyStructure | DeviceStructure
+                ) -> tuple[tuple[int, int], ...]:
     """``(rows, nonzeros)`` of each level's operator, finest first, the coarsest last."""
+    if isinstance(structure, DeviceStructure):
+        return structure.sizes
     patterns = [level.a for level in structure.levels] + [structure.coarsest]
     return tuple((pattern.n_rows, pattern.nnz) for pattern in patterns)
 
@@ -172,8 +180,8 @@ def parts_statistics(parts: Sequence[Sequence[tuple[int, int]]], bytes_kept: dic
         matrix_bytes=matrix_bytes)
 
 
-def statistics(structure: HierarchyStructure, numbers: Hierarchy, itemsize: int,
-               numeric_seconds: float | None = None) -> HierarchyStatistics:
+def statistics(structure: HierarchyStructure | DeviceStructure, numbers: Hierarchy,
+               itemsize: int, numeric_seconds: float | None = None) -> HierarchyStatistics:
     """The :class:`HierarchyStatistics` of a built hierarchy (and a numeric setup's time)."""
     rows, nonzeros = (tuple(column) for column in zip(*level_sizes(structure), strict=True))
     counted: set[int] = set()
@@ -186,7 +194,8 @@ def statistics(structure: HierarchyStructure, numbers: Hierarchy, itemsize: int,
                 total += leaf.nbytes
         return total
 
-    finest = structure.arrays.levels[0].a if structure.levels else structure.arrays.coarsest
+    arrays = structure.arrays
+    finest = arrays.levels[0].a if arrays.levels else arrays.coarsest
     parts = {
         "finest pattern": size(finest.indices, finest.indptr),
         "coarse operators": size([level.a for level in numbers.levels[1:]],
@@ -196,7 +205,9 @@ def statistics(structure: HierarchyStructure, numbers: Hierarchy, itemsize: int,
                           numbers.coarsest.smoother),
         "coarsest inverse": size(numbers.coarsest.inverse),
     }
-    interpolations = [level.interpolation for level in structure.arrays.levels]
+    device = isinstance(structure, DeviceStructure)  # scalar, no plans, no coloring
+    interpolations = [None if device else level.interpolation
+                      for level in structure.arrays.levels]
     if any(interpolation is not None for interpolation in interpolations):
         parts["interpolation plans"] = size(interpolations)
     parts["product plans"] = size(structure.arrays)
@@ -206,10 +217,12 @@ def statistics(structure: HierarchyStructure, numbers: Hierarchy, itemsize: int,
         bytes_kept=parts, matrix_bytes=nonzeros[0] * (itemsize + 4) + 4 * (rows[0] + 1),
         setup_seconds={**structure.setup_seconds, **(
             {} if numeric_seconds is None else {"numeric setup": numeric_seconds})},
-        block_dims=tuple(level.block_dim for level in structure.levels)
+        block_dims=(1,) * len(rows) if device
+        else tuple(level.block_dim for level in structure.levels)
         + (structure.coarsest_block_dim,),
-        colors=tuple(0 if ordering is None else ordering.n_colors for ordering in
-                     [level.ordering for level in structure.levels]
-                     + [structure.coarsest_ordering]),
+        colors=(0,) * len(rows) if device
+        else tuple(0 if ordering is None else ordering.n_colors for ordering in
+                   [level.ordering for level in structure.levels]
+                   + [structure.coarsest_ordering]),
         setup_threads=host_threads(),
     )

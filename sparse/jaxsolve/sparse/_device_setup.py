@@ -1,0 +1,563 @@
+"""Aggregation AMG set up on the matrix's device: structure and numbers as JAX programs.
+
+The host setup (:func:`._hierarchy.build_structure`) finds a hierarchy's aggregates and
+patterns in native code on the CPU, and only its numbers on the device. Here every step
+runs as a compiled array program on the device that will hold the hierarchy — a GPU's
+setup never leaves it — with one wait per level for a few counts:
+
+1. **Couplings.** ``w_ij = (m_ij + m_ji) / (2 √(m_ii m_jj))`` on the symmetrized graph of
+   the level's magnitudes ``m`` (``|A|`` on the finest level, then the aggregated
+   magnitudes ``Σ |a_ij|`` over pairs of aggregates), as :mod:`._aggregation` defines
+   them; without concrete values each stored direction of a pair counts ½.
+2. **Matching** (:func:`_match`), in ``ROUNDS[selector]`` rounds, each on the graph of
+   the previous round's pairs: a *handshake* in a ``lax.while_loop``: every unmatched
+   node proposes to its unmatched neighbour of largest weight, and mutual proposals
+   pair, until no pair forms. Ties go to the neighbour of nearest index, then to the
+   pair whose smaller index over their distance is even, then to a hash of the pair: on
+   a grid numbered line by line that pairs ``(0, 1), (2, 3), …`` in one handshake, and
+   then those pairs' lines 0 and 1, 2 and 3, … as the host's sequential matching does,
+   where a tie-break by index alone would pair one line one pair a handshake. A node left
+   without an unmatched neighbour joins its strongest paired neighbour's pair, as the
+   host's second phase does, or stays alone.
+3. **Numbering** by a cumulative sum over each aggregate's smallest node.
+4. **Galerkin pattern**: the triplets ``(agg(i), agg(j), ·)`` of the level's entries,
+   sorted by ``(row, column)`` (:func:`_summed_triplets`); where each entry lands among
+   the coarse entries is kept, so that the numeric setup is one segment sum.
+
+The host matches sequentially (nodes in order, each with its strongest unmatched
+neighbour, ties to the smallest index; :func:`._graph_kernels.aggregate_pairs`), which
+no parallel matching reproduces in general: on grids numbered line by line (the Poisson
+and anisotropic problems of ``sparse/tests/device_setup_test.py``) the two find the same
+aggregates, elsewhere different ones of the same kind, numbered in another order.
+
+The numbers (:func:`numeric_setup`, jit-able, differentiable in the values) are those
+of the host's unsmoothed aggregation: ``P`` piecewise constant, ``1 / √|aggregate|`` on
+each aggregate (the normalized constant), ``R = Pᵀ``, ``A_c = Pᵀ A P`` by one segment
+sum of ``p_i a_ij p_j`` over the entries, the smoothers' data by
+:func:`._relaxation.relaxation_data` and the coarsest inverse by the host path's
+function. Every array is padded to a size class (:mod:`._size_classes`; padding rows
+empty and decoupled, as there), so a new pattern whose levels fall into the same classes
+runs the programs compiled for an earlier one: the structure's and the solve's.
+
+Supported (``"jaxsolve_setup_location": "DEVICE"``, see :class:`~._config.AMGConfig`):
+aggregation AMG, unsmoothed, scalar (``block_dim`` 1, no ``near_nullspace``), with the
+smoothers that need no coloring, every cycle and coarse solver.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from . import _cache
+from ._aggregation import ROUNDS
+from ._compiled_programs import CompiledPrograms
+from ._compiler_options import COMPILER_OPTIONS
+from ._config import AMGConfig
+from ._csr_arrays import CsrArrays, CsrStructure
+from ._hierarchy import (Hierarchy, LevelNumbers, _coarsest_numbers, annihilates_constants,
+                         check_coarsest_rows, check_stored_diagonal, hierarchy_dtype)
+from ._relaxation import power_iteration_start, relaxation_data, stored_diagonal
+from ._size_classes import SMALL, finest_nonzeros, finest_rows, grown_size, pad_pattern
+
+__all__ = ["DeviceStructure", "build_device_structure", "cached_setup", "numbers_now",
+           "numeric_setup"]
+
+# The most handshakes of one matching round; nodes still unmatched then join a pair.
+MAX_HANDSHAKES = 64
+# The compiled programs of the structure's levels, by kind of level.
+PROGRAMS = CompiledPrograms("device setup", kept=256)
+# The numeric setups of concrete values, by shape and kind of values: run now, also while a
+# caller's jit traces.
+NUMERIC_SETUPS = CompiledPrograms("device numeric setup")
+
+
+class LevelSizes(NamedTuple):
+    """A level's padded sizes: its rows and nonzeros, the next level's rows and nonzeros."""
+
+    rows: int
+    nnz: int
+    coarse_rows: int
+    coarse_nnz: int
+
+
+class DeviceLevelArrays(NamedTuple):
+    """One level's index arrays on the device (a pytree), padded to its :class:`LevelSizes`.
+
+    ``a``: the operator's pattern (placeholder values); ``entry_rows``: the row of each
+    entry (0 on padding entries); ``diagonal``: each row's diagonal position (-1: none);
+    ``p`` and ``r``: the patterns of ``P`` (one entry per true row, in column
+    ``aggregates[i]``) and ``R = Pᵀ``; ``r_from_p``: ``P``'s entry of each of ``R``'s;
+    ``coarse_position``: where each entry of ``a`` lands among the next operator's
+    entries (past their end on padding entries: dropped).
+    """
+
+    a: CsrArrays
+    entry_rows: jax.Array
+    diagonal: jax.Array
+    aggregates: jax.Array
+    p: CsrArrays
+    r: CsrArrays
+    r_from_p: jax.Array
+    coarse_position: jax.Array
+
+
+class DeviceArrays(NamedTuple):
+    """Every level's arrays, the coarsest operator's pattern, its diagonal positions and
+    entries' rows, and ``rows``: the true rows of each level and of the coarsest."""
+
+    levels: tuple[DeviceLevelArrays, ...]
+    coarsest: CsrArrays
+    coarsest_diagonal: jax.Array
+    coarsest_row_ids: jax.Array
+    rows: jax.Array
+
+
+@dataclasses.dataclass(frozen=True)
+class DeviceShape:
+    """What :func:`numeric_setup` is specialized to (static): equal for every structure
+    whose levels fall into the same size classes."""
+
+    config: AMGConfig
+    levels: tuple[LevelSizes, ...]
+    coarsest: tuple[int, int]
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class DeviceStructure:
+    """A hierarchy's structure built on the device by :func:`build_device_structure`.
+
+    Attributes:
+      shape: its padded sizes and configuration.
+      arrays: its index arrays on the device.
+      sizes: the true ``(rows, nonzeros)`` of every level, the coarsest last.
+      solve_diagonal: the finest operator's diagonal positions for the solve's check of
+        them, a padding row pointing at the first row's.
+      setup_seconds: the time the build took (``"device"``: its programs, waits
+        included; ``"to the device"``: the finest pattern's copy).
+    """
+
+    shape: DeviceShape
+    arrays: DeviceArrays
+    sizes: tuple[tuple[int, int], ...]
+    solve_diagonal: jax.Array
+    setup_seconds: dict[str, float]
+
+    @property
+    def config(self) -> AMGConfig:
+        return self.shape.config
+
+    @property
+    def finest(self) -> CsrArrays:
+        """The finest operator's padded pattern (placeholder values)."""
+        return self.arrays.levels[0].a if self.arrays.levels else self.arrays.coarsest
+
+
+def build_device_structure(pattern: CsrStructure, values: jax.Array | None,
+                           config: AMGConfig) -> DeviceStructure:
+    """Builds the aggregation hierarchy's structure of ``pattern`` on the device.
+
+    The finest level is padded as the host path pads it
+    (:func:`._size_classes.finest_rows`, :func:`~._size_classes.finest_nonzeros`), every
+    coarse level to :func:`~._size_classes.grown_size` of its true sizes, read back once
+    per level (the one wait for the device a level costs).
+
+    Args:
+      pattern: the finest operator's pattern.
+      values: its concrete values, padded with zeros to ``finest_nonzeros(pattern.nnz)``
+        entries, whose magnitudes the couplings follow; None to couple by the pattern
+        alone (each stored direction of a pair ½, on every level).
+      config: an unsmoothed aggregation configuration of a scalar system.
+
+    Raises:
+      ValueError: if a row stores no diagonal entry, or the coarsest level has too many
+        rows for its dense LU.
+    """
+    clock = time.perf_counter()
+    rows = finest_rows(pattern.n_rows)
+    padded = pad_pattern(pattern, rows, finest_nonzeros(pattern.nnz))
+    weighted = values is not None
+    with jax.ensure_compile_time_eval():  # concrete, also while a caller's jit traces
+        indptr, indices = jax.device_put(padded.indptr), jax.device_put(padded.indices)
+        if values is None:
+            values = jax.device_put(np.ones(padded.nnz, np.float32))
+    if values.shape != (padded.nnz,):
+        raise ValueError(f"build_device_structure: values must be padded to {padded.nnz}"
+                         f" entries, got shape {values.shape}.")
+    seconds = {"to the device": time.perf_counter() - clock}
+    clock = time.perf_counter()
+    triplets = _run(_finest_triplets, indptr, indices, values, rows=rows)
+    levels: list[DeviceLevelArrays] = []
+    sizes: list[LevelSizes] = []
+    true_sizes = [(pattern.n_rows, pattern.nnz)]
+    while len(levels) + 1 < config.max_levels and true_sizes[-1][0] > config.min_coarse_rows:
+        n_true = np.int32(true_sizes[-1][0])
+        coarse = _run(_coarsen, *triplets, n_true, np.int32(ROUNDS[config.selector]),
+                      rows=rows, weighted=weighted)
+        count, coarse_nnz, missing = (int(x) for x in np.asarray(coarse.counts))
+        if not levels and missing:
+            check_stored_diagonal(np.flatnonzero(np.asarray(coarse.diagonal)[:n_true] < 0))
+        if count >= n_true:  # no coarsening: stop here
+            break
+        small = count <= true_sizes[0][0] // SMALL
+        coarse_sizes = LevelSizes(rows, triplets[0].shape[0], grown_size(count, small),
+                                  grown_size(coarse_nnz, small))
+        levels.append(_run(_level_arrays, triplets[0], triplets[1], coarse.aggregates,
+                           coarse.position, coarse.diagonal, n_true, rows=rows,
+                           coarse_rows=coarse_sizes.coarse_rows))
+        sizes.append(coarse_sizes)
+        triplets = _run(_resized_triplets, coarse.rows, coarse.cols, coarse.magnitudes,
+                        np.int32(coarse_nnz), rows=coarse_sizes.coarse_rows,
+                        nnz=coarse_sizes.coarse_nnz)
+        rows = coarse_sizes.coarse_rows
+        true_sizes.append((count, coarse_nnz))
+    check_coarsest_rows(true_sizes[-1][0], config)
+    coarsest, coarsest_diagonal, coarsest_row_ids = _run(_coarsest_arrays, *triplets[:2],
+                                                         rows=rows)
+    if not levels:  # the finest level is the coarsest: its diagonal is found here
+        check_stored_diagonal(np.flatnonzero(np.asarray(coarsest_diagonal)[:pattern.n_rows] < 0))
+    with jax.ensure_compile_time_eval():
+        level_rows = jax.device_put(np.array([n for n, _ in true_sizes], np.int32))
+    arrays = DeviceArrays(levels=tuple(levels), coarsest=coarsest,
+                          coarsest_diagonal=coarsest_diagonal,
+                          coarsest_row_ids=coarsest_row_ids, rows=level_rows)
+    solve_diagonal = _run(_solve_diagonal, levels[0].diagonal if levels else coarsest_diagonal,
+                          np.int32(pattern.n_rows))
+    jax.block_until_ready((arrays, solve_diagonal))
+    seconds["device"] = time.perf_counter() - clock
+    return DeviceStructure(shape=DeviceShape(config, tuple(sizes), (rows, triplets[0].shape[0])),
+                           arrays=arrays, sizes=tuple(true_sizes),
+                           solve_diagonal=solve_diagonal, setup_seconds=seconds)
+
+
+def cached_setup(pattern: CsrStructure, pattern_key: str, values: jax.Array | None,
+                 config: AMGConfig, reuse_setup: bool
+                 ) -> tuple[DeviceStructure, Hierarchy | None]:
+    """A solve's device setup: the structure, kept in the setup cache (:mod:`._cache`),
+    and the numbers of concrete ``values`` (padded to the finest level's nonzeros,
+    :func:`finest_nonzeros`), or None for traced ones.
+
+    Concrete values get a structure built from them at every call (AmgX's full setup,
+    which runs where the matrix is), replacing the pattern's kept one, unless
+    ``reuse_setup`` (or AmgX's ``structure_reuse_levels``) keeps that, and with
+    ``reuse_setup`` its numbers too.
+    Traced values take the pattern's kept structure, or one built from the pattern alone.
+    """
+    built = []
+
+    def build() -> _cache.CacheEntry:
+        built.append(True)
+        return _cache.CacheEntry(build_device_structure(pattern, values, config), numbers=None)
+
+    entry = _cache.setup_for((pattern_key, config, 1), build)
+    if values is None or (reuse_setup and entry.numbers is not None):
+        return entry.structure, entry.numbers if reuse_setup else None
+    if not built and not reuse_setup and config.structure_reuse_levels == 0:
+        entry.structure = build_device_structure(pattern, values, config)
+    entry.numbers = numbers_now(entry.structure, values)
+    return entry.structure, entry.numbers
+
+
+def numbers_now(structure: DeviceStructure, values: jax.Array) -> Hierarchy:
+    """:func:`numeric_setup` of concrete ``values`` (padded to the finest level's
+    nonzeros), computed now by its program compiled per shape and kind of values (kept in
+    :data:`NUMERIC_SETUPS`), also while a caller's jit traces."""
+    compiled = NUMERIC_SETUPS.get(
+        (structure.shape, _input_kind(values)),
+        lambda: jax.jit(numeric_setup, static_argnums=0).lower(
+            structure.shape, structure.arrays, values).compile(COMPILER_OPTIONS))
+    return compiled(structure.arrays, values)
+
+
+def numeric_setup(shape: DeviceShape, arrays: DeviceArrays, values: jax.Array) -> Hierarchy:
+    """The hierarchy's numbers for ``values`` (padded to the finest level's nonzeros) on a
+    device structure's ``arrays`` (jit-able with ``shape`` static; differentiable).
+
+    ``P`` is ``1 / √|aggregate|`` on each aggregate (the constant, normalized on it, as
+    the host's tentative prolongation), ``R = Pᵀ``, and ``A_c = Pᵀ A P`` one segment sum
+    of ``p_i a_ij p_j`` into the coarse entries. Returned padded, as the arrays are.
+    """
+    config = shape.config
+    a_values = values.astype(hierarchy_dtype(values.dtype, config))
+    dtype = a_values.dtype
+    real = jnp.finfo(dtype).dtype
+    start = power_iteration_start(shape.levels[0].rows if shape.levels else shape.coarsest[0],
+                                  dtype)
+    numbers = []
+    for i, (sizes, level) in enumerate(zip(shape.levels, arrays.levels, strict=True)):
+        a = level.a._replace(values=a_values)
+        inside = jnp.arange(sizes.rows, dtype=jnp.int32) < arrays.rows[i]
+        members = jnp.zeros(sizes.coarse_rows, real).at[level.aggregates].add(
+            inside.astype(real))
+        p_values = jnp.where(inside, jax.lax.rsqrt(jnp.maximum(members, 1))[level.aggregates],
+                             0).astype(dtype)
+        products = p_values[level.entry_rows] * a_values * p_values[level.a.indices]
+        numbers.append(LevelNumbers(
+            a=a, p=level.p._replace(values=p_values),
+            r=level.r._replace(values=p_values[level.r_from_p]),
+            smoother=relaxation_data(a, stored_diagonal(a_values, level.diagonal),
+                                     config.smoother, rows=arrays.rows[i], start=start)))
+        a_values = jnp.zeros(sizes.coarse_nnz, dtype).at[level.coarse_position].add(
+            products, mode="drop")
+    finest = (arrays.levels[0].a if arrays.levels else arrays.coarsest)._replace(
+        values=values.astype(dtype))
+    coarsest = _coarsest_numbers(
+        arrays.coarsest._replace(values=a_values), arrays.coarsest_diagonal,
+        arrays.coarsest_row_ids, None, config, 1, lambda: annihilates_constants(finest),
+        rows=arrays.rows[-1], start=start)
+    return Hierarchy(levels=tuple(numbers), coarsest=coarsest, config=config)
+
+
+# -----------------------------------------------------------------------------
+# The structure's programs, compiled once per size class and kept (PROGRAMS).
+
+
+def _input_kind(x: jax.Array) -> tuple:
+    return (x.shape, x.dtype, getattr(x, "weak_type", False), x.sharding)
+
+
+def _run(function, *args, **static):
+    """``function(*args, **static)`` by its program compiled for these statics and kinds of
+    arguments, kept in :data:`PROGRAMS`: an executable runs when it is called, also while a
+    caller's jit traces (a structure from the pattern alone for traced values)."""
+    key = (function.__name__, tuple(sorted(static.items())),
+           tuple((np.shape(a), a.dtype, getattr(a, "sharding", None)) for a in args))
+    program = PROGRAMS.get(key, lambda: jax.jit(function, static_argnames=tuple(static)).lower(
+        *args, **static).compile(COMPILER_OPTIONS))
+    return program(*args)
+
+
+class _Coarsening(NamedTuple):
+    """A level's aggregates (``rows`` past the true rows) and its Galerkin pattern: the
+    next level's triplets (rows past the end: ``rows``), summed magnitudes, and where each
+    entry lands among them; ``counts``: aggregates, coarse nonzeros, rows without a stored
+    diagonal entry."""
+
+    aggregates: jax.Array
+    diagonal: jax.Array
+    position: jax.Array
+    rows: jax.Array
+    cols: jax.Array
+    magnitudes: jax.Array
+    counts: jax.Array
+
+
+def _finest_triplets(indptr, indices, values, *, rows):
+    """The finest level's triplets: each entry's row (``rows`` on padding entries), column
+    and magnitude."""
+    entries = jnp.arange(indices.shape[0], dtype=jnp.int32)
+    entry_rows = (jnp.searchsorted(indptr, entries, side="right") - 1).astype(jnp.int32)
+    inside = entries < indptr[-1]
+    return (jnp.where(inside, entry_rows, rows), indices,
+            jnp.where(inside, jnp.abs(values), 0))
+
+
+def _coarsen(entry_rows, cols, magnitudes, n_true, rounds, *, rows, weighted):
+    """Aggregates a level of ``n_true`` rows (padded to ``rows``) in ``rounds`` rounds of
+    matching, and finds its Galerkin pattern."""
+    nnz = entry_rows.shape[0]
+    entries = jnp.arange(nnz, dtype=jnp.int32)
+    inside = entry_rows < rows
+    on_diagonal = inside & (entry_rows == cols)
+    diagonal = jnp.full(rows, -1, jnp.int32).at[entry_rows].max(
+        jnp.where(on_diagonal, entries, -1), mode="drop")
+    node = jnp.arange(rows, dtype=jnp.int32)
+    missing = jnp.sum((diagonal < 0) & (node < n_true), dtype=jnp.int32)
+    # The coupling graph, as edges (low, high) of summed magnitudes: each edge's weight is
+    # one number, the same seen from either end (as a directed graph's sums in two orders
+    # might not be, and the handshake compares them).
+    strength = magnitudes if weighted else jnp.ones_like(magnitudes)
+    low, high, summed, _, _ = _edges(entry_rows, cols, strength, inside & ~on_diagonal, rows)
+    weights = summed / 2
+    if weighted:
+        d = jnp.zeros(rows, magnitudes.dtype).at[entry_rows].add(
+            jnp.where(on_diagonal, magnitudes, 0), mode="drop")
+        scale = jnp.sqrt(_take(d, low) * _take(d, high))
+        weights = jnp.where(scale > 0, summed / (2 * jnp.where(scale > 0, scale, 1)), 0)
+
+    def round_(_, state):  # one round of matching, on the graph of the last round's pairs
+        low, high, weights, aggregates, count = state
+        pairs, count = _match(low, high, weights, count, rows)
+        a, b = _take(pairs, low, fill=rows), _take(pairs, high, fill=rows)
+        low, high, weights, _, _ = _edges(a, b, weights, (a < rows) & (a != b), rows)
+        return low, high, weights, _take(pairs, aggregates, fill=rows), count
+
+    # A loop, not unrolled: one compiled round (a third of SIZE_8's compile time).
+    *_, aggregates, count = jax.lax.fori_loop(0, rounds, round_,
+                                              (low, high, weights, node, n_true))
+    aggregates = jnp.where(node < n_true, aggregates, rows)
+    coarse_rows, coarse_cols, coarse_magnitudes, position, coarse_nnz = _summed_triplets(
+        jnp.where(inside, _take(aggregates, entry_rows, fill=rows), rows),
+        _take(aggregates, cols, fill=0), magnitudes, rows)
+    return _Coarsening(aggregates, diagonal, position, coarse_rows, coarse_cols,
+                       coarse_magnitudes, jnp.stack([count, coarse_nnz, missing]))
+
+
+def _edges(a, b, values, kept, end):
+    """The edges ``(min(a, b), max(a, b))`` of the ``kept`` pairs, sorted, their values
+    summed (:func:`_summed_triplets`)."""
+    return _summed_triplets(jnp.where(kept, jnp.minimum(a, b), end), jnp.maximum(a, b),
+                            values, end)
+
+
+def _match(low, high, weights, count, rows):
+    """Pairwise matching of a graph's ``count`` nodes (edges ``low – high``, ``low`` past
+    ``rows`` on padding edges; weights that are not positive ignored).
+
+    Returns each node's pair, numbered ``0 .. pairs - 1`` (``rows`` past ``count``), and
+    the number of pairs: a handshake, nodes left alone joined to their strongest paired
+    neighbour (see the module's docstring).
+    """
+    node = jnp.arange(rows, dtype=jnp.int32)
+    edge = (low < rows) & (weights > 0)
+    distance = high - low
+    # A grid's unknowns numbered line by line pair as the host's sequential matching pairs
+    # them: (0, 1), (2, 3), ... along the nearest index, then lines (or planes) 0 and 1, ...
+    aligned = ((low // jnp.maximum(distance, 1)) % 2 == 0).astype(jnp.int32)
+    tie = _pair_hash(low, high)
+    # Each edge seen from both ends: from s to d (padding edges from past the end, to 0).
+    edge, weights, distance, aligned, tie = (jnp.concatenate([x, x]) for x in (
+        edge, weights, distance, aligned, tie))
+    s = jnp.where(edge, jnp.concatenate([low, high]), rows)
+    d = jnp.where(edge, jnp.concatenate([high, low]), 0)
+
+    def strongest(allowed, *preferences):
+        """Per node, the neighbour of its allowed edges by largest weight, then by each
+        ``(key, larger_first)`` of ``preferences``, then the largest; -1 for none."""
+        best = _segment_best(jnp.where(allowed, weights, -jnp.inf), s, rows, larger=True)
+        allowed = allowed & (weights == best[jnp.minimum(s, rows - 1)])
+        for key, larger in preferences:
+            empty = -1 if larger else jnp.iinfo(jnp.int32).max
+            best = _segment_best(jnp.where(allowed, key, empty), s, rows, larger=larger)
+            allowed = allowed & (key == best[jnp.minimum(s, rows - 1)])
+        return _segment_best(jnp.where(allowed, d, -1), s, rows, larger=True)
+
+    def handshake(state):
+        partner, _, step = state
+        free = partner < 0
+        proposal = strongest(edge & free[jnp.minimum(s, rows - 1)] & free[d],
+                             (distance, False), (aligned, True), (tie, True))
+        mutual = (proposal >= 0) & (proposal[jnp.maximum(proposal, 0)] == node)
+        return jnp.where(mutual, proposal, partner), jnp.any(mutual), step + 1
+
+    partner, _, _ = jax.lax.while_loop(
+        lambda state: state[1] & (state[2] < MAX_HANDSHAKES), handshake,
+        (jnp.full(rows, -1, jnp.int32), jnp.bool_(True), jnp.int32(0)))
+    free = (partner < 0) & (node < count)
+    # A node left alone joins its strongest paired neighbour (ties: the smallest index).
+    target = strongest(edge & free[jnp.minimum(s, rows - 1)] & (partner[d] >= 0), (-d, True))
+    joins = free & (target >= 0)
+    target = jnp.maximum(target, 0)
+    first = jnp.where(partner >= 0, jnp.minimum(node, partner), node)
+    root = (node < count) & (first == node) & ~joins
+    number = jnp.cumsum(root, dtype=jnp.int32) - 1
+    pairs = jnp.where(joins, number[jnp.minimum(target, partner[target])], number[first])
+    return jnp.where(node < count, pairs, rows), jnp.sum(root, dtype=jnp.int32)
+
+
+def _summed_triplets(rows, cols, values, end):
+    """The distinct ``(row, column)`` pairs of triplets, sorted, with their values summed.
+
+    Triplets with ``rows >= end`` are left out. Returns the pairs' rows (``end`` past
+    their count), columns and sums, padded to the triplets' number, where each triplet
+    landed among them (past the end where left out), and their count.
+    """
+    size = rows.shape[0]
+    sorted_rows, sorted_cols, order = jax.lax.sort(
+        (rows, cols, jnp.arange(size, dtype=jnp.int32)), num_keys=2)
+    kept = sorted_rows < end
+    first = jnp.concatenate([jnp.ones(1, bool), (sorted_rows[1:] != sorted_rows[:-1])
+                             | (sorted_cols[1:] != sorted_cols[:-1])])
+    new = kept & first
+    segment = jnp.where(kept, jnp.cumsum(new, dtype=jnp.int32) - 1, jnp.iinfo(jnp.int32).max)
+    sums = jnp.zeros(size, values.dtype).at[segment].add(values[order], mode="drop")
+    pair_rows = jnp.full(size, end, jnp.int32).at[segment].set(sorted_rows, mode="drop")
+    pair_cols = jnp.zeros(size, jnp.int32).at[segment].set(sorted_cols, mode="drop")
+    position = jnp.zeros(size, jnp.int32).at[order].set(segment)
+    return pair_rows, pair_cols, sums, position, jnp.sum(new, dtype=jnp.int32)
+
+
+def _take(values, index, fill=0):
+    """``values[index]``, and ``fill`` where ``index`` is past the end."""
+    return values.at[index].get(mode="fill", fill_value=fill)
+
+
+def _segment_best(keys, segments, count, *, larger):
+    """Per segment ``0 .. count - 1``, the largest (or smallest) of its ``keys``; segments
+    past the end are left out."""
+    empty = (-jnp.inf if larger else jnp.inf) if jnp.issubdtype(keys.dtype, jnp.floating) else (
+        jnp.iinfo(keys.dtype).min if larger else jnp.iinfo(keys.dtype).max)
+    best = jnp.full(count, empty, keys.dtype)
+    return (best.at[segments].max(keys, mode="drop") if larger
+            else best.at[segments].min(keys, mode="drop"))
+
+
+def _pair_hash(low, high):
+    """A hash of the node pair ``(low, high)``, non-negative int32: the handshake's last
+    tie-break, so that equal couplings pair in no one direction."""
+    x = (low.astype(jnp.uint32) * jnp.uint32(0x9E3779B1)) ^ (
+        (high.astype(jnp.uint32) + jnp.uint32(0x7F4A7C15)) * jnp.uint32(0x85EBCA77))
+    x = (x ^ (x >> 15)) * jnp.uint32(0x2C1B3C6D)
+    x = x ^ (x >> 12)
+    return (x >> 1).astype(jnp.int32)
+
+
+def _csr_pattern(entry_rows, cols, rows):
+    """The CSR pattern of sorted triplets (rows past ``rows - 1``: padding), its values an
+    empty placeholder."""
+    indptr = jnp.searchsorted(entry_rows, jnp.arange(rows + 1, dtype=jnp.int32), side="left")
+    return CsrArrays(jnp.zeros(0, jnp.int32), jnp.where(entry_rows < rows, cols, 0),
+                     indptr.astype(jnp.int32))
+
+
+def _level_arrays(entry_rows, cols, aggregates, position, diagonal, n_true, *, rows,
+                  coarse_rows):
+    """A level's :class:`DeviceLevelArrays` from its triplets and aggregates."""
+    node = jnp.arange(rows, dtype=jnp.int32)
+    inside = node < n_true
+    aggregates = jnp.where(inside, aggregates, 0)
+    # R's entries: P's (one a row), ordered by aggregate, then by row.
+    sorted_aggregates, order = jax.lax.sort((jnp.where(inside, aggregates, coarse_rows), node),
+                                            num_keys=1)
+    r_indptr = jnp.searchsorted(sorted_aggregates, jnp.arange(coarse_rows + 1, dtype=jnp.int32),
+                                side="left").astype(jnp.int32)
+    placeholder = jnp.zeros(0, jnp.int32)
+    return DeviceLevelArrays(
+        a=_csr_pattern(entry_rows, cols, rows),
+        entry_rows=jnp.where(entry_rows < rows, entry_rows, 0),
+        diagonal=diagonal, aggregates=aggregates,
+        p=CsrArrays(placeholder, aggregates, jnp.minimum(jnp.arange(rows + 1, dtype=jnp.int32),
+                                                         n_true)),
+        r=CsrArrays(placeholder, order, r_indptr), r_from_p=order, coarse_position=position)
+
+
+def _resized_triplets(entry_rows, cols, magnitudes, nnz_true, *, rows, nnz):
+    """Triplets cut or padded to ``nnz`` entries, those past the first ``nnz_true`` marked
+    as padding (row ``rows``)."""
+    extra = max(nnz - entry_rows.shape[0], 0)
+    entry_rows, cols, magnitudes = (jnp.pad(x[:nnz], (0, extra))
+                                    for x in (entry_rows, cols, magnitudes))
+    inside = jnp.arange(nnz, dtype=jnp.int32) < nnz_true
+    return (jnp.where(inside, entry_rows, rows), jnp.where(inside, cols, 0),
+            jnp.where(inside, magnitudes, 0))
+
+
+def _coarsest_arrays(entry_rows, cols, *, rows):
+    """The coarsest operator's pattern, diagonal positions and entries' rows (padding
+    entries: the last row's, as :attr:`CsrArrays.row_ids` counts them)."""
+    inside = entry_rows < rows
+    entries = jnp.arange(entry_rows.shape[0], dtype=jnp.int32)
+    diagonal = jnp.full(rows, -1, jnp.int32).at[entry_rows].max(
+        jnp.where(inside & (entry_rows == cols), entries, -1), mode="drop")
+    return (_csr_pattern(entry_rows, cols, rows), diagonal,
+            jnp.where(inside, entry_rows, rows - 1))
+
+
+def _solve_diagonal(diagonal, n_true):
+    """Diagonal positions for the solve's check: a padding row's points at row 0's."""
+    return jnp.where(jnp.arange(diagonal.shape[0]) < n_true, diagonal, diagonal[0])
