@@ -6,9 +6,12 @@ and XLA's compilation of the programs for that pattern's level sizes. One run me
 3D Poisson on an ``n × n × n`` grid (``matrices.poisson3d_matrix``, f64, ``b`` standard
 normal from a fixed seed, ``x0 = 0``, PCG to ``‖r‖ ≤ 1e-8 ‖b‖``) and each configuration
 (the library's default solver and AMG with that tolerance, classical PMISC with one
-aggressive level, ``tools/bench/sparse_poisson3d.py``'s smoothed aggregation, and AmgX's
-PCG with unsmoothed aggregation, ``SIZE_8``, its structure set up on the host and then on the
-device, ``jaxsolve_setup_location``), in one process, in this order:
+aggressive level, ``tools/bench/sparse_poisson3d.py``'s smoothed aggregation, AmgX's PCG
+with unsmoothed aggregation, ``SIZE_8``, its structure set up on the host and then on the
+device (``jaxsolve_setup_location``), the default AMG with the ``MULTICOLOR_GS`` or
+``MULTICOLOR_DILU`` smoother, smoothed aggregation with the four near-null-space vectors
+``1, x, y, z`` (``SYSTEMS``), and smoothed aggregation of the block system ``A ⊗ I₂`` of
+two unknowns a node, ``2 n³`` rows, ``block_dim=2``), in one process, in this order:
 
 * **first call end to end**: ``clear_cache()`` then ``solve``: the first solve of this
   configuration in the process (JAX itself is warmed up first by a trivial program), with
@@ -77,8 +80,7 @@ CONFIGS = {
         "preconditioner": {"solver": "AMG", "algorithm": "CLASSICAL", "selector": "PMISC",
                            "aggressive_levels": 1},
     },
-    # tools/bench/sparse_poisson3d.py's: its setup is not yet padded (one per pattern)
-    "smoothed aggregation": {
+    "smoothed aggregation": {  # tools/bench/sparse_poisson3d.py's
         "solver": "PCG",
         "tolerance": TOLERANCE,
         "max_iters": 200,
@@ -102,7 +104,49 @@ CONFIGS = {
         "preconditioner": {"solver": "AMG", "algorithm": "AGGREGATION", "selector": "SIZE_8",
                            "jaxsolve_setup_location": "DEVICE"},
     },
+    "MULTICOLOR_GS": {
+        "solver": "PCG", "tolerance": TOLERANCE, "max_iters": 200,
+        "preconditioner": {"solver": "AMG", "smoother": "MULTICOLOR_GS"},
+    },
+    "MULTICOLOR_DILU": {
+        "solver": "PCG", "tolerance": TOLERANCE, "max_iters": 200,
+        "preconditioner": {"solver": "AMG", "smoother": "MULTICOLOR_DILU"},
+    },
+    "SA, 4 near-null vectors": {
+        "solver": "PCG", "tolerance": TOLERANCE, "max_iters": 200,
+        "preconditioner": {"solver": "AMG", "algorithm": "AGGREGATION", "selector": "SIZE_8",
+                           "jaxsolve_smoothed_aggregation": 1, "smoother": "JACOBI_L1",
+                           "min_coarse_rows": 512},
+    },
+    "block SA, 2 a node": {
+        "solver": "PCG", "tolerance": TOLERANCE, "max_iters": 200,
+        "preconditioner": {"solver": "AMG", "algorithm": "AGGREGATION", "selector": "SIZE_4",
+                           "jaxsolve_smoothed_aggregation": 1, "smoother": "BLOCK_JACOBI",
+                           "min_coarse_rows": 512},
+    },
 }
+
+
+def linear_functions(host: scipy.sparse.csr_matrix, n: int) -> tuple[scipy.sparse.csr_matrix,
+                                                                     dict[str, Any]]:
+    """The matrix, with the near-null space ``1, x, y, z`` (the grid's linear functions)."""
+    x, y, z = np.unravel_index(np.arange(n**3), (n,) * 3)
+    return host, {"near_nullspace": jnp.asarray(
+        np.stack([np.ones(n**3), x / n, y / n, z / n], axis=1))}
+
+
+def two_components(host: scipy.sparse.csr_matrix, n: int) -> tuple[scipy.sparse.csr_matrix,
+                                                                    dict[str, Any]]:
+    """The matrix for each of two components of a node (``A ⊗ I₂``, node-major), a block
+    system of 2 unknowns a node (``2 n³`` rows)."""
+    del n
+    return scipy.sparse.csr_matrix(scipy.sparse.kron(host, scipy.sparse.eye(2))), {
+        "block_dim": 2}
+
+
+# The system a configuration solves for a grid's matrix: the matrix and solve's other
+# arguments (the matrix itself and none by default).
+SYSTEMS = {"SA, 4 near-null vectors": linear_functions, "block SA, 2 a node": two_components}
 # The table's rows, in order (the JSON's keys).
 STAGES = (
     "host setup (structure)",
@@ -268,10 +312,11 @@ def _median(fn: Callable[[], Any], repeats: int, warmup: int) -> tuple[float, fl
     return statistics.median(wall), statistics.median(cpu), result
 
 
-def _first_solve(A: Any, b: jax.Array, config: dict[str, Any]) -> Cell:
+def _first_solve(A: Any, b: jax.Array, config: dict[str, Any],
+                 arguments: dict[str, Any]) -> Cell:
     """One solve end to end, on a pattern not seen before, with what it compiled."""
     with compilations() as compiled:
-        seconds, cpu, (_, info) = _once(lambda: jsp.solve(A, b, config=config))
+        seconds, cpu, (_, info) = _once(lambda: jsp.solve(A, b, config=config, **arguments))
     _check(info)
     return Cell(seconds, compiled, int(info.iterations), cpu)
 
@@ -282,23 +327,35 @@ def _check(info: Any) -> None:
         raise RuntimeError(f"the solve ended with {status.name}")
 
 
+def _scalar(host: scipy.sparse.csr_matrix, n: int) -> tuple[scipy.sparse.csr_matrix,
+                                                             dict[str, Any]]:
+    del n
+    return host, {}
+
+
 def measure(n: int, config: dict[str, Any], *, extra_couplings: int, repeats: int,
-            warmup: int, seed: int = 0) -> dict[str, Cell | Ratio]:
-    """The stages of one configuration on the ``n³`` grid (see the module's docstring)."""
+            warmup: int, seed: int = 0, system: Callable = _scalar) -> dict[str, Cell | Ratio]:
+    """The stages of one configuration on the ``n³`` grid (see the module's docstring);
+    ``system``: one of :data:`SYSTEMS`."""
+
+    def problem(host: scipy.sparse.csr_matrix, n: int) -> tuple[Any, jax.Array, dict]:
+        matrix, arguments = system(host, n)
+        return (jsp.as_csr(matrix), matrices.rhs_random(matrix.shape[0], seed,
+                                                        dtype=jnp.float64), arguments)
+
     host = poisson3d(n)
-    A = jsp.as_csr(host)
-    b = matrices.rhs_random(n**3, seed, dtype=jnp.float64)
+    A, b, arguments = problem(host, n)
     cells: dict[str, Cell | Ratio] = {}
 
     jsp.clear_cache()
-    first = _first_solve(A, b, config)
+    first = _first_solve(A, b, config, arguments)
     cells["first call end to end"] = first
     cells["XLA compile (first call)"] = Cell(first.compiled.compile_seconds)
     cells["trace + lower (first call)"] = Cell(first.compiled.trace_and_lower_seconds)
 
     def fresh_setup() -> jsp.HierarchyStatistics:
         jsp.clear_cache()
-        return jsp.describe(A, config)
+        return jsp.describe(A, config, **arguments)
 
     described = [_once(fresh_setup)[-1] for _ in range(warmup + repeats)][warmup:]
     phases = [hierarchy.setup_seconds for hierarchy in described]
@@ -310,25 +367,26 @@ def measure(n: int, config: dict[str, Any], *, extra_couplings: int, repeats: in
 
     with compilations() as compiled:
         seconds, cpu, (_, info) = _median(
-            lambda: jsp.solve(A, b, config=config, reuse_setup=True), repeats, warmup)
+            lambda: jsp.solve(A, b, config=config, reuse_setup=True, **arguments), repeats,
+            warmup)
     _check(info)
     cells["solve"] = Cell(seconds, compiled, int(info.iterations), cpu)
     new_values = A.values * 1.01
     with compilations() as compiled:
         seconds, cpu, (_, info) = _median(
-            lambda: jsp.solve(A.with_values(new_values), b, config=config), repeats, warmup)
+            lambda: jsp.solve(A.with_values(new_values), b, config=config, **arguments),
+            repeats, warmup)
     _check(info)
     cells["re-setup + solve"] = Cell(seconds, compiled, int(info.iterations), cpu)
 
-    cells["new pattern, same rows"] = _first_solve(
-        jsp.as_csr(with_extra_couplings(host, n, extra_couplings, seed + 1)), b, config)
-    cells["another such pattern"] = _first_solve(
-        jsp.as_csr(with_extra_couplings(host, n, extra_couplings, seed + 2)), b, config)
-    cells["more nonzeros, same rows"] = _first_solve(
-        jsp.as_csr(with_extra_couplings(host, n, 2 * extra_couplings, seed + 3)), b, config)
-    cells["new pattern, (n-1)^3"] = _first_solve(
-        jsp.as_csr(poisson3d(n - 1)), matrices.rhs_random((n - 1) ** 3, seed, dtype=jnp.float64),
-        config)
+    for stage, couplings, other in (("new pattern, same rows", extra_couplings, 1),
+                                    ("another such pattern", extra_couplings, 2),
+                                    ("more nonzeros, same rows", 2 * extra_couplings, 3)):
+        cells[stage] = _first_solve(*problem(with_extra_couplings(host, n, couplings,
+                                                                  seed + other), n)[:2],
+                                    config, arguments)
+    smaller, b_smaller, smaller_arguments = problem(poisson3d(n - 1), n - 1)
+    cells["new pattern, (n-1)^3"] = _first_solve(smaller, b_smaller, config, smaller_arguments)
     jsp.clear_cache()
     return cells
 
@@ -364,7 +422,8 @@ def main(argv: list[str] | None = None) -> None:
           f"{jax.devices()[0].device_kind}; persistent compilation cache: "
           f"{cache_dir or 'off (JAXSOLVE_COMPILATION_CACHE unset)'}")
     results = {name: measure(args.n, CONFIGS[name], extra_couplings=args.extra_couplings,
-                             repeats=args.repeats, warmup=args.warmup)
+                             repeats=args.repeats, warmup=args.warmup,
+                             system=SYSTEMS.get(name, _scalar))
                for name in args.configs}
     print(table(results))
     if args.json:

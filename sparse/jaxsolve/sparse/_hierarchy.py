@@ -365,7 +365,7 @@ def build_structure(
             coarsest_ordering = multicolor_ordering(pattern, dilu)
         phase("coloring")
     # Multicolor data follow a pattern's coloring: those hierarchies keep their sizes.
-    # Classical and scalar aggregation levels' numeric setup runs on padded arrays too
+    # Classical and aggregation levels' numeric setup runs on padded arrays too
     # (_padded_setup.py).
     multicolor = config.smoother.solver in MULTICOLOR_SMOOTHERS
     interpolations = [None if level.interpolation is None
@@ -373,9 +373,9 @@ def build_structure(
     layouts = None
     if config.algorithm == "CLASSICAL" and not multicolor:
         layouts = tuple(level_layout(arrays) for arrays in interpolations)
-    elif not multicolor and columns == 1 and config.block_dim == 1:
-        layouts = tuple(AggregationLayout(smoothed=level.smoothing is not None)
-                        for level in levels)
+    elif not multicolor:
+        layouts = tuple(AggregationLayout(smoothed=level.smoothing is not None,
+                                          columns=level.columns) for level in levels)
     setup = () if layouts is None else tuple(
         aggregation_setup_sizes(level) if arrays is None else setup_sizes(level, arrays)
         for level, arrays in zip(levels, interpolations, strict=True))
@@ -675,7 +675,7 @@ class PaddedSetup:
     same for every structure of one size class.
 
     Attributes:
-      config: the AMG configuration (classical, or scalar aggregation).
+      config: the AMG configuration (classical, or aggregation).
       shape: the size classes (:class:`~._size_classes.HierarchyShape`, with ``setup``).
       layouts: per level, the :class:`~._padded_setup.LevelLayout` of its setup arrays
         (classical) or its :class:`~._padded_setup.AggregationLayout`.
@@ -690,7 +690,7 @@ class PaddedSetup:
 
 def padded_numeric_setup(setup: PaddedSetup, arrays: StructureArrays, values: jax.Array,
                          near_nullspace: jax.Array | None = None) -> Hierarchy:
-    """:func:`numeric_setup` on a classical or scalar aggregation structure's padded
+    """:func:`numeric_setup` on a classical or aggregation structure's padded
     ``arrays``, its numbers padded as :func:`padded_hierarchy` pads them (jit-able, with
     ``setup`` static; on the CPU or a CUDA GPU, whose native kernels it calls).
 
@@ -703,7 +703,8 @@ def padded_numeric_setup(setup: PaddedSetup, arrays: StructureArrays, values: ja
     basis = None
     if config.algorithm != "CLASSICAL":  # zero on a padded finest level's padding rows
         basis = _initial_basis(near_nullspace, (arrays.levels[0].a if arrays.levels
-                                                else arrays.coarsest).n_rows, a_values.dtype, 1)
+                                                else arrays.coarsest).n_rows, a_values.dtype,
+                               setup.block_dims[0])
         basis = jnp.where(jnp.arange(basis.shape[0], dtype=arrays.rows.dtype)[:, None]
                           < arrays.rows[0], basis, 0)
     patterns = [level_arrays.a for level_arrays in arrays.levels] + [arrays.coarsest]
@@ -721,7 +722,8 @@ def padded_numeric_setup(setup: PaddedSetup, arrays: StructureArrays, values: ja
                                       lambda v: a.scaled_matvec(v, inverse_diagonal),
                                       arrays.rows[i], start)
             p_values, basis = _aggregation_prolongation(
-                level_arrays, a, basis, inverse_diagonal, rho, sizes.coarse_rows, 1,
+                level_arrays, a, basis, inverse_diagonal, rho,
+                sizes.coarse_rows // layout.columns, layout.columns,
                 functools.partial(_padded_setup.product, a, c=level_arrays.p,
                                   n_cols=sizes.coarse_rows) if layout.smoothed else None)
             p_values = within(resized(p_values, sizes.p_nnz), level_arrays.p.indptr)

@@ -1,5 +1,5 @@
-"""The numeric setup of a classical or scalar aggregation hierarchy on arrays padded to
-size classes.
+"""The numeric setup of a classical or aggregation hierarchy on arrays padded to size
+classes.
 
 :mod:`._size_classes` pads the hierarchy a solve keeps, so that a new pattern of a size
 already seen runs the solve already compiled. The numeric setup that computes that
@@ -35,14 +35,17 @@ another operator on the same pattern, traces, lowers and compiles nothing.
 :func:`~jaxsolve.sparse.finalize` drops them; JAX's own caches
 keep the executables until ``jax.clear_caches()``.
 
-A scalar smoothed or unsmoothed aggregation hierarchy (one near-null-space vector, one
-unknown a node) is set up on padded arrays too: its aggregates and ``T``'s places in ``P``
-are padded with rows of aggregate 0 whose basis entries, hence ``T`` entries, are zero, and
-whose ``T`` entries go past ``P``'s end; its power iteration starts from the same vector
-masked to the true rows, as the damping's. So ``T``, the aggregates' norms and the
-Galerkin products are the unpadded setup's, ``ω`` and what follows from it to rounding.
-Block systems, several near-null-space vectors and the multicolor smoothers, whose data
-follow a pattern's coloring, keep a setup per pattern.
+A smoothed or unsmoothed aggregation hierarchy is set up on padded arrays too: its
+aggregates and ``T``'s places in ``P`` are padded with rows of aggregate 0 whose basis
+entries, hence ``T`` entries, are zero, and whose ``T`` entries go past ``P``'s end; its
+power iteration starts from the same vector masked to the true rows, as the damping's.
+With ``k`` near-null-space vectors (or a block system's ``k`` translations) each coarse
+level's padded rows hold whole aggregates of ``k`` unknowns (and a block system's padded
+rows whole nodes): a padding aggregate's Gram matrix is zero, so its ``T`` columns and
+coarse basis are too. So ``T``, the aggregates' norms (or Gram matrices' eigenvectors)
+and the Galerkin products are the unpadded setup's, ``ω`` and what follows from it to
+rounding. The multicolor smoothers, whose data follow a pattern's coloring, keep a setup
+per pattern.
 """
 
 from __future__ import annotations
@@ -80,9 +83,11 @@ class LevelLayout(NamedTuple):
 
 class AggregationLayout(NamedTuple):
     """What an aggregation level's setup computes besides its sizes: ``P`` smoothed
-    (``(I − ω D⁻¹A) T``) or not (``T``)."""
+    (``(I − ω D⁻¹A) T``) or not (``T``), of ``columns`` near-null-space vectors (coarse
+    unknowns) per aggregate."""
 
     smoothed: bool
+    columns: int = 1
 
 
 def level_layout(arrays: InterpolationArrays | MultipassArrays) -> LevelLayout:
@@ -124,10 +129,11 @@ def aggregation_setup_sizes(level) -> tuple[int, ...]:
 def padded_aggregation(level, shape: LevelShape) -> tuple[np.ndarray, np.ndarray | None]:
     """An aggregation level's aggregates and ``T``'s places in ``P`` (host), padded to
     ``shape``'s rows: padding rows in aggregate 0, where their zero basis rows add nothing,
-    and their ``T`` entries placed past ``P``'s end, where a scatter drops them."""
+    and their ``T`` entries (``k`` a row) placed past ``P``'s end, where a scatter drops
+    them."""
     aggregates = _padded(level.aggregates, shape.rows, 0)
     places = (None if level.tentative_in_p is None
-              else _padded(level.tentative_in_p, shape.rows, shape.p_nnz))
+              else _padded(level.tentative_in_p, shape.rows * level.columns, shape.p_nnz))
     return aggregates, places
 
 

@@ -584,8 +584,8 @@ _padded_numeric_setup = jax.jit(padded_numeric_setup, static_argnums=0)
 
 def _padded_setup_on(structure: HierarchyStructure, values: Any) -> bool:
     """Whether ``structure``'s numeric setup runs on padded arrays for ``values``: a
-    classical or scalar aggregation structure, on the CPU or a CUDA GPU (whose native
-    kernels it calls)."""
+    classical or aggregation structure without a multicolor smoother, on the CPU or a CUDA
+    GPU (whose native kernels it calls)."""
     platform = (next(iter(values.devices())).platform if isinstance(values, jax.Array)
                 else jax.default_backend())
     return structure.padded_setup is not None and platform in ("cpu", "gpu")

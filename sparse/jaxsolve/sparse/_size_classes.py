@@ -61,6 +61,7 @@ the largest block's sizes with the same functions.
 from __future__ import annotations
 
 import collections
+import math
 import threading
 from collections.abc import Hashable, Sequence
 from typing import NamedTuple
@@ -136,13 +137,13 @@ def class_shape(levels: Sequence, coarsest: CsrStructure, coarsest_block_dim: in
     true = true_shape(levels, coarsest)._replace(setup=setup)
     if not levels:  # the coarsest level is the finest: nothing to pad
         return true
-    block_dims = tuple(level.block_dim for level in levels) + (coarsest_block_dim,)
+    multiples = _row_multiples(levels, coarsest_block_dim)
     rows = _rows(true)
     finest = (rows[0], true.levels[0].a_nnz)
     # The shapes of a finest size; padded finest sizes: of an octave of rows, looked up in
     # the rows' octave and the one below (a smaller pattern's shape has room above it).
-    keys = ([(finest, block_dims, layout)] if not pad_finest else
-            [(("padded", octave), block_dims, layout)
+    keys = ([(finest, multiples, layout)] if not pad_finest else
+            [(("padded", octave), multiples, layout)
              for octave in (rows[0].bit_length(), rows[0].bit_length() - 1)])
     with _LOCK:
         for key in keys:
@@ -158,7 +159,7 @@ def class_shape(levels: Sequence, coarsest: CsrStructure, coarsest_block_dim: in
         # A shape whose solve fits (levels and coarsest) is taken even where the setup's
         # sizes do not: then only those grow, and the solve compiled for it still serves.
         solve_fits = [shape for key in keys for shape in _SHAPES.get(key, ())
-                      if _fit_finest(finest, shape, pad_finest, block_dims[0])
+                      if _fit_finest(finest, shape, pad_finest, multiples[0])
                       and _fit(_solve_sizes(true), _solve_sizes(shape), solve_small)]
         fitting = [shape for shape in solve_fits
                    if _fit(_setup_sizes(true), _setup_sizes(shape), setup_small)]
@@ -173,11 +174,11 @@ def class_shape(levels: Sequence, coarsest: CsrStructure, coarsest_block_dim: in
                       for n, padded in zip(sizes, base_sizes, strict=True))
                 for i, (sizes, base_sizes) in enumerate(zip(setup, base.setup, strict=True))))
         else:
-            padded_rows = [finest_rows(rows[0], block_dims[0]) if pad_finest else rows[0]] + [
-                grown_size(n, small(n, i), block_dim)
-                for i, (n, block_dim) in enumerate(zip(rows[1:-1], block_dims[1:-1],
+            padded_rows = [finest_rows(rows[0], multiples[0]) if pad_finest else rows[0]] + [
+                grown_size(n, small(n, i), multiple)
+                for i, (n, multiple) in enumerate(zip(rows[1:-1], multiples[1:-1],
                                                        strict=True), start=1)] + [
-                coarsest_rows(rows[-1], block_dims[-1])]
+                coarsest_rows(rows[-1], multiples[-1])]
             finest_nnz = finest_nonzeros(finest[1]) if pad_finest else finest[1]
             shape = HierarchyShape(
                 levels=tuple(LevelShape(rows=padded_rows[i], a_nnz=finest_nnz if i == 0
@@ -195,6 +196,16 @@ def class_shape(levels: Sequence, coarsest: CsrStructure, coarsest_block_dim: in
         while len(_SHAPES) > _SIZES_KEPT:
             _SHAPES.popitem(last=False)
         return shape
+
+
+def _row_multiples(levels: Sequence, coarsest_block_dim: int) -> tuple[int, ...]:
+    """What each level's padded rows (then the coarsest's) are a multiple of: whole nodes
+    of its ``block_dim`` unknowns, and below an aggregation level of ``k`` columns whole
+    aggregates (``k`` coarse unknowns each, a scalar level's too)."""
+    block_dims = [level.block_dim for level in levels] + [coarsest_block_dim]
+    return (block_dims[0],) + tuple(math.lcm(block_dim, level.columns)
+                                    for level, block_dim in zip(levels, block_dims[1:],
+                                                                strict=True))
 
 
 def finest_rows(n: int, multiple: int = 1) -> int:
