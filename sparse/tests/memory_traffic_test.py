@@ -222,3 +222,17 @@ def test_a_chebyshev_sweep_of_degree_two():
     # (the matrix, d, D⁻¹ and r read, r written), d = c₁ d + c₂ r (3), x += d (3).
     assert traffic.levels == ({"smoothing": matrix_bytes(n, 3 * n - 2, s)
                                + (3 + 2 + 4 + 3 + 3) * n * s},)
+
+
+def test_a_hierarchy_set_up_on_the_device_counts_as_the_hosts():
+    # On a grid numbered line by line the device's matching finds the host's aggregates
+    # (device_setup_test.py), so the two hierarchies move the same bytes.
+    A = sparse.matrices.poisson_matrix(24)
+
+    def traffic(location):
+        return sparse.memory_traffic_per_iteration(A, amg_pcg(
+            selector="SIZE_4", min_coarse_rows=16, jaxsolve_setup_location=location))
+
+    host, device = traffic("HOST"), traffic("DEVICE")
+    assert len(device.levels) >= 3
+    assert device == host

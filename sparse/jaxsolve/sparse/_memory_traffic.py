@@ -21,6 +21,8 @@ import numpy as np
 
 from . import _blocks
 from ._config import AMGConfig, RelaxationConfig, SolverConfig, for_dtype, parse_amgx_config
+from ._csr_arrays import CsrStructure
+from ._device_setup import DeviceStructure
 from ._hierarchy import HierarchyStructure
 from ._krylov import KRYLOV_METHODS
 from ._multicolor import MULTICOLOR_SMOOTHERS
@@ -213,7 +215,7 @@ class _Tally:
 
 
 def traffic(config: SolverConfig, A: _Operator, dtype: np.dtype,
-            structure: HierarchyStructure | None) -> MemoryTraffic:
+            structure: HierarchyStructure | DeviceStructure | None) -> MemoryTraffic:
     """The :class:`MemoryTraffic` of ``config`` on a matrix of ``A``'s sizes and ``dtype``,
     its AMG's hierarchy ``structure`` (None without AMG)."""
     s = dtype.itemsize
@@ -232,7 +234,7 @@ def traffic(config: SolverConfig, A: _Operator, dtype: np.dtype,
         applications = cost.applications
         repeats = 1 if stationary else preconditioner.max_iters
         if preconditioner.solver == "AMG":
-            _amg(tally, preconditioner.amg, structure, A, dtype, repeats)
+            _amg(tally, preconditioner.amg, _Levels.of(structure), A, dtype, repeats)
         else:
             relaxation = preconditioner.relaxation
             tally.add(0, "smoothing", _relax_forward_backward(
@@ -284,8 +286,47 @@ def _stationary(A: _Operator, s: int) -> _Cost:
     return _Cost(A.fused(s, 1), s * A.rows * (3 + 1), 1.0)
 
 
-def _amg(tally: _Tally, amg: AMGConfig, structure: HierarchyStructure, A: _Operator,
-         dtype: np.dtype, repeats: int) -> None:
+class _Level(NamedTuple):
+    """A level's operator ``a``, prolongation ``p`` and restriction ``r`` (true sizes), and
+    its unknowns per node."""
+
+    a: _Operator
+    p: _Operator
+    r: _Operator
+    block_dim: int
+
+
+class _Levels(NamedTuple):
+    """A hierarchy's sizes: every level but the coarsest, and the coarsest's operator and
+    unknowns per node."""
+
+    levels: tuple[_Level, ...]
+    coarsest: _Operator
+    coarsest_block_dim: int
+
+    @classmethod
+    def of(cls, structure: HierarchyStructure | DeviceStructure) -> _Levels:
+        """The sizes of a structure built on the host (its patterns) or on the device (its
+        true level sizes: unsmoothed scalar aggregation, whose ``P`` holds one entry per
+        fine row and ``R = Pᵀ`` as many)."""
+        if isinstance(structure, DeviceStructure):
+            sizes = structure.sizes
+            levels = tuple(
+                _Level(_Operator(rows, rows, nnz), _Operator(rows, coarse, rows),
+                       _Operator(coarse, rows, rows), 1)
+                for (rows, nnz), (coarse, _) in zip(sizes, sizes[1:]))
+            return cls(levels, _Operator(sizes[-1][0], sizes[-1][0], sizes[-1][1]), 1)
+
+        def operator(pattern: CsrStructure) -> _Operator:
+            return _Operator(pattern.n_rows, pattern.n_cols, pattern.nnz)
+
+        return cls(tuple(_Level(operator(level.a), operator(level.p), operator(level.r),
+                                level.block_dim) for level in structure.levels),
+                   operator(structure.coarsest), structure.coarsest_block_dim)
+
+
+def _amg(tally: _Tally, amg: AMGConfig, hierarchy: _Levels, A: _Operator, dtype: np.dtype,
+         repeats: int) -> None:
     """One preconditioner application: ``repeats`` cycles (AmgX's ``max_iters``)."""
     s_solve = dtype.itemsize
     s = _hierarchy_itemsize(amg, dtype)
@@ -294,7 +335,7 @@ def _amg(tally: _Tally, amg: AMGConfig, structure: HierarchyStructure, A: _Opera
     for repeat in range(repeats):
         if repeat:  # x + cycle(r − A x)
             tally.add(0, "repeated cycles", A.fused(s_solve, 1) + 3 * s_solve * A.rows)
-        _cycle(tally, amg, structure, s, 0, False, amg.cycle)
+        _cycle(tally, amg, hierarchy, s, 0, False, amg.cycle)
 
 
 def _hierarchy_itemsize(amg: AMGConfig, dtype: np.dtype) -> int:
@@ -305,38 +346,30 @@ def _hierarchy_itemsize(amg: AMGConfig, dtype: np.dtype) -> int:
     return dtype.itemsize
 
 
-def _level_operators(structure: HierarchyStructure, index: int) -> tuple[_Operator, ...]:
-    """``A``, ``P`` and ``R`` of level ``index`` (host patterns: the true sizes)."""
-    level = structure.levels[index]
-    return tuple(_Operator(pattern.n_rows, pattern.n_cols, pattern.nnz)
-                 for pattern in (level.a, level.p, level.r))
-
-
-def _cycle(tally: _Tally, amg: AMGConfig, structure: HierarchyStructure, s: int,
-           index: int, from_x: bool, kind: str) -> None:
+def _cycle(tally: _Tally, amg: AMGConfig, hierarchy: _Levels, s: int, index: int,
+           from_x: bool, kind: str) -> None:
     """Level ``index``'s part of a cycle, and of the coarser levels it visits, as
     :func:`._cycle._cycle` runs them (``from_x``: from an iterate, not from zero)."""
-    if index == len(structure.levels):
-        _coarsest(tally, amg, structure, s, index, from_x)
+    if index == len(hierarchy.levels):
+        _coarsest(tally, amg, hierarchy, s, index, from_x)
         return
-    a, p, r = _level_operators(structure, index)
-    scale = _scale_entries(amg.smoother, a.rows, structure.levels[index].block_dim)
+    a, p, r, block_dim = hierarchy.levels[index]
+    scale = _scale_entries(amg.smoother, a.rows, block_dim)
     tally.add(index, "pre-smoothing", _relax(a, scale, amg.smoother, s, from_x, amg.presweeps))
     tally.add(index, "residual", a.fused(s, 1))
     tally.add(index, "restriction", r.product(s))
     visits = {"V": (("V", False),), "W": (("W", False), ("W", True)),
               "F": (("F", False), ("V", True))}[kind]
     for coarse_kind, coarse_from_x in visits:
-        _cycle(tally, amg, structure, s, index + 1, coarse_from_x, coarse_kind)
+        _cycle(tally, amg, hierarchy, s, index + 1, coarse_from_x, coarse_kind)
     tally.add(index, "prolongation", p.fused(s, 1))
     tally.add(index, "post-smoothing", _relax(a, scale, amg.smoother, s, True, amg.postsweeps,
                                               backward=True))
 
 
-def _coarsest(tally: _Tally, amg: AMGConfig, structure: HierarchyStructure, s: int,
-              index: int, from_x: bool) -> None:
-    pattern = structure.coarsest
-    a = _Operator(pattern.n_rows, pattern.n_cols, pattern.nnz)
+def _coarsest(tally: _Tally, amg: AMGConfig, hierarchy: _Levels, s: int, index: int,
+              from_x: bool) -> None:
+    a = hierarchy.coarsest
     n = a.rows
     if amg.coarse_iterations is not None:  # a Krylov method, unpreconditioned
         # (with the methods' default restart, 20)
@@ -344,7 +377,7 @@ def _coarsest(tally: _Tally, amg: AMGConfig, structure: HierarchyStructure, s: i
         start = a.fused(s, 1) if from_x else 0
         bytes_ = start + amg.coarse_iterations * (cost.products + cost.vectors)
     elif amg.coarse_solver == "NOSOLVER":
-        scale = _scale_entries(amg.smoother, n, structure.coarsest_block_dim)
+        scale = _scale_entries(amg.smoother, n, hierarchy.coarsest_block_dim)
         bytes_ = _relax_forward_backward(a, scale, amg.smoother, s, from_x, amg.coarsest_sweeps)
     elif from_x:  # x + A_c⁻¹ (b − A_c x)
         bytes_ = a.fused(s, 1) + s * (n * n + 3 * n)
