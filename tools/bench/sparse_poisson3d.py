@@ -58,8 +58,8 @@ level, the coarse solve, PCG's product and vector updates), and the solve alone 
 an *effective bandwidth*, ``bytes/iteration × iterations / solve time``, printed with its
 fraction of ``--peak-bandwidth`` (default 4.8e12 B/s: the H200's HBM3e on NVIDIA's datasheet;
 a device-to-device copy measured about 4.3 TB/s there on 2 Dec 2026, so about 90 % is the
-practical ceiling) and the solve time that peak
-would allow. The re-setup rows' time includes a numeric setup and gets none.
+practical ceiling) and the solve time that peak would allow. The re-setup rows' time
+includes a numeric setup and gets none.
 
 After the table come the ratios issue 4 sets as targets (our solve ≤ 1/3 of AMJax's and
 ≤ 1/10 of BCOO CG's, re-setup + solve ≤ 2 × solve, first setup ≤ 1/8 of PyAMG's), then the
