@@ -105,9 +105,13 @@ def test_the_numbers_are_the_galerkin_product():
                                                            < device.sizes[i][0]), atol=1e-6)
 
 
-@pytest.mark.parametrize("problem", PROBLEMS)
+@pytest.mark.parametrize("problem", [*PROBLEMS, "poisson 3D, odd sides", "rotated anisotropic"])
 def test_pcg_converges_as_with_the_host_setup(problem):
-    make, selector = PROBLEMS[problem]
+    make, selector = {  # and where the aggregates differ from the host's
+        **PROBLEMS, "poisson 3D, odd sides": (lambda: matrices.poisson3d_matrix(11), "SIZE_8"),
+        "rotated anisotropic": (
+            lambda: matrices.anisotropic_diffusion_matrix(25, 0.01, np.pi / 4), "SIZE_4"),
+    }[problem]
     A = sparse.as_csr(make())
     b = matrices.rhs_random(A.shape[0], seed=2)
     iterations = {}
@@ -153,6 +157,14 @@ def test_a_similar_pattern_compiles_no_setup_program():
                            config=config("DEVICE"))
     assert sparse.Status(int(info.status)).name == "SUCCESS"
     assert (len(_device_setup.PROGRAMS), len(_device_setup.NUMERIC_SETUPS)) == before
+
+
+def test_similar_levels_take_the_padded_sizes_of_earlier_ones():
+    key = ("test", 1)  # 3D Poisson 16³'s level 1, then with 8 couplings more
+    first = _device_setup._padded_sizes(key, 512, 3200)
+    assert first[0] >= 512 and first[1] >= 3200
+    assert _device_setup._padded_sizes(key, 515, 3307) == first
+    assert _device_setup._padded_sizes(key, 2000, 3307) != first  # too small for it
 
 
 def test_bad_input_raises_as_with_the_host_setup():
