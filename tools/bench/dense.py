@@ -657,6 +657,9 @@ def main() -> None:
     parser.add_argument("--models", nargs="+", choices=MODELS, default=list(MODELS),
                         help="on several devices: one process driving them all (single), one "
                         "process per device (launch); JAXMg runs launched only")
+    parser.add_argument("--table", action=argparse.BooleanOptionalAction, default=True,
+                        help="the side-by-side table of --routines (--no-table: only the "
+                        "other parts asked for, e.g. --strong)")
     parser.add_argument("--strong", type=int, nargs="?", const=0, metavar="N",
                         help="also strong scaling at this N (without a value: 65536 on a GPU, "
                         "256 on a CPU)")
@@ -704,7 +707,7 @@ def main() -> None:
         f"{routine} -> {backend}" for routine, backend in about["defaults"].items()))
     if args.workspaces and platform == "gpu":  # first: one quick child
         print_workspaces([n for n in args.sizes if n <= args.eigen_max], run)
-    if args.routines:
+    if args.routines and args.table:
         print_table(args, implementations, run)
     if args.strong:
         print_strong(args, implementations, run)

@@ -23,9 +23,9 @@ def run(*args, devices=1):
     return done.stdout.splitlines()
 
 
-def test_cpu_smoke_run_prints_checked_rows_and_the_largest_probe():
+def test_cpu_smoke_run_prints_checked_rows():
     lines = run("--routines", "potrs", "syevd", "--dtypes", "float64", "--sizes", "64",
-                "--repeats", "1", "--largest", "32", "--largest-impls", "xla")
+                "--repeats", "1")
     assert any("default backends here: potrs -> xla" in line for line in lines)
     rows = [line.split() for line in lines if line.split()[:1] in (["potrs"], ["syevd"])]
     assert [(row[0], row[4], row[5], row[6]) for row in rows] == [
@@ -33,6 +33,11 @@ def test_cpu_smoke_run_prints_checked_rows_and_the_largest_probe():
         ("syevd", "1x1", "single", "native"), ("syevd", "1x1", "single", "xla")]
     for row in rows:  # the residual, last, is small and unflagged
         assert float(row[-1]) < 1e-10, row
+
+
+def test_largest_probe_alone():
+    lines = run("--no-table", "--largest", "32", "--largest-impls", "xla")
+    assert not any(line.startswith(("potrs", "lu_solve", "syevd")) for line in lines), lines
     assert any(line.split()[:5] == ["N", "=", "32", "xla", "fits,"] for line in lines), lines
 
 
