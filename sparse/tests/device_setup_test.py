@@ -10,7 +10,6 @@ import scipy.sparse
 from jaxsolve import sparse
 from jaxsolve.sparse import _device_setup, _hierarchy, matrices, parse_amgx_config
 from jaxsolve.sparse._csr_arrays import CsrStructure
-from jaxsolve.sparse._size_classes import finest_nonzeros
 
 
 def config(location: str, selector: str = "SIZE_4", **amg) -> dict:
@@ -35,7 +34,7 @@ def structures(A, selector: str, **amg):
     csr = sparse.as_csr(A)
     pattern = CsrStructure(np.asarray(csr.indptr), np.asarray(csr.indices), csr.shape[1])
     values = np.asarray(csr.values)
-    padded = np.zeros(finest_nonzeros(pattern.nnz), values.dtype)
+    padded = np.zeros(_device_setup.finest_sizes(pattern.n_rows, pattern.nnz)[1], values.dtype)
     padded[:values.shape[0]] = values
     host = _hierarchy.build_structure(pattern, values, 1, amg_config("HOST", selector, **amg))
     device = _device_setup.build_device_structure(pattern, jnp.asarray(padded),

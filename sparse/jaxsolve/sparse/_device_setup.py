@@ -71,8 +71,8 @@ from ._hierarchy import (Hierarchy, LevelNumbers, _coarsest_numbers, annihilates
 from ._relaxation import power_iteration_start, relaxation_data, stored_diagonal
 from ._size_classes import finest_nonzeros, finest_rows, grown_size, pad_pattern
 
-__all__ = ["DeviceStructure", "build_device_structure", "cached_setup", "numbers_now",
-           "numeric_setup"]
+__all__ = ["DeviceStructure", "build_device_structure", "cached_setup", "finest_sizes",
+           "numbers_now", "numeric_setup"]
 
 # The most handshakes of one matching round; nodes still unmatched then join a pair.
 MAX_HANDSHAKES = 64
@@ -168,15 +168,14 @@ def build_device_structure(pattern: CsrStructure, values: jax.Array | None,
                            config: AMGConfig) -> DeviceStructure:
     """Builds the aggregation hierarchy's structure of ``pattern`` on the device.
 
-    The finest level is padded as the host path pads it
-    (:func:`._size_classes.finest_rows`, :func:`~._size_classes.finest_nonzeros`), every
-    coarse level by :func:`_padded_sizes`, from its true sizes, read back once per level
-    (the one wait for the device a level costs).
+    The finest level is padded by :func:`finest_sizes`, every coarse level by
+    :func:`_padded_sizes`, from its true sizes, read back once per level (the one wait for
+    the device a level costs).
 
     Args:
       pattern: the finest operator's pattern.
-      values: its concrete values, padded with zeros to ``finest_nonzeros(pattern.nnz)``
-        entries, whose magnitudes the couplings follow; None to couple by the pattern
+      values: its concrete values, padded with zeros to the nonzeros of
+        :func:`finest_sizes`, whose magnitudes the couplings follow; None to couple by the pattern
         alone (each stored direction of a pair ½, on every level).
       config: an unsmoothed aggregation configuration of a scalar system.
 
@@ -185,8 +184,8 @@ def build_device_structure(pattern: CsrStructure, values: jax.Array | None,
         rows for its dense LU.
     """
     clock = time.perf_counter()
-    rows = finest_rows(pattern.n_rows)
-    padded = pad_pattern(pattern, rows, finest_nonzeros(pattern.nnz))
+    rows, nnz = finest_sizes(pattern.n_rows, pattern.nnz)
+    padded = pad_pattern(pattern, rows, nnz)
     weighted = values is not None
     with jax.ensure_compile_time_eval():  # concrete, also while a caller's jit traces
         indptr, indices = jax.device_put(padded.indptr), jax.device_put(padded.indices)
@@ -212,13 +211,12 @@ def build_device_structure(pattern: CsrStructure, values: jax.Array | None,
             break
         coarse_sizes = LevelSizes(rows, triplets[0].shape[0], *_padded_sizes(
             (levels[0].a.n_rows if levels else rows, len(levels)), count, coarse_nnz))
-        levels.append(_run(_level_arrays, triplets[0], triplets[1], coarse.aggregates,
-                           coarse.position, coarse.diagonal, n_true, rows=rows,
-                           coarse_rows=coarse_sizes.coarse_rows))
+        level, triplets = _run(_level_arrays, triplets[0], triplets[1], coarse,
+                               n_true, np.int32(coarse_nnz), rows=rows,
+                               coarse_rows=coarse_sizes.coarse_rows,
+                               coarse_nnz_padded=coarse_sizes.coarse_nnz)
+        levels.append(level)
         sizes.append(coarse_sizes)
-        triplets = _run(_resized_triplets, coarse.rows, coarse.cols, coarse.magnitudes,
-                        np.int32(coarse_nnz), rows=coarse_sizes.coarse_rows,
-                        nnz=coarse_sizes.coarse_nnz)
         rows = coarse_sizes.coarse_rows
         true_sizes.append((count, coarse_nnz))
     check_coarsest_rows(true_sizes[-1][0], config)
@@ -245,7 +243,7 @@ def cached_setup(pattern: CsrStructure, pattern_key: str, values: jax.Array | No
                  ) -> tuple[DeviceStructure, Hierarchy | None]:
     """A solve's device setup: the structure, kept in the setup cache (:mod:`._cache`),
     and the numbers of concrete ``values`` (padded to the finest level's nonzeros,
-    :func:`finest_nonzeros`), or None for traced ones.
+    :func:`finest_sizes`), or None for traced ones.
 
     Concrete values get a structure built from them at every call (AmgX's full setup,
     which runs where the matrix is), replacing the pattern's kept one, unless
@@ -330,17 +328,32 @@ def _run(function, *args, **static):
     """``function(*args, **static)`` by its program compiled for these statics and kinds of
     arguments, kept in :data:`PROGRAMS`: an executable runs when it is called, also while a
     caller's jit traces (a structure from the pattern alone for traced values)."""
-    key = (function.__name__, tuple(sorted(static.items())),
-           tuple((np.shape(a), a.dtype, getattr(a, "sharding", None)) for a in args))
+    key = (function.__name__, tuple(sorted(static.items())), jax.tree.structure(args),
+           tuple((np.shape(a), a.dtype, getattr(a, "sharding", None))
+                 for a in jax.tree.leaves(args)))
     program = PROGRAMS.get(key, lambda: jax.jit(function, static_argnames=tuple(static)).lower(
         *args, **static).compile(COMPILER_OPTIONS))
     return program(*args)
 
 
-# The padded sizes handed out, per padded finest rows and level (the last ones kept).
-_PADDED_SIZES: dict[tuple[int, int], collections.deque[tuple[int, int]]] = {}
+# The padded sizes handed out, per padded finest rows and level, or for the finest level
+# per octave of rows (the last ones kept).
+_PADDED_SIZES: dict[tuple, collections.deque[tuple[int, int]]] = {}
 _PADDED_SIZES_KEPT = 16
 _LOCK = threading.Lock()
+
+
+def finest_sizes(rows: int, nnz: int) -> tuple[int, int]:
+    """The padded rows and nonzeros of a finest level of ``rows`` and ``nnz``: the smallest
+    handed out before (for rows of the same octave) with at most ``rows / 16 + 16`` rows
+    and under ``1.25 ×`` the nonzeros ``+ 16`` more, as the host path's shapes fit
+    (:func:`._size_classes.class_shape`), else :func:`~._size_classes.finest_rows` and
+    :func:`~._size_classes.finest_nonzeros` of them."""
+    return _kept_or_new(
+        ("finest", rows.bit_length()),
+        lambda sizes: (rows <= sizes[0] <= rows + rows // 16 + 16
+                       and nnz <= sizes[1] < 1.25 * nnz + 16),
+        lambda: (finest_rows(rows), finest_nonzeros(nnz)))
 
 
 def _padded_sizes(key: tuple[int, int], rows: int, nnz: int) -> tuple[int, int]:
@@ -353,13 +366,20 @@ def _padded_sizes(key: tuple[int, int], rows: int, nnz: int) -> tuple[int, int]:
     level's sizes vary between such patterns by up to a third (3D Poisson 16³ and 8
     couplings more: 3200 and 3307 nonzeros on level 1, 352 and 509 on level 2).
     """
+    return _kept_or_new(
+        key, lambda sizes: all(n <= padded < 2 * n + 4
+                               for n, padded in zip((rows, nnz), sizes, strict=True)),
+        lambda: (grown_size(rows, small=True), grown_size(nnz, small=True)))
+
+
+def _kept_or_new(key, fits, new) -> tuple[int, int]:
+    """The smallest sizes kept for ``key`` that ``fits``, else ``new()``'s, kept."""
     with _LOCK:
         kept = _PADDED_SIZES.setdefault(key, collections.deque(maxlen=_PADDED_SIZES_KEPT))
-        fitting = [sizes for sizes in kept if all(
-            n <= padded < 2 * n + 4 for n, padded in zip((rows, nnz), sizes, strict=True))]
+        fitting = [sizes for sizes in kept if fits(sizes)]
         if fitting:
             return min(fitting)
-        sizes = (grown_size(rows, small=True), grown_size(nnz, small=True))
+        sizes = new()
         kept.appendleft(sizes)
         return sizes
 
@@ -587,36 +607,35 @@ def _csr_pattern(entry_rows, cols, rows):
                      indptr.astype(jnp.int32))
 
 
-def _level_arrays(entry_rows, cols, aggregates, position, diagonal, n_true, *, rows,
-                  coarse_rows):
-    """A level's :class:`DeviceLevelArrays` from its triplets and aggregates."""
+def _level_arrays(entry_rows, cols, coarse, n_true, coarse_nnz, *, rows, coarse_rows,
+                  coarse_nnz_padded):
+    """A level's :class:`DeviceLevelArrays` from its triplets and :class:`_Coarsening`, and
+    the next level's triplets, cut or padded to ``coarse_nnz_padded`` entries (those past
+    the first ``coarse_nnz`` marked as padding: row ``coarse_rows``)."""
     node = jnp.arange(rows, dtype=jnp.int32)
     inside = node < n_true
-    aggregates = jnp.where(inside, aggregates, 0)
+    aggregates = jnp.where(inside, coarse.aggregates, 0)
     # R's entries: P's (one a row), ordered by aggregate, then by row.
     sorted_aggregates, order = jax.lax.sort((jnp.where(inside, aggregates, coarse_rows), node),
                                             num_keys=1)
     r_indptr = jnp.searchsorted(sorted_aggregates, jnp.arange(coarse_rows + 1, dtype=jnp.int32),
                                 side="left").astype(jnp.int32)
     placeholder = jnp.zeros(0, jnp.int32)
-    return DeviceLevelArrays(
+    level = DeviceLevelArrays(
         a=_csr_pattern(entry_rows, cols, rows),
         entry_rows=jnp.where(entry_rows < rows, entry_rows, 0),
-        diagonal=diagonal, aggregates=aggregates,
+        diagonal=coarse.diagonal, aggregates=aggregates,
         p=CsrArrays(placeholder, aggregates, jnp.minimum(jnp.arange(rows + 1, dtype=jnp.int32),
                                                          n_true)),
-        r=CsrArrays(placeholder, order, r_indptr), r_from_p=order, coarse_position=position)
-
-
-def _resized_triplets(entry_rows, cols, magnitudes, nnz_true, *, rows, nnz):
-    """Triplets cut or padded to ``nnz`` entries, those past the first ``nnz_true`` marked
-    as padding (row ``rows``)."""
-    extra = max(nnz - entry_rows.shape[0], 0)
-    entry_rows, cols, magnitudes = (jnp.pad(x[:nnz], (0, extra))
-                                    for x in (entry_rows, cols, magnitudes))
-    inside = jnp.arange(nnz, dtype=jnp.int32) < nnz_true
-    return (jnp.where(inside, entry_rows, rows), jnp.where(inside, cols, 0),
-            jnp.where(inside, magnitudes, 0))
+        r=CsrArrays(placeholder, order, r_indptr), r_from_p=order,
+        coarse_position=coarse.position)
+    extra = max(coarse_nnz_padded - coarse.rows.shape[0], 0)
+    kept = jnp.arange(coarse_nnz_padded, dtype=jnp.int32) < coarse_nnz
+    next_rows, next_cols, next_magnitudes = (
+        jnp.where(kept, jnp.pad(x[:coarse_nnz_padded], (0, extra)), padding)
+        for x, padding in ((coarse.rows, coarse_rows), (coarse.cols, 0),
+                           (coarse.magnitudes, 0)))
+    return level, (next_rows, next_cols, next_magnitudes)
 
 
 def _coarsest_arrays(entry_rows, cols, *, rows):

@@ -28,7 +28,7 @@ from ._hierarchy import (Hierarchy, HierarchyStructure, StructureArrays, build_s
                          numeric_setup, padded_hierarchy, padded_numeric_setup, sharing_arrays)
 from ._multicolor import MULTICOLOR_SMOOTHERS, MulticolorArrays, multicolor_ordering
 from ._padded_setup import PROGRAMS as PADDED_SETUP_PROGRAMS
-from ._size_classes import finest_nonzeros, pad_rows, true_csr
+from ._size_classes import pad_rows, true_csr
 from ._relaxation import RelaxationData, relaxation_data, stored_diagonal
 from ._status import FailureReason
 from ._structure_key import values_key
@@ -238,7 +238,8 @@ class System:
                 check_diagonal("solve", self.csr_pattern, concrete, self.config)
             return _device_setup.cached_setup(
                 self.pattern, self.pattern_key, None if concrete is None
-                else self.padded(concrete, finest_nonzeros(self.pattern.nnz)), amg,
+                else self.padded(concrete, _device_setup.finest_sizes(
+                    self.pattern.n_rows, self.pattern.nnz)[1]), amg,
                 self.reuse_setup)
         k = _blocks.near_nullspace_columns(self.near_nullspace, amg)
         keys: list[str] = []  # the values' key, computed once for this call
