@@ -37,7 +37,8 @@ that sees several); ``native``, ``cusolver`` and ``cusolver_lean`` run on ``1 ×
 one-device baselines; ``cusolvermp`` (or ``xla``) on every grid. ``--tile 256 1024`` gives a
 row per ``T_A``. ``×1xP`` is the same implementation and model on the ``1 × P`` grid over this
 one. ``--strong [N]`` adds strong scaling at ``N`` (65536 on a GPU, 256 on a CPU): each
-implementation on the squarest grid of ``P = 1, 2, 4, …`` devices, its parallel efficiency
+implementation on the squarest grid of ``P = 1, 2, 4, …`` devices (1 and the most first,
+should ``--budget`` end the run), its parallel efficiency
 ``t₁ / (P t_P)`` against its own one-device time and ``×best1``, the fastest one-device
 time over its time. With ``--grids``, ``--largest`` tries the squarest grid of every device
 (``--largest-grid`` another).
@@ -545,12 +546,19 @@ def print_table(args, implementations: list[str], run: Runner) -> None:
                       f"  {result['first']:>7.2f}  {error:.1e}{'!' if bad else ''}", flush=True)
 
 
+def scaling_counts(devices: int) -> list[int]:
+    """The device counts of strong scaling, ``P = 1, 2, 4, …`` up to `devices`: 1 and the
+    most first, which a run cut short by ``--budget`` most needs."""
+    powers = [1 << k for k in range(devices.bit_length())]
+    return list(dict.fromkeys([1, powers[-1], *powers]))
+
+
 def print_strong(args, implementations: list[str], run: Runner) -> None:
     """Strong scaling at ``N = args.strong``: each implementation on the squarest grid of
     ``P = 1, 2, 4, …`` devices; efficiency ``t₁ / (P t_P)`` against its own one-device
     time, and the speed-up over the fastest one-device implementation."""
     n, tile = args.strong, args.tile[-1]
-    counts = [1 << k for k in range(args.devices.bit_length())]
+    counts = scaling_counts(args.devices)
     print(f"\nStrong scaling at N = {n}, T_A = {tile}: the squarest grid of P devices; eff = "
           "t1 / (P tP) of the same implementation, ×best1 = the fastest one-device time / tP")
     print(f"{'routine':<9}{'dtype':<8}{'P':>3} {'grid':<5} {'model':<7}{'impl':<14}{'s':>9}"

@@ -48,6 +48,12 @@ def test_grids_auto_are_1xp_px1_and_the_squarest_for_each_power_of_two():
     assert bench.squarest(16) == (4, 4) and bench.squarest(6) == (2, 3)
 
 
+def test_strong_scaling_runs_one_and_all_devices_first():
+    assert bench.scaling_counts(1) == [1]
+    assert bench.scaling_counts(8) == [1, 8, 2, 4]
+    assert bench.scaling_counts(6) == [1, 4, 2]
+
+
 def test_models_jaxmg_launched_only_and_one_device_implementations_on_1x1_only():
     both = ["single", "launch"]
     assert bench.models_of("jaxmg", 4, both) == ["launch"]
