@@ -8,7 +8,7 @@ import pytest
 import scipy.sparse
 
 from jaxsolve import sparse
-from jaxsolve.sparse import _device_setup, _hierarchy, matrices, parse_amgx_config
+from jaxsolve.sparse import _cache, _device_setup, _hierarchy, matrices, parse_amgx_config
 from jaxsolve.sparse._csr_arrays import CsrStructure
 
 
@@ -143,6 +143,25 @@ def test_jit_and_grad_through_the_device_setup():
                                atol=1e-3 * float(jnp.max(jnp.abs(gradient))))
 
 
+def test_concrete_values_set_up_anew_unless_reuse_setup():
+    A = sparse.as_csr(matrices.poisson_matrix(20))
+    b = jnp.ones(A.shape[0])
+
+    def kept():
+        (entry,) = [entry for _, entry in _cache._CACHE.items()
+                    if isinstance(entry.structure, _device_setup.DeviceStructure)]
+        return entry.structure, entry.numbers
+
+    sparse.clear_cache()
+    sparse.solve(A, b, config=config("DEVICE"))
+    first = kept()
+    sparse.solve(A, b, config=config("DEVICE"), reuse_setup=True)
+    assert kept()[0] is first[0] and kept()[1] is first[1]
+    _, info = sparse.solve(A.with_values(2 * A.values), b, config=config("DEVICE"))
+    assert kept()[0] is not first[0]  # AmgX's full setup, on the device
+    assert sparse.Status(int(info.status)).name == "SUCCESS"
+
+
 def test_a_similar_pattern_compiles_no_setup_program():
     grid = matrices.poisson_matrix(24)
     A = sparse.as_csr(grid)
@@ -159,11 +178,18 @@ def test_a_similar_pattern_compiles_no_setup_program():
 
 
 def test_similar_levels_take_the_padded_sizes_of_earlier_ones():
+    sizes = _device_setup._padded_sizes
     key = ("test", 1)  # 3D Poisson 16³'s level 1, then with 8 couplings more
-    first = _device_setup._padded_sizes(key, 512, 3200)
-    assert first[0] >= 512 and first[1] >= 3200
-    assert _device_setup._padded_sizes(key, 515, 3307) == first
-    assert _device_setup._padded_sizes(key, 2000, 3307) != first  # too small for it
+    first = sizes(key, 512, 3200, tiny_rows=100, coarsest=False)
+    assert 512 <= first[0] < 1.5 * 512 and 3200 <= first[1] < 1.5 * 3200
+    assert sizes(key, 515, 3307, tiny_rows=100, coarsest=False) == first
+    assert sizes(key, 2000, 3307, tiny_rows=100, coarsest=False) != first  # too small for it
+    # 32³'s level 3, then with 16 couplings more: a tiny level gets room for both
+    tiny = sizes(("test", 3), 64, 352, tiny_rows=80, coarsest=False)
+    assert sizes(("test", 3), 87, 783, tiny_rows=80, coarsest=False) == tiny  # not tiny
+    # the coarsest, whose dense inverse costs its rows squared: little room for them
+    coarsest = sizes(("test", 2), 4000, 30000, tiny_rows=4096, coarsest=True)
+    assert 4000 < coarsest[0] < 1.1 * 4000 and coarsest[1] >= 3 * 30000
 
 
 def test_bad_input_raises_as_with_the_host_setup():

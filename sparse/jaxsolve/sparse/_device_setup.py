@@ -69,11 +69,14 @@ from ._csr_arrays import CsrArrays, CsrStructure
 from ._hierarchy import (Hierarchy, LevelNumbers, _coarsest_numbers, annihilates_constants,
                          check_coarsest_rows, check_stored_diagonal, hierarchy_dtype)
 from ._relaxation import power_iteration_start, relaxation_data, stored_diagonal
-from ._size_classes import finest_nonzeros, finest_rows, grown_size, pad_pattern
+from ._size_classes import (coarsest_rows, finest_nonzeros, finest_rows, grown_size,
+                            pad_pattern, size_class)
 
 __all__ = ["DeviceStructure", "build_device_structure", "cached_setup", "finest_sizes",
            "numbers_now", "numeric_setup"]
 
+# Levels of at most 1 / TINY of the finest rows get three times their sizes (_padded_sizes).
+TINY = 64
 # The most handshakes of one matching round; nodes still unmatched then join a pair.
 MAX_HANDSHAKES = 64
 # The compiled programs of the structure's levels, by kind of level.
@@ -209,8 +212,10 @@ def build_device_structure(pattern: CsrStructure, values: jax.Array | None,
             check_stored_diagonal(np.flatnonzero(np.asarray(coarse.diagonal)[:n_true] < 0))
         if count >= n_true:  # no coarsening: stop here
             break
+        finest = levels[0].a.n_rows if levels else rows
         coarse_sizes = LevelSizes(rows, triplets[0].shape[0], *_padded_sizes(
-            (levels[0].a.n_rows if levels else rows, len(levels)), count, coarse_nnz))
+            (finest, len(levels)), count, coarse_nnz, tiny_rows=finest // TINY,
+            coarsest=count <= config.min_coarse_rows or len(levels) + 2 >= config.max_levels))
         level, triplets = _run(_level_arrays, triplets[0], triplets[1], coarse,
                                n_true, np.int32(coarse_nnz), rows=rows,
                                coarse_rows=coarse_sizes.coarse_rows,
@@ -356,20 +361,36 @@ def finest_sizes(rows: int, nnz: int) -> tuple[int, int]:
         lambda: (finest_rows(rows), finest_nonzeros(nnz)))
 
 
-def _padded_sizes(key: tuple[int, int], rows: int, nnz: int) -> tuple[int, int]:
+def _padded_sizes(key: tuple[int, int], rows: int, nnz: int, *, tiny_rows: int,
+                  coarsest: bool) -> tuple[int, int]:
     """The padded rows and nonzeros of a coarse level of ``rows`` and ``nnz``: the
     smallest handed out before for ``key`` (the padded finest rows, the level) that holds
     them with less than twice their entries (+ 4), else a new one, each
     :func:`~._size_classes.grown_size` of a small size (1.2 × room, under 1.5 ×).
 
-    A similar pattern's levels then take its sizes, and run its compiled programs: a coarse
-    level's sizes vary between such patterns by up to a third (3D Poisson 16³ and 8
-    couplings more: 3200 and 3307 nonzeros on level 1, 352 and 509 on level 2).
+    A *tiny* level, of at most ``tiny_rows`` rows (:data:`TINY` times fewer than the
+    finest), gets the :func:`~._size_classes.size_class` of three times its sizes, and
+    sizes of a tiny level (padded to at most ``3 tiny_rows`` rows) are taken under four
+    times its own: the coarse levels' sizes vary between similar patterns, the smaller the
+    more (3D Poisson 32³ and 16 couplings more: 27 136 and 28 198 nonzeros on level 1,
+    3200 and 4496 on level 2, 352 and 783 on level 3), and a tiny level's arrays weigh
+    nothing. But the rows of the level that will be the ``coarsest``, whose dense inverse
+    costs their square, get the host's :func:`~._size_classes.coarsest_rows` (``n / 16``
+    more, at least 48) and are taken under ``1.5 ×`` them (``+ 4``).
     """
-    return _kept_or_new(
-        key, lambda sizes: all(n <= padded < 2 * n + 4
-                               for n, padded in zip((rows, nnz), sizes, strict=True)),
-        lambda: (grown_size(rows, small=True), grown_size(nnz, small=True)))
+    tiny = rows <= tiny_rows
+
+    def new(n: int, is_rows: bool) -> int:
+        if is_rows and coarsest:
+            return coarsest_rows(n)
+        return size_class(3 * n) if tiny else grown_size(n, small=True)
+
+    def fits(sizes: tuple[int, int]) -> bool:
+        room = 4 if sizes[0] <= 3 * tiny_rows else 2
+        return (rows <= sizes[0] < (1.5 if coarsest else room) * rows + 4
+                and nnz <= sizes[1] < room * nnz + 4)
+
+    return _kept_or_new(key, fits, lambda: (new(rows, True), new(nnz, False)))
 
 
 def _kept_or_new(key, fits, new) -> tuple[int, int]:
