@@ -223,7 +223,8 @@ def outside_workspace(implementation: str, routine: str, status) -> int:
 
         prefix, wanted = JAXMG_WORKSPACE_FIELDS[routine]
         fields = getattr(schema, f"_CUSOLVERMP_{prefix}_STATUS_FIELDS")
-        words = np.asarray(status).reshape(-1, len(fields))[0]
+        # This process's rank's words (the status vector is split over the ranks).
+        words = np.asarray(status.addressable_shards[0].data).reshape(-1, len(fields))[0]
         return 1024 * max(int(words[fields.index(name)]) for name in wanted)
     return 0
 
