@@ -323,14 +323,19 @@ AGGREGATION = {
 
 @pytest.mark.parametrize("amg", [{}, {"selector": "PMISC", "aggressive_levels": 1},
                                  {"interpolator": "D1", "interp_max_elements": -1,
-                                  "interp_truncation_factor": 0}, *AGGREGATION.values()],
-                         ids=["HMIS D2", "PMISC + aggressive", "D1 untruncated", *AGGREGATION])
+                                  "interp_truncation_factor": 0}, *AGGREGATION.values(),
+                                 {"smoother": "MULTICOLOR_DILU"},
+                                 {**AGGREGATION["smoothed aggregation"],
+                                  "smoother": "MULTICOLOR_GS"}],
+                         ids=["HMIS D2", "PMISC + aggressive", "D1 untruncated", *AGGREGATION,
+                              "DILU", "smoothed aggregation, multicolor GS"])
 def test_the_padded_numeric_setup_computes_the_unpadded_numbers(x64, amg):
-    # A classical or scalar aggregation hierarchy's numbers come from the program of its
-    # size class, on padded arrays: the weights (T, P) and coarse operators are the
-    # per-pattern setup's bit for bit; the damping and the coarsest inverse, whose sums
-    # also run over the padding's zeros, to rounding. A second pattern of the class sets
-    # up without compiling.
+    # A classical or aggregation hierarchy's numbers come from the program of its size
+    # class, on padded arrays: the weights (T, P) and coarse operators are the per-pattern
+    # setup's bit for bit, and so are the multicolor smoothers' data (padded to their
+    # level's color shape: chunks, entries and windows); the damping and the coarsest
+    # inverse, whose sums also run over the padding's zeros, to rounding. A second
+    # pattern of the class sets up without compiling.
     first, second = (sparse.as_csr(with_extra_couplings(poisson3d(10), 10, 6, seed))
                      for seed in (3, 5))
     config = sparse.parse_amgx_config({"preconditioner": amg})
@@ -340,7 +345,8 @@ def test_the_padded_numeric_setup_computes_the_unpadded_numbers(x64, amg):
     assert structure.padded_setup is not None
     unpadded = jax.jit(_hierarchy.numeric_setup, static_argnums=0)(
         _setup._without_arrays(structure), structure.arrays, first.values, None)
-    expected = _hierarchy.padded_hierarchy(unpadded, structure.shape)
+    expected = _hierarchy.padded_hierarchy(unpadded, structure.shape,
+                                           _setup.multicolor_paddings(structure))
     for numbers, reference in zip(padded.levels, expected.levels, strict=True):
         for got, want in [(numbers.a, reference.a), (numbers.p, reference.p),
                           (numbers.r, reference.r)]:
@@ -348,6 +354,10 @@ def test_the_padded_numeric_setup_computes_the_unpadded_numbers(x64, amg):
             np.testing.assert_array_equal(got.indptr, want.indptr)
         np.testing.assert_allclose(numbers.smoother.scale, reference.smoother.scale,
                                    rtol=1e-14)
+        if "smoother" in amg:  # the same shapes and numbers, padding included
+            for got, want in zip(jax.tree.leaves(numbers.smoother.multicolor),
+                                 jax.tree.leaves(reference.smoother.multicolor), strict=True):
+                np.testing.assert_allclose(got, want, rtol=1e-14)
     np.testing.assert_array_equal(padded.coarsest.a.values, expected.coarsest.a.values)
     np.testing.assert_allclose(padded.coarsest.inverse, expected.coarsest.inverse, rtol=0,
                                atol=1e-14 * float(jnp.max(jnp.abs(expected.coarsest.inverse))))
@@ -475,5 +485,37 @@ def test_a_new_pattern_with_rigid_body_modes_compiles_nothing(x64, block_dim):
     y, traced = jax.jit(lambda values: sparse.solve(
         second.with_values(values), b, config=config, block_dim=block_dim,
         near_nullspace=modes))(second.values)
+    assert int(info.iterations) == int(traced.iterations) > 3
+    np.testing.assert_allclose(x, y, rtol=1e-9, atol=1e-12 * float(jnp.max(jnp.abs(y))))
+
+
+@pytest.mark.parametrize("smoother", ["MULTICOLOR_GS", "MULTICOLOR_DILU"])
+def test_a_new_pattern_with_a_multicolor_smoother_compiles_nothing(x64, fresh_shapes, smoother):
+    # The multicolor smoothers' data follow each pattern's coloring: their chunks, L and U
+    # and the chunks' windows are padded to a color shape of the level's (empty chunks,
+    # zero entries), so a second pattern whose coloring differs (its first coarse level's
+    # L has other nonzeros) runs the first's programs; it iterates as its own unpadded
+    # hierarchy does (set up inside a caller's jit).
+    n = 12
+    first, second = (sparse.as_csr(with_extra_couplings(poisson3d(n), n, 8, seed))
+                     for seed in (1, 3))
+    config = {"solver": "PCG", "tolerance": 1e-8, "max_iters": 100,
+              "preconditioner": {"solver": "AMG", "smoother": smoother}}
+    b = jnp.asarray(np.random.default_rng(0).standard_normal(n**3))
+    sparse.clear_cache()
+    jax.block_until_ready(sparse.solve(first, b, config=config))
+    with counted_compilations() as count:
+        x, info = sparse.solve(second, b, config=config)
+        jax.block_until_ready(x)
+    assert count[0] == 0
+    assert info.status == sparse.Status.SUCCESS
+    structures = [_setup.System.for_matrix(a, sparse.parse_amgx_config(config), None,
+                                           reuse_setup=False, check=True).setup[0]
+                  for a in (first, second)]
+    assert structures[0].shape == structures[1].shape
+    orderings = [structure.levels[1].ordering for structure in structures]
+    assert orderings[0].lower.nnz != orderings[1].lower.nnz
+    y, traced = jax.jit(lambda values: sparse.solve(second.with_values(values), b,
+                                                    config=config))(second.values)
     assert int(info.iterations) == int(traced.iterations) > 3
     np.testing.assert_allclose(x, y, rtol=1e-9, atol=1e-12 * float(jnp.max(jnp.abs(y))))

@@ -48,18 +48,18 @@ from . import _aggregation, _blocks, _classical, _pattern_kernels
 from ._classical import InterpolationArrays, InterpolationStructure, MultipassArrays
 from ._config import AMGConfig
 from ._csr_arrays import CsrArrays, CsrStructure
-from ._multicolor import (MULTICOLOR_SMOOTHERS, MulticolorArrays, MulticolorOrdering,
-                          multicolor_ordering, safe_inverse)
+from ._multicolor import (MULTICOLOR_SMOOTHERS, ColorShape, MulticolorArrays,
+                          MulticolorOrdering, multicolor_ordering, safe_inverse)
 from ._products import ProductPlan, plan_product, plan_product_with_values
 from ._relaxation import (RelaxationData, power_iteration_start, relaxation_data,
                           spectral_radius, stored_diagonal)
 from . import _padded_setup
 from ._padded_setup import (AggregationLayout, LevelLayout, aggregation_setup_sizes,
                             level_layout, padded_aggregation, padded_full_nnz,
-                            padded_interpolation, resized, setup_sizes, true_interpolation,
-                            within)
+                            padded_interpolation, padded_ordering, resized, setup_sizes,
+                            true_interpolation, true_ordering, within)
 from ._size_classes import (HierarchyShape, LevelShape, class_shape, pad_csr, pad_pattern,
-                            pad_relaxation, true_csr, true_shape)
+                            pad_relaxation, true_csr, true_shape, with_colors)
 
 MAX_DENSE_COARSE_ROWS = 8192
 
@@ -126,8 +126,9 @@ class HierarchyStructure:
         ``shape``.
       config: the AMG configuration it was built for.
       shape: the size classes of its levels (:mod:`._size_classes`), to which a kept
-        hierarchy's numbers are padded (:func:`padded_hierarchy`); its own sizes for the
-        multicolor smoothers.
+        hierarchy's numbers are padded (:func:`padded_hierarchy`), with its multicolor
+        smoothers' color shapes; its own sizes when a multicolor smoother smooths the
+        coarsest level.
       setup_seconds: the host time the build took, by phase: ``"aggregation"`` (coupling
         graphs and matching) or ``"splitting"`` (classical: strength, C/F splitting,
         interpolation plan and truncation), ``"sparse products"`` (the patterns and plans of
@@ -251,14 +252,18 @@ def _pattern_arrays(pattern: CsrStructure) -> CsrArrays:
 
 def _level_arrays(level: LevelStructure, shape: LevelShape,
                   interpolation: InterpolationArrays | MultipassArrays | None,
-                  setup: tuple[int, ...] | None, block_jacobi: bool) -> LevelArrays:
+                  setup: tuple[int, ...] | None, colors: ColorShape | None,
+                  block_jacobi: bool) -> LevelArrays:
     """``level``'s arrays on the device, padded to ``shape``; with the ``setup`` sizes
-    (:func:`._padded_setup.setup_sizes`, padded) also those only the numeric setup reads.
-    ``interpolation``: the host arrays of a classical level's; ``block_jacobi``: whether
-    its smoother inverts the diagonal blocks of a block system."""
+    (:func:`._padded_setup.setup_sizes`, padded) also those only the numeric setup reads,
+    and its multicolor ordering's padded to ``colors``. ``interpolation``: the host arrays
+    of a classical level's; ``block_jacobi``: whether its smoother inverts the diagonal
+    blocks of a block system."""
     smoothed = level.smoothing is not None
     a_p = level.a_p.c
     aggregates, tentative_in_p = level.aggregates, level.tentative_in_p
+    ordering = (None if level.ordering is None else level.ordering.host_arrays()
+                if colors is None else padded_ordering(level.ordering, colors, shape.rows))
     if setup is not None:
         if level.interpolation is not None:
             interpolation = padded_interpolation(level, interpolation, shape, setup)
@@ -277,7 +282,7 @@ def _level_arrays(level: LevelStructure, shape: LevelShape,
         r=_pattern_arrays(pad_pattern(level.r, shape.coarse_rows, shape.r_nnz)),
         r_from_p=jax.device_put(r_from_p),
         a_p=_pattern_arrays(a_p),
-        ordering=None if level.ordering is None else level.ordering.on_device(),
+        ordering=jax.device_put(ordering),
         block_positions=(jax.device_put(_block_positions(level.a, level.block_dim, shape.rows))
                          if block_jacobi and level.block_dim > 1 else None),
     )
@@ -364,32 +369,32 @@ def build_structure(
         if config.coarse_solver == "NOSOLVER":
             coarsest_ordering = multicolor_ordering(pattern, dilu)
         phase("coloring")
-    # Multicolor data follow a pattern's coloring: those hierarchies keep their sizes.
-    # Classical and aggregation levels' numeric setup runs on padded arrays too
-    # (_padded_setup.py).
-    multicolor = config.smoother.solver in MULTICOLOR_SMOOTHERS
+    # The levels' numeric setup runs on padded arrays too (_padded_setup.py), their
+    # multicolor data's too; a smoothed coarsest level's coloring keeps its sizes.
     interpolations = [None if level.interpolation is None
                       else _classical.host_arrays(level.interpolation) for level in levels]
     layouts = None
-    if config.algorithm == "CLASSICAL" and not multicolor:
-        layouts = tuple(level_layout(arrays) for arrays in interpolations)
-    elif not multicolor:
-        layouts = tuple(AggregationLayout(smoothed=level.smoothing is not None,
-                                          columns=level.columns) for level in levels)
+    if coarsest_ordering is None:
+        layouts = tuple(
+            AggregationLayout(smoothed=level.smoothing is not None, columns=level.columns)
+            if arrays is None else level_layout(arrays)
+            for level, arrays in zip(levels, interpolations, strict=True))
     setup = () if layouts is None else tuple(
         aggregation_setup_sizes(level) if arrays is None else setup_sizes(level, arrays)
         for level, arrays in zip(levels, interpolations, strict=True))
-    shape = (true_shape(levels, pattern) if multicolor
-             else class_shape(levels, pattern, coarsest_block_dim, setup, layouts,
-                               pad_finest=pad_finest))
+    shape = true_shape(levels, pattern)
+    if layouts is not None:
+        shape = class_shape(levels, pattern, coarsest_block_dim, setup, layouts,
+                            pad_finest=pad_finest)
+        if levels and levels[0].ordering is not None:
+            shape = with_colors(shape, [level.ordering for level in levels])
     coarsest = pad_pattern(pattern, *shape.coarsest)
     arrays = StructureArrays(
-        levels=tuple(_level_arrays(level, level_shape, interpolation,
-                                   None if layouts is None else level_setup,
+        levels=tuple(_level_arrays(level, level_shape, interpolation, level_setup, colors,
                                    config.smoother.solver in ("BLOCK_JACOBI", "JACOBI_L1"))
-                     for level, level_shape, interpolation, level_setup in zip(
+                     for level, level_shape, interpolation, level_setup, colors in zip(
                          levels, shape.levels, interpolations, shape.setup or [None] * len(levels),
-                         strict=True)),
+                         shape.colors or [None] * len(levels), strict=True)),
         coarsest=_pattern_arrays(coarsest),
         coarsest_diagonal=jax.device_put(_padded_diagonal(coarsest_diagonal,
                                                           shape.coarsest[0])),
@@ -659,6 +664,8 @@ def _true_sizes(structure: HierarchyStructure, arrays: StructureArrays) -> Struc
                             else level_arrays.tentative_in_p[:level.tentative_in_p.shape[0]]),
             interpolation=(None if level.interpolation is None
                            else true_interpolation(level, level_arrays.interpolation)),
+            ordering=(None if level.ordering is None
+                      else true_ordering(level.ordering, level_arrays.ordering)),
             block_positions=(None if level_arrays.block_positions is None
                              else level_arrays.block_positions[:level.a.n_rows]))
         for level, level_arrays in zip(structure.levels, arrays.levels, strict=True))
@@ -739,7 +746,7 @@ def padded_numeric_setup(setup: PaddedSetup, arrays: StructureArrays, values: ja
             a, p, level_arrays.a_p, sizes.coarse_rows))
         a_values = _padded_setup.product(r, a_p, patterns[i + 1], sizes.coarse_rows)
         numbers.append(LevelNumbers(a=a, p=p, r=r, smoother=relaxation_data(
-            a, diagonal, config.smoother, block_dim=setup.block_dims[i],
+            a, diagonal, config.smoother, level_arrays.ordering, block_dim=setup.block_dims[i],
             block_positions=level_arrays.block_positions,
             jacobi_spectral_radius=rho, rows=arrays.rows[i], start=start)))
     finest = patterns[0]._replace(values=values)

@@ -151,7 +151,7 @@ class MulticolorOrdering:
             chunk_counts=np.concatenate([counts, np.zeros(extra, np.int32)]),
             lower=block(self.lower, self.lower_positions, lower_nnz),
             upper=block(self.upper, self.upper_positions, upper_nnz),
-            transposed=transposed, chunk_rows=chunk_rows, n_colors=self.n_colors)
+            transposed=transposed, chunk_rows=chunk_rows)
 
     def chunks(self, chunk_rows: int) -> tuple[np.ndarray, np.ndarray]:
         """``(starts, counts)``: each color's rows cut into chunks of at most
@@ -218,7 +218,7 @@ def _inverse(order: np.ndarray) -> np.ndarray:
 @functools.partial(jax.tree_util.register_dataclass,
                    data_fields=["order", "inverse", "chunk_starts", "chunk_counts", "lower",
                                 "upper", "transposed"],
-                   meta_fields=["chunk_rows", "n_colors"])
+                   meta_fields=["chunk_rows"])
 @dataclasses.dataclass(frozen=True)
 class MulticolorArrays:
     """A :class:`MulticolorOrdering`'s index arrays, chunked (a pytree; host or device).
@@ -234,8 +234,8 @@ class MulticolorArrays:
         ``chunk_rows`` rows past the last, so that a chunk's window never leaves it.
       transposed: for DILU, aligned with ``lower``'s entries, the positions of ``a_ji``
         (-1: zero); else None.
-      chunk_rows: the static window size (see the module).
-      n_colors: the number of colors.
+      chunk_rows: the static window size (see the module); the number of colors is not
+        one: orderings of other colors padded to one shape share programs.
     """
 
     order: np.ndarray | jax.Array
@@ -246,7 +246,6 @@ class MulticolorArrays:
     upper: CsrArrays
     transposed: np.ndarray | jax.Array | None
     chunk_rows: int
-    n_colors: int
 
 
 # -----------------------------------------------------------------------------

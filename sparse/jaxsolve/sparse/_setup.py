@@ -26,7 +26,8 @@ from ._csr_arrays import CsrArrays, CsrStructure
 from ._device_setup import DeviceStructure
 from ._hierarchy import (Hierarchy, HierarchyStructure, StructureArrays, build_structure,
                          numeric_setup, padded_hierarchy, padded_numeric_setup, sharing_arrays)
-from ._multicolor import MULTICOLOR_SMOOTHERS, MulticolorArrays, multicolor_ordering
+from ._multicolor import (MULTICOLOR_SMOOTHERS, MulticolorArrays, multicolor_ordering,
+                          multicolor_padding)
 from ._padded_setup import PROGRAMS as PADDED_SETUP_PROGRAMS
 from ._size_classes import pad_rows, true_csr
 from ._relaxation import RelaxationData, relaxation_data, stored_diagonal
@@ -521,7 +522,19 @@ def _numeric_setup(structure, arrays, values, near_nullspace):
     # values may come padded to the finest level's class: their true part is read.
     values = values[:(structure.levels[0].a if structure.levels else structure.coarsest).nnz]
     return padded_hierarchy(numeric_setup(structure, arrays, values, near_nullspace),
-                            structure.shape)
+                            structure.shape, multicolor_paddings(structure))
+
+
+def multicolor_paddings(structure: HierarchyStructure) -> tuple | None:
+    """Per level, then for the coarsest, how its multicolor data pad to the structure's
+    shape (:func:`._multicolor.multicolor_padding`; host arrays), or None where nothing
+    is padded."""
+    shape = structure.shape
+    if not shape.colors:
+        return None
+    return (*(None if colors is None else multicolor_padding(level.ordering, colors, sizes.rows)
+              for level, sizes, colors in zip(structure.levels, shape.levels, shape.colors,
+                                              strict=True)), None)
 
 
 def numeric_setup_now(structure: HierarchyStructure, values: jax.Array,

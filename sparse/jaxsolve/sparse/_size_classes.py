@@ -53,9 +53,18 @@ patterns. The finest pattern's copy in the structure and the kept hierarchy's fi
 values (a padded copy of ``A``'s, where they shared ``A``'s own before) hold less than
 ``1.25 ×`` its nonzeros ``+ 16``.
 
-The multicolor smoothers' data are specific to a pattern's coloring (:mod:`._multicolor`):
-their hierarchies keep their true sizes. The sharded solve pads its blocks' hierarchies to
-the largest block's sizes with the same functions.
+**The multicolor smoothers** (:mod:`._multicolor`) sweep a level's colors chunk by chunk;
+their data follow each pattern's coloring, so they are padded to a *color shape* of
+their own per level (:func:`with_colors`): chunks of a size class of the mean color's
+rows (a shape already in use for the level is taken when the pattern's chunks, ``L`` and
+``U`` fit it and a sweep over it costs less than ``2 ×`` one over its own), the chunk
+count with a small size's room (but kept where there are at most four: a padding chunk
+costs a chunk's work, and the finest level of a 2-colored stencil has two), ``L``'s and
+``U``'s entries too. Padding rows lie in no chunk, padding chunks are empty and padding
+entries lie past every row's, so a sweep computes what the pattern's own chunks would.
+A smoothed coarsest level's coloring (``NOSOLVER``) keeps its hierarchy's true sizes.
+The sharded solve pads its blocks' hierarchies to the largest block's sizes with the same
+functions.
 """
 
 from __future__ import annotations
@@ -71,7 +80,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ._csr_arrays import CsrArrays, CsrStructure
-from ._multicolor import MulticolorPadding, padded_data
+from ._multicolor import ColorShape, MulticolorOrdering, MulticolorPadding, padded_data
 from ._relaxation import RelaxationData
 
 
@@ -88,12 +97,14 @@ class LevelShape(NamedTuple):
 
 class HierarchyShape(NamedTuple):
     """The padded sizes of a hierarchy: its levels', then the coarsest's rows and nonzeros,
-    and per level the sizes of the other index arrays its numeric setup reads (those of
-    :func:`._padded_setup.setup_sizes`; none where the setup is not padded)."""
+    per level the sizes of the other index arrays its numeric setup reads (those of
+    :func:`._padded_setup.setup_sizes`; none where the setup is not padded), and per level
+    the shape of its multicolor smoother's data (:func:`with_colors`; none without one)."""
 
     levels: tuple[LevelShape, ...]
     coarsest: tuple[int, int]
     setup: tuple[tuple[int, ...], ...] = ()
+    colors: tuple[ColorShape | None, ...] = ()
 
 
 def size_class(n: int, multiple: int = 1) -> int:
@@ -208,6 +219,75 @@ def _row_multiples(levels: Sequence, coarsest_block_dim: int) -> tuple[int, ...]
                                                                 strict=True))
 
 
+def with_colors(shape: HierarchyShape, orderings: Sequence[MulticolorOrdering | None]
+                ) -> HierarchyShape:
+    """``shape`` with the shapes its levels' multicolor smoother data are padded to, one
+    per level of ``orderings`` (None: a level without one).
+
+    A level's colors, hence the chunks a sweep visits and their windows
+    (:mod:`._multicolor`), differ from pattern to pattern. A shape already in use for that
+    level of ``shape`` is taken when the ordering fits it (:func:`_fit_colors`): the
+    cheapest; else a new one (:func:`_grown_colors`), remembered.
+    """
+    colors = []
+    with _LOCK:
+        for level, ordering in enumerate(orderings):
+            if ordering is None:
+                colors.append(None)
+                continue
+            key = (shape, level)
+            if key in _COLORS:
+                _COLORS.move_to_end(key)
+            fitting = [padded for padded in _COLORS.get(key, ())
+                       if _fit_colors(ordering, padded)]
+            if fitting:
+                colors.append(min(fitting, key=_sweep_cost))
+                continue
+            padded = _grown_colors(ordering)
+            _COLORS.setdefault(key, collections.deque(maxlen=_SHAPES_PER_SIZE)).appendleft(padded)
+            while len(_COLORS) > _SIZES_KEPT:
+                _COLORS.popitem(last=False)
+            colors.append(padded)
+    return shape._replace(colors=tuple(colors))
+
+
+# A chunk count a level keeps exactly when it has so few: a padding chunk costs a
+# chunk's work, and the finest level of a 2-colored stencil has 2.
+FEW_CHUNKS = 4
+
+
+def _grown_colors(ordering: MulticolorOrdering) -> ColorShape:
+    """A new padded shape for ``ordering``: chunks of a size class of the mean color's
+    rows, and the room of a small size (:func:`grown_size`; colors, hence chunks, vary
+    much between similar patterns) in their number (but a few) and in ``L``'s and
+    ``U``'s entries."""
+    chunk_rows = size_class(ordering.default_chunk_rows())
+    chunks = ordering.chunks(chunk_rows)[0].size
+    return ColorShape(
+        chunk_rows=chunk_rows,
+        n_chunks=chunks if chunks <= FEW_CHUNKS else grown_size(chunks, small=True),
+        lower_nnz=grown_size(ordering.lower.nnz, small=True),
+        upper_nnz=grown_size(ordering.upper.nnz, small=True))
+
+
+def _fit_colors(ordering: MulticolorOrdering, padded: ColorShape) -> bool:
+    """Whether ``ordering``'s arrays, cut into chunks of ``padded``'s rows, fit ``padded``
+    and a sweep over it costs less than ``2 ×`` one over its own chunks."""
+    own_rows = ordering.default_chunk_rows()
+    return (ordering.chunks(padded.chunk_rows)[0].size <= padded.n_chunks
+            and ordering.lower.nnz <= padded.lower_nnz
+            and ordering.upper.nnz <= padded.upper_nnz
+            and _sweep_cost(padded) < SMALL_LIMIT * _sweep_cost(ColorShape(
+                own_rows, ordering.chunks(own_rows)[0].size, ordering.lower.nnz,
+                ordering.upper.nnz)))
+
+
+def _sweep_cost(shape: ColorShape) -> int:
+    """What a sweep over data of ``shape`` reads: each chunk's window of rows, and the
+    entries of ``L`` and ``U`` (padding entries lie past every row's)."""
+    return shape.n_chunks * shape.chunk_rows + shape.lower_nnz + shape.upper_nnz
+
+
 def finest_rows(n: int, multiple: int = 1) -> int:
     """The rows a new padded shape gives a finest level of ``n`` rows (``n / multiple``
     nodes of ``multiple`` unknowns): ``n + n / 32`` rounded up to a step of ``2ᵉ ≥ 16``
@@ -304,6 +384,9 @@ _SHAPES: collections.OrderedDict[tuple, collections.deque[HierarchyShape]] = (
 _SHAPES_PER_SIZE = 64
 _SIZES_KEPT = 256
 _LOCK = threading.Lock()
+# The multicolor data shapes handed out, per (colorless) hierarchy shape and level.
+_COLORS: collections.OrderedDict[tuple, collections.deque[ColorShape]] = (
+    collections.OrderedDict())
 
 
 def _rows(shape: HierarchyShape) -> list[int]:
