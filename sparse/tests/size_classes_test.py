@@ -405,8 +405,10 @@ def test_clear_cache_keeps_the_compiled_setups_and_finalize_drops_them(x64, monk
 @pytest.mark.gpu
 @pytest.mark.skipif(not any(d.platform == "gpu" for d in jax.devices()), reason="needs a GPU")
 @pytest.mark.parametrize("amg", [{}, {"selector": "PMISC", "aggressive_levels": 1},
-                                 AGGREGATION["smoothed aggregation"]],
-                         ids=["HMIS D2", "PMISC + aggressive", "smoothed aggregation"])
+                                 AGGREGATION["smoothed aggregation"],
+                                 {"smoother": "MULTICOLOR_GS"}, {"smoother": "MULTICOLOR_DILU"}],
+                         ids=["HMIS D2", "PMISC + aggressive", "smoothed aggregation",
+                              "multicolor GS", "DILU"])
 def test_the_padded_numeric_setup_on_a_gpu(x64, amg):
     # The CUDA kernels on padded arrays (row pointers that end before their arrays, plan
     # pairs at A's end): the per-pattern setup's numbers (to rounding: XLA's segment sums
@@ -422,7 +424,8 @@ def test_the_padded_numeric_setup_on_a_gpu(x64, amg):
                                                  check=True).setup
     arrays = jax.device_put(structure.arrays, gpu)
     expected = _hierarchy.padded_hierarchy(jax.jit(_hierarchy.numeric_setup, static_argnums=0)(
-        _setup._without_arrays(structure), arrays, first.values, None), structure.shape)
+        _setup._without_arrays(structure), arrays, first.values, None), structure.shape,
+        _setup.multicolor_paddings(structure))
     for got, want in zip(jax.tree.leaves(padded), jax.tree.leaves(expected), strict=True):
         np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-12,
                                    atol=1e-14 * float(np.max(np.abs(np.asarray(want)),
