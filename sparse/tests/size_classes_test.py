@@ -90,8 +90,9 @@ def test_a_hierarchy_takes_a_shape_in_use_that_fits_it():
 
 @pytest.fixture
 def fresh_shapes(monkeypatch):
-    """No shape handed out yet (none of an earlier test's to take)."""
+    """No shape handed out yet (none of an earlier test's to take), nor color shape."""
     monkeypatch.setattr(_size_classes, "_SHAPES", collections.OrderedDict())
+    monkeypatch.setattr(_size_classes, "_COLORS", collections.OrderedDict())
 
 
 def test_small_sizes_have_room_for_a_similar_pattern_either_way(fresh_shapes):
