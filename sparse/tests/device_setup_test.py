@@ -159,6 +159,7 @@ def test_concrete_values_set_up_anew_unless_reuse_setup():
     assert kept()[0] is first[0] and kept()[1] is first[1]
     _, info = sparse.solve(A.with_values(2 * A.values), b, config=config("DEVICE"))
     assert kept()[0] is not first[0]  # AmgX's full setup, on the device
+    assert kept()[0].finest.indices is first[0].finest.indices  # the pattern not sent again
     assert sparse.Status(int(info.status)).name == "SUCCESS"
 
 

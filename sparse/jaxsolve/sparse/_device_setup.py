@@ -168,7 +168,8 @@ class DeviceStructure:
 
 
 def build_device_structure(pattern: CsrStructure, values: jax.Array | None,
-                           config: AMGConfig) -> DeviceStructure:
+                           config: AMGConfig, *, finest: CsrArrays | None = None
+                           ) -> DeviceStructure:
     """Builds the aggregation hierarchy's structure of ``pattern`` on the device.
 
     The finest level is padded by :func:`finest_sizes`, every coarse level by
@@ -181,6 +182,9 @@ def build_device_structure(pattern: CsrStructure, values: jax.Array | None,
         :func:`finest_sizes`, whose magnitudes the couplings follow; None to couple by the pattern
         alone (each stored direction of a pair ½, on every level).
       config: an unsmoothed aggregation configuration of a scalar system.
+      finest: the padded finest pattern on the device of an earlier structure of
+        ``pattern`` (:attr:`DeviceStructure.finest`), taken instead of a new copy when its
+        sizes are this one's.
 
     Raises:
       ValueError: if a row stores no diagonal entry, or the coarsest level has too many
@@ -188,14 +192,17 @@ def build_device_structure(pattern: CsrStructure, values: jax.Array | None,
     """
     clock = time.perf_counter()
     rows, nnz = finest_sizes(pattern.n_rows, pattern.nnz)
-    padded = pad_pattern(pattern, rows, nnz)
     weighted = values is not None
     with jax.ensure_compile_time_eval():  # concrete, also while a caller's jit traces
-        indptr, indices = jax.device_put(padded.indptr), jax.device_put(padded.indices)
+        if finest is not None and (finest.n_rows, finest.indices.shape[0]) == (rows, nnz):
+            indptr, indices = finest.indptr, finest.indices
+        else:
+            padded = pad_pattern(pattern, rows, nnz)
+            indptr, indices = jax.device_put(padded.indptr), jax.device_put(padded.indices)
         if values is None:
-            values = jax.device_put(np.ones(padded.nnz, np.float32))
-    if values.shape != (padded.nnz,):
-        raise ValueError(f"build_device_structure: values must be padded to {padded.nnz}"
+            values = jax.device_put(np.ones(nnz, np.float32))
+    if values.shape != (nnz,):
+        raise ValueError(f"build_device_structure: values must be padded to {nnz}"
                          f" entries, got shape {values.shape}.")
     seconds = {"to the device": time.perf_counter() - clock}
     clock = time.perf_counter()
@@ -220,6 +227,8 @@ def build_device_structure(pattern: CsrStructure, values: jax.Array | None,
                                n_true, np.int32(coarse_nnz), rows=rows,
                                coarse_rows=coarse_sizes.coarse_rows,
                                coarse_nnz_padded=coarse_sizes.coarse_nnz)
+        if not levels:  # the finest pattern as sent, not an equal copy
+            level = level._replace(a=level.a._replace(indptr=indptr, indices=indices))
         levels.append(level)
         sizes.append(coarse_sizes)
         rows = coarse_sizes.coarse_rows
@@ -266,7 +275,8 @@ def cached_setup(pattern: CsrStructure, pattern_key: str, values: jax.Array | No
     if values is None or (reuse_setup and entry.numbers is not None):
         return entry.structure, entry.numbers if reuse_setup else None
     if not built and not reuse_setup and config.structure_reuse_levels == 0:
-        entry.structure = build_device_structure(pattern, values, config)
+        entry.structure = build_device_structure(pattern, values, config,
+                                                 finest=entry.structure.finest)
     entry.numbers = numbers_now(entry.structure, values)
     return entry.structure, entry.numbers
 
