@@ -179,8 +179,8 @@ def build_device_structure(pattern: CsrStructure, values: jax.Array | None,
     Args:
       pattern: the finest operator's pattern.
       values: its concrete values, padded with zeros to the nonzeros of
-        :func:`finest_sizes`, whose magnitudes the couplings follow; None to couple by the pattern
-        alone (each stored direction of a pair ½, on every level).
+        :func:`finest_sizes`, whose magnitudes the couplings follow; None to couple by the
+        pattern alone (each stored direction of a pair ½, on every level).
       config: an unsmoothed aggregation configuration of a scalar system.
       finest: the padded finest pattern on the device of an earlier structure of
         ``pattern`` (:attr:`DeviceStructure.finest`), taken instead of a new copy when its
@@ -219,9 +219,9 @@ def build_device_structure(pattern: CsrStructure, values: jax.Array | None,
             check_stored_diagonal(np.flatnonzero(np.asarray(coarse.diagonal)[:n_true] < 0))
         if count >= n_true:  # no coarsening: stop here
             break
-        finest = levels[0].a.n_rows if levels else rows
+        top = levels[0].a.n_rows if levels else rows  # the padded finest rows
         coarse_sizes = LevelSizes(rows, triplets[0].shape[0], *_padded_sizes(
-            (finest, len(levels)), count, coarse_nnz, tiny_rows=finest // TINY,
+            (top, len(levels)), count, coarse_nnz, tiny_rows=top // TINY,
             coarsest=count <= config.min_coarse_rows or len(levels) + 2 >= config.max_levels))
         level, triplets = _run(_level_arrays, triplets[0], triplets[1], coarse,
                                n_true, np.int32(coarse_nnz), rows=rows,
