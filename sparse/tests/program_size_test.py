@@ -217,3 +217,40 @@ def test_block_jacobi_gathers_its_blocks_by_the_structures_positions(x64, solver
     expected = [0.8 * np.linalg.inv(block) if block.any() else np.zeros((2, 2))
                 for block in blocks]
     np.testing.assert_allclose(np.asarray(scale(a.values, positions)), expected, rtol=1e-13)
+
+
+@pytest.mark.parametrize("keys", [{}, {"algorithm": "AGGREGATION"}])
+def test_values_on_the_host_choose_the_coarsest_inverse_before_the_setup(x64, keys):
+    """Whether the finest matrix annihilates the constants is found on the host for values
+    there (as the device finds it), so the numeric setup compiles the one coarsest inverse
+    it needs: LU for a regular system, the SVD's pseudo-inverse for a singular one, no
+    ``cond`` compiling both."""
+    config = _amg(keys, min_coarse_rows=10)
+    path = np.eye(20, k=1) + np.eye(20, k=-1)
+    neighbours = np.kron(path, np.eye(20)) + np.kron(np.eye(20), path)
+    neumann = np.diag(neighbours.sum(axis=1)) - neighbours  # every row sums to zero
+    for dense, singular in ((neumann + np.diag(np.linspace(0.1, 1, 400)), False),
+                            (neumann, True)):
+        a = csr(dense)
+        pattern = CsrStructure(np.asarray(a.indptr), np.asarray(a.indices), 400)
+        structure = _hierarchy.build_structure(pattern, np.asarray(a.values), 1, config)
+        assert _hierarchy.annihilates_constants_on_host(structure, a.values) is singular
+        assert bool(_hierarchy.annihilates_constants(a)) is singular
+        padded = np.pad(np.asarray(a.values), (0, 7))  # values padded to a size class
+        assert _hierarchy.annihilates_constants_on_host(structure, padded) is singular
+        if structure.padded_setup is None:
+            def setup(values, singular):
+                return _hierarchy.numeric_setup(structure, structure.arrays, values, None,
+                                                singular)
+        else:
+            def setup(values, singular):
+                return _hierarchy.padded_numeric_setup(structure.padded_setup,
+                                                       structure.arrays, values, None,
+                                                       singular)
+        names = primitives(lambda v: setup(v, singular), a.values)
+        assert "cond" not in names and ("svd" in names) is singular and (
+            "lu" in names) is not singular
+        assert "cond" in primitives(lambda v: setup(v, None), a.values)  # traced values
+    nullspace = dataclasses.replace(config, coarse_null_dimension=1)  # given: no test
+    structure = _hierarchy.build_structure(pattern, np.asarray(a.values), 1, nullspace)
+    assert _hierarchy.annihilates_constants_on_host(structure, a.values) is None

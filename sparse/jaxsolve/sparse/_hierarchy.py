@@ -610,6 +610,7 @@ def numeric_setup(
     arrays: StructureArrays,
     values: jax.Array,
     near_nullspace: jax.Array | None,
+    singular: bool | None = None,
 ) -> Hierarchy:
     """The hierarchy's numbers for ``values`` on ``structure``'s pattern (jit-able).
 
@@ -619,6 +620,8 @@ def numeric_setup(
         arrays are jit arguments or constants).
       values: ``(nnz,)`` values of the finest operator.
       near_nullspace: ``(n, k)`` near-null space, or None for the constant vector.
+      singular: whether ``values`` annihilate the constants, found before
+        (:func:`annihilates_constants_on_host`), or None to find it here.
     """
     # Closed over by a caller's jit, the index arrays are constants; the barrier keeps XLA
     # from constant-folding the products' index arithmetic (seconds of compile time).
@@ -644,7 +647,7 @@ def numeric_setup(
                                    arrays.coarsest_row_ids, arrays.coarsest_ordering,
                                    structure.config,
                                    structure.coarsest_block_dim,
-                                   lambda: annihilates_constants(finest), start=start),
+                                   _singular(singular, finest), start=start),
         config=structure.config,
     )
 
@@ -696,10 +699,12 @@ class PaddedSetup:
 
 
 def padded_numeric_setup(setup: PaddedSetup, arrays: StructureArrays, values: jax.Array,
-                         near_nullspace: jax.Array | None = None) -> Hierarchy:
+                         near_nullspace: jax.Array | None = None,
+                         singular: bool | None = None) -> Hierarchy:
     """:func:`numeric_setup` on a classical or aggregation structure's padded
     ``arrays``, its numbers padded as :func:`padded_hierarchy` pads them (jit-able, with
-    ``setup`` static; on the CPU or a CUDA GPU, whose native kernels it calls).
+    ``setup`` and ``singular`` static; on the CPU or a CUDA GPU, whose native kernels it
+    calls).
 
     Compiled once for every structure whose ``padded_setup`` is ``setup``: a new pattern
     of a size class already seen sets up without compiling. See :mod:`._padded_setup` for
@@ -755,7 +760,7 @@ def padded_numeric_setup(setup: PaddedSetup, arrays: StructureArrays, values: ja
         coarsest=_coarsest_numbers(arrays.coarsest._replace(values=a_values),
                                    arrays.coarsest_diagonal, arrays.coarsest_row_ids, None,
                                    config, setup.block_dims[-1],
-                                   lambda: annihilates_constants(finest), rows=arrays.rows[-1],
+                                   _singular(singular, finest), rows=arrays.rows[-1],
                                    start=start),
         config=config,
     )
@@ -944,14 +949,52 @@ def annihilates_constants(a: CsrArrays) -> jax.Array:
     sums = a.matvec(jnp.ones(a.n_rows, a.values.dtype))
     magnitudes = a._replace(values=jnp.abs(a.values)).matvec(
         jnp.ones(a.n_rows, jnp.abs(a.values).dtype))
-    tolerance = jnp.sqrt(jnp.finfo(magnitudes.dtype).eps)
-    return jnp.all(jnp.abs(sums) <= tolerance * magnitudes)
+    return _vanish(jnp, sums, magnitudes)
+
+
+def annihilates_constants_on_host(structure: HierarchyStructure, values: Any) -> bool | None:
+    """:func:`annihilates_constants` of the finest matrix, for ``values`` (possibly padded)
+    in host memory (NumPy or on the CPU), when the coarsest level's dense inverse depends
+    on it; else None.
+
+    Known before the numeric setup, the coarsest level compiles the one inverse it needs:
+    the LU factorization's, or a singular system's SVD, not both behind a ``cond`` (a
+    third of the coarsest level's compile time).
+    """
+    config = structure.config
+    if (config.coarse_iterations is not None or config.coarse_solver == "NOSOLVER"
+            or config.coarse_null_dimension or not in_host_memory(values)):
+        return None
+    finest = structure.levels[0].a if structure.levels else structure.coarsest
+    values = np.asarray(values)[:finest.nnz]
+    rows = finest.indptr[:-1]  # every row stores its diagonal: none is empty
+    sums = np.add.reduceat(values, rows)
+    magnitudes = np.add.reduceat(np.abs(values), rows)
+    return bool(_vanish(np, sums, magnitudes))
+
+
+def _vanish(xp, sums: Any, magnitudes: Any) -> Any:
+    """Whether every row sum is at most ``√ε`` of the row's magnitudes."""
+    tolerance = xp.sqrt(xp.finfo(magnitudes.dtype).eps)
+    return xp.all(xp.abs(sums) <= tolerance * magnitudes)
+
+
+def in_host_memory(values: Any) -> bool:
+    """Whether concrete ``values`` are in host memory: a NumPy array, or a JAX array on
+    the CPU (which NumPy reads where it is)."""
+    return not isinstance(values, jax.Array) or all(device.platform == "cpu"
+                                                    for device in values.devices())
+
+
+def _singular(singular: bool | None, finest: CsrArrays) -> bool | Callable[[], jax.Array]:
+    """``singular`` if known, else how to find it on the device."""
+    return (lambda: annihilates_constants(finest)) if singular is None else singular
 
 
 def _coarsest_numbers(
     a: CsrArrays, diagonal_positions: jax.Array, row_ids: jax.Array | None,
     ordering: MulticolorArrays | None,
-    config: AMGConfig, block_dim: int, singular: Callable[[], jax.Array],
+    config: AMGConfig, block_dim: int, singular: bool | Callable[[], jax.Array],
     rows: jax.Array | None = None, start: jax.Array | None = None,
 ) -> CoarsestNumbers:
     """The coarsest level's numbers: its smoother's data, or its dense inverse.
@@ -959,8 +1002,9 @@ def _coarsest_numbers(
     ``row_ids``: the row of each of ``a``'s entries, for its dense inverse.
 
     The inverse is a pseudo-inverse when the system is known to be singular
-    (``coarse_null_dimension``) or found to be (``singular()``: the finest matrix
-    annihilates the constants); else the inverse from an LU factorization.
+    (``coarse_null_dimension``) or found to be (``singular``, or ``singular()`` on the
+    device: the finest matrix annihilates the constants); else the inverse from an LU
+    factorization.
 
     ``rows``: the true rows of a padded ``a`` (:mod:`._padded_setup`): the padding rows
     are decoupled from them, with a diagonal of ``a``'s largest magnitude (which changes
@@ -1000,7 +1044,10 @@ def _coarsest_numbers(
     def found_singular(dense):
         return _pseudo_inverse(dense, 1, relative_cutoff=jnp.sqrt(jnp.finfo(dense.dtype).eps))
 
-    inverse = jax.lax.cond(singular(), found_singular, lu_inverse, dense)
+    if isinstance(singular, bool):
+        inverse = found_singular(dense) if singular else lu_inverse(dense)
+    else:
+        inverse = jax.lax.cond(singular(), found_singular, lu_inverse, dense)
     return CoarsestNumbers(a=a, inverse=true_block(inverse), smoother=None)
 
 

@@ -24,7 +24,8 @@ from ._config import AMGConfig, RelaxationConfig, SolverConfig
 from ._csr import CsrMatrix, as_csr
 from ._csr_arrays import CsrArrays, CsrStructure
 from ._device_setup import DeviceStructure
-from ._hierarchy import (Hierarchy, HierarchyStructure, StructureArrays, build_structure,
+from ._hierarchy import (Hierarchy, HierarchyStructure, StructureArrays,
+                         annihilates_constants_on_host, build_structure,
                          numeric_setup, padded_hierarchy, padded_numeric_setup, sharing_arrays)
 from ._multicolor import (MULTICOLOR_SMOOTHERS, MulticolorArrays, multicolor_ordering,
                           multicolor_padding)
@@ -515,13 +516,14 @@ def _relaxation_data(matrix: CsrArrays, diagonal: jax.Array, config: RelaxationC
     return relaxation_data(matrix, diagonal, config, ordering, block_dim=config.block_dim)
 
 
-@functools.partial(jax.jit, static_argnums=0)
-def _numeric_setup(structure, arrays, values, near_nullspace):
+@functools.partial(jax.jit, static_argnums=(0, 4))
+def _numeric_setup(structure, arrays, values, near_nullspace, singular):
     # Padded to the structure's size classes: a solve with these numbers compiles once for
     # every pattern whose levels fall into the same classes (see _size_classes.py). The
     # values may come padded to the finest level's class: their true part is read.
     values = values[:(structure.levels[0].a if structure.levels else structure.coarsest).nnz]
-    return padded_hierarchy(numeric_setup(structure, arrays, values, near_nullspace),
+    return padded_hierarchy(numeric_setup(structure, arrays, values, near_nullspace,
+                                          singular),
                             structure.shape, multicolor_paddings(structure))
 
 
@@ -551,31 +553,34 @@ def numeric_setup_now(structure: HierarchyStructure, values: jax.Array,
     so are ``values`` here (when they are not already): a numeric setup of a size class
     (:func:`_compiled_numeric_setup`) takes them and ``near_nullspace`` padded. The
     executable is kept on the structure, one per kind of input (shape, dtype and
-    placement of ``values`` and ``near_nullspace``), so it lives as long as the setup cache
-    keeps the structure. Lowering again at every re-setup, although JAX then finds the
-    compiled program in its cache, re-traced the setup and went through the slow call path
-    of a new executable: on the H200 at 128³ the host spent milliseconds there before the
-    device started, as long as the device's whole numeric setup.
+    placement of ``values`` and ``near_nullspace``, and whether values in host memory
+    annihilate the constants, which chooses the coarsest level's inverse), so it lives as
+    long as the setup cache keeps the structure. Lowering again at every re-setup, although
+    JAX then finds the compiled program in its cache, re-traced the setup and went through
+    the slow call path of a new executable: on the H200 at 128³ the host spent milliseconds
+    there before the device started, as long as the device's whole numeric setup.
     """
     values = resized_rows(values, _finest_nonzeros(structure))
+    singular = annihilates_constants_on_host(structure, values)
     if near_nullspace is not None and _padded_setup_on(structure, values):
         arrays = structure.arrays
         near_nullspace = resized_rows(
             jnp.asarray(near_nullspace),
             (arrays.levels[0].a if arrays.levels else arrays.coarsest).n_rows)
     executables = structure.__dict__.setdefault("_numeric_setup_executables", {})
-    key = (_input_kind(values), _input_kind(near_nullspace))
+    key = (_input_kind(values), _input_kind(near_nullspace), singular)
     compiled = executables.get(key)
     if compiled is None:
-        compiled = _compiled_numeric_setup(structure, values, near_nullspace)
+        compiled = _compiled_numeric_setup(structure, values, near_nullspace, singular)
         executables[key] = compiled
     return sharing_arrays(compiled(structure.arrays, values, near_nullspace),
                           structure.arrays, values)
 
 
 def _compiled_numeric_setup(structure: HierarchyStructure, values: jax.Array,
-                            near_nullspace: jax.Array | None) -> Any:
-    """The compiled numeric setup of ``structure`` for inputs like these.
+                            near_nullspace: jax.Array | None, singular: bool | None) -> Any:
+    """The compiled numeric setup of ``structure`` for inputs like these, and values that
+    annihilate the constants (``singular``; None: found by the program).
 
     For a classical structure on the CPU or a CUDA GPU, the program of its size class
     (:func:`._hierarchy.padded_numeric_setup`), compiled once for every structure of the
@@ -586,14 +591,14 @@ def _compiled_numeric_setup(structure: HierarchyStructure, values: jax.Array,
     setup = structure.padded_setup
     if not _padded_setup_on(structure, values):
         return _numeric_setup.lower(_without_arrays(structure), structure.arrays, values,
-                                    near_nullspace).compile(COMPILER_OPTIONS)
+                                    near_nullspace, singular).compile(COMPILER_OPTIONS)
     return PADDED_SETUP_PROGRAMS.get(
-        (setup, _input_kind(values), _input_kind(near_nullspace)),
+        (setup, _input_kind(values), _input_kind(near_nullspace), singular),
         lambda: _padded_numeric_setup.lower(setup, structure.arrays, values,
-                                            near_nullspace).compile(COMPILER_OPTIONS))
+                                            near_nullspace, singular).compile(COMPILER_OPTIONS))
 
 
-_padded_numeric_setup = jax.jit(padded_numeric_setup, static_argnums=0)
+_padded_numeric_setup = jax.jit(padded_numeric_setup, static_argnums=(0, 4))
 
 
 def _padded_setup_on(structure: HierarchyStructure, values: Any) -> bool:

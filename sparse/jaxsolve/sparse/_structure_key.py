@@ -47,7 +47,7 @@ from ._compiled_programs import CompiledPrograms
 from ._compiler_options import COMPILER_OPTIONS
 from ._config import AMGConfig
 from ._csr_arrays import CsrArrays
-from ._hierarchy import HierarchyStructure
+from ._hierarchy import HierarchyStructure, in_host_memory
 
 # The seeds of the digest's two sums.
 _SEEDS = (0x9E3779B9, 0x7F4A7C15)
@@ -69,8 +69,7 @@ def values_key(structure: HierarchyStructure, values: jax.Array) -> str:
       A hex digest, equal for values on one kind of device that :mod:`this module
       <._structure_key>` says share a structure.
     """
-    if not isinstance(values, jax.Array) or all(device.platform == "cpu"
-                                                 for device in values.devices()):
+    if in_host_memory(values):
         return _host_key(structure, np.asarray(values))
     arrays = structure.arrays
     finest = arrays.levels[0].a if arrays.levels else arrays.coarsest
