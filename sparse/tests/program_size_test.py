@@ -6,6 +6,7 @@ timed."""
 import dataclasses
 
 import jax
+import jax.extend.backend
 import jax.extend.core
 import jax.numpy as jnp
 import numpy as np
@@ -254,3 +255,28 @@ def test_values_on_the_host_choose_the_coarsest_inverse_before_the_setup(x64, ke
     nullspace = dataclasses.replace(config, coarse_null_dimension=1)  # given: no test
     structure = _hierarchy.build_structure(pattern, np.asarray(a.values), 1, nullspace)
     assert _hierarchy.annihilates_constants_on_host(structure, a.values) is None
+
+
+@pytest.mark.parametrize("keys", [{}, {"algorithm": "AGGREGATION",
+                                       "jaxsolve_smoothed_aggregation": 1}])
+def test_a_setup_traces_no_fallback_where_every_platform_has_the_native_kernels(
+        x64, keys, monkeypatch):
+    """Where every platform of the process runs the native kernels (here the CPU), the
+    numeric setup's sparse products and interpolation weights call them directly: no
+    ``platform_dependent`` whose XLA fallback is traced too (a tenth of a second a product
+    at 100 000 rows). A process with another platform keeps the fallback for it."""
+    A = sparse.as_csr(matrices.poisson_matrix(24))
+    pattern = CsrStructure(np.asarray(A.indptr, np.int32), np.asarray(A.indices, np.int32),
+                           A.shape[1])
+    values = jnp.asarray(A.values)
+
+    def setup_primitives():  # of a structure of its own: JAX keeps traces per plan
+        structure = _hierarchy.build_structure(pattern, np.asarray(values), 1,
+                                               _amg(keys, min_coarse_rows=10))
+        assert len(structure.levels) >= 2
+        return primitives(lambda values: _hierarchy.numeric_setup(
+            structure, structure.arrays, values, None), values)
+
+    assert "platform_index" not in setup_primitives()
+    monkeypatch.setattr(jax.extend.backend, "backends", lambda: {"cpu": None, "tpu": None})
+    assert "platform_index" in setup_primitives()

@@ -339,8 +339,10 @@ def _native_weights(full_nnz, arrays, values, indices, indptr, diagonal, p_indpt
         return interpolation_values(jnp, arrays, full_nnz, values, rows, indices, diagonal,
                                     p_indptr)
 
-    return jax.lax.platform_dependent(arrays, values, indices, indptr, diagonal, p_indptr,
-                                      cpu=native, cuda=native, default=formula)
+    operands = (arrays, values, indices, indptr, diagonal, p_indptr)
+    if _ffi_primitives.native_on_every_platform():
+        return native(*operands)
+    return jax.lax.platform_dependent(*operands, cpu=native, cuda=native, default=formula)
 
 
 @_native_weights.defjvp
