@@ -285,6 +285,19 @@ class TestKrylov:
 
 
 class TestCg:
+    def test_a_preconditioner_is_traced_once(self):
+        """CG traces its preconditioner where its loop applies it, once: checking its
+        shape by tracing it beforehand too doubled the tracing of an AMG cycle."""
+        traced = []
+
+        def precondition(r):
+            traced.append(r.shape)
+            return r / 2
+
+        x, info = cg(lambda v: 2 * v, jnp.ones(3), precondition=precondition)
+        assert int(info.status) == Status.SUCCESS and traced == [(3,)]
+        np.testing.assert_allclose(x, 0.5)
+
     def test_cg_jacobi_helps_on_badly_scaled_matrix(self, x64):
         scaling = scipy.sparse.diags(np.logspace(0, 3, 64))
         reference = (scaling @ poisson(8) @ scaling).tocsr()
