@@ -192,8 +192,9 @@ def test_statistics_count_levels_and_memory():
     assert stats.rows[0] == 1728 and stats.nonzeros[0] == 1728 * 7 - 6 * 144
     assert all(a > b for a, b in zip(stats.rows, stats.rows[1:]))
     assert stats.operator_complexity == pytest.approx(sum(stats.nonzeros) / stats.nonzeros[0])
-    assert set(stats.bytes_kept) == {"finest pattern", "coarse operators", "transfer operators",
-                                     "smoothers", "coarsest inverse", "product plans"}
+    assert set(stats.bytes_kept) == {"finest pattern", "finest values", "coarse operators",
+                                     "transfer operators", "smoothers", "coarsest inverse",
+                                     "product plans"}
     assert "operator complexity" in str(stats)
     # the setup's phases, each timed (the numeric one once more by describe itself)
     assert list(stats.setup_seconds) == ["aggregation", "sparse products", "coloring",
@@ -207,6 +208,26 @@ def test_statistics_count_levels_and_memory():
     assert stats.colors == (2,) * (len(stats.rows) - 1) + (0,)
     header, finest = str(stats).splitlines()[1:3]
     assert header.endswith("colors") and finest.endswith(" 2")
+
+
+def test_statistics_count_every_array_the_kept_hierarchy_holds_but_a_values():
+    # 3D Poisson 12³ (1728 rows, 11 232 nonzeros) is no size class: the hierarchy's finest
+    # level is padded, its values a padded copy of A's, which the memory kept counts. The
+    # hierarchy holds no other array that describe leaves out.
+    A = sparse.as_csr(matrices.poisson3d_matrix(12))
+    sparse.clear_cache()
+    stats = sparse.describe(A)
+    # describe's hierarchy, which the setup cache keeps
+    config = sparse.parse_amgx_config(None)
+    system = _setup.System.for_matrix(A, config, None, reuse_setup=True, check=True)
+    structure, numbers = system.setup
+    finest = numbers.levels[0].a.values
+    assert finest.shape[0] > A.nnz and finest is not A.values
+    held = {id(leaf): leaf.nbytes for leaf in jax.tree.leaves((structure.arrays, numbers))
+            if leaf is not A.values}
+    assert sum(stats.bytes_kept.values()) == sum(held.values())
+    assert stats.bytes_kept["finest values"] == finest.nbytes
+    assert "finest values" in str(stats)
 
 
 def test_kept_hierarchy_shares_the_structures_arrays_and_the_matrix_values(x64):

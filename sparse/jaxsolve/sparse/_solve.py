@@ -366,7 +366,7 @@ def _print_grid_stats(reports: Reports, system: System, matrix) -> None:
     structure, numbers = system.setup
     if numbers is not None:
         log(f"{reports.solver}: print_grid_stats\n"
-            f"{statistics(structure, numbers, matrix.values.dtype.itemsize)}")
+            f"{statistics(structure, numbers, matrix.values)}")
 
 
 @functools.lru_cache(maxsize=16)

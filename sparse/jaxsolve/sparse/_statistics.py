@@ -41,10 +41,12 @@ class HierarchyStatistics:
         weights, which the numeric re-setup reads), ``"product plans"`` (what else it reads
         besides the operators: the patterns of the products ``A P``, the map from ``P``'s
         values to ``R``'s, the aggregates, diagonal positions, where ``T`` sits in ``P``),
-        ``"smoothers"``, ``"coarsest inverse"`` and ``"finest pattern"`` (the device copy of
-        ``A``'s own index arrays). Each array counts once. The finest operator's values are not
-        counted: the hierarchy shares ``A``'s own (or keeps a rounded copy, when its
-        precision is lower).
+        ``"smoothers"``, ``"coarsest inverse"``, ``"finest pattern"`` (the device copy of
+        ``A``'s own index arrays, padded to the finest level's size class) and, where the
+        hierarchy keeps a copy of ``A``'s values, ``"finest values"``: ``A``'s values padded
+        with zeros to that class (when its nonzeros are not the class's), or rounded (when
+        the hierarchy's precision is lower). Each array counts once; ``A``'s own values,
+        which a hierarchy of ``A``'s size and precision shares, do not count.
       matrix_bytes: bytes of ``A`` itself in CSR (values, int32 indices and row pointers),
         the yardstick for ``bytes_kept``.
       setup_seconds: the setup's time by phase: the structure's on the host when it was
@@ -141,7 +143,7 @@ def describe(A: Any, config: Any = None, *,
         if isinstance(structure, DeviceStructure)
         else numeric_setup_now(structure, matrix.values, near_nullspace))
     numeric_seconds = time.perf_counter() - start
-    return statistics(structure, numbers, matrix.values.dtype.itemsize, numeric_seconds)
+    return statistics(structure, numbers, matrix.values, numeric_seconds)
 
 
 def level_sizes(structure: HierarchyStructure | DeviceStructure
@@ -181,10 +183,12 @@ def parts_statistics(parts: Sequence[Sequence[tuple[int, int]]], bytes_kept: dic
 
 
 def statistics(structure: HierarchyStructure | DeviceStructure, numbers: Hierarchy,
-               itemsize: int, numeric_seconds: float | None = None) -> HierarchyStatistics:
-    """The :class:`HierarchyStatistics` of a built hierarchy (and a numeric setup's time)."""
+               values: jax.Array, numeric_seconds: float | None = None) -> HierarchyStatistics:
+    """The :class:`HierarchyStatistics` of a hierarchy built for a matrix of ``values``
+    (and a numeric setup's time): the hierarchy's finest values count where they are not
+    ``values`` themselves."""
     rows, nonzeros = (tuple(column) for column in zip(*level_sizes(structure), strict=True))
-    counted: set[int] = set()
+    counted: set[int] = {id(values)}  # the user's, shared
 
     def size(*trees: Any) -> int:
         total = 0
@@ -196,8 +200,10 @@ def statistics(structure: HierarchyStructure | DeviceStructure, numbers: Hierarc
 
     arrays = structure.arrays
     finest = arrays.levels[0].a if arrays.levels else arrays.coarsest
+    finest_values = (numbers.levels[0] if numbers.levels else numbers.coarsest).a.values
     parts = {
         "finest pattern": size(finest.indices, finest.indptr),
+        "finest values": size(finest_values),  # a padded or rounded copy, or A's own
         "coarse operators": size([level.a for level in numbers.levels[1:]],
                                  numbers.coarsest.a),
         "transfer operators": size([(level.p, level.r) for level in numbers.levels]),
@@ -211,10 +217,13 @@ def statistics(structure: HierarchyStructure | DeviceStructure, numbers: Hierarc
     if any(interpolation is not None for interpolation in interpolations):
         parts["interpolation plans"] = size(interpolations)
     parts["product plans"] = size(structure.arrays)
+    if not parts["finest values"]:
+        del parts["finest values"]
     return HierarchyStatistics(
         rows=rows, nonzeros=nonzeros,
         grid_complexity=sum(rows) / rows[0], operator_complexity=sum(nonzeros) / nonzeros[0],
-        bytes_kept=parts, matrix_bytes=nonzeros[0] * (itemsize + 4) + 4 * (rows[0] + 1),
+        bytes_kept=parts,
+        matrix_bytes=nonzeros[0] * (values.dtype.itemsize + 4) + 4 * (rows[0] + 1),
         setup_seconds={**structure.setup_seconds, **(
             {} if numeric_seconds is None else {"numeric setup": numeric_seconds})},
         block_dims=(1,) * len(rows) if device
