@@ -523,3 +523,44 @@ def test_a_new_pattern_with_a_multicolor_smoother_compiles_nothing(x64, fresh_sh
                                                     config=config))(second.values)
     assert int(info.iterations) == int(traced.iterations) > 3
     np.testing.assert_allclose(x, y, rtol=1e-9, atol=1e-12 * float(jnp.max(jnp.abs(y))))
+
+
+def test_a_matrix_of_its_size_class_shares_its_values_with_the_kept_hierarchy(fresh_shapes):
+    # The 32 × 32 grid's shape pads its finest level to 1056 rows and 5376 nonzeros: those
+    # of a 32 × 33 grid with 113 pairs of explicit zeros between diagonal neighbours, which
+    # takes that shape. Nothing to pad: the hierarchy keeps A's own values, no copy.
+    def grid(nx: int, ny: int, zeros: int) -> sparse.CsrMatrix:
+        def line(m: int) -> scipy.sparse.dia_array:
+            return scipy.sparse.diags_array([-1.0, 2.0, -1.0], offsets=[-1, 0, 1], shape=(m, m))
+
+        a = scipy.sparse.kron(line(ny), scipy.sparse.eye(nx)) + scipy.sparse.kron(
+            scipy.sparse.eye(ny), line(nx))
+        i = np.arange(zeros) + np.arange(zeros) // (nx - 1)  # not past a grid row's end
+        a = scipy.sparse.coo_array(a)
+        rows, columns = (np.concatenate([a.row, i, i + nx + 1]),
+                         np.concatenate([a.col, i + nx + 1, i]))
+        values = np.concatenate([a.data, np.zeros(2 * zeros)])
+        return sparse.as_csr(scipy.sparse.csr_array((values, (rows, columns)), shape=a.shape))
+
+    config = sparse.parse_amgx_config(None)
+
+    def kept(A: sparse.CsrMatrix):
+        return _setup.System.for_matrix(A, config, None, reuse_setup=True, check=True).setup
+
+    sparse.clear_cache()
+    sparse.describe(grid(32, 32, 0))
+    finest = kept(grid(32, 32, 0))[0].shape.levels[0]
+    assert (finest.rows, finest.a_nnz) == (1056, 5376)
+    A = grid(32, 33, 113)
+    assert (A.shape[0], A.nnz) == (1056, 5376)
+    stats = sparse.describe(A)
+    structure, numbers = kept(A)
+    assert structure.shape.levels[0] == finest
+    values = numbers.levels[0].a.values
+    assert values is A.values
+    assert values.unsafe_buffer_pointer() == A.values.unsafe_buffer_pointer()
+    assert "finest values" not in stats.bytes_kept
+    # the solve pads nothing either, and converges
+    x, info = sparse.solve(A, jnp.ones(A.shape[0]), config=config, reuse_setup=True)
+    assert info.status == sparse.Status.SUCCESS and x.shape == (1056,)
+    assert kept(A)[1].levels[0].a.values is A.values
