@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from jaxsolve import sparse
-from jaxsolve.sparse import _hierarchy, _relaxation, matrices
+from jaxsolve.sparse import _hierarchy, _krylov, _relaxation, matrices
 from jaxsolve.sparse._config import RelaxationConfig
 from jaxsolve.sparse._csr_arrays import CsrArrays, CsrStructure
 
@@ -85,6 +85,21 @@ def test_cg_holds_one_copy_of_the_preconditioner(x64):
     names = primitives(lambda b: sparse.cg(lambda v: 4 * v, b, precondition=precondition)[0],
                        b)
     assert names.count("sin") == 1
+
+
+def test_the_accuracy_test_draws_no_random_bits(x64):
+    """The true-residual test's sign vector (its ``‖A‖`` estimate) is a hash of the index,
+    not ``jax.random``'s generator, which compiled threefry into every solve program; it
+    estimates ``‖A‖`` as random signs do: the root-mean-square row norm."""
+    A = sparse.as_csr(matrices.poisson_matrix(30))
+    names = primitives(lambda b: sparse.cg(A.matvec, b)[0], jnp.ones(A.shape[0]))
+    assert "random_bits" not in names and "threefry2x32" not in names
+    signs = np.asarray(_krylov._sign_probe((A.shape[0],), np.float64))
+    assert set(signs) == {-1.0, 1.0} and abs(signs.mean()) < 3 / np.sqrt(signs.size)
+    dense = np.asarray(A.todense())
+    estimate = np.linalg.norm(dense @ signs) / np.linalg.norm(signs)
+    rms_row_norm = np.sqrt((dense ** 2).sum() / A.shape[0])
+    assert abs(estimate / rms_row_norm - 1) < 0.05
 
 
 def test_the_singularity_test_sums_rows_by_products(x64, matrix):

@@ -1149,6 +1149,23 @@ drifted from ``b - A x`` (BiCGSTAB on a non-normal bidiagonal matrix, a residual
 260 ‖r_0‖): 60 eps."""
 
 
+def _sign_probe(shape: tuple[int, ...], dtype: Any) -> jax.Array:
+    """A fixed vector of signs ``±1`` of ``shape`` that behaves as random ones: entry ``i``'s
+    sign is the top bit of MurmurHash3's 32-bit finalizer of ``i``.
+
+    As for independent random signs, ``E ‖A g‖² = ‖A‖_F²`` over matrices whose structure the
+    hash does not follow, so ``‖A g‖ / ‖g‖`` is about ``A``'s root-mean-square row norm: no
+    constant or alternating pattern that a Laplacian (``A 1 = 0``) or a grid's checkerboard
+    would make vanish or peak.  A few integer operations of one fused kernel, where
+    ``jax.random``'s generator compiled threefry into every solve program (issue 29).
+    """
+    h = lax.iota(jnp.uint32, int(np.prod(shape))).reshape(shape)
+    for shift, multiplier in ((16, 0x85EBCA6B), (13, 0xC2B2AE35)):
+        h = (h ^ (h >> shift)) * jnp.uint32(multiplier)
+    h = h ^ (h >> 16)
+    return jnp.where(h >> 31 == 1, 1, -1).astype(dtype)
+
+
 def _accuracy(problem: _Problem, x: jax.Array, threshold: jax.Array
               ) -> tuple[jax.Array, jax.Array, jax.Array]:
     """``(r, ‖r‖, attained)`` for ``r = b - A x``: whether ``‖r‖`` meets ``threshold`` or ``x``
@@ -1158,16 +1175,17 @@ def _accuracy(problem: _Problem, x: jax.Array, threshold: jax.Array
     ``‖r‖ / (‖A‖ ‖x‖ + ‖b‖)`` of at most ``ATTAINABLE_BACKWARD_ERROR · eps``: ``x`` then solves a system within a few roundings
     of ``A x = b``, all a solve in that precision can promise (its relative residual is then
     about ``eps · κ(A)``, above a float32 tolerance of 1e-6 once ``κ(A)`` passes ~10).
-    ``‖A‖`` is estimated as ``‖A g‖ / ‖g‖`` for a fixed vector ``g`` of random signs, below
-    ``‖A‖₂`` (by ~2 on Poisson matrices), so the estimated backward error errs high.  ``A g``
-    and ``A x`` are one batched ``matvec`` (one pass over ``A`` for a CSR matrix).
+    ``‖A‖`` is estimated as ``‖A g‖ / ‖g‖`` for a fixed vector ``g`` of pseudo-random signs
+    (:func:`_sign_probe`), below ``‖A‖₂`` (by ~2 on Poisson matrices), so the estimated
+    backward error errs high.  ``A g`` and ``A x`` are one batched ``matvec`` (one pass over
+    ``A`` for a CSR matrix).
     """
     dtype = x.dtype
-    probe = jnp.where(jax.random.bernoulli(jax.random.key(0), shape=x.shape), 1, -1)
-    products = jax.vmap(problem.matvec)(jnp.stack([x, probe.astype(dtype)]))
+    probe = _sign_probe(x.shape, dtype)
+    products = jax.vmap(problem.matvec)(jnp.stack([x, probe]))
     r = problem.b - products[0]
     norm = problem.norm(r)
-    operator_norm = problem.norm(products[1]) / problem.norm(probe.astype(dtype))
+    operator_norm = problem.norm(products[1]) / problem.norm(probe)
     backward_error = norm / (operator_norm * problem.norm(x) + problem.r0_norm)
     eps = jnp.finfo(dtype).eps
     attained = (norm <= threshold) | (backward_error <= ATTAINABLE_BACKWARD_ERROR * eps)
