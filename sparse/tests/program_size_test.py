@@ -235,6 +235,27 @@ def test_block_jacobi_gathers_its_blocks_by_the_structures_positions(x64, solver
     np.testing.assert_allclose(np.asarray(scale(a.values, positions)), expected, rtol=1e-13)
 
 
+@pytest.mark.parametrize("dtype", [np.float64, np.complex128])
+@pytest.mark.parametrize("k", [2, 3, 4])
+def test_block_jacobi_applies_its_blocks_in_the_sweeps_fusion(x64, dtype, k):
+    """A block Jacobi sweep applies its ``k × k`` inverses elementwise, not by a batched
+    product: a dot kernel of its own at every sweep of every level of a cycle (2D
+    elasticity at 100 352 rows: 26 of its solve's kernels). Bit for bit a product's
+    numbers for real blocks of 2 and 3 on the CPU, within rounding otherwise."""
+    rng = np.random.default_rng(k)
+    blocks = rng.standard_normal((7, k, k)) + (1j * rng.standard_normal((7, k, k))
+                                               if dtype == np.complex128 else 0)
+    residual = rng.standard_normal(7 * k).astype(dtype)
+    data = _relaxation.RelaxationData(jnp.asarray(blocks.astype(dtype)), jnp.zeros(2, dtype))
+
+    def step(residual):
+        return _relaxation._jacobi_step(data, residual)
+
+    assert "dot_general" not in primitives(step, jnp.asarray(residual))
+    expected = np.einsum("nij,nj->ni", blocks, residual.reshape(7, k)).ravel()
+    np.testing.assert_allclose(np.asarray(jax.jit(step)(residual)), expected, rtol=1e-14)
+
+
 @pytest.mark.parametrize("keys", [{}, {"algorithm": "AGGREGATION"}])
 def test_values_on_the_host_choose_the_coarsest_inverse_before_the_setup(x64, keys):
     """Whether the finest matrix annihilates the constants is found on the host for values

@@ -221,7 +221,14 @@ def _jacobi_step(data: RelaxationData, residual: jax.Array) -> jax.Array:
     if data.scale.ndim == 1:
         return data.scale * residual
     nodes, k, _ = data.scale.shape
-    return jnp.einsum("nij,nj->ni", data.scale, residual.reshape(nodes, k)).reshape(-1)
+    residual = residual.reshape(nodes, 1, k)
+    # Elementwise, column by column, in a product's order (each column's product added to
+    # the sum of the earlier ones), inside the sweep's fusion: a batched product of the
+    # k × k blocks was a dot kernel of its own at every sweep of every level (issue 29).
+    product = data.scale[:, :, 0] * residual[:, :, 0]
+    for j in range(1, k):
+        product = data.scale[:, :, j] * residual[:, :, j] + product
+    return product.reshape(-1)
 
 
 def _block_inverses(a: CsrArrays, config: RelaxationConfig, k: int,
