@@ -1,7 +1,7 @@
 """Bazel macros shared by jaxsolve's packages."""
 
 load("@rules_cc//cc:defs.bzl", "cc_library")
-load("@rules_python//python:defs.bzl", "py_library", "py_test")
+load("@rules_python//python:defs.bzl", "py_binary", "py_library", "py_test")
 
 # The glibc our native libraries are built against (Debian 12); wheels must say so.
 NATIVE_WHEEL_PLATFORM = "manylinux_2_36_x86_64"
@@ -122,6 +122,32 @@ def jaxsolve_py_tests(srcs, deps = [], data = [], size = "medium", shard_counts 
             shard_count = shard_counts.get(src),
             env = env | env_of.get(src, {}),
             **kwargs
+        )
+
+def jaxsolve_bench(name, deps, data = [], smoke_test = False):
+    """A benchmark of `tools/bench`: the script `<name>.py`, run by `tools/dev bench <name>`.
+
+    With `smoke_test`, `<name>_test.py` becomes its CPU smoke test (pytest, the script as
+    data), which runs the benchmark at a tiny size in CI so that it keeps running; a benchmark
+    only a GPU host can run has none. Both use the packages' public names only (the folder's
+    `import_check`).
+    """
+    py_binary(
+        name = name,
+        srcs = [name + ".py"],
+        data = data,
+        deps = deps,
+        legacy_create_init = False,
+    )
+    if smoke_test:
+        py_test(
+            name = name + "_test",
+            srcs = [name + "_test.py", "//tools:pytest_main.py"],
+            main = "//tools:pytest_main.py",
+            args = ["-c", "$(rootpath //:pytest.ini)", "$(rootpath %s_test.py)" % name],
+            data = [name + ".py", "//:pytest.ini"],
+            deps = deps,
+            legacy_create_init = False,
         )
 
 # The GPUs cuda_library compiles for, per CUDA major: SASS for sm_80 and sm_90, and PTX of the
