@@ -143,24 +143,124 @@ def test_jit_and_grad_through_the_device_setup():
                                atol=1e-3 * float(jnp.max(jnp.abs(gradient))))
 
 
-def test_concrete_values_set_up_anew_unless_reuse_setup():
+def kept_entries() -> dict:
+    """The device structures the setup cache keeps, by the key of their values."""
+    return {entry.built_for: entry for _, entry in _cache._CACHE.items()
+            if isinstance(entry.structure, _device_setup.DeviceStructure)}
+
+
+def weak_horizontal_couplings(A):
+    """Another operator on ``A``'s pattern (2D Poisson): couplings along lines weakened
+    100-fold (anisotropic diffusion), the diagonal lowered by as much."""
+    A = sparse.as_csr(A)
+    indptr, indices, values = (np.asarray(x) for x in (A.indptr, A.indices, A.values))
+    rows = np.repeat(np.arange(A.shape[0]), np.diff(indptr))
+    diagonal = indices == rows
+    boundary = values[diagonal] - np.bincount(rows, np.where(diagonal, 0, np.abs(values)))
+    values = np.where(np.abs(indices - rows) == 1, 0.01 * values, values)
+    values[diagonal] = boundary + np.bincount(rows, np.where(diagonal, 0, np.abs(values)))
+    return A.with_values(jnp.asarray(values))
+
+
+def test_new_values_that_couple_alike_reuse_the_structure():
+    # 2D Poisson, then its values scaled: the same order of every node's couplings, so the
+    # same key, no structure built, and the hierarchy and answer of a fresh setup.
     A = sparse.as_csr(matrices.poisson_matrix(20))
-    b = jnp.ones(A.shape[0])
-
-    def kept():
-        (entry,) = [entry for _, entry in _cache._CACHE.items()
-                    if isinstance(entry.structure, _device_setup.DeviceStructure)]
-        return entry.structure, entry.numbers
-
+    b = matrices.rhs_random(A.shape[0], seed=4)
     sparse.clear_cache()
     sparse.solve(A, b, config=config("DEVICE"))
-    first = kept()
-    sparse.solve(A, b, config=config("DEVICE"), reuse_setup=True)
-    assert kept()[0] is first[0] and kept()[1] is first[1]
-    _, info = sparse.solve(A.with_values(2 * A.values), b, config=config("DEVICE"))
-    assert kept()[0] is not first[0]  # AmgX's full setup, on the device
-    assert kept()[0].finest.indices is first[0].finest.indices  # the pattern not sent again
+    (first,) = kept_entries().values()
+    misses = sparse.cache_info().misses
+    for scale in (1.01, 2.0):
+        scaled = A.with_values(scale * A.values)
+        x, info = sparse.solve(scaled, b, config=config("DEVICE"))
+        assert sparse.cache_info().misses == misses  # no structure built
+        (entry,) = kept_entries().values()
+        assert entry is first and entry.structure is first.structure
+        numbers = entry.numbers
+        sparse.clear_cache()  # a fresh setup of the scaled values
+        fresh_x, fresh_info = sparse.solve(scaled, b, config=config("DEVICE"))
+        (fresh,) = kept_entries().values()
+        assert fresh.built_for == first.built_for
+        for mine, theirs in zip(jax.tree.leaves(numbers), jax.tree.leaves(fresh.numbers),
+                                strict=True):
+            np.testing.assert_array_equal(mine, theirs)
+        np.testing.assert_array_equal(x, fresh_x)
+        assert int(info.iterations) == int(fresh_info.iterations)
+        sparse.clear_cache()
+        sparse.solve(A, b, config=config("DEVICE"))
+        (first,) = kept_entries().values()
+        misses = sparse.cache_info().misses
+
+
+def test_another_operator_on_the_pattern_gets_a_structure_of_its_own():
+    A = sparse.as_csr(matrices.poisson_matrix(20))
+    weak = weak_horizontal_couplings(matrices.poisson_matrix(20))
+    b = matrices.rhs_random(A.shape[0], seed=5)
+    sparse.clear_cache()
+    sparse.solve(A, b, config=config("DEVICE"))
+    (poisson,) = kept_entries().values()
+    _, info = sparse.solve(weak, b, config=config("DEVICE"))
     assert sparse.Status(int(info.status)).name == "SUCCESS"
+    entries = kept_entries()
+    assert len(entries) == 2 and entries[poisson.built_for] is poisson  # both kept
+    (anisotropic,) = (entry for key, entry in entries.items() if key != poisson.built_for)
+    assert anisotropic.structure.finest.indices is poisson.structure.finest.indices  # sent once
+    # the anisotropic structure pairs along the strong (vertical) couplings, not Poisson's
+    assert not np.array_equal(anisotropic.structure.arrays.levels[0].aggregates,
+                              poisson.structure.arrays.levels[0].aggregates)
+    misses = sparse.cache_info().misses
+    sparse.solve(A, b, config=config("DEVICE"))  # each finds its own again
+    sparse.solve(weak, b, config=config("DEVICE"))
+    assert sparse.cache_info().misses == misses
+
+
+def test_reuse_setup_keeps_the_latest_structure_and_numbers():
+    A = sparse.as_csr(matrices.poisson_matrix(20))
+    weak = weak_horizontal_couplings(matrices.poisson_matrix(20))
+    b = jnp.ones(A.shape[0])
+    sparse.clear_cache()
+    sparse.solve(A, b, config=config("DEVICE"))
+    (first,) = kept_entries().values()
+    numbers = first.numbers
+    sparse.solve(weak, b, config=config("DEVICE"), reuse_setup=True)  # A's setup serves
+    (entry,) = kept_entries().values()
+    assert entry is first and entry.numbers is numbers
+    # AmgX's structure_reuse_levels: the pattern's latest structure, the new values' numbers
+    reusing = config("DEVICE", structure_reuse_levels=1)
+    sparse.solve(A, b, config=reusing)
+    misses = sparse.cache_info().misses
+    x, info = sparse.solve(weak, b, config=reusing)
+    assert sparse.cache_info().misses == misses
+    assert sparse.Status(int(info.status)).name == "SUCCESS"
+    assert float(jnp.linalg.norm(weak @ x - b) / jnp.linalg.norm(b)) < 1e-4  # f32
+
+
+def test_the_values_key_follows_the_order_of_the_couplings():
+    A = sparse.as_csr(matrices.poisson3d_matrix(6))
+    pattern = CsrStructure(np.asarray(A.indptr), np.asarray(A.indices), A.shape[1])
+    nnz = _device_setup.finest_sizes(pattern.n_rows, pattern.nnz)[1]
+
+    def padded(values):
+        return jnp.pad(jnp.asarray(values, jnp.float32), (0, nnz - pattern.nnz))
+
+    values = np.asarray(A.values)
+    structure = _device_setup.build_device_structure(pattern, padded(values),
+                                                     amg_config("DEVICE", "SIZE_8"))
+
+    def key(values):
+        return _device_setup.values_key(structure, padded(values))
+
+    rows = np.repeat(np.arange(A.shape[0]), np.diff(A.indptr))
+    stronger = values.copy()  # one coupling of row 10 (both directions) a little stronger
+    (entry,) = np.flatnonzero((rows == 10) & (np.asarray(A.indices) == 11))
+    (mirror,) = np.flatnonzero((rows == 11) & (np.asarray(A.indices) == 10))
+    stronger[[entry, mirror]] *= 1.001
+    signs = values.copy()  # magnitudes alone count
+    signs[rows != np.asarray(A.indices)] *= -1
+    assert key(values) == key(3 * values) == key(signs)
+    assert key(stronger) != key(values)
+    assert key(stronger) == key(2 * stronger)
 
 
 def test_a_similar_pattern_compiles_no_setup_program():

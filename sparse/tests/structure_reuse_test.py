@@ -189,7 +189,7 @@ def test_the_key_reads_the_couplings_the_splitting_reads(x64, dtype, strength):
                                                  n, _structure_key._strength_rule(config)))
 
     positive = np.all(np.real(A.diagonal()) > 0)
-    np.testing.assert_array_equal(digest(A.data), _structure_key._summed(
+    np.testing.assert_array_equal(digest(A.data), _structure_key.summed_digest(
         jnp.asarray(host, jnp.uint32), jnp.uint32(positive), jnp.uint32(A.nnz)))
     # values padded as a padded finest level's (zeros past the last row's end, 3 empty
     # rows with no diagonal): the same digest

@@ -465,8 +465,9 @@ class AMGConfig:
         unsmoothed aggregation of a scalar system with a smoother that needs no
         coloring. Its parallel matching pairs differently from the host's sequential
         one: levels of similar sizes, similar iterations (see
-        :mod:`jaxsolve.sparse._device_setup`). Concrete values get a new setup at every
-        solve (AmgX's full setup; ``reuse_setup=True`` keeps the latest).
+        :mod:`jaxsolve.sparse._device_setup`). Its structures are kept per key of the
+        values, as the host's: the order of the finest level's couplings
+        (:func:`jaxsolve.sparse._device_setup.values_key`).
       smoother: the relaxation applied on every level but the coarsest.
       presweeps, postsweeps: smoothing sweeps before and after the correction, ``>= 0``.
       cycle: ``"V"``, ``"W"`` or ``"F"``.

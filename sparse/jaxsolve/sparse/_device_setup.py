@@ -43,6 +43,14 @@ function. Every array is padded to a size class (:mod:`._size_classes`; padding 
 empty and decoupled, as there), so a new pattern whose levels fall into the same classes
 runs the programs compiled for an earlier one: the structure's and the solve's.
 
+The setup cache (:mod:`._cache`) keeps a structure per pattern, configuration and key
+of the values it was built from (:func:`values_key`: a digest of the order of every
+node's couplings on the finest level, all of the values that the finest matching's first
+round follows), as the host path keeps one per key of :mod:`._structure_key`: new values
+that couple alike (the next Newton or time step, the matrix scaled) cost that digest and
+one numeric setup, another operator on the pattern a structure of its own
+(:func:`cached_setup`).
+
 Supported (``"jaxsolve_setup_location": "DEVICE"``, see :class:`~._config.AMGConfig`):
 aggregation AMG, unsmoothed, scalar (``block_dim`` 1, no ``near_nullspace``), with the
 smoothers that need no coloring, every cycle and coarse solver.
@@ -54,6 +62,7 @@ import collections
 import dataclasses
 import threading
 import time
+from collections.abc import Callable
 from typing import NamedTuple
 
 import jax
@@ -69,6 +78,7 @@ from ._csr_arrays import CsrArrays, CsrStructure
 from ._hierarchy import (Hierarchy, LevelNumbers, _coarsest_numbers, annihilates_constants,
                          check_coarsest_rows, check_stored_diagonal, hierarchy_dtype)
 from ._relaxation import power_iteration_start, relaxation_data, stored_diagonal
+from ._structure_key import summed_digest
 from ._size_classes import (coarsest_rows, finest_nonzeros, finest_rows, grown_size,
                             pad_pattern, size_class)
 
@@ -253,32 +263,75 @@ def build_device_structure(pattern: CsrStructure, values: jax.Array | None,
 
 
 def cached_setup(pattern: CsrStructure, pattern_key: str, values: jax.Array | None,
-                 config: AMGConfig, reuse_setup: bool
+                 config: AMGConfig, reuse_setup: bool,
+                 padded: Callable[[jax.Array, int], jax.Array]
                  ) -> tuple[DeviceStructure, Hierarchy | None]:
-    """A solve's device setup: the structure, kept in the setup cache (:mod:`._cache`),
-    and the numbers of concrete ``values`` (padded to the finest level's nonzeros,
-    :func:`finest_sizes`), or None for traced ones.
+    """A solve's device setup: the structure, kept in the setup cache (:mod:`._cache`) per
+    pattern and key of the values (:func:`values_key`), and the numbers of concrete
+    ``values``, or None for traced ones.
 
-    Concrete values get a structure built from them at every call (AmgX's full setup,
-    which runs where the matrix is), replacing the pattern's kept one, unless
-    ``reuse_setup`` (or AmgX's ``structure_reuse_levels``) keeps that, and with
-    ``reuse_setup`` its numbers too.
-    Traced values take the pattern's kept structure, or one built from the pattern alone.
+    As the host path's (:attr:`._setup.System.setup`): concrete values take the structure
+    built for values of their key, or get one built from them (AmgX's full setup, run where
+    the matrix is), whose numbers are then one numeric setup; ``reuse_setup`` (or AmgX's
+    ``structure_reuse_levels``) takes the pattern's latest structure whatever its key, and
+    with ``reuse_setup`` its numbers too. Traced values take the pattern's latest
+    structure, or one built from the pattern alone.
+
+    Args:
+      pattern: the finest operator's pattern, and ``pattern_key`` its key.
+      values: its concrete values, or None for traced ones.
+      config: the AMG configuration (setup location ``"DEVICE"``).
+      reuse_setup: ``solve``'s argument.
+      padded: ``padded(values, nnz)``: ``values`` padded with zeros to ``nnz`` entries.
     """
-    built = []
+    seen: list[tuple[DeviceStructure, str]] = []  # a structure of the pattern, the values' key
+
+    def key_of_values(structure: DeviceStructure) -> str:
+        if not seen:  # once a call: a digest on the device and one wait for it
+            seen.append((structure, values_key(structure, padded(
+                values, structure.finest.indices.shape[0]))))
+        return seen[0][1]
 
     def build() -> _cache.CacheEntry:
-        built.append(True)
-        return _cache.CacheEntry(build_device_structure(pattern, values, config), numbers=None)
+        structure = build_device_structure(
+            pattern, None if values is None else padded(
+                values, finest_sizes(pattern.n_rows, pattern.nnz)[1]),
+            config, finest=seen[0][0].finest if seen else None)  # the pattern not sent again
+        return _cache.CacheEntry(structure, numbers=None, built_for=None if values is None
+                                 else key_of_values(structure))
 
-    entry = _cache.setup_for((pattern_key, config, 1), build)
+    own_structure = values is not None and not reuse_setup and config.structure_reuse_levels == 0
+    entry = _cache.setup_for((pattern_key, config, 1), build,
+                             (lambda entry: key_of_values(entry.structure))
+                             if own_structure else None)
     if values is None or (reuse_setup and entry.numbers is not None):
         return entry.structure, entry.numbers if reuse_setup else None
-    if not built and not reuse_setup and config.structure_reuse_levels == 0:
-        entry.structure = build_device_structure(pattern, values, config,
-                                                 finest=entry.structure.finest)
-    entry.numbers = numbers_now(entry.structure, values)
+    entry.numbers = numbers_now(entry.structure,
+                                padded(values, entry.structure.finest.indices.shape[0]))
     return entry.structure, entry.numbers
+
+
+def values_key(structure: DeviceStructure, values: jax.Array) -> str:
+    """The key of concrete ``values`` (padded to ``structure``'s finest nonzeros) for
+    device structures of ``structure``'s pattern and configuration: a digest of the order
+    of every node's couplings on the finest level, ties included (:func:`_coupling_order`).
+
+    That order is all of the values that the finest level's first round of matching
+    follows (the handshake and the joining of nodes left alone compare a node's couplings
+    with each other, and break ties by the pattern alone), as the finest strong couplings
+    are all that a classical splitting follows (:mod:`._structure_key`): values with the
+    same key share a structure, so a new operator that couples the same way — the next
+    Newton or time step, the matrix scaled — costs one numeric setup, and another operator
+    on the pattern gets a structure of its own. The matching's later rounds and the coarser
+    levels also follow the sums of the couplings; values of the same key that would
+    aggregate differently there keep the first values' structure, a correct hierarchy
+    (their own Galerkin products), as AmgX's ``structure_reuse_levels`` keeps one.
+    The digest is two 32-bit sums of hashed words, computed on the device by a program
+    compiled once per size class; reading it back is one wait for the device.
+    """
+    finest = structure.finest
+    digest = _run(_coupling_order, finest.indptr, finest.indices, values, rows=finest.n_rows)
+    return "".join(f"{int(word):08x}" for word in np.asarray(digest))
 
 
 def numbers_now(structure: DeviceStructure, values: jax.Array) -> Hierarchy:
@@ -445,23 +498,12 @@ def _coarsen(entry_rows, cols, magnitudes, n_true, rounds, *, rows, weighted):
     matching, and finds its Galerkin pattern."""
     nnz = entry_rows.shape[0]
     entries = jnp.arange(nnz, dtype=jnp.int32)
-    inside = entry_rows < rows
-    on_diagonal = inside & (entry_rows == cols)
+    inside, on_diagonal, low, high, weights, _ = _couplings(entry_rows, cols, magnitudes, rows,
+                                                            weighted=weighted)
     diagonal = jnp.full(rows, -1, jnp.int32).at[entry_rows].max(
         jnp.where(on_diagonal, entries, -1), mode="drop")
     node = jnp.arange(rows, dtype=jnp.int32)
     missing = jnp.sum((diagonal < 0) & (node < n_true), dtype=jnp.int32)
-    # The coupling graph, as edges (low, high) of summed magnitudes: each edge's weight is
-    # one number, the same seen from either end (as a directed graph's sums in two orders
-    # might not be, and the handshake compares them).
-    strength = magnitudes if weighted else jnp.ones_like(magnitudes)
-    low, high, summed, _, _ = _edges(entry_rows, cols, strength, inside & ~on_diagonal, rows)
-    weights = summed / 2
-    if weighted:
-        d = jnp.zeros(rows, magnitudes.dtype).at[entry_rows].add(
-            jnp.where(on_diagonal, magnitudes, 0), mode="drop")
-        scale = jnp.sqrt(_take(d, low) * _take(d, high))
-        weights = jnp.where(scale > 0, summed / (2 * jnp.where(scale > 0, scale, 1)), 0)
 
     def round_(_, state):  # one round of matching, on the graph of the last round's pairs
         low, high, weights, aggregates, count = state
@@ -479,6 +521,60 @@ def _coarsen(entry_rows, cols, magnitudes, n_true, rounds, *, rows, weighted):
         _take(aggregates, cols, fill=0), magnitudes, rows)
     return _Coarsening(aggregates, diagonal, position, coarse_rows, coarse_cols,
                        coarse_magnitudes, jnp.stack([count, coarse_nnz, missing]))
+
+
+def _couplings(entry_rows, cols, magnitudes, rows, *, weighted):
+    """A level's coupling graph (step 1 of the module's docstring), as edges ``(low,
+    high)`` of summed magnitudes: each edge's weight is one number, the same seen from
+    either end (as a directed graph's sums in two orders might not be, and the handshake
+    compares them).
+
+    Returns which entries lie inside the rows and on the diagonal, the edges' ends
+    (``low`` past ``rows - 1`` on padding edges), weights, and the number of edges.
+    """
+    inside = entry_rows < rows
+    on_diagonal = inside & (entry_rows == cols)
+    strength = magnitudes if weighted else jnp.ones_like(magnitudes)
+    low, high, summed, _, count = _edges(entry_rows, cols, strength, inside & ~on_diagonal,
+                                         rows)
+    weights = summed / 2
+    if weighted:
+        d = jnp.zeros(rows, magnitudes.dtype).at[entry_rows].add(
+            jnp.where(on_diagonal, magnitudes, 0), mode="drop")
+        scale = jnp.sqrt(_take(d, low) * _take(d, high))
+        weights = jnp.where(scale > 0, summed / (2 * jnp.where(scale > 0, scale, 1)), 0)
+    return inside, on_diagonal, low, high, weights, count
+
+
+def _coupling_order(indptr, indices, values, *, rows):
+    """``(2,)`` uint32: a digest of the order of each node's couplings on the finest level
+    (:func:`values_key`): the neighbours of every node sorted by the weight of their
+    coupling (stably: ties in the order of the edges, which the pattern alone sets), each
+    hashed with whether its weight is positive and whether it is larger than the one
+    before. Reads the true rows and entries alone, so equal for every padding of them."""
+    entry_rows, cols, magnitudes = _finest_triplets(indptr, indices, values, rows=rows)
+    _, _, low, high, weights, count = _couplings(entry_rows, cols, magnitudes, rows,
+                                                 weighted=True)
+    both = jnp.concatenate([low, low]) < rows  # each edge from both ends; padding ones
+    s = jnp.where(both, jnp.concatenate([low, high]), rows)  # from s (last: padding)
+    d = jnp.where(both, jnp.concatenate([high, low]), 0)  # to d
+    weights = jnp.where(both, jnp.concatenate([weights, weights]), 0)
+    bits = jax.lax.bitcast_convert_type(  # ordered as the weights, which are not negative
+        weights, jnp.uint32 if weights.dtype.itemsize == 4 else jnp.uint64)
+    by_weight = _stable_order(bits)
+    order = by_weight[_stable_order(s[by_weight].astype(jnp.uint32))]
+    s, d, weights = s[order], d[order], weights[order]
+    new = jnp.concatenate([jnp.ones(1, bool), (s[1:] != s[:-1]) | (weights[1:] != weights[:-1])])
+    words = (d.astype(jnp.uint32) * jnp.uint32(4) + new.astype(jnp.uint32) * jnp.uint32(2)
+             + (weights > 0).astype(jnp.uint32))
+    return summed_digest(words, jnp.uint32(0), (2 * count).astype(jnp.uint32))
+
+
+def _stable_order(key):
+    """The permutation that sorts the unsigned integer ``key`` stably: a sort of one key
+    and its positions, which XLA runs on a GPU as CUB's radix sort of pairs."""
+    return jax.lax.sort((key, jnp.arange(key.shape[0], dtype=jnp.int32)), num_keys=1,
+                        is_stable=True)[1]
 
 
 def _edges(a, b, values, kept, end):

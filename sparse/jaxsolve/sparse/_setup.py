@@ -238,11 +238,8 @@ class System:
             if self.check_before_setup:  # as before the host's: no NaN or zero pivots
                 check_finite("solve", {"A": concrete})
                 check_diagonal("solve", self.csr_pattern, concrete, self.config)
-            return _device_setup.cached_setup(
-                self.pattern, self.pattern_key, None if concrete is None
-                else self.padded(concrete, _device_setup.finest_sizes(
-                    self.pattern.n_rows, self.pattern.nnz)[1]), amg,
-                self.reuse_setup)
+            return _device_setup.cached_setup(self.pattern, self.pattern_key, concrete, amg,
+                                              self.reuse_setup, self.padded)
         k = _blocks.near_nullspace_columns(self.near_nullspace, amg)
         keys: list[str] = []  # the values' key, computed once for this call
 
@@ -391,7 +388,8 @@ class System:
         if values.shape[0] == nnz:
             return values
         if is_concrete(values):  # the setup's and the solve's: padded once
-            if self._padded is not None and self._padded[0] is values:
+            if (self._padded is not None and self._padded[0] is values
+                    and self._padded[1].shape[0] == nnz):
                 return self._padded[1]
             self._padded = (values, resized_rows(values, nnz))
             return self._padded[1]

@@ -12,7 +12,11 @@ the structure's host build depends on,
   as :func:`._classical.strong_couplings`) and whether every diagonal entry is positive
   (coarsening stops early on an indefinite problem; :func:`._hierarchy.build_structure`);
 * for aggregation AMG and block systems, whose matchings follow the order of every
-  coupling's magnitude, the values themselves (their bits).
+  coupling's magnitude, the values themselves (their bits);
+* for aggregation set up on the device (``jaxsolve_setup_location`` ``"DEVICE"``), the
+  order of every node's couplings on the finest level, ties included, which is all of the
+  values that its parallel matching's first round follows
+  (:func:`._device_setup.values_key`, computed there on the device).
 
 So a structure is kept for values with the same key and built anew for others: the
 same operator, or one whose finest strong couplings are unchanged (classical AMG),
@@ -130,10 +134,10 @@ def _digest(values: jax.Array, indices: jax.Array, indptr: jax.Array, diagonal: 
         words = _strong(values, indices, rows, diagonal, n_rows, rule).astype(jnp.uint32)
         flag = jnp.all((diagonal < 0) | (jnp.real(values[diagonal]) > 0)).astype(jnp.uint32)
     # the words of the first `count` entries (one or more words an entry)
-    return _summed(words, flag, count.astype(jnp.uint32) * (words.shape[0] // max(nnz, 1)))
+    return summed_digest(words, flag, count.astype(jnp.uint32) * (words.shape[0] // max(nnz, 1)))
 
 
-def _summed(words: jax.Array, flag: jax.Array, counted: jax.Array) -> jax.Array:
+def summed_digest(words: jax.Array, flag: jax.Array, counted: jax.Array) -> jax.Array:
     """``(2,)`` uint32: two sums of the hashed ``(position, word)`` pairs of the first
     ``counted`` words, and the flag."""
     positions = jnp.arange(words.shape[0], dtype=jnp.uint32)
