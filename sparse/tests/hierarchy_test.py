@@ -192,9 +192,8 @@ def test_statistics_count_levels_and_memory():
     assert stats.rows[0] == 1728 and stats.nonzeros[0] == 1728 * 7 - 6 * 144
     assert all(a > b for a, b in zip(stats.rows, stats.rows[1:]))
     assert stats.operator_complexity == pytest.approx(sum(stats.nonzeros) / stats.nonzeros[0])
-    assert set(stats.bytes_kept) == {"finest pattern", "finest values", "coarse operators",
-                                     "transfer operators", "smoothers", "coarsest inverse",
-                                     "product plans"}
+    assert set(stats.bytes_kept) == {"finest pattern", "coarse operators", "transfer operators",
+                                     "smoothers", "coarsest inverse", "product plans"}
     assert "operator complexity" in str(stats)
     # the setup's phases, each timed (the numeric one once more by describe itself)
     assert list(stats.setup_seconds) == ["aggregation", "sparse products", "coloring",
@@ -212,8 +211,8 @@ def test_statistics_count_levels_and_memory():
 
 def test_statistics_count_every_array_the_kept_hierarchy_holds_but_a_values():
     # 3D Poisson 12³ (1728 rows, 11 232 nonzeros) is no size class: the hierarchy's finest
-    # level is padded, its values a padded copy of A's, which the memory kept counts. The
-    # hierarchy holds no other array that describe leaves out.
+    # level is padded, but its values are A's own, unpadded (a solve pads them), which the
+    # memory kept leaves out. The hierarchy holds no other array that describe leaves out.
     A = sparse.as_csr(matrices.poisson3d_matrix(12))
     sparse.clear_cache()
     stats = sparse.describe(A)
@@ -221,19 +220,36 @@ def test_statistics_count_every_array_the_kept_hierarchy_holds_but_a_values():
     config = sparse.parse_amgx_config(None)
     system = _setup.System.for_matrix(A, config, None, reuse_setup=True, check=True)
     structure, numbers = system.setup
-    finest = numbers.levels[0].a.values
-    assert finest.shape[0] > A.nnz and finest is not A.values
+    assert numbers.finest.values is A.values
+    assert numbers.finest.indices.shape[0] > A.nnz
     held = {id(leaf): leaf.nbytes for leaf in jax.tree.leaves((structure.arrays, numbers))
             if leaf is not A.values}
     assert sum(stats.bytes_kept.values()) == sum(held.values())
+    assert "finest values" not in stats.bytes_kept
+
+
+def test_statistics_count_a_hierarchy_of_lower_precision_finest_values(x64):
+    # A single-precision hierarchy of f64 values keeps its own finest values, rounded
+    # (padded to the class as the program computed them): the memory kept counts them.
+    A = sparse.as_csr(matrices.poisson3d_matrix(12, dtype=jnp.float64))
+    config = {"preconditioner": {"jaxsolve_hierarchy_precision": "SINGLE"}}
+    sparse.clear_cache()
+    stats = sparse.describe(A, config)
+    system = _setup.System.for_matrix(A, sparse.parse_amgx_config(config), None,
+                                      reuse_setup=True, check=True)
+    structure, numbers = system.setup
+    finest = numbers.finest.values
+    assert finest.dtype == jnp.float32 and finest.shape == numbers.finest.indices.shape
     assert stats.bytes_kept["finest values"] == finest.nbytes
-    assert "finest values" in str(stats)
+    held = {id(leaf): leaf.nbytes for leaf in jax.tree.leaves((structure.arrays, numbers))}
+    assert sum(stats.bytes_kept.values()) == sum(held.values())
 
 
 def test_kept_hierarchy_shares_the_structures_arrays_and_the_matrix_values(x64):
     # The compiled numeric setup returns new buffers; the hierarchy the cache keeps holds
     # the structure's index arrays instead of equal copies, and the values its finest
-    # level is set up from: A's padded to the finest size class (the solve's copy).
+    # level is set up from: A's own, unpadded, although its pattern is padded to the
+    # finest size class (a solve pads them).
     A = sparse.as_csr(matrices.poisson3d_matrix(12, dtype=jnp.float64))
     config = sparse.parse_amgx_config({"preconditioner": {
         "algorithm": "AGGREGATION", "jaxsolve_smoothed_aggregation": 1, "min_coarse_rows": 20}})
@@ -241,10 +257,8 @@ def test_kept_hierarchy_shares_the_structures_arrays_and_the_matrix_values(x64):
     system = _setup.System.for_matrix(A, config, None, reuse_setup=False, check=True)
     structure, numbers = system.setup
     assert len(numbers.levels) >= 2
-    finest = system.padded(A.values, structure.arrays.levels[0].a.indices.shape[0])
-    assert numbers.levels[0].a.values is finest
-    np.testing.assert_array_equal(finest[:A.nnz], A.values)
-    assert finest.shape[0] > A.nnz and not np.any(np.asarray(finest[A.nnz:]))
+    assert numbers.levels[0].a.values is A.values
+    assert structure.arrays.levels[0].a.indices.shape[0] > A.nnz
     patterns = [level.a for level in structure.arrays.levels] + [structure.arrays.coarsest]
     operators = [level.a for level in numbers.levels] + [numbers.coarsest.a]
     for operator, pattern in zip(operators, patterns, strict=True):

@@ -248,21 +248,33 @@ def test_a_grid_with_a_few_more_rows_reuses_the_compiled_solve(x64):
     np.testing.assert_allclose(x, y, rtol=1e-9, atol=1e-12)
 
 
-def test_a_solve_reusing_the_setup_of_the_same_values_pads_them_no_more(x64):
-    # The kept hierarchy holds A's values padded to the finest class; a reuse_setup solve
-    # with the same A takes them instead of padding A's values again at every solve.
+def test_a_reuse_setup_solve_pads_a_values_once_for_the_matrix_and_the_kept_hierarchy(x64):
+    # The kept hierarchy's finest pattern is padded to the class, but it keeps A's own
+    # values, unpadded: no second copy of them. A reuse_setup solve with the same A pads
+    # them once, for the matrix and the hierarchy's finest operator both, runs the program
+    # compiled for the class and computes what the solve that set up computed, bit for bit.
     a = sparse.as_csr(poisson2d(30, 30))
     config = sparse.parse_amgx_config({"solver": "PCG"})
+    b = jnp.asarray(np.random.default_rng(5).standard_normal(900))
     sparse.clear_cache()
-    _setup.System.for_matrix(a, config, None, reuse_setup=False, check=True).setup
+    x, info = sparse.solve(a, b, config=config)
     system = _setup.System.for_matrix(a, config, None, reuse_setup=True, check=True)
     _, numbers = system.setup
-    matrix, kept = system.operators(a.values, system.state())
-    assert kept is numbers and matrix.values is numbers.levels[0].a.values
-    assert matrix.values.shape[0] > a.nnz
-    # other values on the pattern are padded anew
-    other = system.operators(2 * a.values, system.state())[0].values
-    np.testing.assert_array_equal(other[:a.nnz], 2 * a.values)
+    assert numbers.finest.values is a.values
+    matrix, padded = system.operators(a.values, system.state())
+    assert matrix.values.shape[0] == numbers.finest.indices.shape[0] > a.nnz
+    assert padded.finest.values is matrix.values
+    assert padded.levels[1] is numbers.levels[1] and padded.coarsest is numbers.coarsest
+    # other values on the pattern are padded anew; the hierarchy's stay A's
+    other, kept = system.operators(2 * a.values, system.state())
+    np.testing.assert_array_equal(other.values[:a.nnz], 2 * a.values)
+    np.testing.assert_array_equal(kept.finest.values, matrix.values)
+    with counted_compilations() as count:
+        y, again = sparse.solve(a, b, config=config, reuse_setup=True)
+        jax.block_until_ready(y)
+    assert count[0] == 0 if jax.default_backend() == "cpu" else count[0] <= 1
+    assert int(again.iterations) == int(info.iterations) > 3
+    np.testing.assert_array_equal(y, x)
 
 
 CONFIGS = {
@@ -281,8 +293,9 @@ CONFIGS = {
 def test_the_padded_hierarchy_cycles_as_the_unpadded_one(x64, fresh_shapes, amg):
     a = sparse.as_csr(with_extra_couplings(poisson3d(10), 10, 6, 3))
     config = sparse.parse_amgx_config({"preconditioner": amg})
-    structure, padded = _setup.System.for_matrix(a, config, None, reuse_setup=False,
-                                                 check=True).setup
+    system = _setup.System.for_matrix(a, config, None, reuse_setup=False, check=True)
+    structure, _ = system.setup
+    padded = system.operators(a.values, system.state())[1]  # as the solve takes it
     unpadded = jax.jit(_hierarchy.numeric_setup, static_argnums=0)(
         _setup._without_arrays(structure), structure.arrays, a.values, None)
     true_rows = [level.a.n_rows for level in structure.levels] + [structure.coarsest.n_rows]
@@ -341,8 +354,9 @@ def test_the_padded_numeric_setup_computes_the_unpadded_numbers(x64, amg):
                      for seed in (3, 5))
     config = sparse.parse_amgx_config({"preconditioner": amg})
     sparse.clear_cache()
-    structure, padded = _setup.System.for_matrix(first, config, None, reuse_setup=False,
-                                                 check=True).setup
+    system = _setup.System.for_matrix(first, config, None, reuse_setup=False, check=True)
+    structure, _ = system.setup
+    padded = system.operators(first.values, system.state())[1]  # as the solve takes it
     assert structure.padded_setup is not None
     unpadded = jax.jit(_hierarchy.numeric_setup, static_argnums=0)(
         _setup._without_arrays(structure), structure.arrays, first.values, None)

@@ -58,14 +58,11 @@ class CacheEntry:
 
     ``built_for``: the key of the values the structure was built from
     (:func:`._structure_key.values_key`), None for one that follows the pattern alone.
-    ``numbers_from``: a weak reference to the values ``numbers`` were set up from, whose
-    padded copy they hold (a ``reuse_setup`` solve with the same values pads no other).
     """
 
     structure: HierarchyStructure | MulticolorArrays | tuple[CsrArrays, jax.Array]
     numbers: Hierarchy | None
     built_for: str | None = None
-    numbers_from: Any = None
 
 
 class _SetupCache:

@@ -598,11 +598,30 @@ class Hierarchy:
       levels: the numbers of every level but the coarsest.
       coarsest: the coarsest level's.
       config: the AMG configuration (static).
+
+    The finest operator of a hierarchy kept between solves may hold ``A``'s own values,
+    shorter than its index arrays padded to a size class (:func:`sharing_arrays`); a
+    solve takes it through :func:`with_padded_finest`.
     """
 
     levels: tuple[LevelNumbers, ...]
     coarsest: CoarsestNumbers
     config: AMGConfig
+
+    @property
+    def finest(self) -> CsrArrays:
+        """The finest operator (the first level's, or the coarsest's when it is the only)."""
+        return self.levels[0].a if self.levels else self.coarsest.a
+
+    def with_finest_values(self, values: jax.Array) -> Hierarchy:
+        """These numbers with ``values`` as the finest operator's."""
+        if not self.levels:
+            coarsest = self.coarsest
+            return dataclasses.replace(
+                self, coarsest=coarsest._replace(a=coarsest.a._replace(values=values)))
+        first = self.levels[0]
+        return dataclasses.replace(
+            self, levels=(first._replace(a=first.a._replace(values=values)), *self.levels[1:]))
 
 
 def numeric_setup(
@@ -800,29 +819,47 @@ def sharing_arrays(numbers: Hierarchy, arrays: StructureArrays,
 
     A compiled :func:`numeric_setup` returns every array of the hierarchy as a new buffer,
     the operators' index arrays (equal to the structure's) and the finest operator's
-    values (equal to ``values``, unless the hierarchy's precision rounds them) among them.
-    A hierarchy kept between solves shares them instead: the copies were 233 MiB at 128³
-    (smoothed aggregation, f64), more than the matrix itself.
+    values (``values`` padded to the finest size class, unless the hierarchy's precision
+    rounds them) among them. A hierarchy kept between solves shares them instead: the
+    copies were 233 MiB at 128³ (smoothed aggregation, f64), more than the matrix itself.
+
+    ``values``: ``A``'s own, as the caller holds them. Where their dtype is the
+    hierarchy's, the kept hierarchy's finest operator holds them, also where the class
+    has more nonzeros than ``A``: its values are then shorter than its index arrays, and
+    a solve pads them (:func:`with_padded_finest`), as it pads ``A``'s, once for both
+    when they are the same. Kept padded, they were a second copy of ``A``'s values
+    (0.67 × ``A`` of memory kept on f64 3D Poisson; a pass over them per solve spared).
     """
     patterns = [level.a for level in arrays.levels] + [arrays.coarsest]
 
     def shared(a: CsrArrays, pattern: CsrArrays) -> CsrArrays:
         return a._replace(indices=pattern.indices, indptr=pattern.indptr)
 
-    levels = [level._replace(a=shared(level.a, pattern), p=shared(level.p, level_arrays.p),
-                             r=shared(level.r, level_arrays.r))
-              for level, level_arrays, pattern in zip(numbers.levels, arrays.levels,
-                                                      patterns[:-1], strict=True)]
-    coarsest = numbers.coarsest._replace(a=shared(numbers.coarsest.a, patterns[-1]))
-    finest = levels[0].a if levels else coarsest.a
-    if (isinstance(values, jax.Array) and values.dtype == finest.values.dtype
-            and values.shape == finest.values.shape):
-        finest = finest._replace(values=values)
-        if levels:
-            levels[0] = levels[0]._replace(a=finest)
-        else:
-            coarsest = coarsest._replace(a=finest)
-    return dataclasses.replace(numbers, levels=tuple(levels), coarsest=coarsest)
+    levels = tuple(
+        level._replace(a=shared(level.a, pattern), p=shared(level.p, level_arrays.p),
+                       r=shared(level.r, level_arrays.r))
+        for level, level_arrays, pattern in zip(numbers.levels, arrays.levels, patterns[:-1],
+                                                strict=True))
+    numbers = dataclasses.replace(
+        numbers, levels=levels,
+        coarsest=numbers.coarsest._replace(a=shared(numbers.coarsest.a, patterns[-1])))
+    finest = numbers.finest.values
+    if (isinstance(values, jax.Array) and values.dtype == finest.dtype
+            and values.shape[0] <= finest.shape[0]):
+        numbers = numbers.with_finest_values(values)
+    return numbers
+
+
+def with_padded_finest(numbers: Hierarchy, pad: Callable[[jax.Array, int], jax.Array]
+                       ) -> Hierarchy:
+    """``numbers`` whose finest values, where a kept hierarchy holds ``A``'s own
+    (:func:`sharing_arrays`), are padded to its index arrays' length by ``pad(values,
+    nnz)``, as every solve of the size class takes them; else ``numbers`` themselves."""
+    finest = numbers.finest
+    nnz = finest.indices.shape[0]
+    if finest.values.shape[0] == nnz:
+        return numbers
+    return numbers.with_finest_values(pad(finest.values, nnz))
 
 
 def hierarchy_dtype(dtype: Any, config: AMGConfig) -> np.dtype:

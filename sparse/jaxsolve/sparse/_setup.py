@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import weakref
 from collections.abc import Hashable
 from typing import Any, NamedTuple
 
@@ -26,7 +25,8 @@ from ._csr_arrays import CsrArrays, CsrStructure
 from ._device_setup import DeviceStructure
 from ._hierarchy import (Hierarchy, HierarchyStructure, StructureArrays,
                          annihilates_constants_on_host, build_structure,
-                         numeric_setup, padded_hierarchy, padded_numeric_setup, sharing_arrays)
+                         numeric_setup, padded_hierarchy, padded_numeric_setup, sharing_arrays,
+                         with_padded_finest)
 from ._multicolor import (MULTICOLOR_SMOOTHERS, MulticolorArrays, multicolor_ordering,
                           multicolor_padding)
 from ._padded_setup import PROGRAMS as PADDED_SETUP_PROGRAMS
@@ -273,25 +273,11 @@ class System:
                                  (lambda entry: key_of_values(entry.structure))
                                  if own_structure else None)
         if concrete is None or (self.reuse_setup and entry.numbers is not None):
-            if self.reuse_setup and entry.numbers is not None:
-                self._reuse_padded(entry)
             return entry.structure, entry.numbers if self.reuse_setup else None
         entry.numbers = numeric_setup_now(
-            entry.structure, self.padded(concrete, _finest_nonzeros(entry.structure)),
-            self.near_nullspace)
-        entry.numbers_from = _weak(concrete)
+            entry.structure, concrete, self.near_nullspace,
+            padded=self.padded(concrete, _finest_nonzeros(entry.structure)))
         return entry.structure, entry.numbers
-
-    def _reuse_padded(self, entry: _cache.CacheEntry) -> None:
-        """Takes the kept hierarchy's padded finest values for :meth:`padded` when this
-        call's values are those it was set up from (``reuse_setup`` with the same ``A``):
-        a solve then pads nothing."""
-        source = None if entry.numbers_from is None else entry.numbers_from()
-        numbers = entry.numbers
-        finest = (numbers.levels[0] if numbers.levels else numbers.coarsest).a.values
-        if (source is not None and source is self.concrete_values
-                and finest.dtype == source.dtype and finest.shape[0] != source.shape[0]):
-            self._padded = (source, finest)
 
     @functools.cached_property
     def ordering(self) -> MulticolorArrays | None:
@@ -374,7 +360,10 @@ class System:
                                             relaxation, state.ordering)
         if structure is None or state.numbers is not None:
             nnz = state.matrix.indices.shape[0]
-            return state.matrix._replace(values=self.padded(values, nnz)), state.numbers
+            numbers = state.numbers
+            if isinstance(numbers, Hierarchy):  # the kept finest values: A's own, padded
+                numbers = with_padded_finest(numbers, self.padded)
+            return state.matrix._replace(values=self.padded(values, nnz)), numbers
         if isinstance(structure, DeviceStructure):  # padded, as a concrete setup's numbers
             values = self.padded(values, state.matrix.indices.shape[0])
             return (state.matrix._replace(values=values),
@@ -384,7 +373,8 @@ class System:
 
     def padded(self, values: jax.Array, nnz: int) -> jax.Array:
         """``values`` padded with zeros to ``nnz`` entries (the finest level's of the
-        structure's size class): concrete ones once for the setup and the solve."""
+        structure's size class): concrete ones once for the setup and the solve, the
+        matrix's and the kept hierarchy's finest operator's where they are the same."""
         if values.shape[0] == nnz:
             return values
         if is_concrete(values):  # the setup's and the solve's: padded once
@@ -456,14 +446,6 @@ def _resized_on_host(host: np.ndarray, rows: int, device: jax.Device) -> jax.Arr
     resized[:kept] = host[:kept]
     with jax.ensure_compile_time_eval():  # a concrete array, also while a trace runs
         return jax.device_put(resized, device)
-
-
-def _weak(values: Any) -> weakref.ref | None:
-    """A weak reference to ``values``, or None where they take none."""
-    try:
-        return weakref.ref(values)
-    except TypeError:
-        return None
 
 
 def _finest_nonzeros(structure: HierarchyStructure) -> int:
@@ -538,7 +520,8 @@ def multicolor_paddings(structure: HierarchyStructure) -> tuple | None:
 
 
 def numeric_setup_now(structure: HierarchyStructure, values: jax.Array,
-                       near_nullspace: jax.Array | None) -> Hierarchy:
+                      near_nullspace: jax.Array | None, *,
+                      padded: jax.Array | None = None) -> Hierarchy:
     """The numbers for concrete ``values``, computed now, even while a caller's jit traces.
 
     A compiled executable runs when it is called, inside a trace too. Its own trace must
@@ -548,8 +531,10 @@ def numeric_setup_now(structure: HierarchyStructure, values: jax.Array,
     at a million rows.
 
     The numbers come padded to the structure's size classes (:mod:`._size_classes`), and
-    so are ``values`` here (when they are not already): a numeric setup of a size class
-    (:func:`_compiled_numeric_setup`) takes them and ``near_nullspace`` padded. The
+    so are ``values`` here (unless ``padded`` gives them so): a numeric setup of a size
+    class (:func:`_compiled_numeric_setup`) takes them and ``near_nullspace`` padded; the
+    finest operator's values are ``values`` themselves, unpadded, where the hierarchy's
+    precision is theirs (:func:`._hierarchy.sharing_arrays`). The
     executable is kept on the structure, one per kind of input (shape, dtype and
     placement of ``values`` and ``near_nullspace``, and whether values in host memory
     annihilate the constants, which chooses the coarsest level's inverse), so it lives as
@@ -558,7 +543,8 @@ def numeric_setup_now(structure: HierarchyStructure, values: jax.Array,
     the slow call path of a new executable: on the H200 at 128³ the host spent milliseconds
     there before the device started, as long as the device's whole numeric setup.
     """
-    values = resized_rows(values, _finest_nonzeros(structure))
+    given, values = values, (resized_rows(values, _finest_nonzeros(structure))
+                             if padded is None else padded)
     singular = annihilates_constants_on_host(structure, values)
     if near_nullspace is not None and _padded_setup_on(structure, values):
         arrays = structure.arrays
@@ -572,7 +558,7 @@ def numeric_setup_now(structure: HierarchyStructure, values: jax.Array,
         compiled = _compiled_numeric_setup(structure, values, near_nullspace, singular)
         executables[key] = compiled
     return sharing_arrays(compiled(structure.arrays, values, near_nullspace),
-                          structure.arrays, values)
+                          structure.arrays, given)
 
 
 def _compiled_numeric_setup(structure: HierarchyStructure, values: jax.Array,

@@ -43,10 +43,10 @@ class HierarchyStatistics:
         values to ``R``'s, the aggregates, diagonal positions, where ``T`` sits in ``P``),
         ``"smoothers"``, ``"coarsest inverse"``, ``"finest pattern"`` (the device copy of
         ``A``'s own index arrays, padded to the finest level's size class) and, where the
-        hierarchy keeps a copy of ``A``'s values, ``"finest values"``: ``A``'s values padded
-        with zeros to that class (when its nonzeros are not the class's), or rounded (when
-        the hierarchy's precision is lower). Each array counts once; ``A``'s own values,
-        which a hierarchy of ``A``'s size and precision shares, do not count.
+        hierarchy's precision is lower than ``A``'s, ``"finest values"``: ``A``'s values
+        rounded to it, padded with zeros to that class. Each array counts once; ``A``'s
+        own values, which a hierarchy of ``A``'s precision shares (unpadded: a solve pads
+        them), do not count.
       matrix_bytes: bytes of ``A`` itself in CSR (values, int32 indices and row pointers),
         the yardstick for ``bytes_kept``.
       setup_seconds: the setup's time by phase: the structure's on the host when it was
@@ -200,10 +200,10 @@ def statistics(structure: HierarchyStructure | DeviceStructure, numbers: Hierarc
 
     arrays = structure.arrays
     finest = arrays.levels[0].a if arrays.levels else arrays.coarsest
-    finest_values = (numbers.levels[0] if numbers.levels else numbers.coarsest).a.values
+    finest_values = numbers.finest.values
     parts = {
         "finest pattern": size(finest.indices, finest.indptr),
-        "finest values": size(finest_values),  # a padded or rounded copy, or A's own
+        "finest values": size(finest_values),  # a rounded copy, or A's own
         "coarse operators": size([level.a for level in numbers.levels[1:]],
                                  numbers.coarsest.a),
         "transfer operators": size([(level.p, level.r) for level in numbers.levels]),
