@@ -87,6 +87,11 @@ def test_tiny_run_prints_every_column_for_every_configuration(tmp_path):
         if row["config"] in ("default", "best"):  # jaxsolve solves both at this size
             assert row["status"] == "SUCCESS" and row["converged"], row
             assert row["true_residual"] <= 1e-7 and row["its"] >= 1
+            # a hierarchy keeps something; an iteration reads A at least once
+            assert 0 < row["kept"] < 50 and row["mb_per_iteration"] > 1e-6 * (
+                row["rows"] * 8), row
+        else:  # PyAMG's rows have no device memory to count
+            assert np.isnan(row["kept"]) and np.isnan(row["mb_per_iteration"]), row
         if row["converged"]:
             assert row["true_residual"] <= suite.CONVERGED_SLACK * 1e-8
     # PyAMG's classical AMG refuses complex matrices: the row says so instead of a number.
@@ -108,3 +113,19 @@ def test_a_run_past_hang_seconds_ends_with_the_stacks_and_keeps_the_rows_before(
     assert "Timeout" in done.stderr and re.search(r'File "[^"]+\.py", line \d+ in \w+',
                                                   done.stderr)
     assert not out.exists()  # it ended within the first problem
+
+
+def test_lean_keeps_less_and_moves_less_per_iteration_than_the_default(tmp_path):
+    """Issue 33's trade, as the suite measures it: on the 3D Poisson problem the lean
+    hierarchy (PMISC, one aggressive level, PCG) keeps and moves less than the default's."""
+    out = tmp_path / "rows.json"
+    done = subprocess.run(
+        [sys.executable, str(SCRIPT), "--size", "small", "--problems", "poisson3d",
+         "--configs", "default", "lean", "--json", str(out)],
+        capture_output=True, text=True, timeout=600, env=dict(os.environ, JAX_PLATFORMS="cpu"))
+    assert done.returncode == 0, done.stderr
+    default, lean = json.loads(out.read_text())
+    assert (default["config"], lean["config"]) == ("default", "lean")
+    assert default["converged"] and lean["converged"], (default, lean)
+    assert lean["kept"] < 0.6 * default["kept"], (default["kept"], lean["kept"])
+    assert lean["mb_per_iteration"] < 0.5 * default["mb_per_iteration"]
