@@ -343,3 +343,33 @@ def test_describe_and_grid_stats(caplog):
     with caplog.at_level("INFO", logger="jaxsolve.sparse"):
         sparse.solve(A, jnp.ones(576), config=config("DEVICE"), print_grid_stats=1)
     assert f"grid complexity {stats.grid_complexity:.3f}" in caplog.text
+
+
+def test_the_kept_numbers_share_the_structures_arrays_and_a_values():
+    # The compiled numeric setup returns every array anew; the kept numbers hold the
+    # structure's index arrays and A's own values (unpadded: a solve pads them), so that
+    # describe counts every array they keep once, and no copy of A's values. A solve
+    # that reuses them computes what the first one did, bit for bit.
+    A = sparse.as_csr(matrices.poisson3d_matrix(12))
+    b = jnp.asarray(np.random.default_rng(2).standard_normal(A.shape[0]), A.dtype)
+    sparse.clear_cache()
+    stats = sparse.describe(A, config("DEVICE", "SIZE_8"))
+    (entry,) = kept_entries().values()
+    structure, numbers = entry.structure, entry.numbers
+    assert numbers.finest.values is A.values
+    assert structure.finest.indices.shape[0] > A.nnz
+    patterns = [level.a for level in structure.arrays.levels] + [structure.arrays.coarsest]
+    operators = [level.a for level in numbers.levels] + [numbers.coarsest.a]
+    for operator, pattern in zip(operators, patterns, strict=True):
+        assert operator.indices is pattern.indices and operator.indptr is pattern.indptr
+    for level, arrays in zip(numbers.levels, structure.arrays.levels, strict=True):
+        assert level.p.indices is arrays.p.indices and level.r.indptr is arrays.r.indptr
+    held = {id(leaf): leaf.nbytes for leaf in jax.tree.leaves(
+        (structure.arrays, numbers, structure.solve_diagonal)) if leaf is not A.values}
+    assert sum(stats.bytes_kept.values()) == sum(held.values())
+    assert "finest values" not in stats.bytes_kept
+    x, info = sparse.solve(A, b, config=config("DEVICE", "SIZE_8"))
+    y, again = sparse.solve(A, b, config=config("DEVICE", "SIZE_8"), reuse_setup=True)
+    assert sparse.Status(int(info.status)).name == "SUCCESS"
+    assert int(again.iterations) == int(info.iterations)
+    np.testing.assert_array_equal(y, x)

@@ -76,7 +76,8 @@ from ._compiler_options import COMPILER_OPTIONS
 from ._config import AMGConfig
 from ._csr_arrays import CsrArrays, CsrStructure
 from ._hierarchy import (Hierarchy, LevelNumbers, _coarsest_numbers, annihilates_constants,
-                         check_coarsest_rows, check_stored_diagonal, hierarchy_dtype)
+                         check_coarsest_rows, check_stored_diagonal, hierarchy_dtype,
+                         sharing_arrays)
 from ._relaxation import power_iteration_start, relaxation_data, stored_diagonal
 from ._structure_key import summed_digest
 from ._size_classes import (coarsest_rows, finest_nonzeros, finest_rows, grown_size,
@@ -306,8 +307,9 @@ def cached_setup(pattern: CsrStructure, pattern_key: str, values: jax.Array | No
                              if own_structure else None)
     if values is None or (reuse_setup and entry.numbers is not None):
         return entry.structure, entry.numbers if reuse_setup else None
-    entry.numbers = numbers_now(entry.structure,
-                                padded(values, entry.structure.finest.indices.shape[0]))
+    entry.numbers = sharing_arrays(  # the structure's index arrays, A's own values
+        numbers_now(entry.structure, padded(values, entry.structure.finest.indices.shape[0])),
+        entry.structure.arrays, values)
     return entry.structure, entry.numbers
 
 

@@ -813,9 +813,12 @@ def padded_hierarchy(hierarchy: Hierarchy, shape: HierarchyShape,
     return dataclasses.replace(hierarchy, levels=levels, coarsest=coarsest)
 
 
-def sharing_arrays(numbers: Hierarchy, arrays: StructureArrays,
-                   values: jax.Array) -> Hierarchy:
+def sharing_arrays(numbers: Hierarchy, arrays: Any, values: jax.Array) -> Hierarchy:
     """``numbers`` holding ``arrays``' index arrays and ``values`` instead of equal copies.
+
+    ``arrays``: the :class:`StructureArrays` the numbers were set up on, or a device
+    structure's (:class:`._device_setup.DeviceArrays`, whose levels have the same ``a``,
+    ``p`` and ``r``).
 
     A compiled :func:`numeric_setup` returns every array of the hierarchy as a new buffer,
     the operators' index arrays (equal to the structure's) and the finest operator's

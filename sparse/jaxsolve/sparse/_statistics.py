@@ -202,7 +202,9 @@ def statistics(structure: HierarchyStructure | DeviceStructure, numbers: Hierarc
     finest = arrays.levels[0].a if arrays.levels else arrays.coarsest
     finest_values = numbers.finest.values
     parts = {
-        "finest pattern": size(finest.indices, finest.indptr),
+        # the structure's, and the kept numbers' where they are not the same
+        "finest pattern": size(finest.indices, finest.indptr, numbers.finest.indices,
+                               numbers.finest.indptr),
         "finest values": size(finest_values),  # a rounded copy, or A's own
         "coarse operators": size([level.a for level in numbers.levels[1:]],
                                  numbers.coarsest.a),
@@ -216,7 +218,8 @@ def statistics(structure: HierarchyStructure | DeviceStructure, numbers: Hierarc
                       for level in structure.arrays.levels]
     if any(interpolation is not None for interpolation in interpolations):
         parts["interpolation plans"] = size(interpolations)
-    parts["product plans"] = size(structure.arrays)
+    parts["product plans"] = size(structure.arrays,  # and a device structure's solve's diagonal
+                                  structure.solve_diagonal if device else None)
     if not parts["finest values"]:
         del parts["finest values"]
     return HierarchyStatistics(
