@@ -578,3 +578,26 @@ def test_a_matrix_of_its_size_class_shares_its_values_with_the_kept_hierarchy(fr
     x, info = sparse.solve(A, jnp.ones(A.shape[0]), config=config, reuse_setup=True)
     assert info.status == sparse.Status.SUCCESS and x.shape == (1056,)
     assert kept(A)[1].levels[0].a.values is A.values
+
+
+def test_the_solve_checks_the_diagonal_of_the_true_rows_of_a_padded_matrix(x64):
+    # The solve's check for a zero diagonal reads the structure's finest diagonal
+    # positions as they are, no copy of them kept: a padding row's (PADDING_DIAGONAL) is
+    # passed over, a zero on a true row's found.
+    a = sparse.as_csr(poisson2d(30, 30))
+    config = {"solver": "PCG"}
+    b = jnp.ones(900)
+    sparse.clear_cache()
+    x, info = sparse.solve(a, b, config=config)
+    assert info.status == sparse.Status.SUCCESS
+    system = _setup.System.for_matrix(a, sparse.parse_amgx_config(config), None,
+                                      reuse_setup=True, check=True)
+    structure, _ = system.setup
+    diagonal = structure.arrays.levels[0].diagonal
+    assert system.state().diagonal is diagonal and diagonal.shape[0] > 900
+    np.testing.assert_array_equal(diagonal[900:], _size_classes.PADDING_DIAGONAL)
+    assert not [value for value in vars(structure).values() if isinstance(value, jax.Array)]
+    zero = a.with_values(a.values.at[int(a._pattern.diagonal_positions[7])].set(0.0))
+    x, info = sparse.solve(zero, b, config=config, reuse_setup=True, check=False)
+    assert info.status == sparse.Status.FAILED and int(info.iterations) == 0
+    assert sparse.FailureReason(int(info.failure_reason)).name == "ZERO_DIAGONAL"

@@ -58,8 +58,8 @@ from ._padded_setup import (AggregationLayout, LevelLayout, aggregation_setup_si
                             level_layout, padded_aggregation, padded_full_nnz,
                             padded_interpolation, padded_ordering, resized, setup_sizes,
                             true_interpolation, true_ordering, within)
-from ._size_classes import (HierarchyShape, LevelShape, class_shape, pad_csr, pad_pattern,
-                            pad_relaxation, true_csr, true_shape, with_colors)
+from ._size_classes import (PADDING_DIAGONAL, HierarchyShape, LevelShape, class_shape, pad_csr,
+                            pad_pattern, pad_relaxation, true_csr, true_shape, with_colors)
 
 MAX_DENSE_COARSE_ROWS = 8192
 
@@ -309,8 +309,10 @@ def _padded_row_ids(pattern: CsrStructure) -> np.ndarray:
 
 
 def _padded_diagonal(positions: np.ndarray, rows: int) -> np.ndarray:
-    """Diagonal positions for ``rows`` rows: the padding rows store none (-1)."""
-    return np.concatenate([positions, np.full(rows - positions.shape[0], -1, positions.dtype)])
+    """Diagonal positions for ``rows`` rows: the padding rows store none
+    (:data:`~._size_classes.PADDING_DIAGONAL`)."""
+    return np.concatenate([positions, np.full(rows - positions.shape[0], PADDING_DIAGONAL,
+                                              positions.dtype)])
 
 
 def build_structure(

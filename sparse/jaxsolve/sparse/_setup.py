@@ -335,7 +335,7 @@ class System:
         arrays = structure.arrays
         return SetupState(
             matrix=arrays.levels[0].a if arrays.levels else arrays.coarsest,
-            diagonal=_solve_diagonal(structure),
+            diagonal=arrays.levels[0].diagonal if arrays.levels else arrays.coarsest_diagonal,
             numbers=numbers, arrays=None if numbers is not None else arrays,
             near_nullspace=self.near_nullspace)
 
@@ -412,7 +412,8 @@ def padded_solve(solve_columns: Any, config: SolverConfig, operators: tuple, dia
     decoupled and unscaled: with a zero right-hand side there, every iterate, residual
     and search direction stays zero on them, and the norms and inner products only add
     zeros (:mod:`._size_classes`). ``diagonal``: the positions of the diagonal entries
-    of the matrix's rows; a padding row's points at a true row's (:func:`_solve_diagonal`).
+    of the matrix's rows, a padding row's :data:`~._size_classes.PADDING_DIAGONAL` (or a
+    true row's position), which the solve's check passes over.
     """
     matrix, numbers = operators
     n, rows = rhs.shape[0], matrix.n_rows
@@ -452,25 +453,6 @@ def _finest_nonzeros(structure: HierarchyStructure) -> int:
     """The finest operator's nonzeros in ``structure``'s size class."""
     return (structure.shape.levels[0].a_nnz if structure.levels
             else structure.shape.coarsest[1])
-
-
-def _solve_diagonal(structure: HierarchyStructure) -> jax.Array:
-    """The positions of the finest operator's diagonal entries for the solve's check of
-    them, of its padded rows: a padding row (none is stored) points at the first row's,
-    so that the check passes over it. Kept on the structure, sent to the device once."""
-    arrays = structure.arrays
-    diagonal = arrays.levels[0].diagonal if arrays.levels else arrays.coarsest_diagonal
-    true_rows = (structure.levels[0].a if structure.levels else structure.coarsest).n_rows
-    if diagonal.shape[0] == true_rows:
-        return diagonal
-    kept = structure.__dict__.get("_solve_diagonal")
-    if kept is None:
-        own = structure.levels[0].diagonal
-        with jax.ensure_compile_time_eval():  # a concrete array, also while a jit traces
-            kept = jax.device_put(np.concatenate(
-                [own, np.full(diagonal.shape[0] - true_rows, own[0], own.dtype)]))
-        structure.__dict__["_solve_diagonal"] = kept
-    return kept
 
 
 class SetupState(NamedTuple):

@@ -435,6 +435,13 @@ def pad_pattern(pattern: CsrStructure, rows: int, nnz: int) -> CsrStructure:
         n_cols=pattern.n_cols)
 
 
+PADDING_DIAGONAL = -2
+"""The diagonal position of a padding row (:func:`._hierarchy.build_structure`'s): none is
+stored there, as none is where a true row's is -1, but none is missing either, so that the
+solve's check for a zero diagonal passes over the padding rows (:func:`stored_diagonal
+<._relaxation.stored_diagonal>` reads both as zero)."""
+
+
 def pad_rows(x: jax.Array, rows: int) -> jax.Array:
     """``x`` with zero rows (entries along its first axis) to ``rows`` rows; ``x`` itself
     when it has them (jit-able)."""

@@ -49,6 +49,7 @@ from ._mpi import solve_mpi
 from ._nullspace import minimum_norm, null_spaces, pseudo_inverse_services, singular_config
 from ._preconditioner import make_precondition
 from ._relaxation import RelaxationData, stored_diagonal
+from ._size_classes import PADDING_DIAGONAL
 from ._report import (Reports, log, log_timings, logged_solve_stats, report_solve,
                       reports_to_file, setup_progress, split_reports)
 from ._setup import (System, checked_inputs, divides_by_diagonal, is_concrete, padded_solve,
@@ -438,11 +439,13 @@ def _invalid_matrix(config: SolverConfig, matrix: CsrArrays, diagonal: jax.Array
                     ) -> jax.Array:
     """The :class:`FailureReason` code of traced values no solve should run on, or NONE.
 
-    ``diagonal``: the positions of the diagonal entries among the values (-1: none)."""
+    ``diagonal``: the positions of the diagonal entries among the values (-1: none;
+    :data:`~._size_classes.PADDING_DIAGONAL`: a padding row's, not checked)."""
     nonfinite = ~jnp.all(jnp.isfinite(matrix.values))
     zero_diagonal = jnp.zeros((), bool)
     if divides_by_diagonal(config):
-        zero_diagonal = jnp.any(stored_diagonal(matrix.values, diagonal) == 0)
+        zero_diagonal = jnp.any((stored_diagonal(matrix.values, diagonal) == 0)
+                                & (diagonal != PADDING_DIAGONAL))
     return jnp.where(nonfinite, jnp.int32(FailureReason.NONFINITE_MATRIX),
                      jnp.where(zero_diagonal, jnp.int32(FailureReason.ZERO_DIAGONAL),
                                jnp.int32(FailureReason.NONE)))
