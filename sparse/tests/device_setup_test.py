@@ -373,3 +373,63 @@ def test_the_kept_numbers_share_the_structures_arrays_and_a_values():
     assert sparse.Status(int(info.status)).name == "SUCCESS"
     assert int(again.iterations) == int(info.iterations)
     np.testing.assert_array_equal(y, x)
+
+
+@pytest.mark.parametrize("key", ["uint32", "two passes", "uint64"])
+def test_each_pair_key_sorts_stably_by_row_then_column(key, request):
+    # The Galerkin pattern's sort by one key (or two passes of one) is the stable sort by
+    # (row, column) that it replaced: the same permutation, so the same hierarchy bit for
+    # bit (ties keep their order, and so do the sums of their values).
+    if key == "uint64":
+        request.getfixturevalue("x64")
+    rng = np.random.default_rng(7)
+    end, size = 50, 4000  # many duplicate pairs; rows past end - 1 are left out (last)
+    rows = rng.integers(0, end + 3, size).astype(np.int32)
+    cols = rng.integers(0, end + 1, size).astype(np.int32)
+    kept = rows < end
+    expected = np.lexsort((np.arange(size), np.where(kept, cols, 0), np.minimum(rows, end)))
+    order = jax.jit(_device_setup._pair_order, static_argnums=(2, 3))(
+        jnp.asarray(rows), jnp.asarray(cols), end, key)
+    np.testing.assert_array_equal(order, expected)
+
+
+def test_the_pair_key_fits_its_bound(x64):
+    assert _device_setup._pair_key(65_535) == "uint32"  # 65 535 · 65 536 < 2³²
+    assert _device_setup._pair_key(65_536) == "uint64"
+    with jax.enable_x64(False):
+        assert _device_setup._pair_key(65_536) == "two passes"
+
+
+def test_summed_triplets_are_the_distinct_pairs_sorted_and_summed():
+    rng = np.random.default_rng(8)
+    end, size = 40, 3000
+    rows = rng.integers(0, end + 2, size).astype(np.int32)
+    cols = rng.integers(0, end, size).astype(np.int32)
+    values = rng.integers(-5, 6, size).astype(np.float32)  # sums exact in any order
+    pair_rows, pair_cols, sums, position, count = jax.jit(
+        _device_setup._summed_triplets, static_argnums=3)(rows, cols, values, end)
+    kept = rows < end
+    pairs, inverse = np.unique(np.stack([rows[kept], cols[kept]]), axis=1, return_inverse=True)
+    count = int(count)
+    assert count == pairs.shape[1]
+    np.testing.assert_array_equal(pair_rows[:count], pairs[0])
+    np.testing.assert_array_equal(pair_cols[:count], pairs[1])
+    assert np.all(np.asarray(pair_rows)[count:] == end)
+    np.testing.assert_array_equal(sums[:count], np.bincount(inverse.ravel(), values[kept]))
+    np.testing.assert_array_equal(np.asarray(position)[kept], inverse.ravel())
+    assert np.all(np.asarray(position)[~kept] >= count)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not any(d.platform == "gpu" for d in jax.devices()), reason="needs a GPU")
+@pytest.mark.parametrize("end", [60_000, 100_000])  # a key of 32 bits, of 64 bits
+def test_the_galerkin_pattern_sorts_by_cub_radix_sort_on_a_gpu(end, request):
+    # XLA runs a sort of one unsigned key and its positions as CUB's radix sort (a sort by
+    # two keys as a comparison sort), at sizes where that is faster: a level's triplets.
+    if end > 65_535:
+        request.getfixturevalue("x64")
+    size = 1_000_000
+    rows = jax.device_put(jnp.zeros(size, jnp.int32), jax.devices("gpu")[0])
+    hlo = jax.jit(_device_setup._summed_triplets, static_argnums=3).lower(
+        rows, rows, rows.astype(jnp.float32), end).compile().as_text()
+    assert "__cub$DeviceRadixSort" in hlo

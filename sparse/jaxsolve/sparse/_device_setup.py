@@ -22,7 +22,8 @@ setup never leaves it — with one wait per level for a few counts:
    as the host's second phase does, or stays alone.
 3. **Numbering** by a cumulative sum over each aggregate's smallest node.
 4. **Galerkin pattern**: the triplets ``(agg(i), agg(j), ·)`` of the level's entries,
-   sorted by ``(row, column)`` (:func:`_summed_triplets`); where each entry lands among
+   sorted by ``(row, column)`` as one integer key (:func:`_summed_triplets`,
+   :func:`_pair_order`: XLA's radix sort on a GPU); where each entry lands among
    the coarse entries is kept, so that the numeric setup is one segment sum.
 
 The host matches sequentially (nodes in order, each with its strongest unmatched
@@ -398,7 +399,7 @@ def _run(function, *args, **static):
     """``function(*args, **static)`` by its program compiled for these statics and kinds of
     arguments, kept in :data:`PROGRAMS`: an executable runs when it is called, also while a
     caller's jit traces (a structure from the pattern alone for traced values)."""
-    key = (function.__name__, tuple(sorted(static.items())), jax.tree.structure(args),
+    key = (function.__name__, tuple(sorted(static.items())), _x64(), jax.tree.structure(args),
            tuple((np.shape(a), a.dtype, getattr(a, "sharding", None))
                  for a in jax.tree.leaves(args)))
     program = PROGRAMS.get(key, lambda: jax.jit(function, static_argnames=tuple(static)).lower(
@@ -684,13 +685,13 @@ def _first_of_pair(low, high, edge):
 def _summed_triplets(rows, cols, values, end):
     """The distinct ``(row, column)`` pairs of triplets, sorted, with their values summed.
 
-    Triplets with ``rows >= end`` are left out. Returns the pairs' rows (``end`` past
+    Triplets with ``rows >= end`` are left out; the others' columns lie in ``[0, end]``. Returns the pairs' rows (``end`` past
     their count), columns and sums, padded to the triplets' number, where each triplet
     landed among them (past the end where left out), and their count.
     """
     size = rows.shape[0]
-    sorted_rows, sorted_cols, order = jax.lax.sort(
-        (rows, cols, jnp.arange(size, dtype=jnp.int32)), num_keys=2)
+    order = _pair_order(rows, cols, end, _pair_key(end))
+    sorted_rows, sorted_cols = rows[order], cols[order]
     kept = sorted_rows < end
     first = jnp.concatenate([jnp.ones(1, bool), (sorted_rows[1:] != sorted_rows[:-1])
                              | (sorted_cols[1:] != sorted_cols[:-1])])
@@ -701,6 +702,41 @@ def _summed_triplets(rows, cols, values, end):
     pair_cols = jnp.zeros(size, jnp.int32).at[segment].set(sorted_cols, mode="drop")
     position = jnp.zeros(size, jnp.int32).at[order].set(segment)
     return pair_rows, pair_cols, sums, position, jnp.sum(new, dtype=jnp.int32)
+
+
+def _pair_order(rows, cols, end, key):
+    """The permutation that sorts triplets by ``(row, column)``, stably, those with ``rows
+    >= end`` last (columns of the others in ``[0, end]``), by sorts of one key: XLA runs a
+    sort of one unsigned key and its positions on a GPU as CUB's radix sort, and a sort of
+    two keys as a comparison sort.
+
+    ``key`` (:func:`_pair_key`): ``"uint32"`` or ``"uint64"``, one sort of ``row · (end +
+    1) + column`` in that type (a row past ``end - 1`` counted as ``end``, its column as
+    0); ``"two passes"``, a sort by column, then a stable one by row. Each gives the
+    permutation of a stable sort by ``(row, column)``: the same, bit for bit.
+    """
+    kept = rows < end
+    row = jnp.where(kept, rows, end).astype(jnp.uint32)
+    col = jnp.where(kept, cols, 0).astype(jnp.uint32)
+    if key == "two passes":
+        by_col = _stable_order(col)
+        return by_col[_stable_order(row[by_col])]
+    wide = jnp.dtype(key).type
+    return _stable_order(row.astype(wide) * wide(end + 1) + col.astype(wide))
+
+
+def _pair_key(end: int) -> str:
+    """The key :func:`_pair_order` sorts triplets of rows and columns up to ``end`` by: 32
+    bits while ``(end + 1)² <= 2³²`` (levels of up to 65 535 rows; the largest key is
+    ``end (end + 1)``), else 64 bits where x64 is on, else two passes of 32 bits."""
+    if (end + 1) ** 2 <= 2**32:
+        return "uint32"
+    return "uint64" if _x64() else "two passes"
+
+
+def _x64() -> bool:
+    """Whether 64-bit types are on (``jax_enable_x64``)."""
+    return jax.dtypes.canonicalize_dtype(jnp.uint64) == jnp.uint64
 
 
 def _take(values, index, fill=0):
