@@ -83,7 +83,8 @@ MEANINGS: dict[str, str | tuple[str, Any]] = {
     "jaxsolve_setup_location": "jaxsolve's extension: DEVICE sets an unsmoothed aggregation"
                                " hierarchy up as JAX programs on the matrix's device (a"
                                " GPU's setup stays there); HOST finds its structure on the"
-                               " CPU.",
+                               " CPU; AUTO is DEVICE for such a hierarchy of a matrix on a"
+                               " GPU, else HOST.",
     "dense_lu_num_rows": ("With DENSE_LU_SOLVER as coarse solver, a value above 0 stops"
                           " coarsening there instead of at `min_coarse_rows` (0: off).", 0),
     "interpolator": "Classical interpolation: D2 (distance two, extended+i) or D1 (modified"

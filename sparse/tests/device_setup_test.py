@@ -433,3 +433,53 @@ def test_the_galerkin_pattern_sorts_by_cub_radix_sort_on_a_gpu(end, request):
     hlo = jax.jit(_device_setup._summed_triplets, static_argnums=3).lower(
         rows, rows, rows.astype(jnp.float32), end).compile().as_text()
     assert "__cub$DeviceRadixSort" in hlo
+
+
+def kept_structures() -> list:
+    return [entry.structure for _, entry in _cache._CACHE.items()]
+
+
+@pytest.mark.parametrize("selector, amg", [("SIZE_4", {}),  # set up on a GPU, and not
+                                           ("PMIS", {"algorithm": "CLASSICAL"})])
+def test_auto_sets_up_on_the_host_on_a_cpu(selector, amg):
+    A = sparse.as_csr(matrices.poisson_matrix(20))
+    b = matrices.rhs_random(A.shape[0], seed=6)
+    sparse.clear_cache()
+    x, info = sparse.solve(A, b, config=config("AUTO", selector, **amg))
+    assert sparse.Status(int(info.status)).name == "SUCCESS"
+    (structure,) = kept_structures()
+    assert isinstance(structure, _hierarchy.HierarchyStructure)
+    misses = sparse.cache_info().misses
+    host, _ = sparse.solve(A, b, config=config("HOST", selector, **amg))
+    assert sparse.cache_info().misses == misses  # the host setup's cache entry
+    np.testing.assert_array_equal(x, host)
+    sparse.clear_cache()  # traced values too
+    jax.jit(lambda v: sparse.solve(A.with_values(v), b, config=config("AUTO", selector, **amg))
+            )(A.values)
+    assert all(isinstance(s, _hierarchy.HierarchyStructure) for s in kept_structures())
+
+
+def test_auto_is_a_setup_location():
+    amg = amg_config("AUTO", "PMIS", algorithm="CLASSICAL")  # not refused, as DEVICE is
+    assert amg.setup_location == "AUTO" and amg.not_set_up_on_device() == (
+        "algorithm 'CLASSICAL'",)
+    assert amg._amgx_keys("main")["jaxsolve_setup_location"] == "AUTO"
+    assert amg_config("AUTO", "SIZE_4").not_set_up_on_device() == ()
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not any(d.platform == "gpu" for d in jax.devices()), reason="needs a GPU")
+def test_auto_sets_up_on_the_gpu_what_the_device_setup_sets_up():
+    A = sparse.as_csr(matrices.poisson_matrix(20))
+    b = matrices.rhs_random(A.shape[0], seed=6)
+    gpu, cpu = jax.devices("gpu")[0], jax.devices("cpu")[0]
+    for device, selector, amg, kind in (
+            (gpu, "SIZE_4", {}, _device_setup.DeviceStructure),
+            (gpu, "PMIS", {"algorithm": "CLASSICAL"}, _hierarchy.HierarchyStructure),
+            (cpu, "SIZE_4", {}, _hierarchy.HierarchyStructure)):
+        sparse.clear_cache()
+        _, info = sparse.solve(A.with_values(jax.device_put(A.values, device)),
+                               jax.device_put(b, device), config=config("AUTO", selector, **amg))
+        assert sparse.Status(int(info.status)).name == "SUCCESS"
+        (structure,) = kept_structures()
+        assert isinstance(structure, kind)

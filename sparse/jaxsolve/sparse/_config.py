@@ -467,7 +467,10 @@ class AMGConfig:
         one: levels of similar sizes, similar iterations (see
         :mod:`jaxsolve.sparse._device_setup`). Its structures are kept per key of the
         values, as the host's: the order of the finest level's couplings
-        (:func:`jaxsolve.sparse._device_setup.values_key`).
+        (:func:`jaxsolve.sparse._device_setup.values_key`). ``"AUTO"``: ``"DEVICE"``
+        where the matrix's values lie on a GPU (traced values: where JAX's default
+        backend is one), the configuration is one it sets up and no ``near_nullspace``
+        is given; ``"HOST"`` otherwise, so on a CPU.
       smoother: the relaxation applied on every level but the coarsest.
       presweeps, postsweeps: smoothing sweeps before and after the correction, ``>= 0``.
       cycle: ``"V"``, ``"W"`` or ``"F"``.
@@ -588,22 +591,27 @@ class AMGConfig:
         _check_int("coarse_null_dimension", self.coarse_null_dimension, 0)
         _check_int("block_dim", self.block_dim, 1)
         _check_int("structure_reuse_levels", self.structure_reuse_levels, -1)
-        _check_choice("setup_location", self.setup_location, ("HOST", "DEVICE"), ())
-        if self.setup_location == "DEVICE":
-            unsupported = []
-            if self.algorithm != "AGGREGATION":
-                unsupported.append(f"algorithm {self.algorithm!r}")
-            if self.smoothed_aggregation:
-                unsupported.append("smoothed aggregation")
-            if self.smoother.solver in ("MULTICOLOR_GS", "MULTICOLOR_DILU"):
-                unsupported.append(f"smoother {self.smoother.solver!r}")
-            if self.block_dim > 1:
-                unsupported.append(f"a block system (block_dim {self.block_dim})")
-            if unsupported:
-                raise ValueError(
-                    "setup_location 'DEVICE' sets up unsmoothed aggregation AMG of a scalar"
-                    " system with a smoother that needs no coloring, not "
-                    f"{' and '.join(unsupported)}; use 'HOST'.")
+        _check_choice("setup_location", self.setup_location, ("HOST", "DEVICE", "AUTO"), ())
+        unsupported = self.not_set_up_on_device()
+        if self.setup_location == "DEVICE" and unsupported:
+            raise ValueError(
+                "setup_location 'DEVICE' sets up unsmoothed aggregation AMG of a scalar"
+                " system with a smoother that needs no coloring, not "
+                f"{' and '.join(unsupported)}; use 'HOST'.")
+
+    def not_set_up_on_device(self) -> tuple[str, ...]:
+        """What of this configuration ``setup_location`` ``"DEVICE"`` does not set up
+        (empty: it sets it up)."""
+        unsupported = []
+        if self.algorithm != "AGGREGATION":
+            unsupported.append(f"algorithm {self.algorithm!r}")
+        if self.smoothed_aggregation:
+            unsupported.append("smoothed aggregation")
+        if self.smoother.solver in ("MULTICOLOR_GS", "MULTICOLOR_DILU"):
+            unsupported.append(f"smoother {self.smoother.solver!r}")
+        if self.block_dim > 1:
+            unsupported.append(f"a block system (block_dim {self.block_dim})")
+        return tuple(unsupported)
 
     def _amgx_keys(self, scope: str) -> dict[str, Any]:
         keys = {
@@ -908,8 +916,8 @@ def parse_amgx_config(
       extension, an AMG hierarchy in single precision inside a solve of the
       matrix's (AmgX chooses precision by its mode, not its config); see
       :class:`AMGConfig`.
-    * ``jaxsolve_setup_location`` (HOST or DEVICE): a jaxsolve extension, the AMG
-      setup on the host's CPU or as array programs on the matrix's device; see
+    * ``jaxsolve_setup_location`` (HOST, DEVICE or AUTO): a jaxsolve extension, the
+      AMG setup on the host's CPU or as array programs on the matrix's device; see
       :class:`AMGConfig`.
 
     Accepted and ignored, as they cannot change the solution of a

@@ -52,7 +52,8 @@ that couple alike (the next Newton or time step, the matrix scaled) cost that di
 one numeric setup, another operator on the pattern a structure of its own
 (:func:`cached_setup`).
 
-Supported (``"jaxsolve_setup_location": "DEVICE"``, see :class:`~._config.AMGConfig`):
+Supported (``"jaxsolve_setup_location": "DEVICE"``, or ``"AUTO"`` on a GPU, see
+:class:`~._config.AMGConfig`):
 aggregation AMG, unsmoothed, scalar (``block_dim`` 1, no ``near_nullspace``), with the
 smoothers that need no coloring, every cycle and coarse solver.
 """

@@ -231,6 +231,9 @@ class System:
                 " interpolation reproduces constants). For rigid-body modes set the AMG's"
                 " algorithm to 'AGGREGATION' with jaxsolve_smoothed_aggregation: 1.")
         concrete = self.concrete_values
+        if amg.setup_location == "AUTO":  # the cache keeps it under the location chosen
+            amg = dataclasses.replace(
+                amg, setup_location="DEVICE" if self._auto_on_device(amg) else "HOST")
         if amg.setup_location == "DEVICE":
             if self.near_nullspace is not None:
                 raise ValueError("solve: near_nullspace is smoothed aggregation's, which"
@@ -278,6 +281,18 @@ class System:
             entry.structure, concrete, self.near_nullspace,
             padded=self.padded(concrete, _finest_nonzeros(entry.structure)))
         return entry.structure, entry.numbers
+
+    def _auto_on_device(self, amg: AMGConfig) -> bool:
+        """Whether ``setup_location`` ``"AUTO"`` sets up on the device: where the concrete
+        values lie on one GPU (traced ones: where JAX's default backend is a GPU), the
+        configuration is one the device setup sets up and no near-null space is given."""
+        if amg.not_set_up_on_device() or self.near_nullspace is not None:
+            return False
+        values = self.concrete_values
+        if not isinstance(values, jax.Array):  # traced
+            return jax.default_backend() == "gpu"
+        devices = values.devices()
+        return len(devices) == 1 and next(iter(devices)).platform == "gpu"
 
     @functools.cached_property
     def ordering(self) -> MulticolorArrays | None:
