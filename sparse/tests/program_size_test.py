@@ -75,15 +75,18 @@ def test_l1_jacobi_scale_is_one_product_without_row_expansion(x64, matrix):
     assert "cumsum" not in names and "scatter-add" not in names
 
 
-def test_cg_holds_one_copy_of_the_preconditioner(x64):
-    """CG preconditions inside its loop only: a first ``M⁻¹ r_0`` before the loop doubled
-    the preconditioner (an AMG cycle, most of a solve's program) in the compiled code."""
+@pytest.mark.parametrize("method", ["cg", "bicgstab"])
+def test_a_method_holds_one_copy_of_the_preconditioner(x64, method):
+    """A method preconditions at one place of its loop: a first ``M⁻¹ r_0`` before CG's
+    loop, or BiCGSTAB's two applications per iteration written out in its loop's step,
+    doubled the preconditioner (an AMG cycle, most of a solve's program) in the compiled
+    code."""
     def precondition(r):
         return jnp.sin(r)  # a marker: a preconditioner of the program's own primitive
 
     b = jnp.ones(8)
-    names = primitives(lambda b: sparse.cg(lambda v: 4 * v, b, precondition=precondition)[0],
-                       b)
+    names = primitives(lambda b: getattr(sparse, method)(
+        lambda v: 4 * v + jnp.roll(v, 1), b, precondition=precondition)[0], b)
     assert names.count("sin") == 1
 
 

@@ -106,11 +106,12 @@ def memory_traffic_per_iteration(A: Any, config: Any = None, *,
     So it is a lower bound on what the compiled program moves: fusion saves passes but
     never reads a needed matrix fewer times.  Not counted: the padding of size classes,
     scalars, a masked loop's unneeded work (GMRES's Gram-Schmidt runs all ``m`` steps;
-    counted: the ``j + 1`` that step ``j`` needs) and the work before the loop (``b − A
-    x₀``, ``‖r₀‖``).  One iteration is one step of the method's loop: for CG one
-    preconditioner application, one product and 14 vector passes; for BiCGSTAB two of
-    each, 25 passes; for GMRES and FGMRES one Arnoldi step, the once-a-cycle work (the
-    update of ``x``, the restart's residual) spread over the ``m`` steps of a cycle.  An AMG
+    counted: the ``j + 1`` that step ``j`` needs; BiCGSTAB's loop steps by half
+    iterations, each computing what either half needs) and the work before the loop
+    (``b − A x₀``, ``‖r₀‖``).  One iteration: for CG one preconditioner application, one
+    product and 14 vector passes; for BiCGSTAB two of each, 25 passes; for GMRES and
+    FGMRES one Arnoldi step, the once-a-cycle work (the update of ``x``, the restart's
+    residual) spread over the ``m`` steps of a cycle.  An AMG
     application counts, per level and visit (a W-cycle visits level ``ℓ`` ``2^ℓ`` times),
     the pre-smoothing (a first sweep from zero needs no product), the residual, the
     restriction ``R r``, the prolongation with its correction, the post-smoothing, and on
