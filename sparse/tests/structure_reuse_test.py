@@ -15,7 +15,7 @@ import scipy.sparse
 from jaxsolve_testing import counted_compilations
 
 from jaxsolve import sparse
-from jaxsolve.sparse import _classical, _structure_key, matrices, parse_amgx_config
+from jaxsolve.sparse import _cache, _classical, _structure_key, matrices, parse_amgx_config
 from jaxsolve.sparse._csr_arrays import CsrStructure
 
 N = 24
@@ -70,6 +70,24 @@ def test_another_operator_on_the_pattern_gets_its_own_structure(x64, second, con
     # Before: the convection's splitting served (recirculating 9 its, Laplacian 15 for 7).
     assert iterations(second(), config) == fresh
     assert sparse.cache_info().currsize == 2  # the first operator's structure is kept
+
+
+def test_the_structures_of_a_pattern_share_its_finest_arrays(x64):
+    # Each operator on a pattern, and each AMG configuration, has a structure of its own,
+    # but they pad the finest pattern alike: they hold one device copy of it and of its
+    # diagonal positions.
+    sparse.clear_cache()
+    iterations(convection(), BICGSTAB)
+    iterations(recirculating(), BICGSTAB)
+    iterations(laplacian(), PCG)
+    structures = [entry.structure for _, entry in _cache._CACHE.items()]
+    assert len(structures) == 3
+    first = structures[0].arrays.levels[0]
+    for structure in structures[1:]:
+        level = structure.arrays.levels[0]
+        assert level.a.indices is first.a.indices and level.a.indptr is first.a.indptr
+        assert level.diagonal is first.diagonal
+    assert first.a.indices.shape[0] > N * N * 5 - 4 * N  # padded to the size class
 
 
 def test_the_same_operator_again_rebuilds_and_compiles_nothing(x64):

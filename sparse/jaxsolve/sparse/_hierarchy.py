@@ -36,7 +36,9 @@ import collections
 import dataclasses
 import functools
 import hashlib
+import threading
 import time
+import weakref
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -253,12 +255,16 @@ def _pattern_arrays(pattern: CsrStructure) -> CsrArrays:
 def _level_arrays(level: LevelStructure, shape: LevelShape,
                   interpolation: InterpolationArrays | MultipassArrays | None,
                   setup: tuple[int, ...] | None, colors: ColorShape | None,
-                  block_jacobi: bool) -> LevelArrays:
+                  block_jacobi: bool, pattern_key: str = "") -> LevelArrays:
     """``level``'s arrays on the device, padded to ``shape``; with the ``setup`` sizes
     (:func:`._padded_setup.setup_sizes`, padded) also those only the numeric setup reads,
     and its multicolor ordering's padded to ``colors``. ``interpolation``: the host arrays
     of a classical level's; ``block_jacobi``: whether its smoother inverts the diagonal
-    blocks of a block system."""
+    blocks of a block system; ``pattern_key``: the finest pattern's key, for the finest
+    level (:func:`_finest_arrays`), else empty."""
+    a, diagonal = (_finest_arrays(level, shape, pattern_key) if pattern_key else (
+        _pattern_arrays(pad_pattern(level.a, shape.rows, shape.a_nnz)),
+        jax.device_put(_padded_diagonal(level.diagonal, shape.rows))))
     smoothed = level.smoothing is not None
     a_p = level.a_p.c
     aggregates, tentative_in_p = level.aggregates, level.tentative_in_p
@@ -273,8 +279,8 @@ def _level_arrays(level: LevelStructure, shape: LevelShape,
     r_from_p = np.concatenate([level.r_from_p, np.zeros(shape.r_nnz - level.r.nnz,
                                                         level.r_from_p.dtype)])
     return LevelArrays(
-        a=_pattern_arrays(pad_pattern(level.a, shape.rows, shape.a_nnz)),
-        diagonal=jax.device_put(_padded_diagonal(level.diagonal, shape.rows)),
+        a=a,
+        diagonal=diagonal,
         aggregates=None if aggregates is None else jax.device_put(aggregates),
         interpolation=jax.tree.map(jax.device_put, interpolation),
         tentative_in_p=jax.device_put(tentative_in_p) if smoothed else None,
@@ -286,6 +292,34 @@ def _level_arrays(level: LevelStructure, shape: LevelShape,
         block_positions=(jax.device_put(_block_positions(level.a, level.block_dim, shape.rows))
                          if block_jacobi and level.block_dim > 1 else None),
     )
+
+
+# The finest levels' padded patterns and diagonal positions on the device, by pattern key,
+# padded sizes and device (see _finest_arrays), while a structure holds them.
+_FINEST: weakref.WeakValueDictionary[tuple, jax.Array] = weakref.WeakValueDictionary()
+_FINEST_LOCK = threading.Lock()
+
+
+def _finest_arrays(level: LevelStructure, shape: LevelShape, pattern_key: str
+                   ) -> tuple[CsrArrays, jax.Array]:
+    """The finest ``level``'s pattern padded to ``shape``, and its diagonal positions, on
+    the device: those another structure of the pattern (``pattern_key``) holds where it
+    pads them alike, else sent now. The structures of one pattern — one per operator on
+    it (:mod:`._structure_key`), per AMG configuration — then keep one copy of them, not
+    one each (0.44 × ``A`` of 3D Poisson's), and the pattern is padded and sent once."""
+    placeholder = jnp.zeros(0, jnp.int32)  # the values' (see _pattern_arrays): its device
+    key = (pattern_key, shape.rows, shape.a_nnz, *placeholder.devices())
+    names = ("indices", "indptr", "diagonal")
+    with _FINEST_LOCK:
+        kept = [_FINEST.get((*key, name)) for name in names]
+    if any(array is None for array in kept):
+        padded = pad_pattern(level.a, shape.rows, shape.a_nnz)
+        kept = [jax.device_put(array) for array in (
+            padded.indices, padded.indptr, _padded_diagonal(level.diagonal, shape.rows))]
+        with _FINEST_LOCK:
+            _FINEST.update({(*key, name): array for name, array in zip(names, kept, strict=True)})
+    indices, indptr, diagonal = kept
+    return CsrArrays(placeholder, indices, indptr), diagonal
 
 
 def _block_positions(pattern: CsrStructure, k: int, rows: int) -> np.ndarray:
@@ -393,10 +427,12 @@ def build_structure(
     coarsest = pad_pattern(pattern, *shape.coarsest)
     arrays = StructureArrays(
         levels=tuple(_level_arrays(level, level_shape, interpolation, level_setup, colors,
-                                   config.smoother.solver in ("BLOCK_JACOBI", "JACOBI_L1"))
-                     for level, level_shape, interpolation, level_setup, colors in zip(
-                         levels, shape.levels, interpolations, shape.setup or [None] * len(levels),
-                         shape.colors or [None] * len(levels), strict=True)),
+                                   config.smoother.solver in ("BLOCK_JACOBI", "JACOBI_L1"),
+                                   pattern_key if i == 0 else "")
+                     for i, (level, level_shape, interpolation, level_setup, colors) in enumerate(
+                         zip(levels, shape.levels, interpolations,
+                             shape.setup or [None] * len(levels),
+                             shape.colors or [None] * len(levels), strict=True))),
         coarsest=_pattern_arrays(coarsest),
         coarsest_diagonal=jax.device_put(_padded_diagonal(coarsest_diagonal,
                                                           shape.coarsest[0])),
