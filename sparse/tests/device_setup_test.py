@@ -1,15 +1,25 @@
 """Tests for the AMG setup on the device (_device_setup.py, ``jaxsolve_setup_location``):
-the host's hierarchies on grids, PCG solves, errors, jit and grad, programs reused."""
+the host's hierarchies on grids, PCG solves, errors, jit and grad, programs reused.
 
-import jax
-import jax.numpy as jnp
-import numpy as np
-import pytest
-import scipy.sparse
+Runs on two virtual CPU devices for the test of values on another device (the flag is set
+at import: Bazel runs each test file in its own process; run after another file started
+JAX, that test skips).
+"""
 
-from jaxsolve import sparse
-from jaxsolve.sparse import _cache, _device_setup, _hierarchy, matrices, parse_amgx_config
-from jaxsolve.sparse._csr_arrays import CsrStructure
+from jaxsolve_testing import use_cpu_devices
+
+use_cpu_devices(2)
+
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+import scipy.sparse  # noqa: E402
+
+from jaxsolve import sparse  # noqa: E402
+from jaxsolve.sparse import (_cache, _device_setup, _hierarchy, matrices,  # noqa: E402
+                             parse_amgx_config)
+from jaxsolve.sparse._csr_arrays import CsrStructure  # noqa: E402
 
 
 def config(location: str, selector: str = "SIZE_4", **amg) -> dict:
@@ -234,6 +244,24 @@ def test_reuse_setup_keeps_the_latest_structure_and_numbers():
     assert sparse.cache_info().misses == misses
     assert sparse.Status(int(info.status)).name == "SUCCESS"
     assert float(jnp.linalg.norm(weak @ x - b) / jnp.linalg.norm(b)) < 1e-4  # f32
+
+
+@pytest.mark.skipif(len(jax.devices()) < 2, reason="needs two devices")
+def test_values_on_another_device_get_a_structure_there():
+    A = sparse.as_csr(matrices.poisson_matrix(20))
+    b = matrices.rhs_random(A.shape[0], seed=7)
+    sparse.clear_cache()
+    answers = {}
+    for device in (*jax.devices()[:2], jax.devices()[0]):
+        x, info = sparse.solve(A.with_values(jax.device_put(A.values, device)),
+                               jax.device_put(b, device), config=config("DEVICE"))
+        assert x.devices() == {device} and sparse.Status(int(info.status)).name == "SUCCESS"
+        answers.setdefault(device, x)
+        (entry,) = (entry for entry in kept_entries().values()
+                    if entry.structure.finest.indices.devices() == {device})
+        assert entry.built_for.endswith(f"@{device}")
+    assert len(kept_entries()) == 2 and sparse.cache_info().hits == 1  # one each, found again
+    np.testing.assert_array_equal(*answers.values())
 
 
 def test_the_values_key_follows_the_order_of_the_couplings():

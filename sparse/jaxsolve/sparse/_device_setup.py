@@ -197,7 +197,7 @@ def build_device_structure(pattern: CsrStructure, values: jax.Array | None,
       config: an unsmoothed aggregation configuration of a scalar system.
       finest: the padded finest pattern on the device of an earlier structure of
         ``pattern`` (:attr:`DeviceStructure.finest`), taken instead of a new copy when its
-        sizes are this one's.
+        sizes and devices are this one's.
 
     Raises:
       ValueError: if a row stores no diagonal entry, or the coarsest level has too many
@@ -207,11 +207,14 @@ def build_device_structure(pattern: CsrStructure, values: jax.Array | None,
     rows, nnz = finest_sizes(pattern.n_rows, pattern.nnz)
     weighted = values is not None
     with jax.ensure_compile_time_eval():  # concrete, also while a caller's jit traces
-        if finest is not None and (finest.n_rows, finest.indices.shape[0]) == (rows, nnz):
+        if finest is not None and (finest.n_rows, finest.indices.shape[0]) == (rows, nnz) and (
+                values is None or finest.indices.devices() == values.devices()):
             indptr, indices = finest.indptr, finest.indices
         else:
             padded = pad_pattern(pattern, rows, nnz)
-            indptr, indices = jax.device_put(padded.indptr), jax.device_put(padded.indices)
+            indptr, indices = jax.device_put(  # where the values are
+                (padded.indptr, padded.indices),
+                None if values is None or len(values.devices()) > 1 else values.sharding)
         if values is None:
             values = jax.device_put(np.ones(nnz, np.float32))
     if values.shape != (nnz,):
@@ -331,11 +334,18 @@ def values_key(structure: DeviceStructure, values: jax.Array) -> str:
     aggregate differently there keep the first values' structure, a correct hierarchy
     (their own Galerkin products), as AmgX's ``structure_reuse_levels`` keeps one.
     The digest is two 32-bit sums of hashed words, computed on the device by a program
-    compiled once per size class; reading it back is one wait for the device.
+    compiled once per size class; reading it back is one wait for the device. The key
+    names the values' devices too: values on another device get a structure there.
     """
     finest = structure.finest
-    digest = _run(_coupling_order, finest.indptr, finest.indices, values, rows=finest.n_rows)
-    return "".join(f"{int(word):08x}" for word in np.asarray(digest))
+    pattern = (finest.indptr, finest.indices)
+    devices = values.devices()
+    if len(devices) == 1 and finest.indices.devices() != devices:  # another device's
+        with jax.ensure_compile_time_eval():
+            pattern = jax.device_put(pattern, values.sharding)
+    digest = _run(_coupling_order, *pattern, values, rows=finest.n_rows)
+    return "".join(f"{int(word):08x}" for word in np.asarray(digest)) + "@" + ",".join(
+        sorted(str(device) for device in devices))
 
 
 def numbers_now(structure: DeviceStructure, values: jax.Array) -> Hierarchy:
