@@ -601,3 +601,25 @@ def test_the_solve_checks_the_diagonal_of_the_true_rows_of_a_padded_matrix(x64):
     x, info = sparse.solve(zero, b, config=config, reuse_setup=True, check=False)
     assert info.status == sparse.Status.FAILED and int(info.iterations) == 0
     assert sparse.FailureReason(int(info.failure_reason)).name == "ZERO_DIAGONAL"
+
+
+def test_a_tiny_levels_entries_have_room_for_a_pattern_of_half_as_many(fresh_shapes):
+    # 32³ default AMG (tools/bench/sparse_new_pattern.py 32): the grid's sizes, then those
+    # of eight extra couplings (seed 1), whose coarsest level of 61 rows (81) has 2255
+    # nonzeros (3663): the grid's shape gives it 5120, over 2 × them. The entries of a level
+    # of at most 1/64 of the finest rows fit up to 4 × them: the grid's shape serves, and
+    # its compiled programs (a new shape compiled two).
+    grid = fake_levels([32768, 16384, 2734, 437, 81], [223232, 293056, 112224, 25305, 3663],
+                       [81916, 57331, 9624, 1504])
+    shape = _size_classes.class_shape(*grid, 1, pad_finest=True)
+    assert shape.coarsest == (112, 5120)
+    other = fake_levels([32768, 16384, 2575, 368, 61], [223248, 293092, 111801, 20996, 2255],
+                        [81916, 57805, 9194, 1286])
+    assert _size_classes.class_shape(*other, 1, pad_finest=True) == shape
+    # Rows keep a small size's room (the coarsest's dense inverse grows with their square):
+    # a coarsest level of 54 rows does not fit 112 (≥ 2 × 54 + 4), nor do 1100 nonzeros.
+    for coarsest in [(54, 2255), (61, 1100)]:
+        fewer = fake_levels([32768, 16384, 2575, 368, coarsest[0]],
+                            [223248, 293092, 111801, 20996, coarsest[1]],
+                            [81916, 57805, 9194, 1286])
+        assert _size_classes.class_shape(*fewer, 1, pad_finest=True) != shape

@@ -9,7 +9,8 @@ hierarchy a solve keeps is *padded*: every coarse level's rows, and the nonzeros
 operator and of every ``P`` and ``R``, are rounded up (:func:`class_shape`). A shape
 already handed out for the same finest size is taken when it fits (every size at least
 the true one, less than ``1.5 ×`` it ``+ 4``, or ``2 ×`` where it is *small*: at most an
-eighth of the finest rows, or of a level of so few rows); else each size becomes the
+eighth of the finest rows, or of a level of so few rows, or ``4 ×`` where it counts the
+entries of a *tiny* level, of at most 1/64 of the finest rows); else each size becomes the
 **size class** of ``17 / 16`` of it, or of ``6 / 5`` of a small one (:func:`grown_size`),
 a number ``q · 2ᵉ`` with ``q`` one of 4, 5, 6 or 7 (:func:`size_class`: 4, 5, 6, 7, 8,
 10, 12, 14, 16, 20, …), so that a similar pattern a little larger fits too. The coarsest
@@ -18,8 +19,9 @@ work, get ``n / 16`` more, at least 48, to a multiple of 16 (:func:`coarsest_row
 Small sizes get the most room because they vary the most between similar patterns: at
 24³ (default AMG, 16 patterns of eight extra couplings each) the first coarse level's
 sizes varied by at most 7 % (at 32³ 10 %), the second's by up to 24 %, the coarsest's
-rows by 29 % and nonzeros by 37 % (at 32³ by a factor 2.3); the large sizes' smaller
-room keeps the memory down. Patterns whose hierarchies take one shape run one compiled
+rows by 29 % and nonzeros by 37 % (at 32³ by a factor 2.3: the 4 × room of a tiny
+level's entries holds them, where 2 × made a new shape and compiled two programs); the
+large sizes' smaller room keeps the memory down. Patterns whose hierarchies take one shape run one compiled
 solve.
 
 **The finest level** (the user's ``A``) of a single-device solve's hierarchy is padded
@@ -47,7 +49,8 @@ tests and of ``tools/bench/sparse_new_pattern.py`` are the unpadded hierarchy's)
 
 **Memory.** Every padded array holds less than ``1.5 ×`` its true entries ``+ 4`` (a new
 shape's ``size_class(6 n / 5) < 1.5 n`` for ``n > 4``), or a small one less than ``2 ×``
-them ``+ 4`` (a smaller pattern's hierarchy that takes a shape already in use): the
+them ``+ 4``, a tiny level's entries less than ``4 ×`` (a smaller pattern's hierarchy that
+takes a shape already in use): the
 coarse operators, transfer operators, smoother data and the structure's copies of their
 patterns. The finest pattern's copy in the structure and the kept hierarchy's finest
 values (a padded copy of ``A``'s, where they shared ``A``'s own before) hold less than
@@ -132,7 +135,8 @@ def class_shape(levels: Sequence, coarsest: CsrStructure, coarsest_block_dim: in
                 pad_finest: bool = False) -> HierarchyShape:
     """The padded sizes of a hierarchy's levels (:class:`._hierarchy.LevelStructure` s) and
     coarsest pattern: a shape already in use that fits them (every size at least the true
-    one and less than ``1.5 ×`` it ``+ 4``, ``2 ×`` a small size), the smallest such;
+    one and less than ``1.5 ×`` it ``+ 4``, ``2 ×`` a small size, ``4 ×`` a tiny level's
+    count of entries), the smallest such;
     else a new one, each size :func:`grown_size` of the true one (room for a similar
     pattern a little larger), and remembered.
 
@@ -164,23 +168,30 @@ def class_shape(levels: Sequence, coarsest: CsrStructure, coarsest_block_dim: in
         def small(n: int, level: int) -> bool:  # a size of level `level` (coarsest: last)
             return min(n, rows[level]) <= rows[0] // SMALL
 
-        solve_small = tuple(small(n, level) for n, level in zip(
-            _solve_sizes(true), _solve_levels(len(levels)), strict=True))
-        setup_small = tuple(small(n, i) for i, sizes in enumerate(setup) for n in sizes)
+        def room(n: int, level: int, counts_rows: bool = False) -> float:
+            """How many times ``n`` (+ 4) a shape's size may hold for ``n`` to fit it."""
+            if not counts_rows and rows[level] <= rows[0] // TINY:
+                return TINY_LIMIT
+            return SMALL_LIMIT if small(n, level) else LIMIT
+
+        solve_room = tuple(room(n, level, counts_rows) for n, level, counts_rows in zip(
+            _solve_sizes(true), _solve_levels(len(levels)), _solve_rows(len(levels)),
+            strict=True))
+        setup_room = tuple(room(n, i) for i, sizes in enumerate(setup) for n in sizes)
         # A shape whose solve fits (levels and coarsest) is taken even where the setup's
         # sizes do not: then only those grow, and the solve compiled for it still serves.
         solve_fits = [shape for key in keys for shape in _SHAPES.get(key, ())
                       if _fit_finest(finest, shape, pad_finest, multiples[0])
-                      and _fit(_solve_sizes(true), _solve_sizes(shape), solve_small)]
+                      and _fit(_solve_sizes(true), _solve_sizes(shape), solve_room)]
         fitting = [shape for shape in solve_fits
-                   if _fit(_setup_sizes(true), _setup_sizes(shape), setup_small)]
+                   if _fit(_setup_sizes(true), _setup_sizes(shape), setup_room)]
         if fitting:
             return min(fitting, key=lambda shape: sum(_sizes(shape)))
 
         if solve_fits:
             base = min(solve_fits, key=lambda shape: sum(_solve_sizes(shape)))
             shape = base._replace(setup=tuple(
-                tuple(padded if _fit((n,), (padded,), (small(n, i),))
+                tuple(padded if _fit((n,), (padded,), (room(n, i),))
                       else grown_size(n, small(n, i))
                       for n, padded in zip(sizes, base_sizes, strict=True))
                 for i, (sizes, base_sizes) in enumerate(zip(setup, base.setup, strict=True))))
@@ -330,10 +341,14 @@ def _fit_finest(finest: tuple[int, int], shape: HierarchyShape, padded: bool,
 
 # A padded array holds less than LIMIT × its true entries + 4; a small one, of at most
 # 1 / SMALL of the finest rows or on a level of so few rows (the sizes that vary the most
-# between similar patterns, and weigh the least), less than SMALL_LIMIT × them + 4.
+# between similar patterns, and weigh the least), less than SMALL_LIMIT × them + 4; the
+# entries of a tiny level, of at most 1 / TINY of the finest rows, less than TINY_LIMIT ×
+# them + 4 (not its rows: the coarsest level's dense inverse grows with their square).
 LIMIT = 1.5
 SMALL = 8
 SMALL_LIMIT = 2.0
+TINY = 64
+TINY_LIMIT = 4.0
 
 
 def grown_size(n: int, small: bool, multiple: int = 1) -> int:
@@ -370,11 +385,11 @@ def coarsest_rows(n: int, multiple: int = 1) -> int:
     return padded if padded < LIMIT * n + 4 else grown_size(n, small=True, multiple=multiple)
 
 
-def _fit(sizes: Sequence[int], padded: Sequence[int], small: Sequence[bool]) -> bool:
-    """Whether ``padded`` holds ``sizes``, each less than ``1.5 ×`` its size ``+ 4``, or
-    ``2 ×`` where ``small`` (an empty array's the smallest class, 4)."""
-    return all(n <= k < (SMALL_LIMIT if is_small else LIMIT) * n + 4 or k == size_class(n)
-               for n, k, is_small in zip(sizes, padded, small, strict=True))
+def _fit(sizes: Sequence[int], padded: Sequence[int], limits: Sequence[float]) -> bool:
+    """Whether ``padded`` holds ``sizes``, each less than its limit times its size ``+ 4``
+    (an empty array's the smallest class, 4)."""
+    return all(n <= k < limit * n + 4 or k == size_class(n)
+               for n, k, limit in zip(sizes, padded, limits, strict=True))
 
 
 # The shapes handed out, per finest rows, nonzeros and block sizes (the most recently used
@@ -408,6 +423,13 @@ def _solve_levels(count: int) -> tuple[int, ...]:
     coarsest: ``count``): a level's next rows are the next level's."""
     return (tuple(level for i in range(count) for level in (i, i, i, i + 1, i))
             + (count,) * 2)[2:]
+
+
+def _solve_rows(count: int) -> tuple[bool, ...]:
+    """Which of :func:`_solve_sizes` of a shape of ``count`` levels count rows (a level's
+    and its next level's), not entries."""
+    return (tuple(counts for _ in range(count) for counts in (True, False, False, True, False))
+            + (True, False))[2:]
 
 
 def _setup_sizes(shape: HierarchyShape) -> tuple[int, ...]:
