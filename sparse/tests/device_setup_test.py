@@ -14,12 +14,14 @@ import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
+import scipy.linalg  # noqa: E402
 import scipy.sparse  # noqa: E402
 
 from jaxsolve import sparse  # noqa: E402
-from jaxsolve.sparse import (_cache, _device_setup, _hierarchy, matrices,  # noqa: E402
-                             parse_amgx_config)
+from jaxsolve.sparse import (_cache, _device_setup, _hierarchy, _setup,  # noqa: E402
+                             matrices, parse_amgx_config)
 from jaxsolve.sparse._csr_arrays import CsrStructure  # noqa: E402
+from jaxsolve.sparse._size_classes import pad_pattern  # noqa: E402
 
 
 def config(location: str, selector: str = "SIZE_4", **amg) -> dict:
@@ -289,6 +291,109 @@ def test_the_values_key_follows_the_order_of_the_couplings():
     assert key(values) == key(3 * values) == key(signs)
     assert key(stronger) != key(values)
     assert key(stronger) == key(2 * stronger)
+
+
+def finest_pattern(A):
+    """``A``'s pattern padded as the device setup pads it, on the device, and its rows."""
+    pattern = CsrStructure(np.asarray(A.indptr, np.int32), np.asarray(A.indices, np.int32),
+                           A.shape[1])
+    rows, nnz = _device_setup.finest_sizes(pattern.n_rows, pattern.nnz)
+    padded = pad_pattern(pattern, rows, nnz)
+    return pattern, jnp.asarray(padded.indptr), jnp.asarray(padded.indices), rows, nnz
+
+
+@pytest.mark.parametrize("values", ["matrix", "ties", "random"])
+def test_the_values_key_of_a_mirrored_pattern_sorts_nothing(values):
+    # On a pattern that stores (j, i) with each (i, j), rows sorted, the key's order of
+    # each node's couplings comes from comparisons within rows: the digest of the three
+    # sorts', bit for bit (equal weights included), from a program without a sort.
+    A = scipy.sparse.csr_array(np.asarray(matrices.poisson3d_matrix(5).todense()))
+    rng = np.random.default_rng(3)
+    data = {"matrix": A.data, "ties": rng.integers(1, 4, A.nnz),  # many equal weights
+            "random": rng.standard_normal(A.nnz)}[values].astype(np.float32)
+    pattern, indptr, indices, rows, nnz = finest_pattern(A)
+    padded = jnp.pad(jnp.asarray(data), (0, nnz - A.nnz))
+    structure = _device_setup.build_device_structure(pattern, padded,
+                                                     amg_config("DEVICE", "SIZE_8"))
+    assert structure.key_width == 7
+    width = np.int32(structure.key_width)
+    np.testing.assert_array_equal(
+        _device_setup._run(_device_setup._coupling_order_in_rows, indptr, indices, padded,
+                           width, rows=rows),
+        _device_setup._run(_device_setup._coupling_order, indptr, indices, padded, rows=rows))
+    hlo = jax.jit(_device_setup._coupling_order_in_rows, static_argnames="rows").lower(
+        indptr, indices, padded, width, rows=rows).compile().as_text()
+    assert " sort(" not in hlo
+    assert " sort(" in jax.jit(_device_setup._coupling_order, static_argnames="rows").lower(
+        indptr, indices, padded, rows=rows).compile().as_text()
+
+
+@pytest.mark.parametrize("change", ["one-sided entry", "unsorted row", "duplicate"])
+def test_the_values_key_of_another_pattern_sorts(change):
+    # Patterns that are not mirrored keep the key by sorts (key_width 0), of the same order
+    A = scipy.sparse.csr_array(np.asarray(matrices.poisson_matrix(8).todense()))
+    indptr, indices, data = A.indptr.copy(), A.indices.copy(), A.data.copy()
+    if change == "one-sided entry":
+        A = A.tolil()
+        A[0, 5] = -0.5
+        A = scipy.sparse.csr_array(A)
+        indptr, indices, data = A.indptr, A.indices, A.data
+    elif change == "unsorted row":
+        indices[indptr[9]:indptr[10]] = indices[indptr[9]:indptr[10]][::-1].copy()
+    else:  # row 9's first entry stored twice, in place of its second
+        indices[indptr[9] + 1] = indices[indptr[9]]
+    A = scipy.sparse.csr_array((data, indices, indptr), shape=A.shape)
+    pattern, indptr, indices, rows, nnz = finest_pattern(A)
+    padded = jnp.pad(jnp.asarray(A.data, jnp.float32), (0, nnz - A.nnz))
+    assert not _device_setup._run(_device_setup._mirrored, indptr, indices,
+                                  np.int32(np.diff(A.indptr).max()), rows=rows)
+    if change != "duplicate":  # a structure of a duplicate's pattern: as any other
+        structure = _device_setup.build_device_structure(pattern, padded,
+                                                         amg_config("DEVICE", "SIZE_4"))
+        assert structure.key_width == 0
+        assert _device_setup.values_key(structure, padded) == _device_setup.values_key(
+            structure, 2 * padded)
+
+
+def test_bad_values_on_a_cached_pattern_raise_as_before():
+    # NaN or a zero pivot in new values of a cached pattern: the same error as on the
+    # host path, from the checks before a structure is built, or, where the values' key
+    # finds a structure (a row coupled to nothing: its diagonal is no coupling's), from the
+    # solve's own check of its values.
+    poisson = np.asarray(matrices.poisson_matrix(12).todense())
+    A = sparse.as_csr(scipy.sparse.csr_array(scipy.linalg.block_diag(poisson, [[4.0]])))
+    b = jnp.ones(A.shape[0])
+    alone = int(A.indptr[-1]) - 1  # the last row's one entry, its diagonal
+    coupled = 7
+    for location in ("HOST", "DEVICE"):
+        sparse.clear_cache()
+        sparse.solve(A, b, config=config(location))
+        for position, value, match in ((coupled, jnp.nan, "A holds NaN or Inf"),
+                                       (alone, jnp.nan, "A holds NaN or Inf"),
+                                       (alone, 0.0, r"1 zero \(or unstored\) diagonal")):
+            misses = sparse.cache_info().misses
+            bad = A.with_values(A.values.at[position].set(value))
+            with pytest.raises(ValueError, match=match):
+                sparse.solve(bad, b, config=config(location))
+            if location == "DEVICE" and position == alone:  # the same key: no new structure
+                assert sparse.cache_info().misses == misses
+
+
+def test_new_values_of_a_kept_structure_are_checked_by_the_solve_alone(monkeypatch):
+    # The checks before a setup (a wait for the device each) run before a structure is
+    # built, as the host path's: values whose key finds one are checked by the solve.
+    checked = []
+    check_finite = _setup.check_finite
+    monkeypatch.setattr(_setup, "check_finite",
+                        lambda caller, arrays: (checked.extend(arrays.keys() & {"A"}),
+                                                check_finite(caller, arrays)))
+    A = sparse.as_csr(matrices.poisson_matrix(12))
+    b = jnp.ones(A.shape[0])
+    sparse.clear_cache()
+    sparse.solve(A, b, config=config("DEVICE"))
+    assert checked == ["A"]  # before the structure's build
+    _, info = sparse.solve(A.with_values(1.01 * A.values), b, config=config("DEVICE"))
+    assert checked == ["A"] and sparse.Status(int(info.status)).name == "SUCCESS"
 
 
 def test_a_similar_pattern_compiles_no_setup_program():

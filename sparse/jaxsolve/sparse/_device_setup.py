@@ -50,7 +50,13 @@ node's couplings on the finest level, all of the values that the finest matching
 round follows), as the host path keeps one per key of :mod:`._structure_key`: new values
 that couple alike (the next Newton or time step, the matrix scaled) cost that digest and
 one numeric setup, another operator on the pattern a structure of its own
-(:func:`cached_setup`).
+(:func:`cached_setup`). On a *mirrored* pattern (``(j, i)`` stored with each ``(i, j)``,
+rows sorted: the finite-difference and finite-element patterns) the digest sorts nothing:
+each coupling's place among its row's comes from comparisons within the row
+(:func:`_coupling_order_in_rows`), where a pattern of any other kind takes three sorts
+(:func:`_coupling_order`); the structure keeps no array for it, its widest row alone. As
+the host's, the checks for NaN and zero pivots run before a structure is built; new values
+whose key finds one are checked by the solve's program.
 
 Supported (``"jaxsolve_setup_location": "DEVICE"``, or ``"AUTO"`` on a GPU, see
 :class:`~._config.AMGConfig`):
@@ -92,6 +98,8 @@ __all__ = ["DeviceStructure", "build_device_structure", "cached_setup", "finest_
 TINY = 64
 # The most handshakes of one matching round; nodes still unmatched then join a pair.
 MAX_HANDSHAKES = 64
+# The widest finest rows whose couplings values_key orders by comparisons, not sorts.
+MAX_KEY_WIDTH = 64
 # The compiled programs of the structure's levels, by kind of level.
 PROGRAMS = CompiledPrograms("device setup", kept=256)
 # The numeric setups of concrete values, by shape and kind of values: run now, also while a
@@ -160,6 +168,8 @@ class DeviceStructure:
       sizes: the true ``(rows, nonzeros)`` of every level, the coarsest last.
       solve_diagonal: the finest operator's diagonal positions for the solve's check of
         them, a padding row pointing at the first row's.
+      key_width: the most entries of a finest row where the pattern is mirrored and they
+        are at most :data:`MAX_KEY_WIDTH` (:func:`values_key` sorts nothing), else 0.
       setup_seconds: the time the build took (``"device"``: its programs, waits
         included; ``"to the device"``: the finest pattern's copy).
     """
@@ -169,6 +179,7 @@ class DeviceStructure:
     sizes: tuple[tuple[int, int], ...]
     solve_diagonal: jax.Array
     setup_seconds: dict[str, float]
+    key_width: int = 0
 
     @property
     def config(self) -> AMGConfig:
@@ -222,7 +233,9 @@ def build_device_structure(pattern: CsrStructure, values: jax.Array | None,
                          f" entries, got shape {values.shape}.")
     seconds = {"to the device": time.perf_counter() - clock}
     clock = time.perf_counter()
-    triplets = _run(_finest_triplets, indptr, indices, values, rows=rows)
+    width = int(np.diff(pattern.indptr).max(initial=0))
+    *triplets, mirrored = _run(_finest_level, indptr, indices, values,
+                               np.int32(min(width, MAX_KEY_WIDTH)), rows=rows)
     levels: list[DeviceLevelArrays] = []
     sizes: list[LevelSizes] = []
     true_sizes = [(pattern.n_rows, pattern.nnz)]
@@ -262,15 +275,18 @@ def build_device_structure(pattern: CsrStructure, values: jax.Array | None,
     solve_diagonal = _run(_solve_diagonal, levels[0].diagonal if levels else coarsest_diagonal,
                           np.int32(pattern.n_rows))
     jax.block_until_ready((arrays, solve_diagonal))
+    if width > MAX_KEY_WIDTH or not mirrored:
+        width = 0
     seconds["device"] = time.perf_counter() - clock
     return DeviceStructure(shape=DeviceShape(config, tuple(sizes), (rows, triplets[0].shape[0])),
                            arrays=arrays, sizes=tuple(true_sizes),
-                           solve_diagonal=solve_diagonal, setup_seconds=seconds)
+                           solve_diagonal=solve_diagonal, setup_seconds=seconds, key_width=width)
 
 
 def cached_setup(pattern: CsrStructure, pattern_key: str, values: jax.Array | None,
                  config: AMGConfig, reuse_setup: bool,
-                 padded: Callable[[jax.Array, int], jax.Array]
+                 padded: Callable[[jax.Array, int], jax.Array],
+                 check: Callable[[], None] = lambda: None
                  ) -> tuple[DeviceStructure, Hierarchy | None]:
     """A solve's device setup: the structure, kept in the setup cache (:mod:`._cache`) per
     pattern and key of the values (:func:`values_key`), and the numbers of concrete
@@ -289,6 +305,9 @@ def cached_setup(pattern: CsrStructure, pattern_key: str, values: jax.Array | No
       config: the AMG configuration (setup location ``"DEVICE"``).
       reuse_setup: ``solve``'s argument.
       padded: ``padded(values, nnz)``: ``values`` padded with zeros to ``nnz`` entries.
+      check: raises for concrete ``values`` that no structure may be built from (NaN, a
+        zero pivot), called before one is: a structure found in the cache sets up their
+        numbers unchecked, and the solve's program checks them.
     """
     seen: list[tuple[DeviceStructure, str]] = []  # a structure of the pattern, the values' key
 
@@ -299,6 +318,8 @@ def cached_setup(pattern: CsrStructure, pattern_key: str, values: jax.Array | No
         return seen[0][1]
 
     def build() -> _cache.CacheEntry:
+        if values is not None:
+            check()
         structure = build_device_structure(
             pattern, None if values is None else padded(
                 values, finest_sizes(pattern.n_rows, pattern.nnz)[1]),
@@ -334,7 +355,8 @@ def values_key(structure: DeviceStructure, values: jax.Array) -> str:
     aggregate differently there keep the first values' structure, a correct hierarchy
     (their own Galerkin products), as AmgX's ``structure_reuse_levels`` keeps one.
     The digest is two 32-bit sums of hashed words, computed on the device by a program
-    compiled once per size class; reading it back is one wait for the device. The key
+    compiled once per size class, without a sort on a mirrored pattern
+    (:attr:`DeviceStructure.key_width`); reading it back is one wait for the device. The key
     names the values' devices too: values on another device get a structure there.
     """
     finest = structure.finest
@@ -343,7 +365,9 @@ def values_key(structure: DeviceStructure, values: jax.Array) -> str:
     if len(devices) == 1 and finest.indices.devices() != devices:  # another device's
         with jax.ensure_compile_time_eval():
             pattern = jax.device_put(pattern, values.sharding)
-    digest = _run(_coupling_order, *pattern, values, rows=finest.n_rows)
+    digest = (_run(_coupling_order_in_rows, *pattern, values, np.int32(structure.key_width),
+                   rows=finest.n_rows) if structure.key_width
+              else _run(_coupling_order, *pattern, values, rows=finest.n_rows))
     return "".join(f"{int(word):08x}" for word in np.asarray(digest)) + "@" + ",".join(
         sorted(str(device) for device in devices))
 
@@ -497,6 +521,13 @@ class _Coarsening(NamedTuple):
     counts: jax.Array
 
 
+def _finest_level(indptr, indices, values, width, *, rows):
+    """The finest level's triplets (:func:`_finest_triplets`), and whether its pattern is
+    mirrored with rows of at most ``width`` entries (:func:`_mirrored`)."""
+    return (*_finest_triplets(indptr, indices, values, rows=rows),
+            _mirrored(indptr, indices, width, rows=rows))
+
+
 def _finest_triplets(indptr, indices, values, *, rows):
     """The finest level's triplets: each entry's row (``rows`` on padding entries), column
     and magnitude."""
@@ -565,7 +596,10 @@ def _coupling_order(indptr, indices, values, *, rows):
     (:func:`values_key`): the neighbours of every node sorted by the weight of their
     coupling (stably: ties in the order of the edges, which the pattern alone sets), each
     hashed with whether its weight is positive and whether it is larger than the one
-    before. Reads the true rows and entries alone, so equal for every padding of them."""
+    before. Reads the true rows and entries alone, so equal for every padding of them.
+
+    Any pattern: three sorts (the edges, then the couplings by weight and by node); a
+    mirrored one's digest is :func:`_coupling_order_in_rows`'s, which sorts nothing."""
     entry_rows, cols, magnitudes = _finest_triplets(indptr, indices, values, rows=rows)
     _, _, low, high, weights, count = _couplings(entry_rows, cols, magnitudes, rows,
                                                  weighted=True)
@@ -573,15 +607,110 @@ def _coupling_order(indptr, indices, values, *, rows):
     s = jnp.where(both, jnp.concatenate([low, high]), rows)  # from s (last: padding)
     d = jnp.where(both, jnp.concatenate([high, low]), 0)  # to d
     weights = jnp.where(both, jnp.concatenate([weights, weights]), 0)
-    bits = jax.lax.bitcast_convert_type(  # ordered as the weights, which are not negative
-        weights, jnp.uint32 if weights.dtype.itemsize == 4 else jnp.uint64)
-    by_weight = _stable_order(bits)
+    by_weight = _stable_order(_ordered_bits(weights))
     order = by_weight[_stable_order(s[by_weight].astype(jnp.uint32))]
-    s, d, weights = s[order], d[order], weights[order]
+    return _order_digest(s[order], d[order], weights[order], 2 * count)
+
+
+def _coupling_order_in_rows(indptr, indices, values, width, *, rows):
+    """:func:`_coupling_order`'s digest, bit for bit, of a *mirrored* pattern (every row's
+    columns strictly increasing, ``(j, i)`` stored with each ``(i, j)``:
+    :func:`_mirrored`) whose rows hold at most ``width`` entries, without a sort.
+
+    Each off-diagonal entry ``(i, j)`` is the coupling of ``i`` to ``j``, its weight
+    ``(m_ij + m_ji) / (2 √(m_ii m_jj))`` read at its mirror (:func:`_mirror_positions`), the
+    same sum of the same two numbers as the edges' there. Its place among row ``i``'s
+    couplings sorted stably by weight is the number of the row's couplings of smaller
+    weight, or of equal weight and earlier in :func:`_coupling_order`'s order of edges
+    (neighbours above ``i``, then those below, each ascending): ``width`` passes of
+    comparisons over the entries, a cost of ``nnz × width``, no sort."""
+    entry_rows, cols, magnitudes = _finest_triplets(indptr, indices, values, rows=rows)
+    inside = entry_rows < rows
+    on_diagonal = inside & (entry_rows == cols)
+    coupling = inside & ~on_diagonal
+    d = jnp.zeros(rows, magnitudes.dtype).at[entry_rows].add(
+        jnp.where(on_diagonal, magnitudes, 0), mode="drop")
+    mirror = _mirror_positions(indptr, indices, entry_rows, width, rows=rows)
+    summed = magnitudes + _take(magnitudes, mirror)
+    scale = jnp.sqrt(_take(d, entry_rows) * _take(d, cols))
+    weights = jnp.where(coupling & (scale > 0), summed / (2 * jnp.where(scale > 0, scale, 1)),
+                        0)
+    bits = _ordered_bits(weights)
+    tie = jnp.where(cols > entry_rows, cols, cols + rows)  # the edges' order at equal weight
+    start = _take(indptr, entry_rows)
+    end = _take(indptr, entry_rows + 1)
+
+    def count_before(k, rank):  # the row's k-th entry, if a coupling ordered before
+        other = jnp.minimum(start + k, entry_rows.shape[0] - 1)
+        before = (start + k < end) & coupling[other] & (
+            (bits[other] < bits) | ((bits[other] == bits) & (tie[other] < tie)))
+        return rank + before.astype(jnp.int32)
+
+    rank = jax.lax.fori_loop(0, width, count_before, jnp.zeros_like(entry_rows))
+    # The couplings of the rows before: the row's place in the digest's sequence.
+    before_row = jnp.concatenate([jnp.zeros(1, jnp.int32), jnp.cumsum(coupling, dtype=jnp.int32)])
+    size = entry_rows.shape[0]
+    place = jnp.where(coupling, _take(before_row, start) + rank, size)
+    s = jnp.full(size, rows, jnp.int32).at[place].set(entry_rows, mode="drop")
+    d = jnp.zeros(size, jnp.int32).at[place].set(cols, mode="drop")
+    weights = jnp.zeros(size, weights.dtype).at[place].set(weights, mode="drop")
+    return _order_digest(s, d, weights, jnp.sum(coupling, dtype=jnp.int32))
+
+
+def _order_digest(s, d, weights, counted):
+    """The digest of the couplings ``s → d`` sorted by node ``s``, then by weight: each
+    neighbour hashed with whether its weight is positive and whether it is larger than the
+    one before; the first ``counted`` alone."""
     new = jnp.concatenate([jnp.ones(1, bool), (s[1:] != s[:-1]) | (weights[1:] != weights[:-1])])
     words = (d.astype(jnp.uint32) * jnp.uint32(4) + new.astype(jnp.uint32) * jnp.uint32(2)
              + (weights > 0).astype(jnp.uint32))
-    return summed_digest(words, jnp.uint32(0), (2 * count).astype(jnp.uint32))
+    return summed_digest(words, jnp.uint32(0), counted.astype(jnp.uint32))
+
+
+def _ordered_bits(weights):
+    """Unsigned integers ordered as the (not negative) ``weights``: their bits."""
+    return jax.lax.bitcast_convert_type(
+        weights, jnp.uint32 if weights.dtype.itemsize == 4 else jnp.uint64)
+
+
+def _mirror_positions(indptr, indices, entry_rows, width, *, rows):
+    """Each entry ``(i, j)``'s mirror: the position of ``(j, i)`` in row ``j``, found by a
+    binary search of its columns (increasing, at most ``width``), or past the end where
+    none is stored (padding entries: ``entry_rows`` past ``rows - 1``)."""
+    size = indices.shape[0]
+    inside = entry_rows < rows
+    j = jnp.where(inside, indices, 0)
+    first, last = _take(indptr, j), jnp.where(inside, _take(indptr, j + 1), 0)
+    end = last
+
+    def search(_, bounds):
+        first, last = bounds
+        middle = jnp.minimum((first + last) // 2, size - 1)
+        right = indices[middle] < entry_rows
+        going = first < last
+        return (jnp.where(going & right, middle + 1, first),
+                jnp.where(going & ~right, middle, last))
+
+    found, _ = jax.lax.fori_loop(0, _bit_length(width), search, (first, last))
+    stored = inside & (found < end) & (indices[jnp.minimum(found, size - 1)] == entry_rows)
+    return jnp.where(stored, found, size)
+
+
+def _bit_length(n):
+    """The bits of the non-negative int32 ``n`` (traced): binary search's steps over ``n``."""
+    return 32 - jax.lax.clz(n)
+
+
+def _mirrored(indptr, indices, width, *, rows):
+    """Whether the pattern is *mirrored*: every row's columns strictly increasing (no
+    duplicates) and at most ``width``, and ``(j, i)`` stored with each ``(i, j)``."""
+    entry_rows, cols, _ = _finest_triplets(indptr, indices, jnp.zeros(indices.shape[0]),
+                                           rows=rows)
+    inside = entry_rows < rows
+    increasing = jnp.concatenate([jnp.ones(1, bool), (entry_rows[1:] != entry_rows[:-1])
+                                  | (cols[1:] > cols[:-1])])
+    mirror = _mirror_positions(indptr, indices, entry_rows, width, rows=rows)
+    return jnp.all(~inside | (increasing & (mirror < indices.shape[0])))
 
 
 def _stable_order(key):

@@ -238,11 +238,14 @@ class System:
             if self.near_nullspace is not None:
                 raise ValueError("solve: near_nullspace is smoothed aggregation's, which"
                                  " setup_location 'DEVICE' does not set up; use 'HOST'.")
-            if self.check_before_setup:  # as before the host's: no NaN or zero pivots
-                check_finite("solve", {"A": concrete})
-                check_diagonal("solve", self.csr_pattern, concrete, self.config)
+
+            def check() -> None:  # before a structure is built, as the host's: no NaN or 0
+                if self.check_before_setup:  # pivots (on a cached one, the solve checks)
+                    check_finite("solve", {"A": concrete})
+                    check_diagonal("solve", self.csr_pattern, concrete, self.config)
+
             return _device_setup.cached_setup(self.pattern, self.pattern_key, concrete, amg,
-                                              self.reuse_setup, self.padded)
+                                              self.reuse_setup, self.padded, check)
         k = _blocks.near_nullspace_columns(self.near_nullspace, amg)
         keys: list[str] = []  # the values' key, computed once for this call
 
