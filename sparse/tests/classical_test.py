@@ -13,9 +13,11 @@ from pyamg.classical.interpolate import classical_interpolation
 
 from jaxsolve import sparse
 from jaxsolve.sparse import (
+    _blocks,
     _classical,
     _classical_kernels,
     _hierarchy,
+    _products,
     _setup,
     matrices,
     parse_amgx_config,
@@ -396,7 +398,7 @@ class TestHostSetup:
                 level.a.row_ids, level.a.indices, values[level.diagonal], level.p.indptr)
             assert native.dtype == dtype
             np.testing.assert_array_equal(native, numpy)
-            values = _hierarchy.galerkin_products(level.a, values, level.p, native, level.r,
+            values = _products.galerkin_products(level.a, values, level.p, native, level.r,
                                                   level.r_from_p)[2]
 
     def test_host_galerkin_products_are_the_cpu_numeric_setups_bit_for_bit(self, x64):
@@ -410,7 +412,7 @@ class TestHostSetup:
         for level, fine, coarse in zip(structure.levels, operators, operators[1:]):
             weights = _classical.host_values(level.interpolation, level.a,
                                              np.asarray(fine.values))
-            a_p, galerkin, values = _hierarchy.galerkin_products(
+            a_p, galerkin, values = _products.galerkin_products(
                 level.a, np.asarray(fine.values), level.p, weights, level.r, level.r_from_p)
             np.testing.assert_array_equal(values, coarse.values)
             for ours, theirs in ((a_p.c, level.a_p.c), (galerkin.c, level.galerkin.c)):
@@ -428,8 +430,7 @@ class TestHostSetup:
         p_indptr = jnp.asarray(structure.p.indptr)
 
         def kernel(v):
-            return _classical.device_values(arrays, structure.full.nnz,
-                                            CsrArrays(v, indices, indptr),
+            return _classical.device_values(arrays, structure, CsrArrays(v, indices, indptr),
                                             v[pattern.diagonal_positions()], p_indptr)
 
         def formula(v):
@@ -662,8 +663,144 @@ class TestAggressive:
         assert aggregation.aggressive_levels is None
         with pytest.raises(ValueError, match="aggressive_levels"):
             amg_config(aggressive_levels=-1)
-        with pytest.raises(ValueError, match="aggressive_interpolator"):
-            amg_config(aggressive_levels=1, aggressive_interpolator="D2")
+        assert amg_config().aggressive_interpolator == "MULTIPASS"
+        assert amg_config(aggressive_interpolator="D1").aggressive_interpolator == "D1"
+        assert aggregation.aggressive_interpolator is None
+        with pytest.raises(ValueError, match="aggressive_interpolator 'D3' is not an AmgX"
+                                             " aggressive_interpolator.*MULTIPASS, D2, D1"):
+            amg_config(aggressive_levels=1, aggressive_interpolator="D3")
+        with pytest.raises(TypeError, match="aggressive_interpolator must be a name"):
+            amg_config(aggressive_interpolator=2)
+        # written back as AmgX keys, and read again
+        config = parse_amgx_config(classical(aggressive_levels=1, aggressive_interpolator="D2"))
+        keys = config.preconditioner.amg._amgx_keys("p")
+        assert keys["aggressive_interpolator"] == "D2"
+        assert parse_amgx_config({"preconditioner": {"solver": "AMG", **keys}}
+                                 ).preconditioner.amg == config.preconditioner.amg
+
+
+class TestTwoStage:
+    """Aggressive levels of two-stage interpolation (``aggressive_interpolator`` D2, D1)."""
+
+    @pytest.mark.parametrize("interpolator", ["D2", "D1"])
+    @pytest.mark.parametrize("problem", ["poisson3d", "anisotropic"])
+    def test_product_of_two_ordinary_stages_truncated(self, problem, interpolator, x64):
+        pattern, values = host(PROBLEMS[problem]())
+        # Generic values: the Galerkin operator of the Laplacian's holds exact zeros (and
+        # sums of them), where the weights' sign tests make finite differences meaningless.
+        values = values * (1 + 0.1 * np.random.default_rng(1).random(values.shape[0]))
+        config = amg_config(aggressive_interpolator=interpolator, interp_max_elements=3)
+        structure = _classical.level_structure(pattern, values, config, aggressive=True)
+        plan = structure.plan
+        assert isinstance(plan, _classical.TwoStagePlan)
+        # The stages are ordinary levels of the stage's interpolator: the first on A,
+        # the second on the first's Galerkin operator, whose C points it keeps.
+        stage = dataclasses.replace(config, interpolator=interpolator)
+        first = _classical.level_structure(pattern, values, stage)
+        np.testing.assert_array_equal(plan.first.coarse, first.coarse)
+        p1 = scipy_of(first.p, first.values)
+        a = scipy_of(pattern, values)
+        a1 = (p1.T @ a @ p1).toarray()
+        r, r_from_p = first.p.transposed()
+        a1_values = _products.galerkin_products(pattern, values, first.p, first.values, r,
+                                                r_from_p)[2]
+        np.testing.assert_allclose(scipy_of(plan.galerkin.c, a1_values).toarray(), a1,
+                                   rtol=1e-12, atol=1e-12)
+        assert np.all(first.coarse[structure.coarse])
+        np.testing.assert_array_equal(structure.coarse[first.coarse], plan.second.coarse)
+        assert 0 < structure.n_coarse < 0.5 * first.n_coarse
+        # P = P1 P2, truncated to interp_max_elements (3) a row, rows keeping their sums.
+        full = (p1 @ scipy_of(plan.second.p, plan.second.values)).toarray()
+        p = scipy_of(structure.p, structure.values).toarray()
+        assert np.count_nonzero(full, axis=1).max() > 3 >= np.count_nonzero(p, axis=1).max()
+        np.testing.assert_allclose(p.sum(axis=1), full.sum(axis=1), rtol=1e-12, atol=1e-14)
+        kept = p != 0
+        np.testing.assert_array_equal(p[structure.coarse], np.eye(structure.n_coarse))
+        assert np.all(full[kept] != 0)
+        # Under jit, from A's values: the host's weights; differentiable in them.
+        arrays = _classical.device_arrays(structure)
+        a_arrays = pattern.on_device(jnp.asarray(values))
+        p_indptr = jnp.asarray(structure.p.indptr)
+
+        def weights(v):
+            return _classical.device_values(arrays, structure, a_arrays._replace(values=v),
+                                            v[jnp.asarray(pattern.diagonal_positions())],
+                                            p_indptr)
+
+        v = jnp.asarray(values)
+        np.testing.assert_allclose(jax.jit(weights)(v), structure.values, rtol=1e-12,
+                                   atol=1e-14)
+        direction = jnp.asarray(np.random.default_rng(0).standard_normal(v.shape[0]))
+        _, tangent = jax.jvp(jax.jit(weights), (v,), (direction,))
+        step = 1e-6
+        difference = (weights(v + step * direction) - weights(v - step * direction)) / (2 * step)
+        np.testing.assert_allclose(tangent, difference, rtol=1e-5, atol=1e-7)
+
+    def test_block_system_splits_both_stages_by_nodes(self, x64):
+        A, _ = matrices.elasticity_matrix_2d(12)
+        pattern, values = host(scipy_matrix(A))
+        config = dataclasses.replace(amg_config(aggressive_interpolator="D2"), block_dim=2)
+        structure = _classical.level_structure(pattern, values, config, aggressive=True,
+                                               splitter=_blocks.classical_splitting)
+        # both components of a node are C points together, at both stages
+        nodes = structure.coarse.reshape(-1, 2)
+        assert np.all(nodes[:, 0] == nodes[:, 1]) and 0 < structure.n_coarse
+        second = structure.plan.second.coarse.reshape(-1, 2)
+        assert np.all(second[:, 0] == second[:, 1])
+
+    def test_converges_in_far_fewer_iterations_than_multipass(self, x64):
+        """Multipass interpolates along the strong couplings' long paths, which on
+        rotated anisotropic diffusion (ε = 1e-3, θ = π/8) miss the direction of strong
+        coupling; two D2 stages keep it (on the 256² suite problem 10 against 39)."""
+        stencil = pyamg.gallery.diffusion_stencil_2d(epsilon=1e-3, theta=np.pi / 8, type="FD")
+        A = scipy.sparse.csr_array(pyamg.gallery.stencil_grid(stencil, (64, 64), format="csr"))
+        b = matrices.rhs_random(A.shape[0], seed=0, dtype=np.float64)
+        iterations, shapes = {}, {}
+        for interpolator in ("MULTIPASS", "D2"):
+            config = {**classical(selector="PMISC", aggressive_levels=1,
+                                  aggressive_interpolator=interpolator), "tolerance": 1e-8}
+            x, info = sparse.solve(A, b, config=config)
+            assert status(info) == "SUCCESS"
+            assert relative_residual(A, x, b) <= 1e-7
+            iterations[interpolator] = int(info.iterations)
+            shapes[interpolator] = sparse.describe(A, config).rows
+        assert iterations["D2"] <= 0.7 * iterations["MULTIPASS"], iterations
+        # with a first coarse level as small: C2 of C1, a quarter of an ordinary level's
+        standard = sparse.describe(A, classical(selector="PMISC")).rows
+        assert shapes["D2"][1] <= min(shapes["MULTIPASS"][1], 0.3 * standard[1]), (
+            shapes, standard)
+
+    def test_jit_vmap_and_grad_through_a_two_stage_level(self, x64):
+        sparse.clear_cache()
+        A = sparse.as_csr(matrices.poisson3d_matrix(8, dtype=np.float64))
+        n = A.shape[0]
+        b = matrices.rhs_random(n, seed=2, dtype=np.float64)
+        # BiCGSTAB: PCG's derivative in A's values is that of a symmetric A's
+        config = {**classical(aggressive_levels=1, aggressive_interpolator="D2",
+                              min_coarse_rows=8), "solver": "PBICGSTAB", "tolerance": 1e-11}
+        x, eager = sparse.solve(A, b, config=config)
+        assert status(eager) == "SUCCESS"
+        assert sparse.describe(A, config).rows[1] < 0.3 * n  # an aggressive first level
+        solve = jax.jit(lambda v, b: sparse.solve(A.with_values(v), b, config=config)[0])
+        np.testing.assert_allclose(solve(A.values, b), x, rtol=1e-9)
+        # new values on the structure, set up inside the trace
+        np.testing.assert_allclose(solve(2 * A.values, b), x / 2, rtol=1e-8)
+        xs = jax.vmap(lambda s: solve(s * A.values, b))(jnp.array([1.0, 4.0]))
+        np.testing.assert_allclose(xs[1], x / 4, rtol=1e-8)
+        weights = jnp.linspace(-1.0, 1.0, n)
+        rows = A.row_ids
+
+        def loss(values, b):
+            return jnp.sum(weights * solve(values, b) ** 3)
+
+        def dense_loss(values, b):
+            matrix = jnp.zeros((n, n)).at[rows, A.indices].add(values)
+            return jnp.sum(weights * jnp.linalg.solve(matrix, b) ** 3)
+
+        got = jax.jit(jax.grad(loss, argnums=(0, 1)))(A.values, b)
+        want = jax.grad(dense_loss, argnums=(0, 1))(A.values, b)
+        for g, w in zip(got, want, strict=True):
+            np.testing.assert_allclose(g, w, rtol=1e-6, atol=1e-9)
 
 
 def status(info) -> str:

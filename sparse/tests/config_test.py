@@ -385,10 +385,9 @@ class TestParseAmgxConfig:
          ValueError, "in scope 'solver.preconditioner', selector 'AGGRESSIVE_PMIS' (aggressive"
          " coarsening on every level) is not implemented; set aggressive_levels for aggressive"
          " coarsening on the first levels; supported: PMIS, HMIS, PMISC."),
-        ({"preconditioner": {"algorithm": "CLASSICAL", "aggressive_interpolator": "D2"}},
-         ValueError, "in scope 'solver.preconditioner', AmgX parameter"
-         " 'aggressive_interpolator' is not implemented yet; only AmgX's default 'MULTIPASS'"
-         " is accepted, got 'D2'."),
+        ({"preconditioner": {"algorithm": "CLASSICAL", "aggressive_interpolator": "D3"}},
+         ValueError, "in scope 'solver.preconditioner', aggressive_interpolator 'D3' is not an"
+         " AmgX aggressive_interpolator; supported: MULTIPASS, D2, D1."),
         ({"preconditioner": {"algorithm": "CLASSICAL", "aggressive_levels": -1}}, ValueError,
          "in scope 'solver.preconditioner', aggressive_levels must be >= 0, got -1."),
         ({"preconditioner": {"algorithm": "CLASSICAL", "strength_threshold": 1.5}}, ValueError,

@@ -24,7 +24,13 @@ unknowns and interpolates the others, the F points, from them:
    Aggressive levels interpolate by multipass interpolation (Stüben 1999, A.4.3; the
    default of AmgX's ``aggressive_interpolator`` and hypre's ``agg_interp_type``), whose F
    points of pass ``m`` interpolate through their strong neighbours of earlier passes
-   (:class:`._classical_kernels.MultipassPattern`), truncated alike.
+   (:class:`._classical_kernels.MultipassPattern`), truncated alike; or, with
+   ``aggressive_interpolator`` D2 or D1, by two-stage interpolation (hypre's
+   ``agg_interp_type`` 1 and 2, Yang, "On long-range interpolation operators for aggressive
+   coarsening", 2010): an ordinary level's splitting ``C1`` and interpolation ``P1``, then
+   on its Galerkin operator ``A1 = P1ᴴ A P1`` a second splitting ``C2 ⊂ C1`` and
+   interpolation ``P2``; ``P = P1 P2`` truncated (:class:`TwoStagePlan`). The level's
+   coarse operator is ``Pᴴ A P``; ``A1`` is set up and dropped.
 
 The work splits like the aggregation path's.  :func:`level_structure` (host, once per
 pattern and configuration) decides strength, splitting, the pattern of ``P`` and the index
@@ -45,6 +51,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import jax
@@ -54,6 +61,8 @@ import numpy as np
 from . import _classical_kernels, _ffi_primitives
 from ._config import AMGConfig
 from ._csr_arrays import CsrArrays, CsrStructure
+from ._products import ProductPlan, galerkin_products, plan_product_with_values
+from ._relaxation import stored_diagonal
 
 
 def surrogate_values(pattern: CsrStructure) -> np.ndarray:
@@ -92,7 +101,7 @@ class InterpolationStructure:
       full: the pattern of the untruncated ``P`` (``n × n_coarse``).
       plan: where ``A``'s values enter the untruncated weights: a D1/D2
         :class:`._classical_kernels.InterpolationPattern` or, on an aggressive level, a
-        :class:`._classical_kernels.MultipassPattern`.
+        :class:`._classical_kernels.MultipassPattern` or a :class:`TwoStagePlan`.
       keep: the positions in ``full`` of the weights truncation keeps, or None (no
         truncation).
       p: the pattern of ``P`` (``full``, or its kept entries).
@@ -102,7 +111,8 @@ class InterpolationStructure:
     strong: np.ndarray
     coarse: np.ndarray
     full: CsrStructure
-    plan: _classical_kernels.InterpolationPattern | _classical_kernels.MultipassPattern
+    plan: (_classical_kernels.InterpolationPattern | _classical_kernels.MultipassPattern
+           | TwoStagePlan)
     keep: np.ndarray | None
     p: CsrStructure
     values: np.ndarray
@@ -110,6 +120,47 @@ class InterpolationStructure:
     @property
     def n_coarse(self) -> int:
         return self.full.n_cols
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class TwoStagePlan:
+    """How an aggressive level's two-stage weights follow from ``A``'s values.
+
+    ``P = P1 P2``: ``first`` interpolates ``A``'s unknowns from the first splitting's C
+    points ``C1`` (D1 or D2 on ``A``, truncated); ``a_p`` and ``galerkin`` plan ``A P1``
+    and ``A1 = P1ᴴ (A P1)`` (``r_from_p``: where ``P1ᴴ``'s entries are in ``P1``);
+    ``second`` interpolates ``C1`` from ``C2 ⊂ C1``, chosen on ``A1`` as an ordinary
+    level's; ``product`` plans ``P1 P2``, the untruncated ``P``.
+    """
+
+    first: InterpolationStructure
+    a_p: ProductPlan
+    galerkin: ProductPlan
+    r_from_p: np.ndarray
+    second: InterpolationStructure
+    product: ProductPlan
+
+
+class TwoStageArrays(NamedTuple):
+    """The index arrays of two-stage weights that :func:`device_values` reads (a pytree).
+
+    Each stage's :class:`InterpolationArrays`, and the patterns (values: a placeholder) of
+    ``P1``, ``P1ᴴ``, ``A P1``, ``A1`` and the untruncated ``P1 P2`` with ``P2``'s; ``r_from_p``
+    and ``a1_diagonal`` (the positions of ``A1``'s diagonal entries), and ``keep``: the
+    positions in ``full`` of the weights truncation keeps (None: all).
+    """
+
+    first: InterpolationArrays
+    p1: CsrArrays
+    r1: CsrArrays
+    r_from_p: jax.Array
+    a_p1: CsrArrays
+    a1: CsrArrays
+    a1_diagonal: jax.Array
+    second: InterpolationArrays
+    p2: CsrArrays
+    full: CsrArrays
+    keep: jax.Array | None
 
 
 class InterpolationArrays(NamedTuple):
@@ -167,22 +218,26 @@ class MultipassArrays(NamedTuple):
 
 def level_structure(pattern: CsrStructure, values: np.ndarray, config: AMGConfig, *,
                     aggressive: bool = False,
-                    splitting: tuple[np.ndarray, np.ndarray] | None = None
+                    splitter: Callable[..., tuple[np.ndarray, np.ndarray]] | None = None
                     ) -> InterpolationStructure:
     """Strength, splitting and interpolation plan of one level, from concrete values.
 
-    ``pattern`` is trusted as :func:`strong_couplings` says. ``aggressive``: A2 coarsening
-    and multipass interpolation (an aggressive level). ``splitting``: the strong couplings
-    and C points when decided elsewhere (a block system's, on its nodes:
-    :func:`._blocks.classical_splitting`).
+    ``pattern`` is trusted as :func:`strong_couplings` says. ``aggressive``: an aggressive
+    level, of A2 coarsening and multipass interpolation, or of two ordinary stages
+    (:class:`TwoStagePlan`) as ``config.aggressive_interpolator`` says. ``splitter``: what
+    decides the strong couplings and C points instead of the level's own strength and
+    selector (a block system's, on its nodes: :func:`._blocks.classical_splitting`), called
+    as ``splitter(pattern, values, config, aggressive=...)``.
     """
-    if splitting is None:
+    if aggressive and config.aggressive_interpolator != "MULTIPASS":
+        return _two_stage_structure(pattern, values, config, splitter)
+    if splitter is None:
         strong = strong_couplings(pattern, values, config)
         coarse = _classical_kernels.classical_splitting(pattern.indptr, pattern.indices, strong,
                                                         config.selector, aggressive=aggressive,
                                                         check=False)
     else:
-        strong, coarse = splitting
+        strong, coarse = splitter(pattern, values, config, aggressive=aggressive)
     if aggressive:
         plan = _classical_kernels.multipass_pattern(pattern.indptr, pattern.indices, strong, coarse,
                                                     check=False)
@@ -194,7 +249,13 @@ def level_structure(pattern: CsrStructure, values: np.ndarray, config: AMGConfig
     full = CsrStructure(plan.p_indptr, plan.p_indices, int(coarse.sum()))
     structure = InterpolationStructure(strong=strong, coarse=coarse, full=full, plan=plan,
                                        keep=None, p=full, values=np.empty(0, values.dtype))
-    weights = host_values(structure, pattern, values)
+    return _truncated_structure(structure, host_values(structure, pattern, values), config)
+
+
+def _truncated_structure(structure: InterpolationStructure, weights: np.ndarray,
+                         config: AMGConfig) -> InterpolationStructure:
+    """``structure`` with its untruncated ``weights`` truncated as ``config`` says."""
+    full = structure.full
     factor, most = config.interp_truncation_factor, config.interp_max_elements
     if not (0 < factor < 1 or most > 0) or full.nnz == 0:
         return dataclasses.replace(structure, values=weights)
@@ -206,10 +267,47 @@ def level_structure(pattern: CsrStructure, values: np.ndarray, config: AMGConfig
                                                                           keep, indptr))
 
 
-def host_arrays(structure: InterpolationStructure,
-                truncated: bool = True) -> InterpolationArrays | MultipassArrays:
-    """The structure's index arrays as NumPy arrays (for :func:`interpolation_values`)."""
+def _two_stage_structure(pattern: CsrStructure, values: np.ndarray, config: AMGConfig,
+                         splitter: Callable[..., tuple[np.ndarray, np.ndarray]] | None
+                         ) -> InterpolationStructure:
+    """An aggressive level's two-stage interpolation (:class:`TwoStagePlan`), each stage
+    interpolating by ``config.aggressive_interpolator``. Where the first stage keeps no
+    C point or every unknown, the level is the first stage's (the hierarchy stops or
+    coarsens no further)."""
+    stage = dataclasses.replace(config, interpolator=config.aggressive_interpolator)
+    first = level_structure(pattern, values, stage, splitter=splitter)
+    if not 0 < first.n_coarse < pattern.n_rows:
+        return first
+    r, r_from_p = first.p.transposed()
+    a_p, galerkin, a1_values = galerkin_products(pattern, values, first.p, first.values, r,
+                                                 r_from_p)
+    second = level_structure(galerkin.c, a1_values, stage, splitter=splitter)
+    product, weights = plan_product_with_values(first.p, second.p, first.values, second.values)
+    coarse = first.coarse.copy()
+    coarse[first.coarse] = second.coarse
+    plan = TwoStagePlan(first=first, a_p=a_p, galerkin=galerkin, r_from_p=r_from_p,
+                        second=second, product=product)
+    structure = InterpolationStructure(strong=first.strong, coarse=coarse, full=product.c,
+                                       plan=plan, keep=None, p=product.c,
+                                       values=np.empty(0, values.dtype))
+    return _truncated_structure(structure, weights, config)
+
+
+def host_arrays(structure: InterpolationStructure, truncated: bool = True
+                ) -> InterpolationArrays | MultipassArrays | TwoStageArrays:
+    """The structure's index arrays as NumPy arrays (for :func:`interpolation_values`, or
+    a two-stage level's for :func:`device_values`)."""
     plan, keep = structure.plan, structure.keep if truncated else None
+    if isinstance(plan, TwoStagePlan):
+        def pattern(structure: CsrStructure) -> CsrArrays:
+            return CsrArrays(np.zeros(0, np.int32), structure.indices, structure.indptr)
+
+        return TwoStageArrays(
+            first=host_arrays(plan.first), p1=pattern(plan.first.p),
+            r1=pattern(plan.galerkin.a), r_from_p=plan.r_from_p, a_p1=pattern(plan.a_p.c),
+            a1=pattern(plan.galerkin.c), a1_diagonal=plan.galerkin.c.diagonal_positions(),
+            second=host_arrays(plan.second), p2=pattern(plan.second.p),
+            full=pattern(structure.full), keep=keep)
     if isinstance(plan, _classical_kernels.MultipassPattern):
         bounds = np.concatenate([[0], np.cumsum(plan.pass_counts)])
         dropped = None
@@ -252,7 +350,8 @@ def kernel_operands(arrays: InterpolationArrays) -> tuple[jax.Array | None, ...]
             arrays.triple_targets, arrays.keep)
 
 
-def device_arrays(structure: InterpolationStructure) -> InterpolationArrays | MultipassArrays:
+def device_arrays(structure: InterpolationStructure
+                  ) -> InterpolationArrays | MultipassArrays | TwoStageArrays:
     """The structure's index arrays on the device."""
     return jax.tree.map(jax.device_put, host_arrays(structure))
 
@@ -262,7 +361,8 @@ def host_values(structure: InterpolationStructure, pattern: CsrStructure, values
     """``P``'s values for ``A``'s concrete ``values`` on ``pattern``, computed on the host.
 
     :func:`interpolation_values`'s formula, evaluated by native code that reproduces its
-    NumPy evaluation (bit for bit for real values) in a fraction of the time.
+    NumPy evaluation (bit for bit for real values) in a fraction of the time. Not for a
+    two-stage structure, whose weights for its values it holds.
     """
     plan = structure.plan
     if isinstance(plan, _classical_kernels.MultipassPattern):
@@ -310,21 +410,38 @@ def interpolation_values(xp: Any, arrays: InterpolationArrays | MultipassArrays,
     return _truncated(xp, weights, arrays.full_indptr, keep)
 
 
-def device_values(arrays: InterpolationArrays | MultipassArrays, full_nnz: int,
-                  a: CsrArrays, diagonal: jax.Array, p_indptr: jax.Array) -> jax.Array:
+def device_values(arrays: InterpolationArrays | MultipassArrays | TwoStageArrays,
+                  structure: InterpolationStructure, a: CsrArrays, diagonal: jax.Array,
+                  p_indptr: jax.Array) -> jax.Array:
     """:func:`interpolation_values` with ``jax.numpy``, for the numeric setup under jit.
 
     D1/D2 weights come from a native kernel on the CPU and on CUDA GPUs
     (:func:`._ffi_primitives.interpolation_weights`, a row at a time in the host's order, whose
     results are the host's bit for bit on the CPU); elsewhere, on aggressive levels
-    (multipass) and for derivatives, from the formula's gathers and segment sums.
+    (multipass) and for derivatives, from the formula's gathers and segment sums. Two-stage
+    weights (:class:`TwoStageArrays`) from each stage's so, ``A1`` and ``P1 P2`` by the
+    products' plans, then truncated. ``structure``: the level's host half;
     ``p_indptr``: the row pointers of ``P``'s (truncated) pattern.
     """
+    if isinstance(arrays, TwoStageArrays):
+        plan = structure.plan
+        p1 = arrays.p1._replace(values=device_values(arrays.first, plan.first, a, diagonal,
+                                                     arrays.p1.indptr))
+        r1 = arrays.r1._replace(values=jnp.conj(p1.values[arrays.r_from_p]))
+        a_p1 = arrays.a_p1._replace(values=plan.a_p.multiply(a, p1, arrays.a_p1.indices,
+                                                             arrays.a_p1.indptr))
+        a1 = arrays.a1._replace(values=plan.galerkin.multiply(r1, a_p1, arrays.a1.indices,
+                                                              arrays.a1.indptr))
+        p2 = arrays.p2._replace(values=device_values(
+            arrays.second, plan.second, a1, stored_diagonal(a1.values, arrays.a1_diagonal),
+            arrays.p2.indptr))
+        weights = plan.product.multiply(p1, p2, arrays.full.indices, arrays.full.indptr)
+        return _truncated(jnp, weights, arrays.full.indptr, arrays.keep)
     if isinstance(arrays, MultipassArrays):
-        return interpolation_values(jnp, arrays, full_nnz, a.values, a.row_ids, a.indices,
-                                    diagonal)
-    return _native_weights(full_nnz, arrays, a.values, a.indices, a.indptr, diagonal,
-                           p_indptr)
+        return interpolation_values(jnp, arrays, structure.full.nnz, a.values, a.row_ids,
+                                    a.indices, diagonal)
+    return _native_weights(structure.full.nnz, arrays, a.values, a.indices, a.indptr,
+                           diagonal, p_indptr)
 
 
 @functools.partial(jax.custom_jvp, nondiff_argnums=(0,))

@@ -47,12 +47,13 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import _aggregation, _blocks, _classical, _pattern_kernels
-from ._classical import InterpolationArrays, InterpolationStructure, MultipassArrays
+from ._classical import (InterpolationArrays, InterpolationStructure, MultipassArrays,
+                         TwoStageArrays)
 from ._config import AMGConfig
 from ._csr_arrays import CsrArrays, CsrStructure
 from ._multicolor import (MULTICOLOR_SMOOTHERS, ColorShape, MulticolorArrays,
                           MulticolorOrdering, multicolor_ordering, safe_inverse)
-from ._products import ProductPlan, plan_product, plan_product_with_values
+from ._products import ProductPlan, galerkin_products, plan_product
 from ._relaxation import (RelaxationData, power_iteration_start, relaxation_data,
                           spectral_radius, stored_diagonal)
 from . import _padded_setup
@@ -218,7 +219,7 @@ class LevelArrays(NamedTuple):
     a: CsrArrays  # values: an empty placeholder; the numbers arrive with each setup
     diagonal: jax.Array
     aggregates: jax.Array | None
-    interpolation: InterpolationArrays | MultipassArrays | None
+    interpolation: InterpolationArrays | MultipassArrays | TwoStageArrays | None
     tentative_in_p: jax.Array | None
     p: CsrArrays
     r: CsrArrays
@@ -409,8 +410,9 @@ def build_structure(
     # multicolor data's too; a smoothed coarsest level's coloring keeps its sizes.
     interpolations = [None if level.interpolation is None
                       else _classical.host_arrays(level.interpolation) for level in levels]
-    layouts = None
-    if coarsest_ordering is None:
+    layouts = None  # two-stage levels' setups are not padded: their numbers keep true sizes
+    if coarsest_ordering is None and not any(isinstance(arrays, TwoStageArrays)
+                                             for arrays in interpolations):
         layouts = tuple(
             AggregationLayout(smoothed=level.smoothing is not None, columns=level.columns)
             if arrays is None else level_layout(arrays)
@@ -488,11 +490,9 @@ def _classical_levels(pattern: CsrStructure, values: np.ndarray | None, config: 
     values = _classical.surrogate_values(pattern) if values is None else values
     positive = _positive_diagonal(pattern, values)
     while len(levels) + 1 < config.max_levels and pattern.n_rows > config.min_coarse_rows:
-        aggressive = len(levels) < config.aggressive_levels
-        splitting = (None if config.block_dim == 1 else
-                     _blocks.classical_splitting(pattern, values, config, aggressive=aggressive))
-        interpolation = _classical.level_structure(pattern, values, config,
-                                                   aggressive=aggressive, splitting=splitting)
+        interpolation = _classical.level_structure(
+            pattern, values, config, aggressive=len(levels) < config.aggressive_levels,
+            splitter=None if config.block_dim == 1 else _blocks.classical_splitting)
         phase("splitting")
         if not 0 < interpolation.n_coarse < pattern.n_rows:  # no coarsening: stop here
             break
@@ -518,22 +518,6 @@ def _positive_diagonal(pattern: CsrStructure, values: np.ndarray) -> bool:
     """Whether every diagonal entry among ``values`` has a positive real part."""
     positions = pattern.diagonal_positions()
     return bool(np.all(positions >= 0) and np.all(np.real(values[positions]) > 0))
-
-
-def galerkin_products(a: CsrStructure, a_values: np.ndarray, p: CsrStructure,
-                      p_values: np.ndarray, r: CsrStructure, r_from_p: np.ndarray,
-                      ) -> tuple[ProductPlan, ProductPlan, np.ndarray]:
-    """The plans of ``A P`` and ``R (A P)`` (``R = Pᴴ``), and the next level's values.
-
-    For concrete values, on the host, by the native products that plan the patterns, so
-    the values are bit for bit those a numeric setup on the CPU computes.
-    """
-    a_p, a_p_values = plan_product_with_values(a, p, a_values, p_values)
-    r_values = p_values[r_from_p]
-    if np.iscomplexobj(r_values):
-        np.conjugate(r_values, out=r_values)
-    galerkin, values = plan_product_with_values(r, a_p.c, r_values, a_p_values)
-    return a_p, galerkin, values
 
 
 def _aggregation_levels(pattern: CsrStructure, values: np.ndarray | None, columns: int,
@@ -943,9 +927,8 @@ def _numeric_level(
         a.n_rows, a.values.dtype, lambda v: a.scaled_matvec(v, inverse_diagonal),
         start=start)
     if level.interpolation is not None:
-        p_values = _classical.device_values(arrays.interpolation,
-                                            level.interpolation.full.nnz, a, diagonal,
-                                            arrays.p.indptr)
+        p_values = _classical.device_values(arrays.interpolation, level.interpolation, a,
+                                            diagonal, arrays.p.indptr)
         coarse_basis = None
     else:
         p_values, coarse_basis = _aggregation_prolongation(

@@ -146,6 +146,22 @@ def plan_product_with_values(a: CsrStructure, b: CsrStructure, a_values: np.ndar
     return _plan(a, b, product), values
 
 
+def galerkin_products(a: CsrStructure, a_values: np.ndarray, p: CsrStructure,
+                      p_values: np.ndarray, r: CsrStructure, r_from_p: np.ndarray,
+                      ) -> tuple[ProductPlan, ProductPlan, np.ndarray]:
+    """The plans of ``A P`` and ``R (A P)`` (``R = Pᴴ``), and the next level's values.
+
+    For concrete values, on the host, by the native products that plan the patterns, so
+    the values are bit for bit those a numeric setup on the CPU computes.
+    """
+    a_p, a_p_values = plan_product_with_values(a, p, a_values, p_values)
+    r_values = p_values[r_from_p]
+    if np.iscomplexobj(r_values):
+        np.conjugate(r_values, out=r_values)
+    galerkin, values = plan_product_with_values(r, a_p.c, r_values, a_p_values)
+    return a_p, galerkin, values
+
+
 def plan_product(a: CsrStructure, b: CsrStructure) -> ProductPlan:
     """The :class:`ProductPlan` of ``A B`` for the patterns ``a`` (m × n) and ``b`` (n × p)."""
     _check_fit(a, b)
