@@ -582,6 +582,24 @@ class TestCache:
         sparse.solve(single, b.astype(np.float32))  # another dtype: another executable
         assert len(lowered) == 2
 
+    def test_reverse_mode_of_a_closed_over_matrix_reusing_its_setup_under_jit(self, x64):
+        # A matrix closed over by a jitted gradient, its transpose's hierarchy set up with
+        # reuse_setup where the cache holds Aᵀ's structure (of a traced solve) but no
+        # numbers: its concrete values are padded now, not by an operation staged into
+        # the caller's program that the compiled numeric setup cannot take (it raised a
+        # ConcretizationTypeError). 3D Poisson 10³: its finest level is padded.
+        A = sparse.as_csr(matrices.poisson3d_matrix(10, dtype=np.float64))
+        b = matrices.rhs_ones(1000, dtype=np.float64)
+        sparse.clear_cache()
+        sparse.solve(A, b)
+        jax.jit(jax.grad(lambda v: jnp.sum(sparse.solve(A.with_values(v), b,
+                                                        reuse_setup=True)[0] ** 2)))(A.values)
+
+        def loss(b):
+            return jnp.sum(sparse.solve(A, b, reuse_setup=True)[0] ** 2)
+
+        np.testing.assert_allclose(jax.jit(jax.grad(loss))(b), jax.grad(loss)(b), rtol=1e-6)
+
     def test_reuse_setup_keeps_the_old_numbers(self, x64):
         sparse.clear_cache()
         A = sparse.as_csr(matrices.poisson_matrix(12, dtype=np.float64))

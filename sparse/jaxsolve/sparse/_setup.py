@@ -399,7 +399,8 @@ class System:
             if (self._padded is not None and self._padded[0] is values
                     and self._padded[1].shape[0] == nnz):
                 return self._padded[1]
-            self._padded = (values, resized_rows(values, nnz))
+            with jax.ensure_compile_time_eval():  # concrete, also while a caller's jit traces
+                self._padded = (values, resized_rows(values, nnz))
             return self._padded[1]
         return resized_rows(values, nnz)
 
