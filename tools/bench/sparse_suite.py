@@ -38,6 +38,8 @@ iterations by the configurations of ``--configs``:
   PMISC with one aggressive level (:data:`LEAN`): PCG where A is Hermitian (SPD and
   singular problems), solve's default BiCGSTAB elsewhere; the rest solve's defaults, as
   for ``default``;
+* **lean_two_stage** (only when named in ``--configs``): ``lean`` whose aggressive level
+  interpolates in two D2 stages (``aggressive_interpolator: D2``) instead of by multipass;
 * **pyamg_rs**, **pyamg_sa**: ``pyamg.ruge_stuben_solver`` and
   ``pyamg.smoothed_aggregation_solver`` with PyAMG's defaults (SA: the rigid-body modes as
   ``B`` on the BSR matrix; ``symmetry="nonsymmetric"`` or ``"symmetric"`` (complex) where A
@@ -71,6 +73,7 @@ blocked native call cannot be interrupted from Python.
     tools/dev bench sparse_suite --size medium --json suite.json
     tools/dev bench sparse_suite --problems poisson3d helmholtz --configs default pyamg_sa
     tools/dev bench sparse_suite --size medium --configs default lean   # issue 33's trade
+    tools/dev bench sparse_suite --size medium --configs lean lean_two_stage  # its interpolation
 """
 
 from __future__ import annotations
@@ -94,7 +97,7 @@ import scipy.spatial
 SPD, SINGULAR, NONSYMMETRIC, COMPLEX = "SPD", "singular", "nonsymmetric", "complex"
 CONFIGS = ("default", "best", "pyamg_rs", "pyamg_sa")
 # Configurations run only when --configs names them.
-OPTIONAL_CONFIGS = ("lean",)
+OPTIONAL_CONFIGS = ("lean", "lean_two_stage")
 # A run converged when its true relative residual is at most this many times the tolerance
 # (a recurrence residual may drift a little from the true one).
 CONVERGED_SLACK = 2
@@ -117,6 +120,8 @@ SIZES: dict[str, dict[str, int]] = {
 # Issue 33's leanest classical hierarchy ("lean"): on the 128³ Poisson matrix it keeps 2.9 × A
 # and its PCG is the fastest solve (7.9 ms, 14 iterations, on an H200).
 LEAN = {"preconditioner": {"solver": "AMG", "selector": "PMISC", "aggressive_levels": 1}}
+# "lean_two_stage": its aggressive level's P in two D2 stages (hypre's two-stage extended+i).
+LEAN_TWO_STAGE = {"preconditioner": {**LEAN["preconditioner"], "aggressive_interpolator": "D2"}}
 # The recommended configuration per class ("best"): AMG-preconditioned Krylov methods with
 # the convergent l1-Jacobi smoother; FGMRES with a long restart where A is not Hermitian.
 _SPD_BEST = {"solver": "PCG", "preconditioner": {"solver": "AMG", "smoother": "JACOBI_L1"}}
@@ -463,9 +468,10 @@ def jaxsolve_config(name: str, problem: Problem, tol: float, max_iters: int
             kwargs["near_nullspace"] = problem.modes
         if problem.kind == SINGULAR:
             kwargs["nullspace"] = np.ones(problem.A.shape[0])
-    elif name == "lean":
+    elif name in ("lean", "lean_two_stage"):
         hermitian = problem.kind in (SPD, SINGULAR)
-        config = {**LEAN, **({"solver": "PCG"} if hermitian else {}), **config}
+        config = {**(LEAN if name == "lean" else LEAN_TWO_STAGE),
+                  **({"solver": "PCG"} if hermitian else {}), **config}
     return config, kwargs
 
 
