@@ -10,6 +10,8 @@ from jaxsolve_testing import use_cpu_devices
 
 use_cpu_devices(2)
 
+import dataclasses  # noqa: E402
+
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
@@ -302,12 +304,13 @@ def finest_pattern(A):
     return pattern, jnp.asarray(padded.indptr), jnp.asarray(padded.indices), rows, nnz
 
 
-@pytest.mark.parametrize("values", ["matrix", "ties", "random"])
-def test_the_values_key_of_a_mirrored_pattern_sorts_nothing(values):
+@pytest.mark.parametrize("values, n", [("matrix", 5), ("ties", 5), ("ties", 10),
+                                       ("random", 10)])  # 5³: the finest level the coarsest
+def test_the_values_key_of_a_mirrored_pattern_sorts_nothing(values, n):
     # On a pattern that stores (j, i) with each (i, j), rows sorted, the key's order of
     # each node's couplings comes from comparisons within rows: the digest of the three
     # sorts', bit for bit (equal weights included), from a program without a sort.
-    A = scipy.sparse.csr_array(np.asarray(matrices.poisson3d_matrix(5).todense()))
+    A = scipy.sparse.csr_array(np.asarray(matrices.poisson3d_matrix(n).todense()))
     rng = np.random.default_rng(3)
     data = {"matrix": A.data, "ties": rng.integers(1, 4, A.nnz),  # many equal weights
             "random": rng.standard_normal(A.nnz)}[values].astype(np.float32)
@@ -315,14 +318,17 @@ def test_the_values_key_of_a_mirrored_pattern_sorts_nothing(values):
     padded = jnp.pad(jnp.asarray(data), (0, nnz - A.nnz))
     structure = _device_setup.build_device_structure(pattern, padded,
                                                      amg_config("DEVICE", "SIZE_8"))
-    assert structure.key_width == 7
-    width = np.int32(structure.key_width)
+    assert structure.key_width == 8 and bool(structure.arrays.levels) == (n > 5)
+    assert _device_setup.values_key(structure, padded) == _device_setup.values_key(
+        dataclasses.replace(structure, key_width=0), padded)  # by sorts
+    width, entry_rows = structure.key_width, structure.finest_entry_rows
     np.testing.assert_array_equal(
-        _device_setup._run(_device_setup._coupling_order_in_rows, indptr, indices, padded,
-                           width, rows=rows),
+        _device_setup._run(_device_setup._coupling_order_in_rows, indptr, indices, entry_rows,
+                           padded, width=width, rows=rows),
         _device_setup._run(_device_setup._coupling_order, indptr, indices, padded, rows=rows))
-    hlo = jax.jit(_device_setup._coupling_order_in_rows, static_argnames="rows").lower(
-        indptr, indices, padded, width, rows=rows).compile().as_text()
+    hlo = jax.jit(_device_setup._coupling_order_in_rows, static_argnames=("width", "rows")
+                  ).lower(indptr, indices, entry_rows, padded, width=width, rows=rows
+                          ).compile().as_text()
     assert " sort(" not in hlo
     assert " sort(" in jax.jit(_device_setup._coupling_order, static_argnames="rows").lower(
         indptr, indices, padded, rows=rows).compile().as_text()
@@ -345,8 +351,7 @@ def test_the_values_key_of_another_pattern_sorts(change):
     A = scipy.sparse.csr_array((data, indices, indptr), shape=A.shape)
     pattern, indptr, indices, rows, nnz = finest_pattern(A)
     padded = jnp.pad(jnp.asarray(A.data, jnp.float32), (0, nnz - A.nnz))
-    assert not _device_setup._run(_device_setup._mirrored, indptr, indices,
-                                  np.int32(np.diff(A.indptr).max()), rows=rows)
+    assert not _device_setup._run(_device_setup._mirrored, indptr, indices, width=8, rows=rows)
     if change != "duplicate":  # a structure of a duplicate's pattern: as any other
         structure = _device_setup.build_device_structure(pattern, padded,
                                                          amg_config("DEVICE", "SIZE_4"))

@@ -168,8 +168,9 @@ class DeviceStructure:
       sizes: the true ``(rows, nonzeros)`` of every level, the coarsest last.
       solve_diagonal: the finest operator's diagonal positions for the solve's check of
         them, a padding row pointing at the first row's.
-      key_width: the most entries of a finest row where the pattern is mirrored and they
-        are at most :data:`MAX_KEY_WIDTH` (:func:`values_key` sorts nothing), else 0.
+      key_width: where the pattern is mirrored and its rows hold at most
+        :data:`MAX_KEY_WIDTH` entries, their most, rounded up to a power of two from 8
+        (:func:`values_key` sorts nothing; a program per such width), else 0.
       setup_seconds: the time the build took (``"device"``: its programs, waits
         included; ``"to the device"``: the finest pattern's copy).
     """
@@ -189,6 +190,12 @@ class DeviceStructure:
     def finest(self) -> CsrArrays:
         """The finest operator's padded pattern (placeholder values)."""
         return self.arrays.levels[0].a if self.arrays.levels else self.arrays.coarsest
+
+    @property
+    def finest_entry_rows(self) -> jax.Array:
+        """The row of each of the finest operator's true entries (any on padding ones)."""
+        arrays = self.arrays
+        return arrays.levels[0].entry_rows if arrays.levels else arrays.coarsest_row_ids
 
 
 def build_device_structure(pattern: CsrStructure, values: jax.Array | None,
@@ -233,9 +240,9 @@ def build_device_structure(pattern: CsrStructure, values: jax.Array | None,
                          f" entries, got shape {values.shape}.")
     seconds = {"to the device": time.perf_counter() - clock}
     clock = time.perf_counter()
-    width = int(np.diff(pattern.indptr).max(initial=0))
+    width = _width_class(int(np.diff(pattern.indptr).max(initial=0)))
     *triplets, mirrored = _run(_finest_level, indptr, indices, values,
-                               np.int32(min(width, MAX_KEY_WIDTH)), rows=rows)
+                               width=min(width, MAX_KEY_WIDTH), rows=rows)
     levels: list[DeviceLevelArrays] = []
     sizes: list[LevelSizes] = []
     true_sizes = [(pattern.n_rows, pattern.nnz)]
@@ -360,14 +367,14 @@ def values_key(structure: DeviceStructure, values: jax.Array) -> str:
     names the values' devices too: values on another device get a structure there.
     """
     finest = structure.finest
-    pattern = (finest.indptr, finest.indices)
+    pattern = (finest.indptr, finest.indices, structure.finest_entry_rows)
     devices = values.devices()
     if len(devices) == 1 and finest.indices.devices() != devices:  # another device's
         with jax.ensure_compile_time_eval():
             pattern = jax.device_put(pattern, values.sharding)
-    digest = (_run(_coupling_order_in_rows, *pattern, values, np.int32(structure.key_width),
+    digest = (_run(_coupling_order_in_rows, *pattern, values, width=structure.key_width,
                    rows=finest.n_rows) if structure.key_width
-              else _run(_coupling_order, *pattern, values, rows=finest.n_rows))
+              else _run(_coupling_order, *pattern[:2], values, rows=finest.n_rows))
     return "".join(f"{int(word):08x}" for word in np.asarray(digest)) + "@" + ",".join(
         sorted(str(device) for device in devices))
 
@@ -521,18 +528,26 @@ class _Coarsening(NamedTuple):
     counts: jax.Array
 
 
-def _finest_level(indptr, indices, values, width, *, rows):
+def _width_class(width: int) -> int:
+    """``width`` rounded up to a power of two, at least 8: the rows' widths that the
+    programs of :func:`_coupling_order_in_rows` are compiled for (statically: a loop of
+    known trips, with no wait on a GPU for its condition)."""
+    return max(8, 1 << (width - 1).bit_length())
+
+
+def _finest_level(indptr, indices, values, *, width, rows):
     """The finest level's triplets (:func:`_finest_triplets`), and whether its pattern is
     mirrored with rows of at most ``width`` entries (:func:`_mirrored`)."""
     return (*_finest_triplets(indptr, indices, values, rows=rows),
-            _mirrored(indptr, indices, width, rows=rows))
+            _mirrored(indptr, indices, width=width, rows=rows))
 
 
-def _finest_triplets(indptr, indices, values, *, rows):
+def _finest_triplets(indptr, indices, values, *, rows, entry_rows=None):
     """The finest level's triplets: each entry's row (``rows`` on padding entries), column
-    and magnitude."""
+    and magnitude; the rows searched in ``indptr`` unless ``entry_rows`` gives them."""
     entries = jnp.arange(indices.shape[0], dtype=jnp.int32)
-    entry_rows = (jnp.searchsorted(indptr, entries, side="right") - 1).astype(jnp.int32)
+    if entry_rows is None:
+        entry_rows = (jnp.searchsorted(indptr, entries, side="right") - 1).astype(jnp.int32)
     inside = entries < indptr[-1]
     return (jnp.where(inside, entry_rows, rows), indices,
             jnp.where(inside, jnp.abs(values), 0))
@@ -612,10 +627,11 @@ def _coupling_order(indptr, indices, values, *, rows):
     return _order_digest(s[order], d[order], weights[order], 2 * count)
 
 
-def _coupling_order_in_rows(indptr, indices, values, width, *, rows):
+def _coupling_order_in_rows(indptr, indices, entry_rows, values, *, width, rows):
     """:func:`_coupling_order`'s digest, bit for bit, of a *mirrored* pattern (every row's
     columns strictly increasing, ``(j, i)`` stored with each ``(i, j)``:
-    :func:`_mirrored`) whose rows hold at most ``width`` entries, without a sort.
+    :func:`_mirrored`) whose rows hold at most ``width`` entries, without a sort;
+    ``entry_rows``: the row of each true entry (any on padding entries).
 
     Each off-diagonal entry ``(i, j)`` is the coupling of ``i`` to ``j``, its weight
     ``(m_ij + m_ji) / (2 √(m_ii m_jj))`` read at its mirror (:func:`_mirror_positions`), the
@@ -624,13 +640,14 @@ def _coupling_order_in_rows(indptr, indices, values, width, *, rows):
     weight, or of equal weight and earlier in :func:`_coupling_order`'s order of edges
     (neighbours above ``i``, then those below, each ascending): ``width`` passes of
     comparisons over the entries, a cost of ``nnz × width``, no sort."""
-    entry_rows, cols, magnitudes = _finest_triplets(indptr, indices, values, rows=rows)
+    entry_rows, cols, magnitudes = _finest_triplets(indptr, indices, values, rows=rows,
+                                                    entry_rows=entry_rows)
     inside = entry_rows < rows
     on_diagonal = inside & (entry_rows == cols)
     coupling = inside & ~on_diagonal
     d = jnp.zeros(rows, magnitudes.dtype).at[entry_rows].add(
         jnp.where(on_diagonal, magnitudes, 0), mode="drop")
-    mirror = _mirror_positions(indptr, indices, entry_rows, width, rows=rows)
+    mirror = _mirror_positions(indptr, indices, entry_rows, width=width, rows=rows)
     summed = magnitudes + _take(magnitudes, mirror)
     scale = jnp.sqrt(_take(d, entry_rows) * _take(d, cols))
     weights = jnp.where(coupling & (scale > 0), summed / (2 * jnp.where(scale > 0, scale, 1)),
@@ -673,7 +690,7 @@ def _ordered_bits(weights):
         weights, jnp.uint32 if weights.dtype.itemsize == 4 else jnp.uint64)
 
 
-def _mirror_positions(indptr, indices, entry_rows, width, *, rows):
+def _mirror_positions(indptr, indices, entry_rows, *, width, rows):
     """Each entry ``(i, j)``'s mirror: the position of ``(j, i)`` in row ``j``, found by a
     binary search of its columns (increasing, at most ``width``), or past the end where
     none is stored (padding entries: ``entry_rows`` past ``rows - 1``)."""
@@ -691,17 +708,12 @@ def _mirror_positions(indptr, indices, entry_rows, width, *, rows):
         return (jnp.where(going & right, middle + 1, first),
                 jnp.where(going & ~right, middle, last))
 
-    found, _ = jax.lax.fori_loop(0, _bit_length(width), search, (first, last))
+    found, _ = jax.lax.fori_loop(0, width.bit_length(), search, (first, last))
     stored = inside & (found < end) & (indices[jnp.minimum(found, size - 1)] == entry_rows)
     return jnp.where(stored, found, size)
 
 
-def _bit_length(n):
-    """The bits of the non-negative int32 ``n`` (traced): binary search's steps over ``n``."""
-    return 32 - jax.lax.clz(n)
-
-
-def _mirrored(indptr, indices, width, *, rows):
+def _mirrored(indptr, indices, *, width, rows):
     """Whether the pattern is *mirrored*: every row's columns strictly increasing (no
     duplicates) and at most ``width``, and ``(j, i)`` stored with each ``(i, j)``."""
     entry_rows, cols, _ = _finest_triplets(indptr, indices, jnp.zeros(indices.shape[0]),
@@ -709,7 +721,7 @@ def _mirrored(indptr, indices, width, *, rows):
     inside = entry_rows < rows
     increasing = jnp.concatenate([jnp.ones(1, bool), (entry_rows[1:] != entry_rows[:-1])
                                   | (cols[1:] > cols[:-1])])
-    mirror = _mirror_positions(indptr, indices, entry_rows, width, rows=rows)
+    mirror = _mirror_positions(indptr, indices, entry_rows, width=width, rows=rows)
     return jnp.all(~inside | (increasing & (mirror < indices.shape[0])))
 
 
