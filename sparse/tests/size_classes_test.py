@@ -153,6 +153,9 @@ NEW_PATTERN_CONFIGS = {
     "default": {},
     "PMISC + 1 aggressive": {"preconditioner": {"solver": "AMG", "algorithm": "CLASSICAL",
                                                 "selector": "PMISC", "aggressive_levels": 1}},
+    "PMISC + 1 aggressive, two D2 stages": {"preconditioner": {
+        "solver": "AMG", "algorithm": "CLASSICAL", "selector": "PMISC", "aggressive_levels": 1,
+        "aggressive_interpolator": "D2"}},
     "smoothed aggregation": {"preconditioner": {"solver": "AMG", "algorithm": "AGGREGATION",
                                                 "jaxsolve_smoothed_aggregation": 1,
                                                 "min_coarse_rows": 8}},
@@ -337,12 +340,17 @@ AGGREGATION = {
 
 @pytest.mark.parametrize("amg", [{}, {"selector": "PMISC", "aggressive_levels": 1},
                                  {"interpolator": "D1", "interp_max_elements": -1,
-                                  "interp_truncation_factor": 0}, *AGGREGATION.values(),
-                                 {"smoother": "MULTICOLOR_DILU"},
+                                  "interp_truncation_factor": 0},
+                                 {"selector": "PMISC", "aggressive_levels": 1,
+                                  "aggressive_interpolator": "D2"},
+                                 {"aggressive_levels": 1, "aggressive_interpolator": "D1",
+                                  "interp_max_elements": -1, "interp_truncation_factor": 0},
+                                 *AGGREGATION.values(), {"smoother": "MULTICOLOR_DILU"},
                                  {**AGGREGATION["smoothed aggregation"],
                                   "smoother": "MULTICOLOR_GS"}],
-                         ids=["HMIS D2", "PMISC + aggressive", "D1 untruncated", *AGGREGATION,
-                              "DILU", "smoothed aggregation, multicolor GS"])
+                         ids=["HMIS D2", "PMISC + aggressive", "D1 untruncated",
+                              "PMISC + two D2 stages", "two D1 stages untruncated",
+                              *AGGREGATION, "DILU", "smoothed aggregation, multicolor GS"])
 def test_the_padded_numeric_setup_computes_the_unpadded_numbers(x64, amg):
     # A classical or aggregation hierarchy's numbers come from the program of its size
     # class, on padded arrays: the weights (T, P) and coarse operators are the per-pattern
@@ -420,10 +428,12 @@ def test_clear_cache_keeps_the_compiled_setups_and_finalize_drops_them(x64, monk
 @pytest.mark.gpu
 @pytest.mark.skipif(not any(d.platform == "gpu" for d in jax.devices()), reason="needs a GPU")
 @pytest.mark.parametrize("amg", [{}, {"selector": "PMISC", "aggressive_levels": 1},
+                                 {"selector": "PMISC", "aggressive_levels": 1,
+                                  "aggressive_interpolator": "D2"},
                                  AGGREGATION["smoothed aggregation"],
                                  {"smoother": "MULTICOLOR_GS"}, {"smoother": "MULTICOLOR_DILU"}],
-                         ids=["HMIS D2", "PMISC + aggressive", "smoothed aggregation",
-                              "multicolor GS", "DILU"])
+                         ids=["HMIS D2", "PMISC + aggressive", "PMISC + two D2 stages",
+                              "smoothed aggregation", "multicolor GS", "DILU"])
 def test_the_padded_numeric_setup_on_a_gpu(x64, amg):
     # The CUDA kernels on padded arrays (row pointers that end before their arrays, plan
     # pairs at A's end): the per-pattern setup's numbers (to rounding: XLA's segment sums

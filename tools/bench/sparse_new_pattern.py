@@ -6,12 +6,14 @@ and XLA's compilation of the programs for that pattern's level sizes. One run me
 3D Poisson on an ``n × n × n`` grid (``matrices.poisson3d_matrix``, f64, ``b`` standard
 normal from a fixed seed, ``x0 = 0``, PCG to ``‖r‖ ≤ 1e-8 ‖b‖``) and each configuration
 (the library's default solver and AMG with that tolerance, classical PMISC with one
-aggressive level, ``tools/bench/sparse_poisson3d.py``'s smoothed aggregation, AmgX's PCG
-with unsmoothed aggregation, ``SIZE_8``, its structure set up on the host and then on the
-device (``jaxsolve_setup_location``), the default AMG with the ``MULTICOLOR_GS`` or
-``MULTICOLOR_DILU`` smoother, smoothed aggregation with the four near-null-space vectors
-``1, x, y, z`` (``SYSTEMS``), and smoothed aggregation of the block system ``A ⊗ I₂`` of
-two unknowns a node, ``2 n³`` rows, ``block_dim=2``), in one process, in this order:
+aggressive level, the same with that level interpolating in two D2 stages instead of by
+multipass (``aggressive_interpolator``), ``tools/bench/sparse_poisson3d.py``'s smoothed
+aggregation, AmgX's PCG with unsmoothed aggregation, ``SIZE_8``, its structure set up on
+the host and then on the device (``jaxsolve_setup_location``), the default AMG with the
+``MULTICOLOR_GS`` or ``MULTICOLOR_DILU`` smoother, smoothed aggregation with the four
+near-null-space vectors ``1, x, y, z`` (``SYSTEMS``), and smoothed aggregation of the
+block system ``A ⊗ I₂`` of two unknowns a node, ``2 n³`` rows, ``block_dim=2``), in one
+process, in this order:
 
 * **first call end to end**: ``clear_cache()`` then ``solve``: the first solve of this
   configuration in the process (JAX itself is warmed up first by a trivial program), with
@@ -79,6 +81,13 @@ CONFIGS = {
         "max_iters": 200,
         "preconditioner": {"solver": "AMG", "algorithm": "CLASSICAL", "selector": "PMISC",
                            "aggressive_levels": 1},
+    },
+    "PMISC + 1 aggressive, two D2 stages": {  # the aggressive level's P = P1 P2
+        "solver": "PCG",
+        "tolerance": TOLERANCE,
+        "max_iters": 200,
+        "preconditioner": {"solver": "AMG", "algorithm": "CLASSICAL", "selector": "PMISC",
+                           "aggressive_levels": 1, "aggressive_interpolator": "D2"},
     },
     "smoothed aggregation": {  # tools/bench/sparse_poisson3d.py's
         "solver": "PCG",

@@ -52,3 +52,16 @@ def test_every_stage_of_a_tiny_grid():
     assert ", CPU " in first_call and cells["solve"].cpu_seconds > 0
     assert cells["memory kept"].times_matrix > 1  # the hierarchy, beside A's own values
     assert lines[2 + bench.STAGES.index("memory kept")].endswith(" × A |")
+
+
+def test_a_two_stage_aggressive_level_compiles_nothing_for_a_new_pattern():
+    # Its hierarchy is padded to size classes like every other classical one: the numeric
+    # setup of P1, A1, P2 and P1 P2 too, so a new pattern of the same rows (or nonzeros)
+    # runs the programs compiled for the first.
+    cells = bench.measure(10, bench.CONFIGS["PMISC + 1 aggressive, two D2 stages"],
+                          extra_couplings=6, repeats=1, warmup=0)
+    assert cells["first call end to end"].compiled.programs > 0
+    for stage in ("new pattern, same rows", "another such pattern",
+                  "more nonzeros, same rows"):
+        assert cells[stage].compiled.programs == 0, stage
+        assert cells[stage].iterations >= 1

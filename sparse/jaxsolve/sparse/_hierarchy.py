@@ -57,8 +57,8 @@ from ._products import ProductPlan, galerkin_products, plan_product
 from ._relaxation import (RelaxationData, power_iteration_start, relaxation_data,
                           spectral_radius, stored_diagonal)
 from . import _padded_setup
-from ._padded_setup import (AggregationLayout, LevelLayout, aggregation_setup_sizes,
-                            level_layout, padded_aggregation, padded_full_nnz,
+from ._padded_setup import (AggregationLayout, LevelLayout, TwoStageLayout,
+                            aggregation_setup_sizes, level_layout, padded_aggregation,
                             padded_interpolation, padded_ordering, resized, setup_sizes,
                             true_interpolation, true_ordering, within)
 from ._size_classes import (PADDING_DIAGONAL, HierarchyShape, LevelShape, class_shape, pad_csr,
@@ -142,7 +142,8 @@ class HierarchyStructure:
         is smoothed (``coarse_solver`` ``NOSOLVER``), else None.
       pattern_key: a key of the finest pattern (:attr:`CsrMatrix.pattern_key`), which the
         :attr:`fingerprint` digests instead of the pattern; empty: none was given.
-      layouts: per level, the :class:`._padded_setup.LevelLayout` (classical) or
+      layouts: per level, the :class:`._padded_setup.LevelLayout` (classical; a
+        :class:`~._padded_setup.TwoStageLayout` on a two-stage aggressive level) or
         :class:`._padded_setup.AggregationLayout` of its padded setup arrays, when the
         numeric setup runs on padded arrays (:attr:`padded_setup`); else None.
     """
@@ -157,7 +158,7 @@ class HierarchyStructure:
     coarsest_block_dim: int = 1
     coarsest_ordering: MulticolorOrdering | None = None
     pattern_key: str = ""
-    layouts: tuple[LevelLayout | AggregationLayout, ...] | None = None
+    layouts: tuple[LevelLayout | TwoStageLayout | AggregationLayout, ...] | None = None
 
     @functools.cached_property
     def padded_setup(self) -> PaddedSetup | None:
@@ -410,9 +411,8 @@ def build_structure(
     # multicolor data's too; a smoothed coarsest level's coloring keeps its sizes.
     interpolations = [None if level.interpolation is None
                       else _classical.host_arrays(level.interpolation) for level in levels]
-    layouts = None  # two-stage levels' setups are not padded: their numbers keep true sizes
-    if coarsest_ordering is None and not any(isinstance(arrays, TwoStageArrays)
-                                             for arrays in interpolations):
+    layouts = None
+    if coarsest_ordering is None:
         layouts = tuple(
             AggregationLayout(smoothed=level.smoothing is not None, columns=level.columns)
             if arrays is None else level_layout(arrays)
@@ -728,14 +728,15 @@ class PaddedSetup:
     Attributes:
       config: the AMG configuration (classical, or aggregation).
       shape: the size classes (:class:`~._size_classes.HierarchyShape`, with ``setup``).
-      layouts: per level, the :class:`~._padded_setup.LevelLayout` of its setup arrays
+      layouts: per level, the :class:`~._padded_setup.LevelLayout` (or
+        :class:`~._padded_setup.TwoStageLayout`) of its setup arrays
         (classical) or its :class:`~._padded_setup.AggregationLayout`.
       block_dims: unknowns per node of each level, then of the coarsest.
     """
 
     config: AMGConfig
     shape: HierarchyShape
-    layouts: tuple[LevelLayout | AggregationLayout, ...]
+    layouts: tuple[LevelLayout | TwoStageLayout | AggregationLayout, ...]
     block_dims: tuple[int, ...]
 
 
@@ -781,10 +782,8 @@ def padded_numeric_setup(setup: PaddedSetup, arrays: StructureArrays, values: ja
                                   n_cols=sizes.coarse_rows) if layout.smoothed else None)
             p_values = within(resized(p_values, sizes.p_nnz), level_arrays.p.indptr)
         else:
-            p_values = _padded_setup.weights(
-                layout, level_arrays.interpolation,
-                padded_full_nnz(layout, sizes, setup.shape.setup[i]), a, diagonal,
-                level_arrays.p)
+            p_values = _padded_setup.weights(layout, level_arrays.interpolation, sizes,
+                                             setup.shape.setup[i], a, diagonal, level_arrays.p)
         p = level_arrays.p._replace(values=p_values)
         r = level_arrays.r._replace(values=within(jnp.conj(p_values[level_arrays.r_from_p]),
                                                   level_arrays.r.indptr))

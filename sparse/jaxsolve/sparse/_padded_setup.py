@@ -26,6 +26,13 @@ same terms in the same order: the interpolation weights and coarse operators are
 unpadded setup's bit for bit; the damping's norms and the coarsest level's dense
 inverse, which run over zeros more, agree to rounding.
 
+A two-stage aggressive level (:class:`._classical.TwoStagePlan`) sets up ``P1``, ``A P1``,
+``A1 = P1ᴴ (A P1)``, ``P2`` and ``P1 P2`` inside the numeric setup: their patterns, the
+rows of ``C1`` and both stages' D1/D2 plans are padded as a level's are (each stage as a
+level of those padded sizes, :func:`_stages`), ``A1``'s padding rows store no diagonal
+(:data:`~._size_classes.PADDING_DIAGONAL`), and ``P1 P2``'s truncation masks its padding
+kept positions; so its ``P`` is the unpadded setup's bit for bit as well.
+
 **Programs.** The compiled numeric setups of size classes are kept per class and kind of
 input (:data:`PROGRAMS`, a :class:`._compiled_programs.CompiledPrograms`). They hold
 no arrays (a structure's are their arguments) and no values, so
@@ -60,11 +67,12 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import _classical, _classical_kernels, _ffi_primitives
-from ._classical import InterpolationArrays, MultipassArrays
+from ._classical import InterpolationArrays, MultipassArrays, TwoStageArrays
 from ._compiled_programs import CompiledPrograms
 from ._csr_arrays import CsrArrays
 from ._multicolor import ColorShape, MulticolorArrays, MulticolorOrdering
-from ._size_classes import LevelShape
+from ._relaxation import stored_diagonal
+from ._size_classes import PADDING_DIAGONAL, LevelShape
 
 
 class LevelLayout(NamedTuple):
@@ -83,6 +91,16 @@ class LevelLayout(NamedTuple):
     passes: int
     dropped: bool
     offsets: np.dtype | None = None
+
+
+class TwoStageLayout(NamedTuple):
+    """What the shapes of a two-stage aggressive level's setup arrays
+    (:class:`._classical.TwoStageArrays`) depend on besides their sizes: each stage's
+    :class:`LevelLayout`, and whether truncation drops weights of ``P1 P2``."""
+
+    first: LevelLayout
+    second: LevelLayout
+    truncated: bool
 
 
 class AggregationLayout(NamedTuple):
@@ -112,8 +130,14 @@ def true_ordering(ordering: MulticolorOrdering, arrays: MulticolorArrays) -> Mul
             jax.tree.leaves(arrays), jax.tree.leaves(own), strict=True)])
 
 
-def level_layout(arrays: InterpolationArrays | MultipassArrays) -> LevelLayout:
+Interpolation = InterpolationArrays | MultipassArrays | TwoStageArrays
+
+
+def level_layout(arrays: Interpolation) -> LevelLayout | TwoStageLayout:
     """The layout of a classical level's interpolation arrays (:func:`._classical.host_arrays`)."""
+    if isinstance(arrays, TwoStageArrays):
+        return TwoStageLayout(level_layout(arrays.first), level_layout(arrays.second),
+                              arrays.keep is not None)
     if isinstance(arrays, MultipassArrays):
         return LevelLayout(True, arrays.keep is not None or arrays.dropped is not None,
                            len(arrays.passes), arrays.dropped is not None,
@@ -121,24 +145,69 @@ def level_layout(arrays: InterpolationArrays | MultipassArrays) -> LevelLayout:
     return LevelLayout(False, arrays.keep is not None, 0, False, arrays.a_targets.dtype)
 
 
-def setup_sizes(level, arrays: InterpolationArrays | MultipassArrays) -> tuple[int, ...]:
+def setup_sizes(level, arrays: Interpolation) -> tuple[int, ...]:
     """The true sizes a classical :class:`._hierarchy.LevelStructure`'s setup arrays are
-    padded by, beyond its :class:`~._size_classes.LevelShape`: the nonzeros of ``A P``, the
-    untruncated weights (when truncated), then the D1/D2 plan's pairs and triples, or each
-    multipass pass's triples and the dropped weights (when listed). ``arrays``: its
-    interpolation's host arrays.
+    padded by, beyond its :class:`~._size_classes.LevelShape`: the nonzeros of ``A P``,
+    then its interpolation's (:func:`_plan_sizes`). ``arrays``: its interpolation's host
+    arrays.
 
     Every other array's length follows from these and the level's shape: ``P``'s kept
     positions have ``P``'s nonzeros, the C points' unit positions the next level's rows.
     """
+    return (level.a_p.c.nnz, *_plan_sizes(level.interpolation, arrays))
+
+
+def _plan_sizes(structure: _classical.InterpolationStructure, arrays: Interpolation
+                ) -> tuple[int, ...]:
+    """The untruncated weights (when truncated), then the D1/D2 plan's pairs and triples,
+    or each multipass pass's triples and the dropped weights (when listed), or a two-stage
+    plan's ``C1`` rows and nonzeros of ``P1``, ``A P1``, ``A1`` and ``P2``, then each
+    stage's sizes (:func:`_stages`).
+
+    The D1/D2 plan's pairs and triples count at least one a row: where the strong F–F
+    couplings without a common C point are few (a two-stage level's first stage on 3D
+    Poisson: none, or a few hundred near a handful of extra couplings), their number
+    varies from pattern to pattern by far more than any size class's room, and a pattern
+    of a size already seen would compile a numeric setup of its own. Padded to a row
+    each, they fit every such pattern, for two narrow entries (a byte each on most levels)
+    a pair or triple, less than the level's int32 row pointers."""
     layout = level_layout(arrays)
-    sizes = [level.a_p.c.nnz] + ([level.interpolation.full.nnz] if layout.truncated else [])
-    if layout.multipass:
+    sizes = [structure.full.nnz] if layout.truncated else []
+    if isinstance(layout, TwoStageLayout):
+        plan = structure.plan
+        sizes += [plan.first.n_coarse, plan.first.p.nnz, plan.a_p.c.nnz, plan.galerkin.c.nnz,
+                  plan.second.p.nnz]
+        sizes += [*_plan_sizes(plan.first, arrays.first), *_plan_sizes(plan.second,
+                                                                         arrays.second)]
+    elif layout.multipass:
         sizes += [entries.shape[0] for entries, _ in arrays.passes]
         sizes += [arrays.dropped.shape[0]] if layout.dropped else []
-    else:
-        sizes += [arrays.pair_offsets.shape[0], arrays.triple_offsets.shape[0]]
+    else:  # at least one a row: see the docstring
+        rows = arrays.coarse.shape[0]
+        sizes += [max(arrays.pair_offsets.shape[0], rows),
+                  max(arrays.triple_offsets.shape[0], rows)]
     return tuple(sizes)
+
+
+class _Stages(NamedTuple):
+    """A two-stage level's stages as levels of padded sizes: the first interpolates
+    ``A`` (the level's rows and nonzeros) from ``C1``, the second ``A1`` from the level's
+    coarse rows; with the nonzeros of ``A P1`` and each stage's :func:`_plan_sizes`."""
+
+    first: LevelShape
+    second: LevelShape
+    a_p1: int
+    first_sizes: tuple[int, ...]
+    second_sizes: tuple[int, ...]
+
+
+def _stages(layout: TwoStageLayout, shape: LevelShape, sizes: tuple[int, ...]) -> _Stages:
+    """The stages of a two-stage level of ``shape`` and (padded) plan ``sizes``."""
+    c1, p1, a_p1, a1, p2 = sizes[layout.truncated:][:5]
+    split = layout.truncated + 5 + 2 + layout.first.truncated
+    return _Stages(first=LevelShape(shape.rows, shape.a_nnz, p1, c1, p1),
+                   second=LevelShape(c1, a1, p2, shape.coarse_rows, p2), a_p1=a_p1,
+                   first_sizes=sizes[layout.truncated + 5:split], second_sizes=sizes[split:])
 
 
 def aggregation_setup_sizes(level) -> tuple[int, ...]:
@@ -165,19 +234,40 @@ def resized(values: jax.Array, size: int) -> jax.Array:
         values[:size])
 
 
-def padded_interpolation(level, arrays: InterpolationArrays | MultipassArrays,
-                         shape: LevelShape, sizes: tuple[int, ...]
-                         ) -> InterpolationArrays | MultipassArrays:
+def padded_interpolation(level, arrays: Interpolation, shape: LevelShape,
+                         sizes: tuple[int, ...]) -> Interpolation:
     """A classical level's interpolation ``arrays`` (host) padded to its ``shape`` and
     the padded ``sizes`` (:func:`setup_sizes`'s order)."""
+    return _padded_plan(level.interpolation, arrays, shape, sizes[1:])
+
+
+def _padded_plan(structure: _classical.InterpolationStructure, arrays: Interpolation,
+                 shape: LevelShape, sizes: tuple[int, ...]) -> Interpolation:
+    """``arrays``, the host arrays of ``structure``, padded to ``shape`` and the padded
+    plan ``sizes`` (:func:`_plan_sizes`'s order)."""
     layout = level_layout(arrays)
-    full_nnz = padded_full_nnz(layout, shape, sizes)
-    own_full = level.interpolation.full.nnz
+    full_nnz = _full_nnz(layout, shape, sizes)
+    if isinstance(layout, TwoStageLayout):
+        plan, stages = structure.plan, _stages(layout, shape, sizes)
+        first, second = stages.first, stages.second
+        return TwoStageArrays(
+            first=_padded_plan(plan.first, arrays.first, first, stages.first_sizes),
+            p1=_padded_csr(arrays.p1, first.rows, first.p_nnz),
+            r1=_padded_csr(arrays.r1, first.coarse_rows, first.p_nnz),
+            r_from_p=_padded(arrays.r_from_p, first.p_nnz, 0),
+            a_p1=_padded_csr(arrays.a_p1, first.rows, stages.a_p1),
+            a1=_padded_csr(arrays.a1, second.rows, second.a_nnz),
+            a1_diagonal=_padded(arrays.a1_diagonal, second.rows, PADDING_DIAGONAL),
+            second=_padded_plan(plan.second, arrays.second, second, stages.second_sizes),
+            p2=_padded_csr(arrays.p2, second.rows, second.p_nnz),
+            full=_padded_csr(arrays.full, shape.rows, full_nnz),
+            keep=None if arrays.keep is None else _padded(arrays.keep, shape.p_nnz, 0))
+    own_full = structure.full.nnz
     rows = shape.rows
     full_indptr = _padded(arrays.full_indptr, rows + 1, own_full)
     if layout.multipass:
         interpolatory = np.zeros(shape.a_nnz, bool)
-        interpolatory[:level.a.nnz] = level.interpolation.plan.interpolatory
+        interpolatory[:structure.plan.interpolatory.shape[0]] = structure.plan.interpolatory
         return MultipassArrays(
             full_indptr=full_indptr,
             interpolatory_bits=np.packbits(interpolatory, bitorder="little"),
@@ -186,7 +276,7 @@ def padded_interpolation(level, arrays: InterpolationArrays | MultipassArrays,
             passes=tuple((_padded(entries, size, 0),
                           _padded(targets, size, _classical_kernels.nowhere(targets.dtype)))
                          for (entries, targets), size in zip(
-                             arrays.passes, sizes[1 + layout.truncated:][:layout.passes],
+                             arrays.passes, sizes[layout.truncated:][:layout.passes],
                              strict=True)),
             keep=None if arrays.keep is None else _padded(arrays.keep, shape.p_nnz, 0),
             # padding lies past every kept position (_classical._kept_positions drops it)
@@ -207,20 +297,28 @@ def padded_interpolation(level, arrays: InterpolationArrays | MultipassArrays,
         keep=None if arrays.keep is None else _padded(arrays.keep, shape.p_nnz, 0))
 
 
+def _padded_csr(pattern: CsrArrays, rows: int, nnz: int) -> CsrArrays:
+    """A pattern's host arrays (values: a placeholder, kept) padded to ``rows`` and
+    ``nnz``: empty rows, entries past the last row's end."""
+    return pattern._replace(indices=_padded(pattern.indices, nnz, 0),
+                            indptr=_padded(pattern.indptr, rows + 1, pattern.indptr[-1]))
+
+
 _PAST_EVERY_POSITION = np.iinfo(np.int32).max // 2
 
 
-def padded_full_nnz(layout: LevelLayout, shape: LevelShape, sizes: tuple[int, ...]) -> int:
-    """The padded count of a level's untruncated weights (``P``'s when none is dropped)."""
-    return sizes[1] if layout.truncated else shape.p_nnz
+def _full_nnz(layout: LevelLayout | TwoStageLayout, shape: LevelShape,
+              sizes: tuple[int, ...]) -> int:
+    """The padded count of a level's untruncated weights (``P``'s when none is dropped);
+    ``sizes``: its plan's (:func:`_plan_sizes`'s order)."""
+    return sizes[0] if layout.truncated else shape.p_nnz
 
 
 def _padded(array: np.ndarray, size: int, fill) -> np.ndarray:
     return np.concatenate([array, np.full(size - array.shape[0], fill, array.dtype)])
 
 
-def true_interpolation(level, arrays: InterpolationArrays | MultipassArrays
-                       ) -> InterpolationArrays | MultipassArrays:
+def true_interpolation(level, arrays: Interpolation) -> Interpolation:
     """The part of :func:`padded_interpolation`'s arrays (on the device) that holds
     ``level``'s own plan (jit-able): what a numeric setup of that pattern alone reads."""
     own = _classical.host_arrays(level.interpolation)
@@ -232,11 +330,38 @@ def within(values: jax.Array, indptr: jax.Array) -> jax.Array:
     return jnp.where(jnp.arange(values.shape[0], dtype=indptr.dtype) < indptr[-1], values, 0)
 
 
-def weights(layout: LevelLayout, arrays: InterpolationArrays | MultipassArrays,
-            full_nnz: int, a: CsrArrays, diagonal: jax.Array, p: CsrArrays) -> jax.Array:
-    """``P``'s values on padded arrays (``full_nnz``: the padded untruncated weights;
-    ``p``: ``P``'s padded pattern): the D1/D2 kernel's, or the multipass formula's; zero
-    past ``P``'s last row."""
+def weights(layout: LevelLayout | TwoStageLayout, arrays: Interpolation, shape: LevelShape,
+            sizes: tuple[int, ...], a: CsrArrays, diagonal: jax.Array, p: CsrArrays
+            ) -> jax.Array:
+    """``P``'s values on padded arrays (``shape`` and ``sizes``: the level's padded sizes,
+    :func:`setup_sizes`'s order; ``p``: ``P``'s padded pattern): the D1/D2 kernel's, the
+    multipass formula's, or a two-stage level's ``P1 P2`` from each stage's D1/D2 weights
+    and the products ``A1 = P1ᴴ (A P1)`` and ``P1 P2``; zero past ``P``'s last row."""
+    return _weights(layout, arrays, shape, sizes[1:], a, diagonal, p)
+
+
+def _weights(layout: LevelLayout | TwoStageLayout, arrays: Interpolation, shape: LevelShape,
+             sizes: tuple[int, ...], a: CsrArrays, diagonal: jax.Array, p: CsrArrays
+             ) -> jax.Array:
+    """:func:`weights` for the plan ``sizes`` (:func:`_plan_sizes`'s order)."""
+    full_nnz = _full_nnz(layout, shape, sizes)
+    if isinstance(layout, TwoStageLayout):
+        stages = _stages(layout, shape, sizes)
+        c1 = stages.first.coarse_rows
+        p1 = arrays.p1._replace(values=_weights(layout.first, arrays.first, stages.first,
+                                                stages.first_sizes, a, diagonal, arrays.p1))
+        r1 = arrays.r1._replace(values=within(jnp.conj(p1.values[arrays.r_from_p]),
+                                              arrays.r1.indptr))
+        a_p1 = arrays.a_p1._replace(values=product(a, p1, arrays.a_p1, c1))
+        a1 = arrays.a1._replace(values=product(r1, a_p1, arrays.a1, c1))
+        p2 = arrays.p2._replace(values=_weights(
+            layout.second, arrays.second, stages.second, stages.second_sizes, a1,
+            stored_diagonal(a1.values, arrays.a1_diagonal), arrays.p2))
+        values = product(p1, p2, arrays.full, shape.coarse_rows)
+        if layout.truncated:
+            values = _classical._truncated(jnp, values, arrays.full.indptr, arrays.keep,
+                                           true_count=p.indptr[-1])
+        return within(values, p.indptr)
     if not layout.multipass:
         return within(_ffi_primitives.interpolation_weights(
             a.values, diagonal, a.indices, a.indptr, *_classical.kernel_operands(arrays),
