@@ -15,6 +15,7 @@ import pytest
 from jaxsolve import sparse
 from jaxsolve.sparse import _hierarchy, _krylov, _relaxation, matrices
 from jaxsolve.sparse._config import RelaxationConfig
+from jaxsolve.sparse._index_hash import index_hash
 from jaxsolve.sparse._csr_arrays import CsrArrays, CsrStructure
 
 
@@ -121,9 +122,10 @@ def _amg(keys, **changes):
 
 @pytest.mark.parametrize("keys", [{}, {"algorithm": "AGGREGATION"},
                                   {"algorithm": "AGGREGATION", "jaxsolve_smoothed_aggregation": 1}])
-def test_a_numeric_setup_draws_one_random_start_for_every_level(x64, keys):
+def test_a_numeric_setup_draws_no_random_bits(x64, keys):
     """Every level's damping estimate (power iteration) starts from the first entries of
-    one pseudo-random vector: a generator per level was ~0.1 s of compile time each."""
+    one fixed vector, a hash of the index: a generator per level was ~0.1 s of compile time
+    each, and one for every level still compiled threefry into every numeric setup."""
     A = sparse.as_csr(matrices.poisson_matrix(24))
     pattern = CsrStructure(np.asarray(A.indptr, np.int32), np.asarray(A.indices, np.int32),
                            A.shape[1])
@@ -138,7 +140,12 @@ def test_a_numeric_setup_draws_one_random_start_for_every_level(x64, keys):
         def setup(values):
             return _hierarchy.padded_numeric_setup(structure.padded_setup, structure.arrays,
                                                    values)
-    assert primitives(setup, values).count("random_bits") == 1
+    names = primitives(setup, values)
+    assert "random_bits" not in names and "threefry2x32" not in names
+    start = np.asarray(_relaxation.power_iteration_start(4096, np.float64))
+    assert start.min() > 0 and start.max() <= 1  # a level of one row: not a zero start
+    assert abs(start.mean() - 0.5) < 3 / np.sqrt(12 * start.size)  # as uniform draws
+    assert len(np.unique(np.asarray(index_hash(4096)))) == 4096  # a bijection of uint32
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.complex128])

@@ -91,6 +91,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from ._index_hash import index_hash
 from ._status import DIVERGENCE_FACTOR, FailureReason, SolveInfo, Status
 
 Convergence = Literal["RELATIVE_INI", "ABSOLUTE", "RELATIVE_MAX", "COMBINED_REL_INI_ABS"]
@@ -1169,13 +1170,11 @@ def _sign_probe(shape: tuple[int, ...], dtype: Any) -> jax.Array:
     As for independent random signs, ``E ‖A g‖² = ‖A‖_F²`` over matrices whose structure the
     hash does not follow, so ``‖A g‖ / ‖g‖`` is about ``A``'s root-mean-square row norm: no
     constant or alternating pattern that a Laplacian (``A 1 = 0``) or a grid's checkerboard
-    would make vanish or peak.  A few integer operations of one fused kernel, where
-    ``jax.random``'s generator compiled threefry into every solve program (issue 29).
+    would make vanish or peak.  A few integer operations of one fused kernel
+    (:func:`~._index_hash.index_hash`), where ``jax.random``'s generator compiled threefry
+    into every solve program (issue 29).
     """
-    h = lax.iota(jnp.uint32, int(np.prod(shape))).reshape(shape)
-    for shift, multiplier in ((16, 0x85EBCA6B), (13, 0xC2B2AE35)):
-        h = (h ^ (h >> shift)) * jnp.uint32(multiplier)
-    h = h ^ (h >> 16)
+    h = index_hash(int(np.prod(shape))).reshape(shape)
     return jnp.where(h >> 31 == 1, 1, -1).astype(dtype)
 
 

@@ -50,6 +50,7 @@ import jax.numpy as jnp
 
 from ._config import RelaxationConfig
 from ._csr_arrays import CsrArrays
+from ._index_hash import index_hash
 from ._multicolor import (MULTICOLOR_SMOOTHERS, MulticolorArrays, MulticolorData,
                           multicolor_data, multicolor_relax, safe_inverse)
 from ._small_inverse import small_inverse
@@ -280,13 +281,18 @@ def _damping(rho: jax.Array, dtype) -> jax.Array:
 
 def power_iteration_start(n: int, dtype) -> jax.Array:
     """The fixed pseudo-random start of :func:`spectral_radius` on vectors of ``n`` entries
-    of ``dtype`` (jit-able).
+    of ``dtype`` (jit-able): entry ``i`` uniform in ``(0, 1]``, one plus the top 24 bits
+    of :func:`~._index_hash.index_hash` of ``i``, over ``2^24`` (never zero: the hash of 0
+    is 0, and a level of one row starts from its first entry).
 
-    Its first ``m`` entries are the start for ``m`` (JAX's partitionable random bits are a
-    function of the position): one drawn for a hierarchy's finest level serves every level,
-    so a numeric setup compiles one random generator, not one per level.
+    Its first ``m`` entries are the start for ``m``: one drawn for a hierarchy's finest
+    level serves every level.  A hash of the index, not ``jax.random``'s generator, whose
+    threefry kernels every numeric setup compiled (issue 29): on the finest levels of
+    ``tools/bench/sparse_suite.py``'s small problems its estimates of ``ρ(D⁻¹A)`` are
+    within 2 % of a random start's.
     """
-    return jax.random.uniform(jax.random.key(0), (n,), jnp.finfo(dtype).dtype).astype(dtype)
+    fraction = ((index_hash(n) >> 8) + 1).astype(jnp.float32) * 2.0**-24  # exact
+    return fraction.astype(jnp.finfo(dtype).dtype).astype(dtype)
 
 
 def spectral_radius(n: int, dtype, apply, rows: jax.Array | None = None,
