@@ -1,6 +1,7 @@
 """Tests for the AMG hierarchy's pieces: products, aggregation, transfer and coarse operators."""
 
 import dataclasses
+import gc
 
 import jax
 import jax.numpy as jnp
@@ -226,6 +227,21 @@ def test_statistics_count_every_array_the_kept_hierarchy_holds_but_a_values():
             if leaf is not A.values}
     assert sum(stats.bytes_kept.values()) == sum(held.values())
     assert "finest values" not in stats.bytes_kept
+
+
+def test_describe_keeps_on_the_device_only_what_its_memory_kept_counts():
+    # describe checks A's diagonal (the AMG smoothers divide by it) on the device, with
+    # the positions of its entries: it kept a copy of them there until clear_cache(),
+    # which the memory kept did not count (4 bytes a row). Every array it leaves behind
+    # is now the setup's, and counted.
+    A = sparse.as_csr(matrices.poisson3d_matrix(12))
+    sparse.clear_cache()
+    gc.collect()
+    before = {id(array) for array in jax.live_arrays()}
+    stats = sparse.describe(A)
+    gc.collect()
+    left = [array for array in jax.live_arrays() if id(array) not in before]
+    assert sum(array.nbytes for array in left) == sum(stats.bytes_kept.values())
 
 
 def test_statistics_count_a_hierarchy_of_lower_precision_finest_values(x64):

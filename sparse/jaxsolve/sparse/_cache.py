@@ -26,7 +26,6 @@ from typing import Any, NamedTuple
 
 import jax
 
-from . import _csr
 from ._csr_arrays import CsrArrays
 from ._hierarchy import Hierarchy, HierarchyStructure
 from ._matrix_free import clear_coloring_cache
@@ -221,15 +220,13 @@ def _entry_summary(key: tuple, entry: CacheEntry) -> dict[str, Any]:
 def clear_cache() -> None:
     """Drops every cached AMG setup and resets the statistics.
 
-    Also releases the device copies of matrices' diagonal positions that solves keep
-    per pattern.  JAX-AMG's name for it, ``clear_solver_cache``, is an alias.  Programs
+    JAX-AMG's name for it, ``clear_solver_cache``, is an alias.  Programs
     already compiled keep the arrays they captured.  The numeric setups compiled per size
     class (a classical hierarchy's; they hold no arrays) stay, as JAX's compiled solves do,
     so that a pattern set up again traces and compiles nothing; :func:`finalize` drops
     them.
     """
     _CACHE.clear()
-    _csr.drop_device_copies()
 
 
 def set_cache_size(maxsize: int) -> None:

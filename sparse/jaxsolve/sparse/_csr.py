@@ -45,22 +45,6 @@ from ._csr_arrays import CsrStructure
 _INT32_MAX = np.iinfo(np.int32).max
 
 
-# The patterns holding device copies of their diagonal positions, which
-# :func:`drop_device_copies` (``clear_cache``) releases.
-_WITH_DEVICE_COPIES: weakref.WeakSet[_CsrPattern] = weakref.WeakSet()
-
-
-def drop_device_copies() -> None:
-    """Releases every pattern's device copies (sent again on next use).
-
-    A pattern outlives its matrices in JAX's compilation caches (it is their pytree
-    auxiliary data), so its copies would otherwise stay on the device.
-    """
-    for pattern in list(_WITH_DEVICE_COPIES):
-        pattern._positions_on.clear()
-    _WITH_DEVICE_COPIES.clear()
-
-
 class _CsrPattern:
     """The static half of a :class:`CsrMatrix`: shape, ``indptr``, ``indices``.
 
@@ -73,7 +57,6 @@ class _CsrPattern:
     def __init__(self, indices: np.ndarray, indptr: np.ndarray, shape: tuple[int, int]):
         self.indices = _frozen_int32(indices)
         self.indptr = _frozen_int32(indptr)
-        self._positions_on: dict[jax.Device, jax.Array] = {}
         self.shape = shape
         digest = hashlib.blake2b(digest_size=16)
         for array in (np.asarray(shape, np.int64), self.indptr, self.indices):
@@ -124,18 +107,6 @@ class _CsrPattern:
     def diagonal_positions(self) -> np.ndarray:
         """Positions ``k`` of the stored diagonal entries."""
         return _frozen_int32(np.flatnonzero(self.row_ids == self.indices))
-
-    def diagonal_positions_on(self, device: jax.Device) -> jax.Array:
-        """:attr:`diagonal_positions` on ``device``, sent there once per pattern and device.
-
-        The solve's input check reads the diagonal on every call; indexing with the NumPy
-        positions would send them again each time (8 MiB at two million rows).
-        ``clear_cache()`` releases them.
-        """
-        if device not in self._positions_on:
-            self._positions_on[device] = jax.device_put(self.diagonal_positions, device)
-            _WITH_DEVICE_COPIES.add(self)
-        return self._positions_on[device]
 
 
 @jax.tree_util.register_pytree_node_class

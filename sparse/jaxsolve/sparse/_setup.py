@@ -645,11 +645,10 @@ def _stored_diagonal_nonzero(pattern: Any, values: jax.Array | np.ndarray) -> bo
     """Whether every stored diagonal entry of ``pattern`` is nonzero among ``values``."""
     if isinstance(values, np.ndarray):
         return bool(np.all(values[pattern.diagonal_positions] != 0))
-    devices = values.devices()
-    # the positions are sent to the values' device once
-    positions = (pattern.diagonal_positions_on(next(iter(devices))) if len(devices) == 1
-                 else pattern.diagonal_positions)
-    return bool(_all_nonzero(values, positions))
+    # The positions go to the device with the call and no copy stays there: the callers
+    # (describe, make_preconditioner, a new setup's check) check once per setup; the
+    # solve checks inside its program.
+    return bool(_all_nonzero(values, pattern.diagonal_positions))
 
 
 @jit  # eager: under jax.ensure_compile_time_eval
