@@ -97,8 +97,12 @@ MEANINGS: dict[str, str | tuple[str, Any]] = {
     "interp_max_elements": "Interpolation weights kept per row (−1 or 0: all).",
     "interp_truncation_factor": "Drop interpolation weights below this factor times the"
                                 " row's largest (a factor in (0, 1) turns truncation on).",
-    "aggressive_levels": "The first levels coarsened aggressively (A2 coarsening, multipass"
-                         " interpolation).",
+    "aggressive_levels": "The first levels coarsened aggressively (A2 coarsening,"
+                         " interpolated as `aggressive_interpolator` says).",
+    "aggressive_interpolator": "The interpolation of aggressive levels: MULTIPASS (AmgX's),"
+                               " or D2 / D1 in two stages, P = P1·P2 truncated (hypre's"
+                               " two-stage extended+i / modified classical; AmgX applies"
+                               " D2 or D1 once).",
     "relaxation_factor": "The damping ω of Jacobi-type and Gauss–Seidel smoothers. jaxsolve's"
                          " BLOCK_JACOBI estimates ω = 4/(3ρ(D⁻¹A)) when none is given"
                          " (AmgX: 0.9).",
@@ -130,14 +134,14 @@ DEFAULT_ONLY_MEANINGS = {
     "fine_smoother": "A different smoother on the finest level (none).",
     "coarse_smoother": "A different smoother on the coarse levels (none).",
     "aggressive_selector": "The selector of aggressive levels (DEFAULT: the level's own).",
-    "aggressive_interpolator": "The interpolation of aggressive levels (MULTIPASS).",
 }
 
 # Keys whose accepted values are a table of the parser, by the table's name.
 CHOICES = {"solver": "_SOLVERS", "preconditioner": "_PRECONDITIONERS",
            "convergence": "CONVERGENCE_TESTS", "norm": "NORMS",
            "smoother": "_RELAXATIONS", "coarse_solver": "_COARSE_SOLVERS",
-           "interpolator": "_INTERPOLATORS", "strength": "_STRENGTHS"}
+           "interpolator": "_INTERPOLATORS", "strength": "_STRENGTHS",
+           "aggressive_interpolator": "_AGGRESSIVE_INTERPOLATORS"}
 
 
 def _config_module():

@@ -303,7 +303,9 @@ class TestNumericSetup:
         # reads keep offsets within rows, one byte each (the kept weights' too), and int32
         # row pointers of the pairs and triples (8 bytes a row, which spare the numeric
         # setup two cumulative sums a level): 1.53 × A's bytes. With int32 positions they
-        # held 5.1 ×, and all the setup keeps 11.0 × (7.4 ×; it shares A's values).
+        # held 5.1 ×, and all the setup keeps 11.0 × (7.5 ×; it shares A's values, and pads
+        # the pairs and triples to one a row at least, 0.05 ×, so that a pattern of the
+        # size compiles no numeric setup of its own).
         A = matrices.poisson3d_matrix(16, dtype=jnp.float64)
         stats = sparse.describe(A)
         pattern, values = host(scipy_matrix(A))
@@ -318,7 +320,7 @@ class TestNumericSetup:
         assert stats.bytes_kept["interpolation plans"] == plan_bytes
         assert plan_bytes < 1.6 * stats.matrix_bytes
         assert "finest values" not in stats.bytes_kept
-        assert sum(stats.bytes_kept.values()) < 7.5 * stats.matrix_bytes
+        assert sum(stats.bytes_kept.values()) < 7.6 * stats.matrix_bytes
 
     def test_numeric_setup_is_differentiable_and_vmaps(self, x64):
         pattern, values = host(PROBLEMS["poisson2d"]())
