@@ -88,6 +88,19 @@ class TestSolveSharded:
         residual = jnp.linalg.norm(A @ x - b) / jnp.linalg.norm(b)
         assert float(residual) < 1e-5
 
+    def test_a_matrix_on_one_device_solves_a_right_hand_side_split_over_the_mesh(
+            self, systems):
+        # The demo's comparison: b sharded as the sharded matrix's rows, A on one device.
+        # The solve runs where A is (its hierarchy is set up there); JAX refused the
+        # program's arguments on different devices ("incompatible devices").
+        A, b, config, x_single, iterations = systems("poisson3d")
+        b_sharded = jax.device_put(b, sharding.shard_rows(A, _mesh(8)).sharding)
+        x0 = jax.device_put(jnp.zeros_like(b), jax.devices()[1])
+        with jax.numpy_dtype_promotion("standard"):
+            x, info = sparse.solve(A, b_sharded, x0, config=config)
+        assert x.devices() == A.data.devices() and int(info.iterations) == iterations
+        np.testing.assert_array_equal(x, x_single)
+
     @pytest.mark.parametrize("preconditioner", ["MULTICOLOR_DILU", "JACOBI_L1"])
     def test_relaxation_preconditioners_relax_each_block(self, preconditioner):
         """JAX-AMG's MPI demos' preconditioners: block-Jacobi relaxation, each device

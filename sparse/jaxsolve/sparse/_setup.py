@@ -76,8 +76,8 @@ def checked_inputs(
             " not compute in (float32, float64, complex64, complex128); convert A's values,"
             " e.g. A.with_values(A.values.astype(jnp.float32)).")
     matrix = matrix.with_values(matrix.values.astype(dtype))
-    b = b.astype(dtype)
-    x0 = None if x0 is None else x0.astype(dtype)
+    b, x0 = _on_device_of(matrix.values, b.astype(dtype),
+                          None if x0 is None else x0.astype(dtype))
     if near_nullspace is not None:
         near_nullspace = jnp.asarray(near_nullspace)
         if near_nullspace.ndim == 1:
@@ -92,6 +92,19 @@ def checked_inputs(
             checked.update(A=matrix.values, b=b, x0=x0)
         check_finite(caller, checked)
     return matrix, b, x0, near_nullspace
+
+
+def _on_device_of(values: jax.Array, *arrays: jax.Array | None) -> list[jax.Array | None]:
+    """``arrays`` moved to the device of ``values``, a concrete array on one device, where
+    they are concrete and lie elsewhere (another device, or split over several: e.g. a
+    right-hand side sharded over a mesh beside a matrix on one device). The solve runs
+    where ``A`` is, which is where its hierarchy is set up; JAX would refuse arrays
+    committed to different devices in one program ("incompatible devices")."""
+    if not is_concrete(values) or len(devices := values.devices()) != 1:
+        return list(arrays)
+    return [jax.device_put(array, values.sharding)
+            if is_concrete(array) and array.devices() != devices else array
+            for array in arrays]
 
 
 def raise_on_invalid_inputs(caller: str, reasons: jax.Array, matrix: CsrMatrix,

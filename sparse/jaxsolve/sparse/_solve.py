@@ -170,7 +170,9 @@ def solve(
         all the devices of its mesh under ``jax.shard_map`` with ``b`` split like its
         rows (Krylov methods with block-Jacobi AMG and a coarse space; ``x0``,
         ``config``, ``reuse_setup`` and ``derivative`` only).
-      b: ``(n,)`` or ``(n, k)`` right-hand side(s).
+      b: ``(n,)`` or ``(n, k)`` right-hand side(s). The solve runs on the device of
+        ``A``'s values (one device, unless ``A`` is sharded): a concrete ``b`` or ``x0``
+        on other devices, e.g. split over a mesh, is moved there, and so is ``x``.
       x0: initial guess of ``b``'s shape (zeros by default).
       config: an AmgX configuration (dict, JSON text or file path) or a
         :class:`SolverConfig`; None for the defaults.
