@@ -172,7 +172,8 @@ def solve(
         ``config``, ``reuse_setup`` and ``derivative`` only).
       b: ``(n,)`` or ``(n, k)`` right-hand side(s). The solve runs on the device of
         ``A``'s values (one device, unless ``A`` is sharded): a concrete ``b`` or ``x0``
-        on other devices, e.g. split over a mesh, is moved there, and so is ``x``.
+        on other devices, e.g. split over a mesh, is moved there, and ``x`` is returned
+        placed as ``b``.
       x0: initial guess of ``b``'s shape (zeros by default).
       config: an AmgX configuration (dict, JSON text or file path) or a
         :class:`SolverConfig`; None for the defaults.
@@ -297,6 +298,8 @@ def solve(
     if config.solver == "NOSOLVER":
         raise ValueError("solve: solver 'NOSOLVER' solves nothing; it is a preconditioner"
                          " choice (e.g. {'solver': 'PBICGSTAB', 'preconditioner': 'NOSOLVER'}).")
+    # x is returned placed as b was given, though b may move to A's device for the solve.
+    b_sharding = b.sharding if isinstance(b, jax.Array) and is_concrete(b) else None
     matrix, b, x0, near_nullspace = checked_inputs("solve", A, b, x0, near_nullspace, check,
                                                    values_checked_by_solve=True)
     config = _blocks.block_config("solve", for_dtype(config, matrix.values.dtype),
@@ -359,7 +362,11 @@ def solve(
     if reports.timings:
         log_timings(reports.solver, setup_seconds, solve_start, correction, info)
     x = correction if x0 is None else x0 + correction
-    return (x, info) if spaces is None else minimum_norm(spaces, x, b, info)
+    if spaces is not None:
+        x, info = minimum_norm(spaces, x, b, info)
+    if b_sharding is not None and is_concrete(x) and x.sharding.device_set != b_sharding.device_set:
+        x = jax.device_put(x, b_sharding)
+    return x, info
 
 
 def _print_grid_stats(reports: Reports, system: System, matrix) -> None:
