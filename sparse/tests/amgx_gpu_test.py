@@ -93,6 +93,16 @@ def test_new_values_are_set_up_again_and_reuse_setup_keeps_it(x64):
     assert _amgx.live_solvers() == 0
 
 
+def test_x_is_returned_where_b_was_given(x64):
+    A = poisson()  # on the GPU, where AmgX solves
+    cpu = jax.devices("cpu")[0]
+    b = jax.device_put(matrices.rhs_random(A.shape[0], seed=2, dtype=np.float64), cpu)
+    x, info = amgx_solve(A, b, config=PCG_AGGREGATION)
+    assert sparse.Status(int(info.status)) == sparse.Status.SUCCESS
+    assert x.devices() == {cpu}
+    assert relative_residual(A, jax.device_put(x, GPU), jax.device_put(b, GPU)) <= 1e-9
+
+
 def test_residual_history_from_amgx(x64):
     A = poisson()
     b = rhs(A.shape[0])

@@ -65,7 +65,7 @@ from . import _cache
 from ._config import SolverConfig, _load_json
 from ._sharded import ShardedCsrMatrix
 from ._krylov import check_max_iters
-from ._setup import checked_inputs, is_concrete
+from ._setup import checked_inputs, given_placement, is_concrete, placed_as_given
 from ._status import FailureReason, SolveInfo, Status
 
 AMGX_SOLVE = "jaxsolve_sparse_amgx_solve"
@@ -262,6 +262,7 @@ def solve_amgx(A: Any, b: Any, x0: Any, config: SolverConfig, given: Any, *,
                          " (jaxsolve.sharding.ShardedCsrMatrix) needs use_backend('jaxsolve').")
     check_max_iters("solve", config.max_iters)
     text = amgx_config_text(config, given)
+    placement = given_placement(b)  # x goes back there; b may move to A's device
     matrix, b, x0, _ = checked_inputs("solve", A, b, x0, None, check)
     if jnp.issubdtype(matrix.values.dtype, jnp.complexfloating):
         raise TypeError("solve: the AmgX backend solves real systems (float32, float64); got"
@@ -289,7 +290,7 @@ def solve_amgx(A: Any, b: Any, x0: Any, config: SolverConfig, given: Any, *,
             matvec=pattern.matvec, symmetric=hermitian,
             symmetrize=pattern.symmetrize if hermitian else None,
             mode="jvp" if derivative == "implicit" else "adjoint", has_aux=True)
-    return (correction if x0 is None else x0 + correction), info
+    return placed_as_given(correction if x0 is None else x0 + correction, placement), info
 
 
 @functools.lru_cache(maxsize=16)

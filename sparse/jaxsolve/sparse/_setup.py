@@ -40,7 +40,9 @@ def checked_inputs(
     caller: str, A: Any, b: Any, x0: Any, near_nullspace: Any, check: bool,
     *, values_checked_by_solve: bool = False,
 ) -> tuple[CsrMatrix, jax.Array, jax.Array | None, jax.Array | None]:
-    """``A`` as a square CsrMatrix and ``b``, ``x0``, ``near_nullspace`` in its dtype.
+    """``A`` as a square CsrMatrix and ``b``, ``x0``, ``near_nullspace`` in its dtype, ``b``
+    and ``x0`` on ``A``'s device where they were elsewhere (a solve returns its ``x`` by
+    :func:`placed_as_given`, which undoes that move).
 
     With ``check``, concrete arrays with NaN or Inf are refused here, except that with
     ``values_checked_by_solve`` those of ``A``, ``b`` and ``x0`` are left to the solve: its
@@ -105,6 +107,22 @@ def _on_device_of(values: jax.Array, *arrays: jax.Array | None) -> list[jax.Arra
     return [jax.device_put(array, values.sharding)
             if is_concrete(array) and array.devices() != devices else array
             for array in arrays]
+
+
+def given_placement(b: Any) -> jax.sharding.Sharding | None:
+    """Where a concrete ``b`` lies, for :func:`placed_as_given`; None for a traced ``b`` or
+    one not yet a JAX array (its solution stays where the solve ran)."""
+    return b.sharding if isinstance(b, jax.Array) and is_concrete(b) else None
+
+
+def placed_as_given(x: jax.Array, placement: jax.sharding.Sharding | None) -> jax.Array:
+    """The solution ``x`` put back where ``b`` was given (:func:`given_placement`), undoing
+    :func:`checked_inputs`' move of ``b`` to ``A``'s device: a solve returns ``x`` placed
+    as its right-hand side, so that ``x`` and ``b`` combine as they came (e.g. a residual
+    of ``b`` split over a mesh)."""
+    if placement is not None and is_concrete(x) and x.sharding.device_set != placement.device_set:
+        return jax.device_put(x, placement)
+    return x
 
 
 def raise_on_invalid_inputs(caller: str, reasons: jax.Array, matrix: CsrMatrix,

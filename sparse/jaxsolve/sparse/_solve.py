@@ -52,8 +52,8 @@ from ._relaxation import RelaxationData, stored_diagonal
 from ._size_classes import PADDING_DIAGONAL
 from ._report import (Reports, log, log_timings, logged_solve_stats, report_solve,
                       reports_to_file, setup_progress, split_reports)
-from ._setup import (System, checked_inputs, divides_by_diagonal, is_concrete, padded_solve,
-                     raise_on_invalid_inputs)
+from ._setup import (System, checked_inputs, divides_by_diagonal, given_placement, is_concrete,
+                     padded_solve, placed_as_given, raise_on_invalid_inputs)
 from ._statistics import statistics
 from ._status import FailureReason, SolveInfo, Status
 
@@ -298,8 +298,7 @@ def solve(
     if config.solver == "NOSOLVER":
         raise ValueError("solve: solver 'NOSOLVER' solves nothing; it is a preconditioner"
                          " choice (e.g. {'solver': 'PBICGSTAB', 'preconditioner': 'NOSOLVER'}).")
-    # x is returned placed as b was given, though b may move to A's device for the solve.
-    b_sharding = b.sharding if isinstance(b, jax.Array) and is_concrete(b) else None
+    placement = given_placement(b)  # x goes back there; b may move to A's device
     matrix, b, x0, near_nullspace = checked_inputs("solve", A, b, x0, near_nullspace, check,
                                                    values_checked_by_solve=True)
     config = _blocks.block_config("solve", for_dtype(config, matrix.values.dtype),
@@ -364,9 +363,7 @@ def solve(
     x = correction if x0 is None else x0 + correction
     if spaces is not None:
         x, info = minimum_norm(spaces, x, b, info)
-    if b_sharding is not None and is_concrete(x) and x.sharding.device_set != b_sharding.device_set:
-        x = jax.device_put(x, b_sharding)
-    return x, info
+    return placed_as_given(x, placement), info
 
 
 def _print_grid_stats(reports: Reports, system: System, matrix) -> None:
