@@ -305,7 +305,8 @@ class TestNumericSetup:
         # setup two cumulative sums a level): 1.53 × A's bytes. With int32 positions they
         # held 5.1 ×, and all the setup keeps 11.0 × (7.5 ×; it shares A's values, and pads
         # the pairs and triples to one a row at least, 0.05 ×, so that a pattern of the
-        # size compiles no numeric setup of its own).
+        # size compiles no numeric setup of its own; 7.35 × since R's values come from P's
+        # by offsets of a byte in P's rows, not int32 positions).
         A = matrices.poisson3d_matrix(16, dtype=jnp.float64)
         stats = sparse.describe(A)
         pattern, values = host(scipy_matrix(A))
@@ -320,7 +321,7 @@ class TestNumericSetup:
         assert stats.bytes_kept["interpolation plans"] == plan_bytes
         assert plan_bytes < 1.6 * stats.matrix_bytes
         assert "finest values" not in stats.bytes_kept
-        assert sum(stats.bytes_kept.values()) < 7.6 * stats.matrix_bytes
+        assert sum(stats.bytes_kept.values()) < 7.4 * stats.matrix_bytes
 
     def test_numeric_setup_is_differentiable_and_vmaps(self, x64):
         pattern, values = host(PROBLEMS["poisson2d"]())

@@ -244,6 +244,30 @@ def test_describe_keeps_on_the_device_only_what_its_memory_kept_counts():
     assert sum(array.nbytes for array in left) == sum(stats.bytes_kept.values())
 
 
+def test_kept_hierarchy_takes_r_from_p_by_offsets_of_a_byte(x64):
+    # 3D Poisson 16³ (f64), classical PMISC with one aggressive level: the re-setup takes
+    # R's values from P's by each entry's offset in its row of P, a byte each (P keeps at
+    # most 4 weights a row), where int32 positions took four: the memory kept falls from
+    # 2.79 × A to 2.69 ×, the numbers are the same.
+    A = sparse.as_csr(matrices.poisson3d_matrix(16, dtype=jnp.float64))
+    config = {"solver": "PCG", "preconditioner": {"solver": "AMG", "selector": "PMISC",
+                                                  "aggressive_levels": 1}}
+    sparse.clear_cache()
+    stats = sparse.describe(A, config)
+    system = _setup.System.for_matrix(A, sparse.parse_amgx_config(config), None,
+                                      reuse_setup=True, check=True)
+    structure, numbers = system.setup
+    assert structure.padded_setup.r_offsets == (np.dtype(np.uint8),) * len(numbers.levels)
+    for level, level_arrays, kept in zip(structure.levels, structure.arrays.levels,
+                                         numbers.levels, strict=True):
+        assert level_arrays.r_offsets.dtype == np.uint8
+        assert level_arrays.r_offsets.shape == level_arrays.r.indices.shape
+        p = scipy_of(level.p, np.asarray(kept.p.values)[:level.p.nnz])
+        r = scipy_of(level.r, np.asarray(kept.r.values)[:level.r.nnz])
+        assert (r != p.T).nnz == 0  # R = Pᵀ exactly
+    assert sum(stats.bytes_kept.values()) < 2.72 * stats.matrix_bytes
+
+
 def test_statistics_count_a_hierarchy_of_lower_precision_finest_values(x64):
     # A single-precision hierarchy of f64 values keeps its own finest values, rounded
     # (padded to the class as the program computed them): the memory kept counts them.

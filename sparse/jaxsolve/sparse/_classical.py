@@ -61,7 +61,8 @@ import numpy as np
 from . import _classical_kernels, _ffi_primitives
 from ._config import AMGConfig
 from ._csr_arrays import CsrArrays, CsrStructure
-from ._products import ProductPlan, galerkin_products, plan_product_with_values
+from ._products import (ProductPlan, galerkin_products, plan_product_with_values,
+                        transpose_offsets, transposed_values)
 from ._relaxation import stored_diagonal
 
 
@@ -145,7 +146,8 @@ class TwoStageArrays(NamedTuple):
     """The index arrays of two-stage weights that :func:`device_values` reads (a pytree).
 
     Each stage's :class:`InterpolationArrays`, and the patterns (values: a placeholder) of
-    ``P1``, ``P1ᴴ``, ``A P1``, ``A1`` and the untruncated ``P1 P2`` with ``P2``'s; ``r_from_p``
+    ``P1``, ``P1ᴴ``, ``A P1``, ``A1`` and the untruncated ``P1 P2`` with ``P2``'s; ``r1_offsets``
+    (where ``P1ᴴ``'s entries sit in ``P1``'s rows: :func:`._products.transpose_offsets`)
     and ``a1_diagonal`` (the positions of ``A1``'s diagonal entries), and ``keep``: the
     positions in ``full`` of the weights truncation keeps (None: all).
     """
@@ -153,7 +155,7 @@ class TwoStageArrays(NamedTuple):
     first: InterpolationArrays
     p1: CsrArrays
     r1: CsrArrays
-    r_from_p: jax.Array
+    r1_offsets: jax.Array
     a_p1: CsrArrays
     a1: CsrArrays
     a1_diagonal: jax.Array
@@ -304,7 +306,9 @@ def host_arrays(structure: InterpolationStructure, truncated: bool = True
 
         return TwoStageArrays(
             first=host_arrays(plan.first), p1=pattern(plan.first.p),
-            r1=pattern(plan.galerkin.a), r_from_p=plan.r_from_p, a_p1=pattern(plan.a_p.c),
+            r1=pattern(plan.galerkin.a),
+            r1_offsets=transpose_offsets(plan.first.p, plan.galerkin.a, plan.r_from_p),
+            a_p1=pattern(plan.a_p.c),
             a1=pattern(plan.galerkin.c), a1_diagonal=plan.galerkin.c.diagonal_positions(),
             second=host_arrays(plan.second), p2=pattern(plan.second.p),
             full=pattern(structure.full), keep=keep)
@@ -427,7 +431,8 @@ def device_values(arrays: InterpolationArrays | MultipassArrays | TwoStageArrays
         plan = structure.plan
         p1 = arrays.p1._replace(values=device_values(arrays.first, plan.first, a, diagonal,
                                                      arrays.p1.indptr))
-        r1 = arrays.r1._replace(values=jnp.conj(p1.values[arrays.r_from_p]))
+        r1 = arrays.r1._replace(values=transposed_values(p1, arrays.r1.indices,
+                                                         arrays.r1_offsets))
         a_p1 = arrays.a_p1._replace(values=plan.a_p.multiply(a, p1, arrays.a_p1.indices,
                                                              arrays.a_p1.indptr))
         a1 = arrays.a1._replace(values=plan.galerkin.multiply(r1, a_p1, arrays.a1.indices,

@@ -71,6 +71,7 @@ from ._classical import InterpolationArrays, MultipassArrays, TwoStageArrays
 from ._compiled_programs import CompiledPrograms
 from ._csr_arrays import CsrArrays
 from ._multicolor import ColorShape, MulticolorArrays, MulticolorOrdering
+from ._products import transposed_values
 from ._relaxation import stored_diagonal
 from ._size_classes import PADDING_DIAGONAL, LevelShape
 
@@ -96,11 +97,13 @@ class LevelLayout(NamedTuple):
 class TwoStageLayout(NamedTuple):
     """What the shapes of a two-stage aggressive level's setup arrays
     (:class:`._classical.TwoStageArrays`) depend on besides their sizes: each stage's
-    :class:`LevelLayout`, and whether truncation drops weights of ``P1 P2``."""
+    :class:`LevelLayout`, whether truncation drops weights of ``P1 P2``, and the dtype of
+    ``P1ᴴ``'s offsets in ``P1``'s rows (:func:`._products.transpose_offsets`)."""
 
     first: LevelLayout
     second: LevelLayout
     truncated: bool
+    r1_offsets: np.dtype
 
 
 class AggregationLayout(NamedTuple):
@@ -137,7 +140,7 @@ def level_layout(arrays: Interpolation) -> LevelLayout | TwoStageLayout:
     """The layout of a classical level's interpolation arrays (:func:`._classical.host_arrays`)."""
     if isinstance(arrays, TwoStageArrays):
         return TwoStageLayout(level_layout(arrays.first), level_layout(arrays.second),
-                              arrays.keep is not None)
+                              arrays.keep is not None, arrays.r1_offsets.dtype)
     if isinstance(arrays, MultipassArrays):
         return LevelLayout(True, arrays.keep is not None or arrays.dropped is not None,
                            len(arrays.passes), arrays.dropped is not None,
@@ -254,7 +257,7 @@ def _padded_plan(structure: _classical.InterpolationStructure, arrays: Interpola
             first=_padded_plan(plan.first, arrays.first, first, stages.first_sizes),
             p1=_padded_csr(arrays.p1, first.rows, first.p_nnz),
             r1=_padded_csr(arrays.r1, first.coarse_rows, first.p_nnz),
-            r_from_p=_padded(arrays.r_from_p, first.p_nnz, 0),
+            r1_offsets=_padded(arrays.r1_offsets, first.p_nnz, 0),
             a_p1=_padded_csr(arrays.a_p1, first.rows, stages.a_p1),
             a1=_padded_csr(arrays.a1, second.rows, second.a_nnz),
             a1_diagonal=_padded(arrays.a1_diagonal, second.rows, PADDING_DIAGONAL),
@@ -350,8 +353,8 @@ def _weights(layout: LevelLayout | TwoStageLayout, arrays: Interpolation, shape:
         c1 = stages.first.coarse_rows
         p1 = arrays.p1._replace(values=_weights(layout.first, arrays.first, stages.first,
                                                 stages.first_sizes, a, diagonal, arrays.p1))
-        r1 = arrays.r1._replace(values=within(jnp.conj(p1.values[arrays.r_from_p]),
-                                              arrays.r1.indptr))
+        r1 = arrays.r1._replace(values=within(
+            transposed_values(p1, arrays.r1.indices, arrays.r1_offsets), arrays.r1.indptr))
         a_p1 = arrays.a_p1._replace(values=product(a, p1, arrays.a_p1, c1))
         a1 = arrays.a1._replace(values=product(r1, a_p1, arrays.a1, c1))
         p2 = arrays.p2._replace(values=_weights(

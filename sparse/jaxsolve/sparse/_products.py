@@ -30,7 +30,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import _ffi_primitives, _pattern_kernels
+from . import _classical_kernels, _ffi_primitives, _pattern_kernels
 from ._csr_arrays import CsrArrays, CsrStructure
 
 
@@ -160,6 +160,32 @@ def galerkin_products(a: CsrStructure, a_values: np.ndarray, p: CsrStructure,
         np.conjugate(r_values, out=r_values)
     galerkin, values = plan_product_with_values(r, a_p.c, r_values, a_p_values)
     return a_p, galerkin, values
+
+
+def transpose_offsets(p: CsrStructure, r: CsrStructure, r_from_p: np.ndarray) -> np.ndarray:
+    """Where each entry of ``R = Pᴴ`` (``r``, ``r_from_p`` from :meth:`CsrStructure.transposed`)
+    sits in its row of ``P``: its offset from the row's start, of the narrowest unsigned
+    dtype that holds ``P``'s longest row (:func:`._classical_kernels.offset_dtype`).
+
+    What a re-setup reads to take ``P``'s values to ``R``'s (:func:`transposed_values`):
+    a byte an entry on most levels (a truncated ``P`` keeps a few weights a row), where
+    ``r_from_p``'s int32 positions took four.
+
+    >>> p = CsrStructure(np.array([0, 2, 3]), np.array([0, 1, 1]), 2)  # [[x, y], [0, z]]
+    >>> r, r_from_p = p.transposed()
+    >>> r_from_p.tolist(), transpose_offsets(p, r, r_from_p).tolist()
+    ([0, 1, 2], [0, 1, 0])
+    """
+    dtype = _classical_kernels.offset_dtype(_longest_row(p))
+    return (r_from_p - p.indptr[r.indices]).astype(dtype)
+
+
+def transposed_values(p: CsrArrays, r_indices: jax.Array, r_offsets: jax.Array) -> jax.Array:
+    """The values of ``R = Pᴴ`` on its pattern (jit-able): ``R``'s entry in row ``c`` and
+    column ``i`` is the conjugate of ``P``'s at ``r_offsets`` (:func:`transpose_offsets`)
+    in row ``i``. Padding entries (column 0, offset 0) read ``P``'s first value."""
+    positions = p.indptr[r_indices] + r_offsets.astype(p.indptr.dtype)
+    return jnp.conj(p.values[positions])
 
 
 def plan_product(a: CsrStructure, b: CsrStructure) -> ProductPlan:
