@@ -62,6 +62,9 @@ class CacheEntry:
     structure: HierarchyStructure | MulticolorArrays | tuple[CsrArrays, jax.Array]
     numbers: Hierarchy | None
     built_for: str | None = None
+    # ``built_for``'s digest on the device, for a solve's program to compare (see
+    # :func:`latest_entry`); sent once.
+    built_for_digest: jax.Array | None = dataclasses.field(default=None, repr=False)
 
 
 class _SetupCache:
@@ -91,6 +94,20 @@ class _SetupCache:
             self._entries.move_to_end((key, entry.built_for))
             self._evict()
         return entry
+
+    def latest(self, key: Any) -> CacheEntry | None:
+        """The most recently used entry of ``key``, not counted as a lookup."""
+        with self._lock:
+            return self._most_recent(key)
+
+    def confirm(self, key: Any, entry: CacheEntry) -> None:
+        """Counts a hit of ``entry`` (of ``key``), found by :meth:`latest`, and makes it the
+        most recently used, or keeps it again if it was evicted since."""
+        with self._lock:
+            self._hits += 1
+            self._entries[key, entry.built_for] = entry
+            self._entries.move_to_end((key, entry.built_for))
+            self._evict()
 
     def _most_recent(self, key: Any) -> CacheEntry | None:
         """The most recently used entry of ``key``, whatever values it was built for."""
@@ -152,6 +169,23 @@ def setup_for(key: Any, build: Callable[[], CacheEntry],
     ``build()`` gives a miss's entry, whose ``built_for`` then names it.
     """
     return _CACHE.get(key, build, built_for)
+
+
+def latest_entry(key: Any) -> CacheEntry | None:
+    """The most recently used entry of ``key``, or None; not counted as a lookup.
+
+    A solve of concrete values on a device takes it before their key is known
+    (:attr:`._setup.System.setup`) and counts it as a hit by :func:`confirm_entry` once
+    the key read back with the solve's status says it was theirs: a wait for the device
+    fewer than :func:`setup_for` with ``built_for``.
+    """
+    return _CACHE.latest(key)
+
+
+def confirm_entry(key: Any, entry: CacheEntry) -> None:
+    """Counts ``entry``, of ``key``, found by :func:`latest_entry`, as a hit of
+    :func:`setup_for`, the most recently used."""
+    _CACHE.confirm(key, entry)
 
 
 def cache_info() -> CacheInfo:

@@ -87,7 +87,7 @@ from ._hierarchy import (Hierarchy, LevelNumbers, _coarsest_numbers, annihilates
                          check_coarsest_rows, check_stored_diagonal, hierarchy_dtype,
                          sharing_arrays)
 from ._relaxation import power_iteration_start, relaxation_data, stored_diagonal
-from ._structure_key import summed_digest
+from ._structure_key import digest_key, summed_digest
 from ._size_classes import (coarsest_rows, finest_nonzeros, finest_rows, grown_size,
                             pad_pattern, size_class)
 
@@ -293,7 +293,8 @@ def build_device_structure(pattern: CsrStructure, values: jax.Array | None,
 def cached_setup(pattern: CsrStructure, pattern_key: str, values: jax.Array | None,
                  config: AMGConfig, reuse_setup: bool,
                  padded: Callable[[jax.Array, int], jax.Array],
-                 check: Callable[[], None] = lambda: None
+                 check: Callable[[], None] = lambda: None,
+                 known: tuple[DeviceStructure, str] | None = None
                  ) -> tuple[DeviceStructure, Hierarchy | None]:
     """A solve's device setup: the structure, kept in the setup cache (:mod:`._cache`) per
     pattern and key of the values (:func:`values_key`), and the numbers of concrete
@@ -315,8 +316,11 @@ def cached_setup(pattern: CsrStructure, pattern_key: str, values: jax.Array | No
       check: raises for concrete ``values`` that no structure may be built from (NaN, a
         zero pivot), called before one is: a structure found in the cache sets up their
         numbers unchecked, and the solve's program checks them.
+      known: a structure of the pattern and the key of ``values``, if already read
+        (:meth:`._setup.System.confirm`).
     """
-    seen: list[tuple[DeviceStructure, str]] = []  # a structure of the pattern, the values' key
+    # a structure of the pattern, the values' key
+    seen: list[tuple[DeviceStructure, str]] = [] if known is None else [known]
 
     def key_of_values(structure: DeviceStructure) -> str:
         if not seen:  # once a call: a digest on the device and one wait for it
@@ -340,10 +344,17 @@ def cached_setup(pattern: CsrStructure, pattern_key: str, values: jax.Array | No
                              if own_structure else None)
     if values is None or (reuse_setup and entry.numbers is not None):
         return entry.structure, entry.numbers if reuse_setup else None
-    entry.numbers = sharing_arrays(  # the structure's index arrays, A's own values
-        numbers_now(entry.structure, padded(values, entry.structure.finest.indices.shape[0])),
-        entry.structure.arrays, values)
+    entry.numbers = concrete_numbers(entry.structure, values, padded)
     return entry.structure, entry.numbers
+
+
+def concrete_numbers(structure: DeviceStructure, values: jax.Array,
+                     padded: Callable[[jax.Array, int], jax.Array]) -> Hierarchy:
+    """The numbers of concrete ``values`` on ``structure``, computed now (:func:`numbers_now`),
+    holding the structure's index arrays and ``values`` themselves as the finest values."""
+    return sharing_arrays(
+        numbers_now(structure, padded(values, structure.finest.indices.shape[0])),
+        structure.arrays, values)
 
 
 def values_key(structure: DeviceStructure, values: jax.Array) -> str:
@@ -363,20 +374,26 @@ def values_key(structure: DeviceStructure, values: jax.Array) -> str:
     (their own Galerkin products), as AmgX's ``structure_reuse_levels`` keeps one.
     The digest is two 32-bit sums of hashed words, computed on the device by a program
     compiled once per size class, without a sort on a mirrored pattern
-    (:attr:`DeviceStructure.key_width`); reading it back is one wait for the device. The key
-    names the values' devices too: values on another device get a structure there.
+    (:attr:`DeviceStructure.key_width`); reading it back is one wait for the device, which a
+    checked solve does not wait for (:func:`values_digest`). The key names the values'
+    devices too: values on another device get a structure there.
     """
+    return digest_key(values_digest(structure, values)) + "@" + ",".join(
+        sorted(str(device) for device in values.devices()))
+
+
+def values_digest(structure: DeviceStructure, values: jax.Array) -> jax.Array:
+    """The ``(2,)`` uint32 digest of :func:`values_key`, left on the device of ``values``:
+    a solve's program compares it with a structure's (:attr:`._setup.System.setup`)."""
     finest = structure.finest
     pattern = (finest.indptr, finest.indices, structure.finest_entry_rows)
     devices = values.devices()
     if len(devices) == 1 and finest.indices.devices() != devices:  # another device's
         with jax.ensure_compile_time_eval():
             pattern = jax.device_put(pattern, values.sharding)
-    digest = (_run(_coupling_order_in_rows, *pattern, values, width=structure.key_width,
-                   rows=finest.n_rows) if structure.key_width
-              else _run(_coupling_order, *pattern[:2], values, rows=finest.n_rows))
-    return "".join(f"{int(word):08x}" for word in np.asarray(digest)) + "@" + ",".join(
-        sorted(str(device) for device in devices))
+    return (_run(_coupling_order_in_rows, *pattern, values, width=structure.key_width,
+                 rows=finest.n_rows) if structure.key_width
+            else _run(_coupling_order, *pattern[:2], values, rows=finest.n_rows))
 
 
 def numbers_now(structure: DeviceStructure, values: jax.Array) -> Hierarchy:
@@ -968,4 +985,5 @@ def _coarsest_arrays(entry_rows, cols, *, rows):
 
 def _solve_diagonal(diagonal, n_true):
     """Diagonal positions for the solve's check: a padding row's points at row 0's."""
-    return jnp.where(jnp.arange(diagonal.shape[0]) < n_true, diagonal, diagonal[0])
+    rows = jnp.arange(diagonal.shape[0], dtype=diagonal.dtype)  # int32, also with x64
+    return jnp.where(rows < n_true.astype(rows.dtype), diagonal, diagonal[0])

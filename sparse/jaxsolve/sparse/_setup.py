@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from typing import Any, NamedTuple
 
 import jax
@@ -24,7 +24,7 @@ from ._csr import CsrMatrix, as_csr
 from ._csr_arrays import CsrArrays, CsrStructure
 from ._device_setup import DeviceStructure
 from ._hierarchy import (Hierarchy, HierarchyStructure, StructureArrays,
-                         annihilates_constants_on_host, build_structure,
+                         annihilates_constants_on_host, build_structure, in_host_memory,
                          numeric_setup, padded_hierarchy, padded_numeric_setup, sharing_arrays,
                          with_padded_finest)
 from ._multicolor import (MULTICOLOR_SMOOTHERS, MulticolorArrays, multicolor_ordering,
@@ -33,7 +33,7 @@ from ._padded_setup import PROGRAMS as PADDED_SETUP_PROGRAMS
 from ._size_classes import pad_rows, true_csr
 from ._relaxation import RelaxationData, relaxation_data, stored_diagonal
 from ._status import FailureReason
-from ._structure_key import values_key
+from ._structure_key import digest_key, key_digest, values_digest, values_key
 
 
 def checked_inputs(
@@ -202,17 +202,26 @@ class System:
     pattern_key: str
     # The solve's program checks A's values, but the setup's host work on them comes first.
     check_before_setup: bool = False
+    # A checked solve of concrete values, which reads its status back: the values' key can
+    # come back with it (see `setup`).
+    key_with_status: bool = False
+    # The cache entry taken before the values' key was read back (see `setup`), and the
+    # key once read (a second setup then takes the structure built for it).
+    _unconfirmed: _Unconfirmed | None = dataclasses.field(default=None, repr=False)
+    _known_key: tuple[Any, str] | None = dataclasses.field(default=None, repr=False)
     # The values padded to the finest size class, and those values (see `padded`).
     _padded: tuple[jax.Array, jax.Array] | None = dataclasses.field(default=None, repr=False)
 
     @classmethod
     def for_matrix(cls, matrix: CsrMatrix, config: SolverConfig, near_nullspace: Any,
                    reuse_setup: bool, check: bool, *,
-                   values_checked_by_solve: bool = False) -> System:
+                   values_checked_by_solve: bool = False,
+                   key_with_status: bool = False) -> System:
         """The system of ``matrix``; with ``check``, concrete values with a zero (or
         unstored) diagonal entry that ``config`` divides by are refused now, or, with
         ``values_checked_by_solve`` (see :func:`checked_inputs`), with NaN or Inf too
-        but only before a new setup's host work."""
+        but only before a new setup's host work.  ``key_with_status``: the solve reads
+        its status back and calls :meth:`confirm` (see :attr:`setup`)."""
         concrete = is_concrete(matrix.values) and (
             # a setup from concrete values must not capture a tracer
             near_nullspace is None or is_concrete(near_nullspace))
@@ -222,6 +231,7 @@ class System:
             config=config, near_nullspace=near_nullspace, reuse_setup=reuse_setup,
             check=check, pattern_key=matrix.pattern_key,
             check_before_setup=check and concrete and values_checked_by_solve,
+            key_with_status=key_with_status and concrete,
         )
         if check and concrete and not values_checked_by_solve:
             check_diagonal("solve", matrix._pattern, matrix.values, config)
@@ -239,6 +249,7 @@ class System:
             csr_pattern=pattern, values_from=permutation, concrete_values=values,
             # The near-null space of Aᵀ is not known; the constant serves.
             near_nullspace=None, pattern_key=f"{self.pattern_key}ᵀ", _padded=None,
+            key_with_status=False, _unconfirmed=None, _known_key=None,
         )
 
     @functools.cached_property
@@ -252,6 +263,16 @@ class System:
         none).  Computed on first use, which for
         ``Aᵀ`` is while reverse mode traces its solve: the work on concrete values runs
         eagerly even then.
+
+        Values on a device (a GPU) of a solve that reads its status back
+        (``key_with_status``) take the structure most recently used on the pattern before
+        their key is known: their digest is computed on the device and compared there with
+        the structure's by the solve's program (:attr:`SetupState.key_check`), which does
+        no iteration when they differ, and comes back with the status.  :meth:`confirm`
+        then keeps the numbers, or has the solve run again with the structure of the
+        values' key.  The same values, or the next Newton step's, thus cost no wait for
+        the device before the numeric setup and the solve: reading the key back first
+        costs one (and on a GPU the device idles while the host dispatches after it).
         """
         amg = amg_config(self.config)
         if amg is None:
@@ -275,10 +296,19 @@ class System:
                     check_finite("solve", {"A": concrete})
                     check_diagonal("solve", self.csr_pattern, concrete, self.config)
 
-            return _device_setup.cached_setup(self.pattern, self.pattern_key, concrete, amg,
-                                              self.reuse_setup, self.padded, check)
+            taken = self._take_latest(
+                (self.pattern_key, amg, 1), amg, lambda structure: structure.finest,
+                lambda structure, padded: _device_setup.concrete_numbers(
+                    structure, concrete, lambda values, nnz: padded),
+                _device_setup.values_digest)
+            if taken is not None:
+                return taken
+            return _device_setup.cached_setup(
+                self.pattern, self.pattern_key, concrete, amg, self.reuse_setup, self.padded,
+                check, self._known_key)
         k = _blocks.near_nullspace_columns(self.near_nullspace, amg)
-        keys: list[str] = []  # the values' key, computed once for this call
+        # the values' key, computed once for this call (or read back with a status)
+        keys: list[str] = [] if self._known_key is None else [self._known_key[1]]
 
         def key_of_values(structure: HierarchyStructure) -> str:
             if not keys:  # of the values padded to the structure's finest size class
@@ -306,7 +336,15 @@ class System:
         # reuse_setup and AmgX's structure_reuse_levels, the pattern's latest.
         own_structure = (concrete is not None and not self.reuse_setup
                          and amg.structure_reuse_levels == 0)
-        entry = _cache.setup_for((self.pattern_key, amg, k), build,
+        cache_key = (self.pattern_key, amg, k)
+        taken = self._take_latest(
+            cache_key, amg, _finest_arrays,
+            lambda structure, padded: numeric_setup_now(structure, concrete,
+                                                        self.near_nullspace, padded=padded),
+            values_digest)
+        if taken is not None:
+            return taken
+        entry = _cache.setup_for(cache_key, build,
                                  (lambda entry: key_of_values(entry.structure))
                                  if own_structure else None)
         if concrete is None or (self.reuse_setup and entry.numbers is not None):
@@ -315,6 +353,55 @@ class System:
             entry.structure, concrete, self.near_nullspace,
             padded=self.padded(concrete, _finest_nonzeros(entry.structure)))
         return entry.structure, entry.numbers
+
+    def _take_latest(self, cache_key: Any, amg: AMGConfig,
+                     finest: Callable[[Any], CsrArrays],
+                     numbers_of: Callable[[Any, jax.Array], Hierarchy],
+                     digest_of: Callable[[Any, jax.Array], jax.Array]
+                     ) -> tuple[Any, Hierarchy] | None:
+        """The structure of ``cache_key`` most recently used and the numbers of the concrete
+        values on it, taken before their key is known (see :attr:`setup`), or None where
+        not taken: a solve that reads no status back, ``reuse_setup``, AmgX's
+        ``structure_reuse_levels``, values in host memory (keyed with no wait) or on
+        other devices than the structure, or no structure built from values yet.
+
+        ``finest(structure)``: its finest matrix (padded); ``numbers_of(structure,
+        padded)`` and ``digest_of(structure, padded)``: the numbers and the values'
+        digest from the values padded to the finest matrix's nonzeros."""
+        values = self.concrete_values
+        if (not self.key_with_status or self._known_key is not None or self.reuse_setup
+                or amg.structure_reuse_levels != 0 or in_host_memory(values)):
+            return None
+        latest = _cache.latest_entry(cache_key)
+        if (latest is None or latest.built_for is None or len(values.devices()) != 1
+                or finest(latest.structure).indices.devices() != values.devices()):
+            return None
+        structure = latest.structure
+        padded = self.padded(values, finest(structure).indices.shape[0])
+        numbers = numbers_of(structure, padded)
+        self._unconfirmed = _Unconfirmed(cache_key, latest, numbers, (
+            digest_of(structure, padded), _built_for_digest(latest, values)))
+        return structure, numbers
+
+    def confirm(self, matched: Any) -> bool:
+        """Whether a solve with :attr:`setup`'s structure stands: always, unless it was
+        taken before the values' key was known and the solve's program found the values'
+        key another (``matched``: :attr:`SetupState.key_check`'s outcome, read back with
+        the status).  Then :attr:`setup` and :meth:`state` give the structure of the
+        values' key when called again, for the solve to run again.  A confirmed structure
+        counts as a hit of the setup cache and keeps the numbers (for ``reuse_setup``)."""
+        unconfirmed, self._unconfirmed = self._unconfirmed, None
+        if unconfirmed is None:
+            return True
+        if bool(matched):
+            unconfirmed.entry.numbers = unconfirmed.numbers
+            _cache.confirm_entry(unconfirmed.cache_key, unconfirmed.entry)
+            return True
+        digest = digest_key(unconfirmed.key_check[0])  # a wait, on this rare path
+        built_for = unconfirmed.entry.built_for  # the device setup's key names the devices
+        self._known_key = (unconfirmed.entry.structure, digest + built_for[len(digest):])
+        del self.__dict__["setup"]
+        return False
 
     def _auto_on_device(self, amg: AMGConfig) -> bool:
         """Whether ``setup_location`` ``"AUTO"`` sets up on the device: where the concrete
@@ -377,16 +464,17 @@ class System:
             matrix, diagonal = self.pattern_arrays
             return SetupState(matrix=matrix, diagonal=diagonal, numbers=None, arrays=None,
                               near_nullspace=None, ordering=self.ordering)
+        key_check = None if self._unconfirmed is None else self._unconfirmed.key_check
         if isinstance(structure, DeviceStructure):
             return SetupState(matrix=structure.finest, diagonal=structure.solve_diagonal,
                               numbers=numbers, arrays=None if numbers is not None
-                              else structure.arrays, near_nullspace=None)
+                              else structure.arrays, near_nullspace=None, key_check=key_check)
         arrays = structure.arrays
         return SetupState(
-            matrix=arrays.levels[0].a if arrays.levels else arrays.coarsest,
+            matrix=_finest_arrays(structure),
             diagonal=arrays.levels[0].diagonal if arrays.levels else arrays.coarsest_diagonal,
             numbers=numbers, arrays=None if numbers is not None else arrays,
-            near_nullspace=self.near_nullspace)
+            near_nullspace=self.near_nullspace, key_check=key_check)
 
     def operators(self, values: jax.Array, state: SetupState
                   ) -> tuple[CsrArrays, Hierarchy | RelaxationData | None]:
@@ -453,8 +541,8 @@ class System:
 
 
 def padded_solve(solve_columns: Any, config: SolverConfig, operators: tuple, diagonal: jax.Array,
-                 rhs: jax.Array) -> tuple:
-    """``solve_columns(config, matrix, numbers, diagonal, rhs)`` for ``operators``
+                 rhs: jax.Array, *rest: Any) -> tuple:
+    """``solve_columns(config, matrix, numbers, diagonal, rhs, *rest)`` for ``operators``
     (``(matrix, numbers)`` of :meth:`System.operators`): ``rhs`` padded with zero rows to
     the matrix's rows, ``x`` (the first result) cut back to ``rhs``'s.
 
@@ -470,9 +558,10 @@ def padded_solve(solve_columns: Any, config: SolverConfig, operators: tuple, dia
     if rows == n:
         if diagonal.shape[0] != rows:  # true numbers of a padded structure
             diagonal = diagonal[:rows]
-        return solve_columns(config, matrix, numbers, diagonal, rhs)
-    x, *rest = solve_columns(config, matrix, numbers, diagonal, resized_rows(rhs, rows))
-    return (resized_rows(x, n), *rest)
+        return solve_columns(config, matrix, numbers, diagonal, rhs, *rest)
+    x, *results = solve_columns(config, matrix, numbers, diagonal, resized_rows(rhs, rows),
+                                *rest)
+    return (resized_rows(x, n), *results)
 
 
 def resized_rows(x: jax.Array, rows: int) -> jax.Array:
@@ -480,13 +569,21 @@ def resized_rows(x: jax.Array, rows: int) -> jax.Array:
 
     A concrete array on a CPU, outside any trace, is resized on the host (one copy, as a
     compiled pad would make): no program is compiled for its size, so that a new pattern
-    of a size class compiles nothing (on a GPU a pad or cut is compiled once per size).
+    of a size class compiles nothing.  On a GPU it is resized by one program compiled per
+    size (:func:`_resized`), which takes nothing from the host: ``jnp.pad`` or a slice
+    called eagerly would send its pad value or start index there first, a transfer each.
     """
     if x.shape[0] == rows:
         return x
-    if (isinstance(x, jax.Array) and is_concrete(x) and not staging()
-            and len(x.devices()) == 1 and next(iter(x.devices())).platform == "cpu"):
-        return _resized_on_host(np.asarray(x), rows, next(iter(x.devices())))
+    if isinstance(x, jax.Array) and is_concrete(x) and not staging():
+        if len(x.devices()) == 1 and next(iter(x.devices())).platform == "cpu":
+            return _resized_on_host(np.asarray(x), rows, next(iter(x.devices())))
+        return _resized(x, rows)
+    return pad_rows(x, rows) if rows > x.shape[0] else x[:rows]
+
+
+@functools.partial(jax.jit, static_argnums=1)
+def _resized(x: jax.Array, rows: int) -> jax.Array:
     return pad_rows(x, rows) if rows > x.shape[0] else x[:rows]
 
 
@@ -509,7 +606,11 @@ class SetupState(NamedTuple):
     """What a solve reads besides the values (see :meth:`System.state`): the matrix's
     index arrays and the positions of its diagonal entries among its values, and the
     hierarchy's numbers or, to compute them, its index arrays (or a multicolor relaxation's
-    ordering)."""
+    ordering).
+
+    ``key_check``: for a structure taken before the values' key was known
+    (:attr:`System.setup`), the digests on the device of the values and of the values the
+    structure was built for, ``(2,)`` uint32 each: the solve runs only if they are equal."""
 
     matrix: CsrArrays
     diagonal: jax.Array
@@ -517,6 +618,32 @@ class SetupState(NamedTuple):
     arrays: StructureArrays | None
     near_nullspace: jax.Array | None
     ordering: MulticolorArrays | None = None
+    key_check: tuple[jax.Array, jax.Array] | None = None
+
+
+class _Unconfirmed(NamedTuple):
+    """A cache entry taken for concrete values before their key was known, the numbers
+    set up on it, and its :attr:`SetupState.key_check`."""
+
+    cache_key: Any
+    entry: _cache.CacheEntry
+    numbers: Hierarchy
+    key_check: tuple[jax.Array, jax.Array]
+
+
+def _finest_arrays(structure: HierarchyStructure) -> CsrArrays:
+    """``structure``'s finest matrix on the device (padded to its size class)."""
+    arrays = structure.arrays
+    return arrays.levels[0].a if arrays.levels else arrays.coarsest
+
+
+def _built_for_digest(entry: _cache.CacheEntry, values: jax.Array) -> jax.Array:
+    """``entry.built_for``'s digest on the device of ``values``, sent once per entry."""
+    if entry.built_for_digest is None or entry.built_for_digest.devices() != values.devices():
+        with jax.ensure_compile_time_eval():
+            entry.built_for_digest = jax.device_put(key_digest(entry.built_for),
+                                                    values.sharding)
+    return entry.built_for_digest
 
 
 @functools.partial(jax.jit, static_argnums=2)

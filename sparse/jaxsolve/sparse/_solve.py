@@ -110,10 +110,14 @@ def solve(
     finest level has the same strong couplings and diagonal signs (a Newton or time
     step that keeps the problem's character); aggregation AMG and block systems match
     on the values themselves.  Deciding costs one pass over the values on the device
-    and one wait for it.  Traced values (under ``jit``) and
-    ``reuse_setup=True`` keep the structure most recently used on the pattern instead,
-    and so do concrete values under AmgX's ``structure_reuse_levels`` (``-1``; jaxsolve
-    keeps every level for any nonzero value), which rebuilds only the numbers.
+    (on the host for values on the CPU) and, in a checked solve, no wait of its own: the
+    structure most recently used on the pattern is set up at once, and the solve's
+    program, which compares the values' key with the structure's, says with its status
+    whether it was theirs (if not, the solve runs again on theirs).  Traced values
+    (under ``jit``) and ``reuse_setup=True`` keep the structure most recently used on the
+    pattern instead, and so do concrete values under AmgX's ``structure_reuse_levels``
+    (``-1``; jaxsolve keeps every level for any nonzero value), which rebuilds only the
+    numbers.
 
     **Derivatives** flow to ``b`` and to ``A``'s values (cotangents on its pattern, never
     a dense ``n × n`` array); ``x0`` gets none.  ``derivative="implicit"`` supports forward
@@ -306,8 +310,12 @@ def solve(
     spaces = null_spaces("solve", matrix, nullspace, transpose_nullspace, check)
     if spaces is not None:  # singular: the coarsest AMG level gets a pseudo-inverse
         config = singular_config(config, spaces)
+    # A checked solve of concrete inputs reads its status back; the values' key, which
+    # chooses their structure, comes back with it (System.setup).
+    reporting = check and spaces is None and not staging() and all(
+        is_concrete(array) for array in (b, x0) if array is not None)
     system = System.for_matrix(matrix, config, near_nullspace, reuse_setup, check,
-                               values_checked_by_solve=True)
+                               values_checked_by_solve=True, key_with_status=reporting)
     setup_start = time.perf_counter()
     with setup_progress(f"solve: the setup of {matrix.shape[0]} rows"):
         state = system.state()
@@ -340,7 +348,10 @@ def solve(
         # service alone (one compiled call) gives what the rule would, without the
         # Python work of setting the rule up on every call.
         if check and spaces is None:
-            correction, info, reasons = _service(system, report=True)(operator, rhs)
+            correction, info, reasons, matched = _service(system, report=True)(operator, rhs)
+            if not system.confirm(matched):  # the structure was another key's: the values'
+                operator = (matrix.values, system.state())
+                correction, info, reasons, _ = _service(system, report=True)(operator, rhs)
         else:
             correction, info = services[0](operator, rhs)
             reasons = info.failure_reason
@@ -392,7 +403,7 @@ def _reject(path: str, **given: Any) -> None:
 @functools.partial(jax.jit, static_argnums=0)
 def _solve_columns(
     config: SolverConfig, matrix: CsrArrays, numbers: Hierarchy | RelaxationData | None,
-    diagonal: jax.Array, rhs: jax.Array
+    diagonal: jax.Array, rhs: jax.Array, key_check: tuple[jax.Array, jax.Array] | None = None
 ) -> tuple[jax.Array, SolveInfo]:
     """Solves the columns of ``rhs`` (``(n, k)``) as one batched loop; returns ``x`` and
     per-column info. A vector ``rhs`` (``(n,)``) gives ``x`` ``(n,)`` and one info, with
@@ -400,7 +411,9 @@ def _solve_columns(
     launch).
 
     ``numbers``: the preconditioner's (or stationary solver's) setup, from
-    :meth:`System.operators`."""
+    :meth:`System.operators`; ``key_check``: :attr:`SetupState.key_check`, two digests
+    that must be equal for the solve to iterate (else ``x`` is NaN, and the solve is run
+    again; see :meth:`System.confirm`)."""
     invalid = _invalid_matrix(config, matrix, diagonal)
     if config.solver in KRYLOV_METHODS:
         method = KRYLOV_METHODS[config.solver]
@@ -409,7 +422,7 @@ def _solve_columns(
         method = stationary
         precondition = make_precondition(config, matrix, numbers, applications=1)
 
-    valid = invalid == FailureReason.NONE
+    valid = (invalid == FailureReason.NONE) & _keys_match(key_check)
 
     def one(b):
         # On values the solve refuses, b = 0: the method stops before its first iteration.
@@ -431,14 +444,23 @@ def _solve_columns(
 @jit(static_argnums=0)  # called on concrete arrays only (solve's checked path)
 def _solve_columns_reporting(
     config: SolverConfig, matrix: CsrArrays, numbers: Hierarchy | RelaxationData | None,
-    diagonal: jax.Array, rhs: jax.Array
-) -> tuple[jax.Array, SolveInfo, jax.Array]:
-    """:func:`_solve_columns`, and its ``info.failure_reason`` copied to host memory by the
-    program itself, for a checked solve to read at once.  Read from the device after the
-    program instead, that one scalar costs a transfer of its own: 0.4 ms on an H200, where
-    the whole solve of 128³ unknowns takes 10 ms."""
-    x, info = _solve_columns(config, matrix, numbers, diagonal, rhs)
-    return x, info, jax.device_put(info.failure_reason, jax.memory.Space.Host)
+    diagonal: jax.Array, rhs: jax.Array, key_check: tuple[jax.Array, jax.Array] | None = None
+) -> tuple[jax.Array, SolveInfo, jax.Array, jax.Array]:
+    """:func:`_solve_columns`, and its ``info.failure_reason`` and whether the values' key
+    matched (``key_check``; True without one) copied to host memory by the program itself,
+    for a checked solve to read at once.  Read from the device after the program instead,
+    each scalar costs a transfer of its own: 0.4 ms on an H200, where the whole solve of
+    128³ unknowns takes 10 ms."""
+    x, info = _solve_columns(config, matrix, numbers, diagonal, rhs, key_check)
+    return x, info, *jax.device_put((info.failure_reason, _keys_match(key_check)),
+                                    jax.memory.Space.Host)
+
+
+def _keys_match(key_check: tuple[jax.Array, jax.Array] | None) -> jax.Array:
+    """Whether the two digests of ``key_check`` are equal (True for None)."""
+    if key_check is None:
+        return jnp.ones((), bool)
+    return jnp.all(key_check[0] == key_check[1])
 
 
 def _invalid_matrix(config: SolverConfig, matrix: CsrArrays, diagonal: jax.Array
@@ -491,6 +513,6 @@ def _service(system: System, *, transposed: bool = False, report: bool = False,
 
     def run(values: jax.Array, state, rhs: jax.Array) -> tuple:
         return padded_solve(solve_columns, config, system.operators(values, state),
-                            state.diagonal, rhs)
+                            state.diagonal, rhs, state.key_check)
 
     return service(run)

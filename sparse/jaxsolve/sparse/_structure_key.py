@@ -28,8 +28,10 @@ as AmgX's ``structure_reuse_levels`` does.
 
 The digest is two 32-bit sums of hashed entries, so different couplings collide with a
 probability of about ``2⁻⁶⁴``.  Values on a GPU are digested there, by a program compiled
-once per size class; reading the digest back is the solve's one wait for the device before
-its setup.  Values on the CPU are in host memory already: they are digested there (a
+once per size class (:func:`values_digest`); a checked solve does not wait for it before
+its setup, but takes the pattern's latest structure and has its own program compare the
+digests (:attr:`._setup.System.setup`), while a first setup, and a solve that reads no
+status back, read the digest first.  Values on the CPU are in host memory already: they are digested there (a
 64-bit BLAKE2 hash of the same words: the strong couplings, found by the host build's own
 kernel, :func:`._classical.strong_couplings`, or the values' bytes), which compiles nothing
 (the compiled digest took half a second of a first solve's CPU time at 100 000 rows, most
@@ -75,6 +77,13 @@ def values_key(structure: HierarchyStructure, values: jax.Array) -> str:
     """
     if in_host_memory(values):
         return _host_key(structure, np.asarray(values))
+    return digest_key(values_digest(structure, values))
+
+
+def values_digest(structure: HierarchyStructure, values: jax.Array) -> jax.Array:
+    """The ``(2,)`` uint32 digest of concrete ``values`` on a device (see
+    :func:`values_key`), left there: computed by a program compiled once per size class,
+    and not waited for."""
     arrays = structure.arrays
     finest = arrays.levels[0].a if arrays.levels else arrays.coarsest
     operands = (values, finest.indices, finest.indptr,
@@ -87,7 +96,19 @@ def values_key(structure: HierarchyStructure, values: jax.Array) -> str:
     # a caller's jit traces a solve on these concrete values.
     compiled = DIGESTS.get(
         kind, lambda: _digest.lower(*operands, *statics).compile(COMPILER_OPTIONS))
-    return "".join(f"{int(word):08x}" for word in np.asarray(compiled(*operands)))
+    return compiled(*operands)
+
+
+def digest_key(digest: jax.Array | np.ndarray) -> str:
+    """The key of a digest of :func:`values_digest` (read from the device)."""
+    return "".join(f"{int(word):08x}" for word in np.asarray(digest))
+
+
+def key_digest(key: str) -> np.ndarray:
+    """The ``(2,)`` uint32 digest whose key is ``key`` (:func:`digest_key`'s inverse); of a
+    host key (values in host memory), a digest that values on a device have only by a
+    collision (about ``2⁻⁶⁴``)."""
+    return np.array([int(key[:8], 16), int(key[8:16], 16)], np.uint32)
 
 
 def _host_key(structure: HierarchyStructure, values: np.ndarray) -> str:

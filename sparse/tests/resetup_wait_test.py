@@ -1,0 +1,163 @@
+"""A re-setup on a cached pattern, of values on a GPU, waits for the device once: for the
+solve's status.
+
+Which structure concrete values take follows their key (:mod:`jaxsolve.sparse._structure_key`),
+a digest computed where the values are. Read back before the numeric setup, it cost a wait
+for the device in every ``solve(A.with_values(values), b)``; now the pattern's latest
+structure is taken at once, the solve's program compares the digests and iterates only if
+they are equal, and the outcome comes back with the status (``System.setup``). Values of
+another key run the solve again, on their own structure.
+
+On the CPU, values are in host memory and keyed there, with no wait to save. The tests
+that follow the GPU's path run it on the CPU with values taken as a GPU's would be
+(``as_on_a_gpu``: the digest on the device, read back only when asked); those marked
+``gpu`` run it on a GPU (skipped elsewhere).
+"""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from jaxsolve import sparse
+from jaxsolve.sparse import _device_setup, _hierarchy, _setup, _structure_key, matrices
+
+N = 24
+PCG = {"solver": "PCG", "tolerance": 1e-8}
+LEAN = {**PCG, "preconditioner": {"solver": "AMG", "selector": "PMISC", "aggressive_levels": 1}}
+SA = {**PCG, "preconditioner": {"solver": "AMG", "algorithm": "AGGREGATION", "selector": "SIZE_8",
+                                "jaxsolve_smoothed_aggregation": 1}}
+DEVICE = {**PCG, "preconditioner": {"solver": "AMG", "algorithm": "AGGREGATION",
+                                    "selector": "SIZE_8", "jaxsolve_setup_location": "DEVICE"}}
+CONFIGS = [PCG, LEAN, SA, DEVICE]
+IDS = ["default", "lean", "smoothed", "device"]
+GPU = next((d for d in jax.devices() if d.platform == "gpu"), None)
+
+
+@pytest.fixture
+def as_on_a_gpu(monkeypatch):
+    """Values of JAX arrays are taken as outside host memory, as a GPU's are."""
+    def outside(values):
+        return not isinstance(values, jax.Array)
+
+    for module in (_setup, _structure_key, _hierarchy):
+        monkeypatch.setattr(module, "in_host_memory", outside, raising=False)
+
+
+@pytest.fixture
+def key_reads(monkeypatch):
+    """Counts the values' keys read back from the device before a setup (the wait saved)
+    and after a solve (a structure of another key)."""
+    reads = {"before": 0, "after": 0}
+    digest_key = getattr(_setup, "digest_key", None)
+
+    def counted(values_key):
+        def counted_values_key(structure, values):
+            reads["before"] += 1
+            return values_key(structure, values)
+        return counted_values_key
+
+    def counted_digest_key(digest):
+        reads["after"] += 1
+        return digest_key(digest)
+
+    for module in (_setup, _device_setup):  # the host setup's key, the device setup's
+        monkeypatch.setattr(module, "values_key", counted(module.values_key))
+    monkeypatch.setattr(_setup, "digest_key", counted_digest_key, raising=False)
+    return reads
+
+
+def poisson():
+    return sparse.as_csr(matrices.poisson3d_matrix(8, dtype=np.float64))
+
+
+def solved(A, config):
+    x, info = sparse.solve(A, jnp.ones(A.shape[0]), config=config)
+    assert sparse.Status(int(info.status)) == sparse.Status.SUCCESS
+    return np.asarray(x), int(info.iterations)
+
+
+@pytest.mark.parametrize("config", CONFIGS, ids=IDS)
+def test_the_same_values_again_read_no_key(x64, as_on_a_gpu, key_reads, config):
+    A = poisson()
+    sparse.clear_cache()
+    x, iterations = solved(A, config)  # the first setup: the key is read
+    assert key_reads == {"before": 1, "after": 0}
+    hits = sparse.cache_info().hits
+    # the same values, then values of the same key: classical AMG's, the same strong
+    # couplings, the device setup's, the same order of couplings (the host's aggregation
+    # keys the values' bits)
+    scale = 1 if config is SA else 2
+    for values in (A.values + 0, scale * A.values):
+        again, its = solved(A.with_values(values), config)
+        assert its == iterations
+    np.testing.assert_allclose(again, x / scale, rtol=1e-6)
+    # Before: the digest read back before every re-setup ({"before": 3}).
+    assert key_reads == {"before": 1, "after": 0}
+    assert sparse.cache_info().hits == hits + 2 and sparse.cache_info().currsize == 1
+    # reuse_setup takes the latest numbers, the last re-setup's
+    x_reused, info = sparse.solve(A.with_values(scale * A.values), jnp.ones(A.shape[0]),
+                                  config=config, reuse_setup=True)
+    assert int(info.iterations) == iterations
+    np.testing.assert_allclose(np.asarray(x_reused), x / scale, rtol=1e-6)
+
+
+@pytest.mark.parametrize("config", [PCG, DEVICE], ids=["default", "device"])
+def test_values_of_another_key_are_solved_again_on_their_structure(x64, as_on_a_gpu,
+                                                                   key_reads, config):
+    A = poisson()
+    along_x = np.abs(np.asarray(A.indices) - np.asarray(A.row_ids)) == 1
+    B = A.with_values(jnp.where(along_x, 0.01 * A.values, A.values))  # anisotropic: x weak
+    sparse.clear_cache()
+    fresh_b = solved(B, config)
+    sparse.clear_cache()
+    fresh_a = solved(A, config)
+    assert solved(B, config)[1] == fresh_b[1]  # after A's structure: B's own, built now
+    np.testing.assert_allclose(solved(B, config)[0], fresh_b[0], rtol=1e-10)
+    assert key_reads["after"] == 1  # the first solve of B found A's structure not its own
+    misses = sparse.cache_info().misses
+    for _ in range(2):  # alternating: each finds its own, after the other's
+        assert solved(A, config)[1] == fresh_a[1]
+        assert solved(B, config)[1] == fresh_b[1]
+    assert key_reads["after"] == 5
+    assert sparse.cache_info().misses == misses and sparse.cache_info().currsize == 2
+
+
+def test_nonfinite_values_on_a_cached_pattern_are_still_refused(x64, as_on_a_gpu):
+    A = poisson()
+    sparse.clear_cache()
+    solved(A, PCG)
+    with pytest.raises(ValueError, match="NaN or Inf"):
+        sparse.solve(A.with_values(A.values.at[3].set(jnp.nan)), jnp.ones(A.shape[0]),
+                     config=PCG)
+    zero = A.with_values(jnp.where(A.row_ids != A.indices, A.values, 0.0))
+    with pytest.raises(ValueError, match="zero"):
+        sparse.solve(zero, jnp.ones(A.shape[0]), config=PCG)
+    assert solved(A, PCG)[1] > 0  # the pattern's structure still serves
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(GPU is None, reason="needs a GPU")
+@pytest.mark.parametrize("config", CONFIGS, ids=IDS)
+def test_resetup_on_a_gpu_reads_back_no_digest(x64, capfd, config):
+    """On a GPU, a re-setup + solve and a solve alone copy nothing from the device but the
+    status that the solve's program put in host memory: no digest (``uint32[2]``) and
+    nothing the size of the values."""
+    A = sparse.as_csr(matrices.poisson3d_matrix(16, dtype=np.float64))
+    A = A.with_values(jax.device_put(A.values, GPU))
+    b = jax.device_put(jnp.ones(A.shape[0]), GPU)
+    sparse.clear_cache()
+    x, info = sparse.solve(A, b, config=config)
+    for _ in range(2):  # compiled
+        sparse.solve(A.with_values(A.values + 0), b, config=config)
+        sparse.solve(A, b, config=config, reuse_setup=True)
+    capfd.readouterr()
+    with jax.transfer_guard_device_to_host("log"):
+        again, info_again = sparse.solve(A.with_values(A.values + 0), b, config=config)
+        alone, _ = sparse.solve(A, b, config=config, reuse_setup=True)
+        jax.block_until_ready((again, alone))
+    logged = [line for line in capfd.readouterr().err.splitlines()
+              if "device-to-host transfer" in line]
+    assert not [line for line in logged if "uint32[2]" in line or f"[{A.values.shape[0]}]" in line], logged
+    assert int(info_again.iterations) == int(info.iterations)
+    np.testing.assert_allclose(np.asarray(again), np.asarray(x), rtol=1e-10)
