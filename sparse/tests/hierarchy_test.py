@@ -11,7 +11,7 @@ import scipy.sparse
 
 from jaxsolve import sparse
 from jaxsolve.sparse import _aggregation, _hierarchy, _products, _setup, matrices
-from jaxsolve.sparse._csr_arrays import CsrStructure
+from jaxsolve.sparse._csr_arrays import CsrArrays, CsrStructure
 
 
 def structure_of(matrix: scipy.sparse.csr_array) -> CsrStructure:
@@ -242,6 +242,25 @@ def test_describe_keeps_on_the_device_only_what_its_memory_kept_counts():
     gc.collect()
     left = [array for array in jax.live_arrays() if id(array) not in before]
     assert sum(array.nbytes for array in left) == sum(stats.bytes_kept.values())
+
+
+def test_transposed_values_follow_offsets_wider_than_a_byte_for_long_rows(x64):
+    # A row of P with 300 entries (an F point of 300 C neighbours, untruncated): its
+    # entries' offsets take two bytes; R's values are still Pᴴ's (complex: conjugated).
+    rng = np.random.default_rng(3)
+    p = scipy.sparse.random(40, 400, density=0.05, random_state=4, format="lil",
+                            dtype=np.complex128)
+    p[5, :300] = rng.standard_normal(300) + 1j
+    p = scipy.sparse.csr_array(p)
+    p.sort_indices()
+    pattern = structure_of(p)
+    r, r_from_p = pattern.transposed()
+    offsets = _products.transpose_offsets(pattern, r, r_from_p)
+    assert offsets.dtype == np.uint16
+    values = _products.transposed_values(
+        CsrArrays(jnp.asarray(p.data), jnp.asarray(pattern.indices), jnp.asarray(pattern.indptr)),
+        jnp.asarray(r.indices), jnp.asarray(offsets))
+    np.testing.assert_array_equal(scipy_of(r, values).toarray(), p.conj().T.toarray())
 
 
 def test_kept_hierarchy_takes_r_from_p_by_offsets_of_a_byte(x64):
