@@ -73,6 +73,8 @@ class _SetupCache:
         self._maxsize = maxsize
         self._hits = self._misses = 0
         self._lock = threading.Lock()
+        # The keys whose latest entry was taken, in vain, for values of another key.
+        self._missed: set[Any] = set()
 
     def get(self, key: Any, build: Callable[[], CacheEntry],
             built_for: Callable[[CacheEntry], str] | None) -> CacheEntry:
@@ -81,6 +83,8 @@ class _SetupCache:
         if entry is not None and built_for is not None:
             wanted = built_for(entry)  # outside the lock: it waits for the device
             with self._lock:
+                if entry.built_for == wanted:  # the latest was the values': take it again
+                    self._missed.discard(key)
                 entry = self._entries.get((key, wanted))
         with self._lock:
             if entry is not None and (key, entry.built_for) in self._entries:  # not evicted
@@ -96,9 +100,15 @@ class _SetupCache:
         return entry
 
     def latest(self, key: Any) -> CacheEntry | None:
-        """The most recently used entry of ``key``, not counted as a lookup."""
+        """The most recently used entry of ``key``, not counted as a lookup; None after
+        :meth:`missed` until a lookup finds the latest entry the values'."""
         with self._lock:
-            return self._most_recent(key)
+            return None if key in self._missed else self._most_recent(key)
+
+    def missed(self, key: Any) -> None:
+        """Notes that :meth:`latest`'s entry of ``key`` was not the values'."""
+        with self._lock:
+            self._missed.add(key)
 
     def confirm(self, key: Any, entry: CacheEntry) -> None:
         """Counts a hit of ``entry`` (of ``key``), found by :meth:`latest`, and makes it the
@@ -132,6 +142,7 @@ class _SetupCache:
     def clear(self) -> None:
         with self._lock:
             self._entries.clear()
+            self._missed.clear()
             self._hits = self._misses = 0
 
     def resize(self, maxsize: int) -> None:
@@ -177,9 +188,17 @@ def latest_entry(key: Any) -> CacheEntry | None:
     A solve of concrete values on a device takes it before their key is known
     (:attr:`._setup.System.setup`) and counts it as a hit by :func:`confirm_entry` once
     the key read back with the solve's status says it was theirs: a wait for the device
-    fewer than :func:`setup_for` with ``built_for``.
+    fewer than :func:`setup_for` with ``built_for``.  Where it was not theirs
+    (:func:`latest_missed`), None, until a lookup with ``built_for`` finds the latest
+    entry the values' again: operators that alternate on one pattern read their key
+    first, rather than set up numbers on each other's structure in vain.
     """
     return _CACHE.latest(key)
+
+
+def latest_missed(key: Any) -> None:
+    """Notes that the entry :func:`latest_entry` gave for ``key`` was not the values'."""
+    _CACHE.missed(key)
 
 
 def confirm_entry(key: Any, entry: CacheEntry) -> None:

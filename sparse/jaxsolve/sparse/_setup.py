@@ -397,6 +397,7 @@ class System:
             unconfirmed.entry.numbers = unconfirmed.numbers
             _cache.confirm_entry(unconfirmed.cache_key, unconfirmed.entry)
             return True
+        _cache.latest_missed(unconfirmed.cache_key)
         digest = digest_key(unconfirmed.key_check[0])  # a wait, on this rare path
         built_for = unconfirmed.entry.built_for  # the device setup's key names the devices
         self._known_key = (unconfirmed.entry.structure, digest + built_for[len(digest):])
