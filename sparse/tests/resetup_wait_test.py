@@ -128,6 +128,25 @@ def test_values_of_another_key_are_solved_again_on_their_structure(x64, as_on_a_
     assert sparse.cache_info().misses == misses and sparse.cache_info().currsize == 2
 
 
+def test_columns_and_an_initial_guess_take_the_latest_structure_alike(x64, as_on_a_gpu):
+    A = poisson()
+    along_x = np.abs(np.asarray(A.indices) - np.asarray(A.row_ids)) == 1
+    B = A.with_values(jnp.where(along_x, 0.01 * A.values, A.values))
+    b = jnp.stack([jnp.ones(A.shape[0]), jnp.arange(A.shape[0], dtype=jnp.float64)], axis=1)
+    x0 = 0.1 * b
+    fresh = {}
+    for name, M in (("B", B), ("A", A)):  # A's structure the latest
+        sparse.clear_cache()
+        fresh[name] = sparse.solve(M, b, x0, config=PCG)
+    # A's values find the latest structure theirs; B's find it A's and solve again on theirs
+    for name, M in (("A", A.with_values(A.values + 0)), ("B", B)):
+        x, info = sparse.solve(M, b, x0, config=PCG)
+        np.testing.assert_array_equal(np.asarray(info.iterations),
+                                      np.asarray(fresh[name][1].iterations))
+        np.testing.assert_allclose(np.asarray(x), np.asarray(fresh[name][0]), rtol=1e-12)
+    assert sparse.cache_info().currsize == 2
+
+
 def test_nonfinite_values_on_a_cached_pattern_are_still_refused(x64, as_on_a_gpu):
     A = poisson()
     sparse.clear_cache()
