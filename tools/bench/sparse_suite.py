@@ -1,4 +1,4 @@
-"""The sparse robustness suite: 14 problems, jaxsolve's solve next to PyAMG's, in one table.
+"""The sparse robustness suite: 15 problems, jaxsolve's solve next to PyAMG's, in one table.
 
 Issue 29's measure of whether ``jaxsolve.sparse.solve`` converges where an AMG user expects
 it to. Every matrix is built here, from PyAMG's and SciPy's generators or by our own
@@ -20,6 +20,7 @@ neumann             5-point Laplacian with zero row sums (A·1 = 0)             
 convection          upwind convection-diffusion, constant wind, ε = 1e-3        nonsym.
 recirculating       upwind convection-diffusion, wind (2y(1-x²), -2x(1-y²))     nonsym.
 helmholtz           Q1 FE −Δ − k², absorbing boundary, 10 points per wavelength complex
+helmholtz_fd        the same by 5-point finite differences                      complex
 graph               Laplacian of a k-nearest-neighbour graph (+ 1e-4 I)        SPD
 unstructured2d      P1 Laplacian, Delaunay triangulation of random points       SPD
 unstructured3d      P1 Laplacian, Delaunay tetrahedra of jittered grid points   SPD
@@ -40,6 +41,10 @@ iterations by the configurations of ``--configs``:
   for ``default``;
 * **lean_two_stage** (only when named in ``--configs``): ``lean`` whose aggressive level
   interpolates in two D2 stages (``aggressive_interpolator: D2``) instead of by multipass;
+* **d1** (only when named in ``--configs``): solve's default with D1 interpolation and no
+  limit on its weights a row (``interpolator: D1``, ``interp_max_elements: -1``), the
+  candidate complex default of issue 29: on ``helmholtz`` it takes 30 iterations against
+  the default's 136, on ``helmholtz_fd`` 376 against 14 (medium), so it did not become one;
 * **pyamg_rs**, **pyamg_sa**: ``pyamg.ruge_stuben_solver`` and
   ``pyamg.smoothed_aggregation_solver`` with PyAMG's defaults (SA: the rigid-body modes as
   ``B`` on the BSR matrix; ``symmetry="nonsymmetric"`` or ``"symmetric"`` (complex) where A
@@ -60,10 +65,12 @@ jaxsolve only): ``its × MB/it`` is the solve's traffic, what bounds its time on
 ``ratio``: iterations over the fewest of the PyAMG rows that converged (by the true
 residual: PyAMG's GMRES tests the preconditioned one, and can report ``info 0`` far from
 ``tol``). ``status``: jaxsolve's ``Status`` and ``FailureReason`` (PyAMG: its Krylov
-method's ``info``). ``helmholtz`` has no ratio: PyAMG 5.4's Ruge–Stüben setup raises on a
-complex matrix, and its SA preconditioner diverges on this indefinite one (GMRES's
-preconditioned residual 6.5e35 at the start, ``info 0`` after 2 steps at a true residual
-of 1; FGMRES and BiCGSTAB end their 500 iterations at true residuals of 56–190).
+method's ``info``). ``helmholtz`` and ``helmholtz_fd`` have no ratio: PyAMG 5.4's
+Ruge–Stüben setup raises on a complex matrix, and its SA preconditioner diverges on these
+indefinite ones (on ``helmholtz`` GMRES's preconditioned residual is 6.5e35 at the start,
+``info 0`` after 2 steps at a true residual of 1, and FGMRES and BiCGSTAB end their 500
+iterations at true residuals of 56–190; on ``helmholtz_fd`` GMRES reports ``info 0``
+after 17 steps at a true residual of 1).
 
 A configuration that runs longer than ``--hang-seconds`` ends the run with the stacks of its
 threads (the rows before it are printed, and written to ``--json`` after every problem): a
@@ -74,6 +81,7 @@ blocked native call cannot be interrupted from Python.
     tools/dev bench sparse_suite --problems poisson3d helmholtz --configs default pyamg_sa
     tools/dev bench sparse_suite --size medium --configs default lean   # issue 33's trade
     tools/dev bench sparse_suite --size medium --configs lean lean_two_stage  # its interpolation
+    tools/dev bench sparse_suite --size medium --problems helmholtz{,_fd} --configs default d1
 """
 
 from __future__ import annotations
@@ -97,7 +105,7 @@ import scipy.spatial
 SPD, SINGULAR, NONSYMMETRIC, COMPLEX = "SPD", "singular", "nonsymmetric", "complex"
 CONFIGS = ("default", "best", "pyamg_rs", "pyamg_sa")
 # Configurations run only when --configs names them.
-OPTIONAL_CONFIGS = ("lean", "lean_two_stage")
+OPTIONAL_CONFIGS = ("lean", "lean_two_stage", "d1")
 # A run converged when its true relative residual is at most this many times the tolerance
 # (a recurrence residual may drift a little from the true one).
 CONVERGED_SLACK = 2
@@ -106,22 +114,24 @@ PYAMG_CONFIGS = ("pyamg_rs", "pyamg_sa")
 SIZES: dict[str, dict[str, int]] = {
     "tiny": {"poisson2d": 12, "poisson3d": 6, "anisotropic": 12, "jumping": 12, "high_order": 3,
              "elasticity2d": 10, "elasticity3d": 3, "neumann": 12, "convection": 12,
-             "recirculating": 12, "helmholtz": 12, "graph": 150, "unstructured2d": 150,
-             "unstructured3d": 5},
+             "recirculating": 12, "helmholtz": 12, "helmholtz_fd": 12, "graph": 150,
+             "unstructured2d": 150, "unstructured3d": 5},
     "small": {"poisson2d": 48, "poisson3d": 14, "anisotropic": 48, "jumping": 48,
               "high_order": 12, "elasticity2d": 34, "elasticity3d": 8, "neumann": 48,
-              "convection": 48, "recirculating": 48, "helmholtz": 32, "graph": 2000,
-              "unstructured2d": 2000, "unstructured3d": 15},
+              "convection": 48, "recirculating": 48, "helmholtz": 32, "helmholtz_fd": 32,
+              "graph": 2000, "unstructured2d": 2000, "unstructured3d": 15},
     "medium": {"poisson2d": 256, "poisson3d": 48, "anisotropic": 256, "jumping": 256,
                "high_order": 48, "elasticity2d": 130, "elasticity3d": 20, "neumann": 256,
-               "convection": 256, "recirculating": 256, "helmholtz": 54, "graph": 50000,
-               "unstructured2d": 50000, "unstructured3d": 40},
+               "convection": 256, "recirculating": 256, "helmholtz": 54, "helmholtz_fd": 96,
+               "graph": 50000, "unstructured2d": 50000, "unstructured3d": 40},
 }
 # Issue 33's leanest classical hierarchy ("lean"): on the 128³ Poisson matrix it keeps 2.9 × A
 # and its PCG is the fastest solve (7.9 ms, 14 iterations, on an H200).
 LEAN = {"preconditioner": {"solver": "AMG", "selector": "PMISC", "aggressive_levels": 1}}
 # "lean_two_stage": its aggressive level's P in two D2 stages (hypre's two-stage extended+i).
 LEAN_TWO_STAGE = {"preconditioner": {**LEAN["preconditioner"], "aggressive_interpolator": "D2"}}
+# "d1": D1 interpolation, unlimited weights a row (issue 29's candidate complex default).
+D1 = {"preconditioner": {"solver": "AMG", "interpolator": "D1", "interp_max_elements": -1}}
 # The recommended configuration per class ("best"): AMG-preconditioned Krylov methods with
 # the convergent l1-Jacobi smoother; FGMRES with a long restart where A is not Hermitian.
 _SPD_BEST = {"solver": "PCG", "preconditioner": {"solver": "AMG", "smoother": "JACOBI_L1"}}
@@ -263,6 +273,23 @@ def helmholtz(n: int) -> scipy.sparse.csr_array:
     return _csr((K - k * k * M - 1j * k * boundary).astype(np.complex128))
 
 
+def helmholtz_fd(n: int) -> scipy.sparse.csr_array:
+    """``−Δu − k²u`` by 5-point finite differences on ``n × n`` points of unit spacing, with
+    the absorbing condition ``∂u/∂n = i k u`` on every side (its ghost point eliminated),
+    ``k = 2π/10`` (10 points per wavelength): complex symmetric.  Classical AMG's coarse
+    levels turn indefinite here at other depths than ``helmholtz``'s, so a default chosen
+    on one can fail on the other."""
+    k = 2 * np.pi / 10
+    diagonal = np.full(n, 2, complex)
+    diagonal[[0, -1]] = 1 - 1j * k
+    second_difference = scipy.sparse.diags([-np.ones(n - 1), diagonal, -np.ones(n - 1)],
+                                           [-1, 0, 1])
+    identity = scipy.sparse.identity(n)
+    return _csr(scipy.sparse.kron(second_difference, identity)
+                + scipy.sparse.kron(identity, second_difference)
+                - k * k * scipy.sparse.identity(n * n))
+
+
 def _p1_gradients(points: np.ndarray, simplices: np.ndarray
                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The simplices kept (flat ones dropped), their volumes and the gradients of their
@@ -397,6 +424,8 @@ def build(name: str, size: int, seed: int = 0) -> Problem:
         kind = NONSYMMETRIC
     elif name == "helmholtz":
         A, kind = helmholtz(size), COMPLEX
+    elif name == "helmholtz_fd":
+        A, kind = helmholtz_fd(size), COMPLEX
     elif name == "graph":
         A = knn_graph_laplacian(size, rng)
     elif name == "unstructured2d":
@@ -468,6 +497,8 @@ def jaxsolve_config(name: str, problem: Problem, tol: float, max_iters: int
             kwargs["near_nullspace"] = problem.modes
         if problem.kind == SINGULAR:
             kwargs["nullspace"] = np.ones(problem.A.shape[0])
+    elif name == "d1":
+        config = {**D1, **config}
     elif name in ("lean", "lean_two_stage"):
         hermitian = problem.kind in (SPD, SINGULAR)
         config = {**(LEAN if name == "lean" else LEAN_TWO_STAGE),

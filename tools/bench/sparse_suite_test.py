@@ -100,6 +100,23 @@ def test_tiny_run_prints_every_column_for_every_configuration(tmp_path):
     assert helmholtz_rs["status"].startswith("raised") and helmholtz_rs["its"] == -1
 
 
+def test_the_finite_difference_helmholtz_row_and_the_d1_configuration_run(tmp_path):
+    # Issue 29's candidate complex default (D1, unlimited weights) is a named configuration,
+    # so that its rows on both Helmholtz discretizations can be printed next to the default's.
+    out = tmp_path / "rows.json"
+    done = subprocess.run(
+        [sys.executable, str(SCRIPT), "--size", "tiny", "--problems", "helmholtz_fd",
+         "--configs", "default", "d1", "--json", str(out)],
+        capture_output=True, text=True, timeout=600, env=dict(os.environ, JAX_PLATFORMS="cpu"))
+    assert done.returncode == 0, done.stderr
+    rows = json.loads(out.read_text())
+    assert [(row["problem"], row["config"]) for row in rows] == [
+        ("helmholtz_fd", "default"), ("helmholtz_fd", "d1")]
+    assert all(row["status"] == "SUCCESS" and row["converged"] for row in rows), rows
+    assert suite.jaxsolve_config("d1", suite.build("helmholtz_fd", 12), 1e-8, 10)[0][
+        "preconditioner"] == {"solver": "AMG", "interpolator": "D1", "interp_max_elements": -1}
+
+
 def test_a_run_past_hang_seconds_ends_with_the_stacks_and_keeps_the_rows_before(tmp_path):
     out = tmp_path / "rows.json"
     done = subprocess.run(
