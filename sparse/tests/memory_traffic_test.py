@@ -79,25 +79,46 @@ def two_level_sizes(A, config):
     return stats.rows
 
 
-def test_a_two_level_v_cycle_by_hand():
-    n, s = 64, 4
-    A = laplacian_1d(n)
-    config = amg_pcg(max_levels=2)
-    rows, coarse = two_level_sizes(A, config)
-    assert rows == n
-    traffic = sparse.memory_traffic_per_iteration(A, config)
-    fine = matrix_bytes(n, 3 * n - 2, s)
+def two_level_traffic(n, coarse, s):
+    """The bytes of a two-level V-cycle's steps and of PCG's product on a 1D Laplacian of
+    ``n`` rows (the vectors' length) and ``3 · 64 − 2`` entries (64 true rows),
+    aggregated to ``coarse`` rows."""
+    fine = matrix_bytes(n, 3 * 64 - 2, s)
     # Unsmoothed aggregation: P (n × coarse) and R (coarse × n) hold one entry per fine row.
-    p, r = matrix_bytes(n, n, s), matrix_bytes(coarse, n, s)
-    assert traffic.levels[0] == {
+    p, r = matrix_bytes(n, 64, s), matrix_bytes(coarse, 64, s)
+    levels = ({
         "pre-smoothing": 3 * n * s,                        # from zero: b, D⁻¹ read, x written
         "residual": fine + 3 * n * s,                       # x, b read, r written
         "restriction": r + (n + coarse) * s,                # r read, R r written
         "prolongation": p + (coarse + 2 * n) * s,           # e, x read, x + P e written
         "post-smoothing": fine + 4 * n * s,                 # one fused Jacobi sweep
-    }
-    assert traffic.levels[1] == {"coarse solve": (coarse * coarse + 2 * coarse) * s}
-    assert traffic.method["products"] == fine + 2 * n * s
+    }, {"coarse solve": (coarse * coarse + 2 * coarse) * s})
+    return levels, {"products": fine + 2 * n * s, "vector operations": 14 * n * s}
+
+
+def test_a_two_level_v_cycle_by_hand_on_the_padded_rows():
+    s = 4
+    A = laplacian_1d(64)
+    config = amg_pcg(max_levels=2)
+    assert two_level_sizes(A, config) == (64, 32)
+    traffic = sparse.memory_traffic_per_iteration(A, config)
+    # The solve runs on size classes (_size_classes.py): the finest level's 64 rows and
+    # 64 / 32 more to a step of 16 (80), the coarsest's 32 plus 48 to a multiple of 16
+    # (80) holds 1.5 × 32 + 4 or more, so the size class of 6 / 5 · 32 (40). The kernels
+    # read the padding rows' pointers and vector entries, not the padding entries.
+    levels, method = two_level_traffic(80, 40, s)
+    assert traffic.levels == levels
+    assert traffic.method == method
+    unpadded_levels, unpadded_method = two_level_traffic(64, 32, s)
+    assert traffic.padding == traffic.total - sum(
+        sum(part.values()) for part in (*unpadded_levels, unpadded_method))
+    assert f"size-class padding {traffic.padding / 1e6:.3f} MB" in str(traffic)
+
+
+# The padded rows of the 3-level hierarchy of a 1D Laplacian of 256 rows (256, 128 and 64
+# rows: _size_classes.py): 256 + 256 / 32 to a step of 16; the size class of 17 / 16 · 128;
+# 64 + 48 to a multiple of 16 is 1.5 × 64 + 4 or more, so the size class of 6 / 5 · 64.
+PADDED_ROWS_256 = (272, 160, 80)
 
 
 def test_more_sweeps_grow_the_smoothing_of_every_level_only():
@@ -106,8 +127,8 @@ def test_more_sweeps_grow_the_smoothing_of_every_level_only():
     v11 = sparse.memory_traffic_per_iteration(A, amg_pcg(max_levels=3))
     v22 = sparse.memory_traffic_per_iteration(A, amg_pcg(max_levels=3, presweeps=2,
                                                          postsweeps=2))
-    rows = sparse.describe(A, amg_pcg(max_levels=3)).rows
     nonzeros = sparse.describe(A, amg_pcg(max_levels=3)).nonzeros
+    rows = PADDED_ROWS_256
     for level in range(2):
         sweep = matrix_bytes(rows[level], nonzeros[level], s) + 4 * rows[level] * s
         for step in ("pre-smoothing", "post-smoothing"):
@@ -127,8 +148,7 @@ def test_a_w_cycle_visits_the_second_level_twice_and_the_coarsest_four_times():
     for step in ("residual", "restriction", "prolongation", "post-smoothing"):
         assert w.levels[1][step] == 2 * v.levels[1][step]
     # the second visit starts from the first's correction: a full sweep, not one from zero
-    rows, nonzeros = (sparse.describe(A, amg_pcg(max_levels=3)).rows,
-                      sparse.describe(A, amg_pcg(max_levels=3)).nonzeros)
+    rows, nonzeros = PADDED_ROWS_256, sparse.describe(A, amg_pcg(max_levels=3)).nonzeros
     assert w.levels[1]["pre-smoothing"] == (
         v.levels[1]["pre-smoothing"] + matrix_bytes(rows[1], nonzeros[1], s) + 4 * rows[1] * s)
     coarse = rows[2]
@@ -145,9 +165,11 @@ def test_a_single_precision_hierarchy_reads_four_byte_values(x64):
     double = sparse.memory_traffic_per_iteration(A, amg_pcg(max_levels=2))
     single = sparse.memory_traffic_per_iteration(A, amg_pcg(
         max_levels=2, jaxsolve_hierarchy_precision="SINGLE"))
-    assert single.levels[0]["residual"] == matrix_bytes(n, 3 * n - 2, 4) + 3 * n * 4
-    assert double.levels[0]["residual"] == matrix_bytes(n, 3 * n - 2, 8) + 3 * n * 8
-    assert single.levels[0]["precision casts"] == 2 * n * (8 + 4)  # r in, the correction out
+    rows = 80  # padded (test_a_two_level_v_cycle_by_hand_on_the_padded_rows)
+    assert single.levels[0]["residual"] == matrix_bytes(rows, 3 * n - 2, 4) + 3 * rows * 4
+    assert double.levels[0]["residual"] == matrix_bytes(rows, 3 * n - 2, 8) + 3 * rows * 8
+    # r in, the correction out
+    assert single.levels[0]["precision casts"] == 2 * rows * (8 + 4)
     assert single.method == double.method  # the Krylov loop stays in f64
 
 
@@ -226,7 +248,8 @@ def test_a_chebyshev_sweep_of_degree_two():
 
 def test_a_hierarchy_set_up_on_the_device_counts_as_the_hosts():
     # On a grid numbered line by line the device's matching finds the host's aggregates
-    # (device_setup_test.py), so the two hierarchies move the same bytes.
+    # (device_setup_test.py), so the two hierarchies move the same bytes but for their
+    # size classes' padding (the device setup's are its own).
     A = sparse.matrices.poisson_matrix(24)
 
     def traffic(location):
@@ -235,4 +258,6 @@ def test_a_hierarchy_set_up_on_the_device_counts_as_the_hosts():
 
     host, device = traffic("HOST"), traffic("DEVICE")
     assert len(device.levels) >= 3
-    assert device == host
+    assert [len(level) for level in device.levels] == [len(level) for level in host.levels]
+    assert device.padding > 0 and host.padding > 0
+    assert device.total - device.padding == host.total - host.padding

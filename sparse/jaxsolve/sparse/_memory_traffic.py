@@ -7,8 +7,10 @@ method (or of the stationary iteration) must read and write, so that a measured 
 iteration turns into an *effective bandwidth*, ``bytes × iterations / seconds``, to set
 against the device's (an H200's HBM3e: 4.8 TB/s on NVIDIA's datasheet, about 4.3 TB/s
 for a device-to-device copy).  Its docstring states the model; the count walks the
-iteration as :mod:`._krylov`, :mod:`._cycle` and :mod:`._relaxation` run it, on the host
-patterns' true sizes (not the size classes the device arrays are padded to).
+iteration as :mod:`._krylov`, :mod:`._cycle` and :mod:`._relaxation` run it, on the rows
+the kernels run over (the size classes a hierarchy's arrays are padded to,
+:mod:`._size_classes`) and the entries they read (the patterns' own: no kernel reads a
+padding entry), and says how much of it the padding costs.
 """
 
 from __future__ import annotations
@@ -49,10 +51,15 @@ class MemoryTraffic:
       method: the Krylov method's (or stationary iteration's) own bytes: its
         ``"products"`` with ``A`` and its ``"vector operations"`` (updates, inner products,
         norms).
+      padding: the bytes of :attr:`total` that the size classes' padding costs: the
+        padding rows' row pointers and vector entries, which every pass over a padded
+        level reads or writes, and the coarsest dense inverse's padding rows and
+        columns; what a hierarchy of its own sizes would save.
     """
 
     levels: tuple[dict[str, int], ...]
     method: dict[str, int]
+    padding: int = 0
 
     @property
     def total(self) -> int:
@@ -67,7 +74,8 @@ class MemoryTraffic:
     def __str__(self) -> str:
         total = self.total
         lines = [f"memory traffic per iteration: {total / 1e6:.3f} MB (minimum, one pass"
-                 " per operation)"]
+                 f" per operation), of it size-class padding {self.padding / 1e6:.3f} MB"
+                 f" ({100 * self.padding / max(total, 1):.1f} %)"]
         for name, part in [(f"level {index}", level) for index, level in enumerate(self.levels)] \
                 + [("method", self.method)]:
             size = sum(part.values())
@@ -104,8 +112,20 @@ def memory_traffic_per_iteration(A: Any, config: Any = None, *,
       once per product with it.
 
     So it is a lower bound on what the compiled program moves: fusion saves passes but
-    never reads a needed matrix fewer times.  Not counted: the padding of size classes,
-    scalars, a masked loop's unneeded work (GMRES's Gram-Schmidt runs all ``m`` steps;
+    never reads a needed matrix fewer times.
+
+    **Size classes.**  A solve with an AMG hierarchy runs on its padded sizes
+    (:mod:`._size_classes`): the Krylov method's vectors and every level's have the
+    padded rows, and the coarsest inverse is a square of them.  The count takes those
+    rows, as every pass reads or writes a vector's padding entries and a product's kernel
+    a padding row's pointer (the CPU and CUDA products run over every row).  It takes the
+    patterns' own entries: an operator's padding entries lie past its last row's end,
+    where no product reads them (each row reads the entries between its row pointers).
+    :attr:`MemoryTraffic.padding` is the difference from the count on the true sizes.
+    The multicolor smoothers' color chunks are counted at the rows they hold, not the
+    chunk windows their padded shape sweeps.
+
+    Not counted: scalars, a masked loop's unneeded work (GMRES's Gram-Schmidt runs all ``m`` steps;
     counted: the ``j + 1`` that step ``j`` needs; BiCGSTAB's loop steps by half
     iterations, each computing what either half needs) and the work before the loop
     (``b − A x₀``, ``‖r₀‖``).  One iteration: for CG one preconditioner application, one
@@ -171,7 +191,9 @@ def memory_traffic_per_iteration(A: Any, config: Any = None, *,
                                    check=True)
         structure, _ = system.setup
     operator = _Operator(matrix.shape[0], matrix.shape[1], matrix.nnz)
-    return traffic(config, operator, dtype, structure)
+    counted = traffic(config, operator, dtype, structure)
+    unpadded = traffic(config, operator, dtype, structure, padded=False)
+    return dataclasses.replace(counted, padding=counted.total - unpadded.total)
 
 
 # -----------------------------------------------------------------------------
@@ -179,11 +201,14 @@ def memory_traffic_per_iteration(A: Any, config: Any = None, *,
 
 
 class _Operator(NamedTuple):
-    """A CSR matrix's sizes, and the bytes of the passes that read it."""
+    """A CSR matrix's sizes (rows and columns padded or not, the pattern's own
+    nonzeros), and the bytes of the passes that read it; ``padding_rows`` of a square
+    one's rows are a size class's padding, with no diagonal."""
 
     rows: int
     cols: int
     nnz: int
+    padding_rows: int = 0
 
     def matrix(self, s: int) -> int:
         """Its values (``s`` bytes each), column indices and row pointers, read once."""
@@ -202,7 +227,7 @@ class _Operator(NamedTuple):
     @property
     def off_diagonal(self) -> int:
         """The entries of ``L`` and ``U`` (a stored diagonal per row taken)."""
-        return max(self.nnz - min(self.rows, self.cols), 0)
+        return max(self.nnz - min(self.rows, self.cols) + self.padding_rows, 0)
 
 
 class _Tally:
@@ -216,11 +241,18 @@ class _Tally:
 
 
 def traffic(config: SolverConfig, A: _Operator, dtype: np.dtype,
-            structure: HierarchyStructure | DeviceStructure | None) -> MemoryTraffic:
+            structure: HierarchyStructure | DeviceStructure | None, *,
+            padded: bool = True) -> MemoryTraffic:
     """The :class:`MemoryTraffic` of ``config`` on a matrix of ``A``'s sizes and ``dtype``,
-    its AMG's hierarchy ``structure`` (None without AMG)."""
+    its AMG's hierarchy ``structure`` (None without AMG), on the hierarchy's padded rows
+    (the solve's, ``A``'s among them) or, without ``padded``, its true ones."""
     s = dtype.itemsize
     tally = _Tally()
+    hierarchy = None
+    if structure is not None:
+        hierarchy = _Levels.of(structure, padded)
+        if hierarchy.levels:  # the solve runs on the finest level's padded rows
+            A = hierarchy.levels[0].a
     stationary = config.preconditioner is None and config.solver not in KRYLOV_METHODS
     preconditioner = config if stationary else config.preconditioner
     restart = config.gmres_n_restart or 20
@@ -235,7 +267,7 @@ def traffic(config: SolverConfig, A: _Operator, dtype: np.dtype,
         applications = cost.applications
         repeats = 1 if stationary else preconditioner.max_iters
         if preconditioner.solver == "AMG":
-            _amg(tally, preconditioner.amg, _Levels.of(structure), A, dtype, repeats)
+            _amg(tally, preconditioner.amg, hierarchy, A, dtype, repeats)
         else:
             relaxation = preconditioner.relaxation
             tally.add(0, "smoothing", _relax_forward_backward(
@@ -288,8 +320,8 @@ def _stationary(A: _Operator, s: int) -> _Cost:
 
 
 class _Level(NamedTuple):
-    """A level's operator ``a``, prolongation ``p`` and restriction ``r`` (true sizes), and
-    its unknowns per node."""
+    """A level's operator ``a``, prolongation ``p`` and restriction ``r``, and its unknowns
+    per node."""
 
     a: _Operator
     p: _Operator
@@ -306,24 +338,37 @@ class _Levels(NamedTuple):
     coarsest_block_dim: int
 
     @classmethod
-    def of(cls, structure: HierarchyStructure | DeviceStructure) -> _Levels:
+    def of(cls, structure: HierarchyStructure | DeviceStructure, padded: bool = True
+           ) -> _Levels:
         """The sizes of a structure built on the host (its patterns) or on the device (its
         true level sizes: unsmoothed scalar aggregation, whose ``P`` holds one entry per
-        fine row and ``R = Pᵀ`` as many)."""
+        fine row and ``R = Pᵀ`` as many): its levels' rows padded to their size classes
+        (``padded``) or their own, with the patterns' own nonzeros."""
         if isinstance(structure, DeviceStructure):
-            sizes = structure.sizes
-            levels = tuple(
-                _Level(_Operator(rows, rows, nnz), _Operator(rows, coarse, rows),
-                       _Operator(coarse, rows, rows), 1)
-                for (rows, nnz), (coarse, _) in zip(sizes, sizes[1:]))
-            return cls(levels, _Operator(sizes[-1][0], sizes[-1][0], sizes[-1][1]), 1)
+            true = [rows for rows, _ in structure.sizes]
+            nnz = [nnz for _, nnz in structure.sizes]
+            block_dims = [1] * len(true)
+        else:
+            patterns = [level.a for level in structure.levels] + [structure.coarsest]
+            true = [pattern.n_rows for pattern in patterns]
+            nnz = [pattern.nnz for pattern in patterns]
+            block_dims = [level.block_dim for level in structure.levels] + [
+                structure.coarsest_block_dim]
+        rows = ([level.rows for level in structure.shape.levels]
+                + [structure.shape.coarsest[0]]) if padded else true
 
-        def operator(pattern: CsrStructure) -> _Operator:
-            return _Operator(pattern.n_rows, pattern.n_cols, pattern.nnz)
+        def operator(i: int) -> _Operator:  # level i's
+            return _Operator(rows[i], rows[i], nnz[i], rows[i] - true[i])
 
-        return cls(tuple(_Level(operator(level.a), operator(level.p), operator(level.r),
-                                level.block_dim) for level in structure.levels),
-                   operator(structure.coarsest), structure.coarsest_block_dim)
+        levels = []
+        for i in range(len(true) - 1):
+            if isinstance(structure, DeviceStructure):
+                p_nnz = r_nnz = true[i]
+            else:
+                p_nnz, r_nnz = structure.levels[i].p.nnz, structure.levels[i].r.nnz
+            levels.append(_Level(operator(i), _Operator(rows[i], rows[i + 1], p_nnz),
+                                 _Operator(rows[i + 1], rows[i], r_nnz), block_dims[i]))
+        return cls(tuple(levels), operator(len(levels)), block_dims[-1])
 
 
 def _amg(tally: _Tally, amg: AMGConfig, hierarchy: _Levels, A: _Operator, dtype: np.dtype,
