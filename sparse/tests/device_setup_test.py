@@ -23,6 +23,7 @@ from jaxsolve import sparse  # noqa: E402
 from jaxsolve.sparse import (_cache, _device_setup, _hierarchy, _setup,  # noqa: E402
                              matrices, parse_amgx_config)
 from jaxsolve.sparse._csr_arrays import CsrStructure  # noqa: E402
+from jaxsolve.sparse._index_hash import index_hash, mix32, pair_hash  # noqa: E402
 from jaxsolve.sparse._size_classes import pad_pattern  # noqa: E402
 
 
@@ -334,30 +335,90 @@ def test_the_values_key_of_a_mirrored_pattern_sorts_nothing(values, n):
         indptr, indices, padded, rows=rows).compile().as_text()
 
 
-@pytest.mark.parametrize("change", ["one-sided entry", "unsorted row", "duplicate"])
-def test_the_values_key_of_another_pattern_sorts(change):
-    # Patterns that are not mirrored keep the key by sorts (key_width 0), of the same order
+def changed_pattern(change: str) -> scipy.sparse.csr_array:
+    """2D Poisson 8² with one change that leaves its pattern not mirrored."""
     A = scipy.sparse.csr_array(np.asarray(matrices.poisson_matrix(8).todense()))
     indptr, indices, data = A.indptr.copy(), A.indices.copy(), A.data.copy()
-    if change == "one-sided entry":
+    if change == "one-sided entries":
         A = A.tolil()
-        A[0, 5] = -0.5
-        A = scipy.sparse.csr_array(A)
-        indptr, indices, data = A.indptr, A.indices, A.data
-    elif change == "unsorted row":
+        A[0, 5], A[30, 3] = -0.5, -0.25
+        return scipy.sparse.csr_array(A)
+    if change == "Dirichlet rows":  # eliminated: the diagonal alone, the columns kept
+        A = A.tocoo()
+        kept = (A.row >= 8) | (A.row == A.col)
+        return scipy.sparse.csr_array((A.data[kept], (A.row[kept], A.col[kept])), A.shape)
+    if change == "upwind convection":  # the downwind couplings dropped
+        A = scipy.sparse.csr_array(np.asarray(matrices.convection_diffusion_matrix_2d(
+            8, epsilon=1e-6, theta=0.3, velocity=1.0).todense()))
+        A = A.tocoo()
+        kept = np.abs(A.data) >= 1e-3 * A.diagonal()[A.row]
+        return scipy.sparse.csr_array((A.data[kept], (A.row[kept], A.col[kept])), A.shape)
+    if change == "unsorted row":
         indices[indptr[9]:indptr[10]] = indices[indptr[9]:indptr[10]][::-1].copy()
     else:  # row 9's first entry stored twice, in place of its second
         indices[indptr[9] + 1] = indices[indptr[9]]
-    A = scipy.sparse.csr_array((data, indices, indptr), shape=A.shape)
+    return scipy.sparse.csr_array((data, indices, indptr), shape=A.shape)
+
+
+def assert_the_key_sorts_nothing(A, width: int, view: bool):
+    """``A``'s device structure orders the couplings of its values' key in rows of
+    ``width`` (in the pattern's mirrored view, or in the pattern), by a program without a
+    sort, to the digest of the three sorts', bit for bit, for several kinds of values."""
+    rng = np.random.default_rng(3)
     pattern, indptr, indices, rows, nnz = finest_pattern(A)
-    padded = jnp.pad(jnp.asarray(A.data, jnp.float32), (0, nnz - A.nnz))
+    structure = None
+    for data in (A.data, rng.integers(1, 4, A.nnz), rng.standard_normal(A.nnz)):
+        padded = jnp.pad(jnp.asarray(data, jnp.float32), (0, nnz - A.nnz))
+        structure = structure or _device_setup.build_device_structure(
+            pattern, padded, amg_config("DEVICE", "SIZE_4"))
+        assert structure.key_width == width and (structure.key_view is not None) == view
+        np.testing.assert_array_equal(  # and as values_key reads them: from the view
+            _device_setup.values_digest(structure, padded),
+            _device_setup._run(_device_setup._coupling_order, indptr, indices, padded,
+                               rows=rows))
+    key = (_device_setup._coupling_order_in_view, (structure.key_view, padded)) if view else (
+        _device_setup._coupling_order_in_rows,
+        (indptr, indices, structure.finest_entry_rows, padded))
+    hlo = jax.jit(key[0], static_argnames=("width", "rows")).lower(
+        *key[1], width=width, rows=rows).compile().as_text()
+    assert " sort(" not in hlo
+
+
+@pytest.mark.parametrize("change", ["one-sided entries", "Dirichlet rows", "upwind convection",
+                                    "unsorted row", "duplicate"])
+def test_the_values_key_of_any_pattern_sorts_nothing(change):
+    # A pattern that is not mirrored (an entry without its mirror, Dirichlet rows
+    # eliminated, upwind convection without diffusion, a row unsorted, an entry stored
+    # twice) gets its mirrored view with its structure, once: new values' key scatters
+    # their magnitudes into it and orders each node's couplings by comparisons within its
+    # rows, to the digest of the three sorts (bit for bit: the values here sum exactly).
+    A = changed_pattern(change)
+    _, indptr, indices, rows, _ = finest_pattern(A)
     assert not _device_setup._run(_device_setup._mirrored, indptr, indices, width=8, rows=rows)
-    if change != "duplicate":  # a structure of a duplicate's pattern: as any other
-        structure = _device_setup.build_device_structure(pattern, padded,
-                                                         amg_config("DEVICE", "SIZE_4"))
-        assert structure.key_width == 0
-        assert _device_setup.values_key(structure, padded) == _device_setup.values_key(
-            structure, 2 * padded)
+    assert_the_key_sorts_nothing(A, 8, view=True)
+
+
+def test_the_values_key_of_wide_rows_sorts_nothing():
+    # A mirrored pattern of 81 entries a row (27-point stencils of 3 unknowns a node, as
+    # 3D elasticity's on hexahedra) orders its couplings in rows of 96, not by sorts.
+    line = scipy.sparse.diags([-1.0, 3.0, -1.0], [-1, 0, 1], shape=(4, 4))
+    stencil = scipy.sparse.kron(scipy.sparse.kron(line, abs(line)), abs(line))  # SPD
+    A = scipy.sparse.csr_array(scipy.sparse.kron(stencil, np.array(
+        [[4.0, 1.0, 0.5], [1.0, 4.0, 1.0], [0.5, 1.0, 4.0]])))
+    A.eliminate_zeros()  # diags' zeros outside the matrix
+    assert np.diff(A.indptr).max() == 81
+    assert_the_key_sorts_nothing(A, 96, view=False)
+
+
+def test_a_pair_hash_tells_pairs_apart():
+    # The matching's last tie-break: distinct for the pairs of one node, and differs
+    # between the two directions of a pair, with index_hash's finalizer.
+    a, b = (x.ravel() for x in jnp.meshgrid(jnp.arange(256), jnp.arange(256)))
+    hashes = np.asarray(pair_hash(a, b)).reshape(256, 256)
+    assert all(len(np.unique(row)) == 256 for row in hashes)
+    assert all(len(np.unique(column)) == 256 for column in hashes.T)
+    assert np.mean(hashes != hashes.T) > 0.99
+    np.testing.assert_array_equal(mix32(jnp.arange(64, dtype=jnp.uint32)), index_hash(64))
 
 
 def test_bad_values_on_a_cached_pattern_raise_as_before():

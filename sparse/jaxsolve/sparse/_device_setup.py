@@ -14,10 +14,11 @@ setup never leaves it — with one wait per level for a few counts:
    node proposes to its unmatched neighbour of largest weight, and mutual proposals
    pair, until no pair forms. Ties go to the neighbour of nearest index, then to the
    edge with an even number of edges of its length before it on its chain
-   (:func:`_first_of_pair`), then to a hash of the pair: on a grid numbered line by line
-   that pairs ``(0, 1), (2, 3), …`` from the start of every line in one handshake, and
-   then those pairs' lines 0 and 1, 2 and 3, … as the host's sequential matching does,
-   where a tie-break by index alone would pair along one line one pair a handshake. A
+   (:func:`_first_of_pair`), then to a hash of the pair (:func:`._index_hash.pair_hash`):
+   on a grid numbered line by line that pairs ``(0, 1), (2, 3), …`` from the start of
+   every line in one handshake, and then those pairs' lines 0 and 1, 2 and 3, … as the
+   host's sequential matching does, where a tie-break by index alone would pair along
+   one line one pair a handshake. A
    node left without an unmatched neighbour joins its strongest paired neighbour's pair,
    as the host's second phase does, or stays alone.
 3. **Numbering** by a cumulative sum over each aggregate's smallest node.
@@ -50,11 +51,15 @@ node's couplings on the finest level, all of the values that the finest matching
 round follows), as the host path keeps one per key of :mod:`._structure_key`: new values
 that couple alike (the next Newton or time step, the matrix scaled) cost that digest and
 one numeric setup, another operator on the pattern a structure of its own
-(:func:`cached_setup`). On a *mirrored* pattern (``(j, i)`` stored with each ``(i, j)``,
-rows sorted: the finite-difference and finite-element patterns) the digest sorts nothing:
-each coupling's place among its row's comes from comparisons within the row
-(:func:`_coupling_order_in_rows`), where a pattern of any other kind takes three sorts
-(:func:`_coupling_order`); the structure keeps no array for it, its widest row alone. As
+(:func:`cached_setup`). The digest sorts nothing: each coupling's place among its row's
+comes from comparisons within the row (:func:`_coupling_order_in_rows`), on a *mirrored*
+pattern (``(j, i)`` stored with each ``(i, j)``, rows sorted: the finite-difference and
+finite-element patterns) in the pattern itself, the structure keeping its widest row
+alone; on any other (Dirichlet rows eliminated, upwind convection, rows unsorted) in its
+*mirrored view* (:class:`KeyView`: the pattern of ``|A| + |A|ᵀ``), built once with the
+structure, into which new values' magnitudes are scattered (:func:`_coupling_order_in_view`).
+Rows of more than :data:`MAX_KEY_WIDTH` entries take three sorts (:func:`_coupling_order`),
+the same digest. As
 the host's, the checks for NaN and zero pivots run before a structure is built; new values
 whose key finds one are checked by the solve's program.
 
@@ -86,6 +91,7 @@ from ._csr_arrays import CsrArrays, CsrStructure
 from ._hierarchy import (Hierarchy, LevelNumbers, _coarsest_numbers, annihilates_constants,
                          check_coarsest_rows, check_stored_diagonal, hierarchy_dtype,
                          sharing_arrays)
+from ._index_hash import pair_hash
 from ._relaxation import power_iteration_start, relaxation_data, stored_diagonal
 from ._structure_key import digest_key, summed_digest
 from ._size_classes import (coarsest_rows, finest_nonzeros, finest_rows, grown_size,
@@ -98,8 +104,9 @@ __all__ = ["DeviceStructure", "build_device_structure", "cached_setup", "finest_
 TINY = 64
 # The most handshakes of one matching round; nodes still unmatched then join a pair.
 MAX_HANDSHAKES = 64
-# The widest finest rows whose couplings values_key orders by comparisons, not sorts.
-MAX_KEY_WIDTH = 64
+# The widest finest rows (of the pattern, or of its mirrored view) whose couplings values_key
+# orders by comparisons, a pass over the entries each, not by sorts.
+MAX_KEY_WIDTH = 128
 # The compiled programs of the structure's levels, by kind of level.
 PROGRAMS = CompiledPrograms("device setup", kept=256)
 # The numeric setups of concrete values, by shape and kind of values: run now, also while a
@@ -137,6 +144,20 @@ class DeviceLevelArrays(NamedTuple):
     coarse_position: jax.Array
 
 
+class KeyView(NamedTuple):
+    """The *mirrored view* of a finest pattern that is not mirrored (a pytree, built once
+    per structure by :func:`_key_view`): the pattern of ``|A| + |A|ᵀ`` (every row's
+    columns increasing, each ``(i, j)`` and ``(j, i)`` once, padded to a size class), its
+    entries' rows, and ``position``: where each of the finest entries lands among its
+    entries (past the end on padding entries). New values' key scatters their magnitudes
+    there and orders the couplings within the view's rows (:func:`_coupling_order_in_view`)."""
+
+    indptr: jax.Array
+    indices: jax.Array
+    entry_rows: jax.Array
+    position: jax.Array
+
+
 class DeviceArrays(NamedTuple):
     """Every level's arrays, the coarsest operator's pattern, its diagonal positions and
     entries' rows, and ``rows``: the true rows of each level and of the coarsest."""
@@ -168,9 +189,11 @@ class DeviceStructure:
       sizes: the true ``(rows, nonzeros)`` of every level, the coarsest last.
       solve_diagonal: the finest operator's diagonal positions for the solve's check of
         them, a padding row pointing at the first row's.
-      key_width: where the pattern is mirrored and its rows hold at most
-        :data:`MAX_KEY_WIDTH` entries, their most, rounded up to a power of two from 8
+      key_width: where the rows of the pattern, or of its mirrored view, hold at most
+        :data:`MAX_KEY_WIDTH` entries, their most, rounded up by :func:`_width_class`
         (:func:`values_key` sorts nothing; a program per such width), else 0.
+      key_view: the pattern's :class:`KeyView` where it is not mirrored and ``key_width``
+        is not 0, else None.
       setup_seconds: the time the build took (``"device"``: its programs, waits
         included; ``"to the device"``: the finest pattern's copy).
     """
@@ -181,6 +204,7 @@ class DeviceStructure:
     solve_diagonal: jax.Array
     setup_seconds: dict[str, float]
     key_width: int = 0
+    key_view: KeyView | None = None
 
     @property
     def config(self) -> AMGConfig:
@@ -241,8 +265,12 @@ def build_device_structure(pattern: CsrStructure, values: jax.Array | None,
     seconds = {"to the device": time.perf_counter() - clock}
     clock = time.perf_counter()
     width = _width_class(int(np.diff(pattern.indptr).max(initial=0)))
-    *triplets, mirrored = _run(_finest_level, indptr, indices, values,
-                               width=min(width, MAX_KEY_WIDTH), rows=rows)
+    *triplets, mirrored = _run(_finest_level, indptr, indices, values, width=width, rows=rows)
+    key_view = None
+    if not mirrored:  # ordered in the mirrored view, built now for every later key
+        key_view, width = _key_view(indptr, indices, rows)
+    if width > MAX_KEY_WIDTH:
+        width, key_view = 0, None
     levels: list[DeviceLevelArrays] = []
     sizes: list[LevelSizes] = []
     true_sizes = [(pattern.n_rows, pattern.nnz)]
@@ -281,13 +309,12 @@ def build_device_structure(pattern: CsrStructure, values: jax.Array | None,
                           coarsest_row_ids=coarsest_row_ids, rows=level_rows)
     solve_diagonal = _run(_solve_diagonal, levels[0].diagonal if levels else coarsest_diagonal,
                           np.int32(pattern.n_rows))
-    jax.block_until_ready((arrays, solve_diagonal))
-    if width > MAX_KEY_WIDTH or not mirrored:
-        width = 0
+    jax.block_until_ready((arrays, solve_diagonal, key_view))
     seconds["device"] = time.perf_counter() - clock
     return DeviceStructure(shape=DeviceShape(config, tuple(sizes), (rows, triplets[0].shape[0])),
                            arrays=arrays, sizes=tuple(true_sizes),
-                           solve_diagonal=solve_diagonal, setup_seconds=seconds, key_width=width)
+                           solve_diagonal=solve_diagonal, setup_seconds=seconds, key_width=width,
+                           key_view=key_view)
 
 
 def cached_setup(pattern: CsrStructure, pattern_key: str, values: jax.Array | None,
@@ -373,10 +400,11 @@ def values_key(structure: DeviceStructure, values: jax.Array) -> str:
     aggregate differently there keep the first values' structure, a correct hierarchy
     (their own Galerkin products), as AmgX's ``structure_reuse_levels`` keeps one.
     The digest is two 32-bit sums of hashed words, computed on the device by a program
-    compiled once per size class, without a sort on a mirrored pattern
-    (:attr:`DeviceStructure.key_width`); reading it back is one wait for the device, which a
-    checked solve does not wait for (:func:`values_digest`). The key names the values'
-    devices too: values on another device get a structure there.
+    compiled once per size class, without a sort where rows hold at most
+    :data:`MAX_KEY_WIDTH` entries (:attr:`DeviceStructure.key_width`); reading it back is
+    one wait for the device, which a checked solve does not wait for
+    (:func:`values_digest`). The key names the values' devices too: values on another
+    device get a structure there.
     """
     return digest_key(values_digest(structure, values)) + "@" + ",".join(
         sorted(str(device) for device in values.devices()))
@@ -386,14 +414,19 @@ def values_digest(structure: DeviceStructure, values: jax.Array) -> jax.Array:
     """The ``(2,)`` uint32 digest of :func:`values_key`, left on the device of ``values``:
     a solve's program compares it with a structure's (:attr:`._setup.System.setup`)."""
     finest = structure.finest
-    pattern = (finest.indptr, finest.indices, structure.finest_entry_rows)
+    pattern = (finest.indptr, finest.indices, structure.finest_entry_rows, structure.key_view)
     devices = values.devices()
     if len(devices) == 1 and finest.indices.devices() != devices:  # another device's
         with jax.ensure_compile_time_eval():
             pattern = jax.device_put(pattern, values.sharding)
-    return (_run(_coupling_order_in_rows, *pattern, values, width=structure.key_width,
-                 rows=finest.n_rows) if structure.key_width
-            else _run(_coupling_order, *pattern[:2], values, rows=finest.n_rows))
+    *pattern, view = pattern
+    if not structure.key_width:
+        return _run(_coupling_order, *pattern[:2], values, rows=finest.n_rows)
+    if view is not None:
+        return _run(_coupling_order_in_view, view, values, width=structure.key_width,
+                    rows=finest.n_rows)
+    return _run(_coupling_order_in_rows, *pattern, values, width=structure.key_width,
+                rows=finest.n_rows)
 
 
 def numbers_now(structure: DeviceStructure, values: jax.Array) -> Hierarchy:
@@ -546,10 +579,11 @@ class _Coarsening(NamedTuple):
 
 
 def _width_class(width: int) -> int:
-    """``width`` rounded up to a power of two, at least 8: the rows' widths that the
-    programs of :func:`_coupling_order_in_rows` are compiled for (statically: a loop of
-    known trips, with no wait on a GPU for its condition)."""
-    return max(8, 1 << (width - 1).bit_length())
+    """``width`` rounded up to a power of two from 8 to 64, above that to a multiple of 32:
+    the rows' widths that the programs of :func:`_coupling_order_in_rows` are compiled for
+    (statically: a loop of known trips, with no wait on a GPU for its condition), each
+    trip a pass over the entries (3D elasticity's 81 entries a row: 96)."""
+    return max(8, 1 << (width - 1).bit_length()) if width <= 64 else -(-width // 32) * 32
 
 
 def _finest_level(indptr, indices, values, *, width, rows):
@@ -630,8 +664,10 @@ def _coupling_order(indptr, indices, values, *, rows):
     hashed with whether its weight is positive and whether it is larger than the one
     before. Reads the true rows and entries alone, so equal for every padding of them.
 
-    Any pattern: three sorts (the edges, then the couplings by weight and by node); a
-    mirrored one's digest is :func:`_coupling_order_in_rows`'s, which sorts nothing."""
+    Any pattern: three sorts (the edges, then the couplings by weight and by node); the
+    same digest without a sort: :func:`_coupling_order_in_rows`'s on a mirrored pattern,
+    :func:`_coupling_order_in_view`'s on any other, each for rows of up to
+    :data:`MAX_KEY_WIDTH` entries."""
     entry_rows, cols, magnitudes = _finest_triplets(indptr, indices, values, rows=rows)
     _, _, low, high, weights, count = _couplings(entry_rows, cols, magnitudes, rows,
                                                  weighted=True)
@@ -642,6 +678,59 @@ def _coupling_order(indptr, indices, values, *, rows):
     by_weight = _stable_order(_ordered_bits(weights))
     order = by_weight[_stable_order(s[by_weight].astype(jnp.uint32))]
     return _order_digest(s[order], d[order], weights[order], 2 * count)
+
+
+def _key_view(indptr, indices, rows: int) -> tuple[KeyView, int]:
+    """The :class:`KeyView` of a finest pattern that is not mirrored (padded, on the
+    device), and the :func:`_width_class` of its widest row: one sort of the pattern's
+    entries and their mirrors (:func:`_mirrored_pairs`), once per structure, and one wait
+    for the view's size, cut to :func:`~._size_classes.finest_nonzeros` of it."""
+    pairs_rows, pairs_cols, position, counts = _run(_mirrored_pairs, indptr, indices, rows=rows)
+    count, widest = (int(x) for x in np.asarray(counts))
+    view = _run(_view_arrays, pairs_rows, pairs_cols, position, rows=rows,
+                size=finest_nonzeros(count))
+    return view, _width_class(widest)
+
+
+def _mirrored_pairs(indptr, indices, *, rows):
+    """The distinct ``(i, j)`` of the pattern's entries and of their mirrors ``(j, i)``,
+    sorted (:func:`_summed_triplets`; rows past ``rows - 1`` past their count), where each
+    entry lands among them, and ``[count, widest]``: their number, and the most in a row."""
+    entry_rows, cols, _ = _finest_triplets(indptr, indices, jnp.zeros(indices.shape[0]),
+                                           rows=rows)
+    inside = entry_rows < rows
+    pairs_rows, pairs_cols, _, position, count = _summed_triplets(
+        jnp.concatenate([entry_rows, jnp.where(inside, cols, rows)]),
+        jnp.concatenate([cols, jnp.where(inside, entry_rows, 0)]),
+        jnp.zeros(2 * indices.shape[0], jnp.int32), rows)
+    widths = jnp.zeros(rows, jnp.int32).at[pairs_rows].add(1, mode="drop")
+    return (pairs_rows, pairs_cols, position[:indices.shape[0]],
+            jnp.stack([count, jnp.max(widths)]))
+
+
+def _view_arrays(pairs_rows, pairs_cols, position, *, rows, size):
+    """The :class:`KeyView` of :func:`_mirrored_pairs`'s, cut or padded to ``size``
+    entries (at least their count)."""
+    extra = max(size - pairs_rows.shape[0], 0)
+    view_rows = jnp.pad(pairs_rows[:size], (0, extra), constant_values=rows)
+    view = _csr_pattern(view_rows, jnp.pad(pairs_cols[:size], (0, extra)), rows)
+    return KeyView(view.indptr, view.indices, jnp.where(view_rows < rows, view_rows, 0),
+                   position)
+
+
+def _coupling_order_in_view(view, values, *, width, rows):
+    """:func:`_coupling_order`'s digest, bit for bit where no entry is stored twice, of a
+    pattern that is not mirrored, by its :class:`KeyView` ``view`` (rows of at most
+    ``width`` entries), without a sort: the values' magnitudes scattered into the view,
+    each mirror of an unstored entry 0, then :func:`_coupling_order_in_rows` (a coupling's
+    weight there ``m_ij + m_ji``, the sum of the same numbers as the edges', ``+ 0`` alone
+    exact). Entries stored twice are summed at their place in the view first, and their
+    mirror's added after: the same numbers in another order."""
+    magnitudes = jnp.abs(values)
+    magnitudes = jnp.zeros(view.indices.shape[0], magnitudes.dtype).at[view.position].add(
+        magnitudes, mode="drop")
+    return _coupling_order_in_rows(view.indptr, view.indices, view.entry_rows, magnitudes,
+                                   width=width, rows=rows)
 
 
 def _coupling_order_in_rows(indptr, indices, entry_rows, values, *, width, rows):
@@ -768,7 +857,7 @@ def _match(low, high, weights, count, rows):
     edge = (low < rows) & (weights > 0)
     distance = high - low
     aligned = _first_of_pair(low, high, edge)
-    tie = _pair_hash(low, high)
+    tie = (pair_hash(low, high) >> 1).astype(jnp.int32)  # not negative
     # Each edge seen from both ends: from s to d (padding edges from past the end, to 0).
     edge, weights, distance, aligned, tie = (jnp.concatenate([x, x]) for x in (
         edge, weights, distance, aligned, tie))
@@ -921,16 +1010,6 @@ def _segment_best(keys, segments, count, *, larger):
     best = jnp.full(count, empty, keys.dtype)
     return (best.at[segments].max(keys, mode="drop") if larger
             else best.at[segments].min(keys, mode="drop"))
-
-
-def _pair_hash(low, high):
-    """A hash of the node pair ``(low, high)``, non-negative int32: the handshake's last
-    tie-break, so that equal couplings pair in no one direction."""
-    x = (low.astype(jnp.uint32) * jnp.uint32(0x9E3779B1)) ^ (
-        (high.astype(jnp.uint32) + jnp.uint32(0x7F4A7C15)) * jnp.uint32(0x85EBCA77))
-    x = (x ^ (x >> 15)) * jnp.uint32(0x2C1B3C6D)
-    x = x ^ (x >> 12)
-    return (x >> 1).astype(jnp.int32)
 
 
 def _csr_pattern(entry_rows, cols, rows):
