@@ -360,15 +360,18 @@ def changed_pattern(change: str) -> scipy.sparse.csr_array:
     return scipy.sparse.csr_array((data, indices, indptr), shape=A.shape)
 
 
-def assert_the_key_sorts_nothing(A, width: int, view: bool):
+def assert_the_key_sorts_nothing(A, width: int, view: bool, device=None):
     """``A``'s device structure orders the couplings of its values' key in rows of
     ``width`` (in the pattern's mirrored view, or in the pattern), by a program without a
-    sort, to the digest of the three sorts', bit for bit, for several kinds of values."""
+    sort, to the digest of the three sorts', bit for bit, for several kinds of values (on
+    ``device``, or the default one)."""
     rng = np.random.default_rng(3)
     pattern, indptr, indices, rows, nnz = finest_pattern(A)
+    indptr, indices = jax.device_put((indptr, indices), device)
     structure = None
     for data in (A.data, rng.integers(1, 4, A.nnz), rng.standard_normal(A.nnz)):
-        padded = jnp.pad(jnp.asarray(data, jnp.float32), (0, nnz - A.nnz))
+        padded = jax.device_put(jnp.pad(jnp.asarray(data, jnp.float32), (0, nnz - A.nnz)),
+                                device)
         structure = structure or _device_setup.build_device_structure(
             pattern, padded, amg_config("DEVICE", "SIZE_4"))
         assert structure.key_width == width and (structure.key_view is not None) == view
@@ -381,7 +384,7 @@ def assert_the_key_sorts_nothing(A, width: int, view: bool):
         (indptr, indices, structure.finest_entry_rows, padded))
     hlo = jax.jit(key[0], static_argnames=("width", "rows")).lower(
         *key[1], width=width, rows=rows).compile().as_text()
-    assert " sort(" not in hlo
+    assert " sort(" not in hlo and "Sort" not in hlo  # nor CUB's on a GPU
 
 
 @pytest.mark.parametrize("change", ["one-sided entries", "Dirichlet rows", "upwind convection",
@@ -636,6 +639,16 @@ def test_the_galerkin_pattern_sorts_by_cub_radix_sort_on_a_gpu(end, request):
 
 def kept_structures() -> list:
     return [entry.structure for _, entry in _cache._CACHE.items()]
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not any(d.platform == "gpu" for d in jax.devices()), reason="needs a GPU")
+@pytest.mark.parametrize("change", ["Dirichlet rows", "upwind convection"])
+def test_the_values_key_of_any_pattern_sorts_nothing_on_a_gpu(change):
+    # The mirrored view on the GPU: built there, its key's program holds no sort (nor
+    # CUB's radix sort) and gives the three sorts' digest, as on the CPU.
+    assert_the_key_sorts_nothing(changed_pattern(change), 8, view=True,
+                                 device=jax.devices("gpu")[0])
 
 
 @pytest.mark.parametrize("selector, amg", [("SIZE_4", {}),  # set up on a GPU, and not
