@@ -230,6 +230,24 @@ def test_another_operator_on_the_pattern_gets_a_structure_of_its_own():
     assert sparse.cache_info().misses == misses
 
 
+def test_the_operators_of_a_pattern_share_its_mirrored_view():
+    # A pattern that is not mirrored (an explicit zero stored without its mirror): a
+    # second operator's structure on it takes the first's mirrored view, built once.
+    A = scipy.sparse.csr_array(np.asarray(matrices.poisson_matrix(20).todense())).tocoo()
+    A = scipy.sparse.csr_array((np.append(A.data, 0.0), (np.append(A.row, 0),
+                                                         np.append(A.col, 47))), A.shape)
+    A.sort_indices()
+    assert A.nnz == 20 * 20 * 5 - 4 * 20 + 1
+    b = matrices.rhs_random(A.shape[0], seed=5)
+    sparse.clear_cache()
+    for operator in (sparse.as_csr(A), weak_horizontal_couplings(A)):
+        sparse.solve(operator, b, config=config("DEVICE"))
+    first, second = (entry.structure for entry in kept_entries().values())
+    assert first.key_view is not None and second.key_view is first.key_view
+    assert not np.array_equal(first.arrays.levels[0].aggregates,
+                              second.arrays.levels[0].aggregates)
+
+
 def test_reuse_setup_keeps_the_latest_structure_and_numbers():
     A = sparse.as_csr(matrices.poisson_matrix(20))
     weak = weak_horizontal_couplings(matrices.poisson_matrix(20))

@@ -223,7 +223,7 @@ class DeviceStructure:
 
 
 def build_device_structure(pattern: CsrStructure, values: jax.Array | None,
-                           config: AMGConfig, *, finest: CsrArrays | None = None
+                           config: AMGConfig, *, earlier: DeviceStructure | None = None
                            ) -> DeviceStructure:
     """Builds the aggregation hierarchy's structure of ``pattern`` on the device.
 
@@ -237,9 +237,10 @@ def build_device_structure(pattern: CsrStructure, values: jax.Array | None,
         :func:`finest_sizes`, whose magnitudes the couplings follow; None to couple by the
         pattern alone (each stored direction of a pair ½, on every level).
       config: an unsmoothed aggregation configuration of a scalar system.
-      finest: the padded finest pattern on the device of an earlier structure of
-        ``pattern`` (:attr:`DeviceStructure.finest`), taken instead of a new copy when its
-        sizes and devices are this one's.
+      earlier: an earlier structure of ``pattern``, whose padded finest pattern on the
+        device (:attr:`DeviceStructure.finest`) and key view this one takes instead of new
+        ones when its sizes and devices are this one's: a pattern's mirrored view is built
+        once, whatever the operators on it.
 
     Raises:
       ValueError: if a row stores no diagonal entry, or the coarsest level has too many
@@ -248,9 +249,11 @@ def build_device_structure(pattern: CsrStructure, values: jax.Array | None,
     clock = time.perf_counter()
     rows, nnz = finest_sizes(pattern.n_rows, pattern.nnz)
     weighted = values is not None
+    finest = None if earlier is None else earlier.finest
+    shared = finest is not None and (finest.n_rows, finest.indices.shape[0]) == (rows, nnz) and (
+        values is None or finest.indices.devices() == values.devices())
     with jax.ensure_compile_time_eval():  # concrete, also while a caller's jit traces
-        if finest is not None and (finest.n_rows, finest.indices.shape[0]) == (rows, nnz) and (
-                values is None or finest.indices.devices() == values.devices()):
+        if shared:
             indptr, indices = finest.indptr, finest.indices
         else:
             padded = pad_pattern(pattern, rows, nnz)
@@ -267,7 +270,9 @@ def build_device_structure(pattern: CsrStructure, values: jax.Array | None,
     width = _width_class(int(np.diff(pattern.indptr).max(initial=0)))
     *triplets, mirrored = _run(_finest_level, indptr, indices, values, width=width, rows=rows)
     key_view = None
-    if not mirrored:  # ordered in the mirrored view, built now for every later key
+    if shared:
+        width, key_view = earlier.key_width, earlier.key_view
+    elif not mirrored:  # ordered in the mirrored view, built now for every later key
         key_view, width = _key_view(indptr, indices, rows)
     if width > MAX_KEY_WIDTH:
         width, key_view = 0, None
@@ -361,7 +366,7 @@ def cached_setup(pattern: CsrStructure, pattern_key: str, values: jax.Array | No
         structure = build_device_structure(
             pattern, None if values is None else padded(
                 values, finest_sizes(pattern.n_rows, pattern.nnz)[1]),
-            config, finest=seen[0][0].finest if seen else None)  # the pattern not sent again
+            config, earlier=seen[0][0] if seen else None)  # the pattern not sent again
         return _cache.CacheEntry(structure, numbers=None, built_for=None if values is None
                                  else key_of_values(structure))
 
