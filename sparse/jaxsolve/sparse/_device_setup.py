@@ -764,13 +764,15 @@ def _coupling_order_in_rows(indptr, indices, entry_rows, values, *, width, rows)
     weights = jnp.where(coupling & (scale > 0), summed / (2 * jnp.where(scale > 0, scale, 1)),
                         0)
     bits = _ordered_bits(weights)
+    # Past every (finite) weight's bits: an entry that is no coupling is before none.
+    bits = jnp.where(coupling, bits, ~jnp.zeros_like(bits))
     tie = jnp.where(cols > entry_rows, cols, cols + rows)  # the edges' order at equal weight
     start = _take(indptr, entry_rows)
     end = _take(indptr, entry_rows + 1)
 
     def count_before(k, rank):  # the row's k-th entry, if a coupling ordered before
         other = jnp.minimum(start + k, entry_rows.shape[0] - 1)
-        before = (start + k < end) & coupling[other] & (
+        before = (start + k < end) & (
             (bits[other] < bits) | ((bits[other] == bits) & (tie[other] < tie)))
         return rank + before.astype(jnp.int32)
 
