@@ -246,6 +246,11 @@ def test_the_operators_of_a_pattern_share_its_mirrored_view():
     assert first.key_view is not None and second.key_view is first.key_view
     assert not np.array_equal(first.arrays.levels[0].aggregates,
                               second.arrays.levels[0].aggregates)
+    # describe counts it with the structure's arrays: its bytes beside those of the
+    # mirrored pattern without the explicit zero (arrays of the same sizes)
+    plans = [sparse.describe(sparse.as_csr(B), config("DEVICE")).bytes_kept["product plans"]
+             for B in (A, scipy.sparse.csr_array(matrices.poisson_matrix(20).todense()))]
+    assert plans[0] - plans[1] == sum(x.nbytes for x in jax.tree.leaves(first.key_view))
 
 
 def test_reuse_setup_keeps_the_latest_structure_and_numbers():
