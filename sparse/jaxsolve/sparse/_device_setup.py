@@ -56,10 +56,11 @@ comes from comparisons within the row (:func:`_coupling_order_in_rows`), on a *m
 pattern (``(j, i)`` stored with each ``(i, j)``, rows sorted: the finite-difference and
 finite-element patterns) in the pattern itself, the structure keeping its widest row
 alone; on any other (Dirichlet rows eliminated, upwind convection, rows unsorted) in its
-*mirrored view* (:class:`KeyView`: the pattern of ``|A| + |A|ᵀ``), built once with the
-structure, into which new values' magnitudes are scattered (:func:`_coupling_order_in_view`).
-Rows of more than :data:`MAX_KEY_WIDTH` entries take three sorts (:func:`_coupling_order`),
-the same digest. As
+*mirrored view* (:class:`KeyView`: the pattern of ``|A| + |A|ᵀ``), built once per
+pattern, into which new values' magnitudes are scattered (:func:`_coupling_order_in_view`).
+The entries of rows of more than :data:`MAX_KEY_WIDTH` entries (a dense constraint row)
+are ordered by one sort of theirs alone (:func:`_ranks_in_wide_rows`). The digest is the
+one three sorts of the couplings would give, bit for bit. As
 the host's, the checks for NaN and zero pivots run before a structure is built; new values
 whose key finds one are checked by the solve's program.
 
@@ -105,7 +106,7 @@ TINY = 64
 # The most handshakes of one matching round; nodes still unmatched then join a pair.
 MAX_HANDSHAKES = 64
 # The widest finest rows (of the pattern, or of its mirrored view) whose couplings values_key
-# orders by comparisons, a pass over the entries each, not by sorts.
+# orders by comparisons, a pass over the entries each; wider rows' entries it sorts alone.
 MAX_KEY_WIDTH = 128
 # The compiled programs of the structure's levels, by kind of level.
 PROGRAMS = CompiledPrograms("device setup", kept=256)
@@ -189,11 +190,13 @@ class DeviceStructure:
       sizes: the true ``(rows, nonzeros)`` of every level, the coarsest last.
       solve_diagonal: the finest operator's diagonal positions for the solve's check of
         them, a padding row pointing at the first row's.
-      key_width: where the rows of the pattern, or of its mirrored view, hold at most
-        :data:`MAX_KEY_WIDTH` entries, their most, rounded up by :func:`_width_class`
-        (:func:`values_key` sorts nothing; a program per such width), else 0.
-      key_view: the pattern's :class:`KeyView` where it is not mirrored and ``key_width``
-        is not 0, else None.
+      key_width: the most entries in a row of at most :data:`MAX_KEY_WIDTH` of the
+        pattern, or of its mirrored view, rounded up by :func:`_width_class`: the passes
+        of :func:`values_key`'s comparisons within rows (a program per such width).
+      key_view: the pattern's :class:`KeyView` where it is not mirrored, else None.
+      wide_entries: the positions of the entries of its (or its view's) rows of more than
+        :data:`MAX_KEY_WIDTH` entries, padded with the entries' number to a size class,
+        which :func:`values_key` orders by a sort of theirs alone; None where none.
       setup_seconds: the time the build took (``"device"``: its programs, waits
         included; ``"to the device"``: the finest pattern's copy).
     """
@@ -203,8 +206,9 @@ class DeviceStructure:
     sizes: tuple[tuple[int, int], ...]
     solve_diagonal: jax.Array
     setup_seconds: dict[str, float]
-    key_width: int = 0
+    key_width: int = 8
     key_view: KeyView | None = None
+    wide_entries: jax.Array | None = None
 
     @property
     def config(self) -> AMGConfig:
@@ -269,13 +273,12 @@ def build_device_structure(pattern: CsrStructure, values: jax.Array | None,
     clock = time.perf_counter()
     width = _width_class(int(np.diff(pattern.indptr).max(initial=0)))
     *triplets, mirrored = _run(_finest_level, indptr, indices, values, width=width, rows=rows)
-    key_view = None
     if shared:
-        width, key_view = earlier.key_width, earlier.key_view
-    elif not mirrored:  # ordered in the mirrored view, built now for every later key
-        key_view, width = _key_view(indptr, indices, rows)
-    if width > MAX_KEY_WIDTH:
-        width, key_view = 0, None
+        width, key_view, wide = earlier.key_width, earlier.key_view, earlier.wide_entries
+    else:  # not mirrored: ordered in the mirrored view, built now for every later key
+        key_view = None if mirrored else _key_view(indptr, indices, rows)
+        width, wide = _key_rows(indices if key_view is None else key_view.indices,
+                                indptr if key_view is None else key_view.indptr, rows)
     levels: list[DeviceLevelArrays] = []
     sizes: list[LevelSizes] = []
     true_sizes = [(pattern.n_rows, pattern.nnz)]
@@ -314,12 +317,12 @@ def build_device_structure(pattern: CsrStructure, values: jax.Array | None,
                           coarsest_row_ids=coarsest_row_ids, rows=level_rows)
     solve_diagonal = _run(_solve_diagonal, levels[0].diagonal if levels else coarsest_diagonal,
                           np.int32(pattern.n_rows))
-    jax.block_until_ready((arrays, solve_diagonal, key_view))
+    jax.block_until_ready((arrays, solve_diagonal, key_view, wide))
     seconds["device"] = time.perf_counter() - clock
     return DeviceStructure(shape=DeviceShape(config, tuple(sizes), (rows, triplets[0].shape[0])),
                            arrays=arrays, sizes=tuple(true_sizes),
                            solve_diagonal=solve_diagonal, setup_seconds=seconds, key_width=width,
-                           key_view=key_view)
+                           key_view=key_view, wide_entries=wide)
 
 
 def cached_setup(pattern: CsrStructure, pattern_key: str, values: jax.Array | None,
@@ -392,7 +395,8 @@ def concrete_numbers(structure: DeviceStructure, values: jax.Array,
 def values_key(structure: DeviceStructure, values: jax.Array) -> str:
     """The key of concrete ``values`` (padded to ``structure``'s finest nonzeros) for
     device structures of ``structure``'s pattern and configuration: a digest of the order
-    of every node's couplings on the finest level, ties included (:func:`_coupling_order`).
+    of every node's couplings on the finest level, ties included
+    (:func:`_coupling_order_in_rows`).
 
     That order is all of the values that the finest level's first round of matching
     follows (the handshake and the joining of nodes left alone compare a node's couplings
@@ -406,7 +410,8 @@ def values_key(structure: DeviceStructure, values: jax.Array) -> str:
     (their own Galerkin products), as AmgX's ``structure_reuse_levels`` keeps one.
     The digest is two 32-bit sums of hashed words, computed on the device by a program
     compiled once per size class, without a sort where rows hold at most
-    :data:`MAX_KEY_WIDTH` entries (:attr:`DeviceStructure.key_width`); reading it back is
+    :data:`MAX_KEY_WIDTH` entries (:attr:`DeviceStructure.key_width`), else with one of
+    the wider rows' entries alone (:func:`_ranks_in_wide_rows`); reading it back is
     one wait for the device, which a checked solve does not wait for
     (:func:`values_digest`). The key names the values' devices too: values on another
     device get a structure there.
@@ -419,18 +424,17 @@ def values_digest(structure: DeviceStructure, values: jax.Array) -> jax.Array:
     """The ``(2,)`` uint32 digest of :func:`values_key`, left on the device of ``values``:
     a solve's program compares it with a structure's (:attr:`._setup.System.setup`)."""
     finest = structure.finest
-    pattern = (finest.indptr, finest.indices, structure.finest_entry_rows, structure.key_view)
+    pattern = (finest.indptr, finest.indices, structure.finest_entry_rows, structure.key_view,
+               structure.wide_entries)
     devices = values.devices()
     if len(devices) == 1 and finest.indices.devices() != devices:  # another device's
         with jax.ensure_compile_time_eval():
             pattern = jax.device_put(pattern, values.sharding)
-    *pattern, view = pattern
-    if not structure.key_width:
-        return _run(_coupling_order, *pattern[:2], values, rows=finest.n_rows)
+    *pattern, view, wide = pattern
     if view is not None:
-        return _run(_coupling_order_in_view, view, values, width=structure.key_width,
+        return _run(_coupling_order_in_view, view, values, wide, width=structure.key_width,
                     rows=finest.n_rows)
-    return _run(_coupling_order_in_rows, *pattern, values, width=structure.key_width,
+    return _run(_coupling_order_in_rows, *pattern, values, wide, width=structure.key_width,
                 rows=finest.n_rows)
 
 
@@ -662,45 +666,50 @@ def _couplings(entry_rows, cols, magnitudes, rows, *, weighted):
     return inside, on_diagonal, low, high, weights, count
 
 
-def _coupling_order(indptr, indices, values, *, rows):
-    """``(2,)`` uint32: a digest of the order of each node's couplings on the finest level
-    (:func:`values_key`): the neighbours of every node sorted by the weight of their
-    coupling (stably: ties in the order of the edges, which the pattern alone sets), each
-    hashed with whether its weight is positive and whether it is larger than the one
-    before. Reads the true rows and entries alone, so equal for every padding of them.
-
-    Any pattern: three sorts (the edges, then the couplings by weight and by node); the
-    same digest without a sort: :func:`_coupling_order_in_rows`'s on a mirrored pattern,
-    :func:`_coupling_order_in_view`'s on any other, each for rows of up to
-    :data:`MAX_KEY_WIDTH` entries."""
-    entry_rows, cols, magnitudes = _finest_triplets(indptr, indices, values, rows=rows)
-    _, _, low, high, weights, count = _couplings(entry_rows, cols, magnitudes, rows,
-                                                 weighted=True)
-    both = jnp.concatenate([low, low]) < rows  # each edge from both ends; padding ones
-    s = jnp.where(both, jnp.concatenate([low, high]), rows)  # from s (last: padding)
-    d = jnp.where(both, jnp.concatenate([high, low]), 0)  # to d
-    weights = jnp.where(both, jnp.concatenate([weights, weights]), 0)
-    by_weight = _stable_order(_ordered_bits(weights))
-    order = by_weight[_stable_order(s[by_weight].astype(jnp.uint32))]
-    return _order_digest(s[order], d[order], weights[order], 2 * count)
-
-
-def _key_view(indptr, indices, rows: int) -> tuple[KeyView, int]:
+def _key_view(indptr, indices, rows: int) -> KeyView:
     """The :class:`KeyView` of a finest pattern that is not mirrored (padded, on the
-    device), and the :func:`_width_class` of its widest row: one sort of the pattern's
-    entries and their mirrors (:func:`_mirrored_pairs`), once per structure, and one wait
-    for the view's size, cut to :func:`~._size_classes.finest_nonzeros` of it."""
-    pairs_rows, pairs_cols, position, counts = _run(_mirrored_pairs, indptr, indices, rows=rows)
-    count, widest = (int(x) for x in np.asarray(counts))
-    view = _run(_view_arrays, pairs_rows, pairs_cols, position, rows=rows,
-                size=finest_nonzeros(count))
-    return view, _width_class(widest)
+    device): one sort of the pattern's entries and their mirrors (:func:`_mirrored_pairs`),
+    once per pattern, and one wait for the view's size, cut to
+    :func:`~._size_classes.finest_nonzeros` of it."""
+    pairs_rows, pairs_cols, position, count = _run(_mirrored_pairs, indptr, indices, rows=rows)
+    return _run(_view_arrays, pairs_rows, pairs_cols, position, rows=rows,
+                size=finest_nonzeros(int(count)))
+
+
+def _key_rows(indices, indptr, rows: int) -> tuple[int, jax.Array | None]:
+    """:attr:`DeviceStructure.key_width` and :attr:`~DeviceStructure.wide_entries` of the
+    pattern (or view) of ``indptr`` and ``indices`` (padded, on the device): one wait for
+    two counts (:func:`_row_widths`)."""
+    widest, wide = (int(x) for x in np.asarray(_run(_row_widths, indptr, rows=rows)))
+    return _width_class(widest), None if not wide else _run(
+        _wide_entries, indices, indptr, rows=rows, size=size_class(wide))
+
+
+def _row_widths(indptr, *, rows):
+    """``[widest, wide]``: the most entries in a row of at most :data:`MAX_KEY_WIDTH`, and
+    the entries of the rows of more."""
+    widths = jnp.diff(indptr)[:rows]
+    wide = widths > MAX_KEY_WIDTH
+    return jnp.stack([jnp.max(jnp.where(wide, 0, widths)),
+                      jnp.sum(jnp.where(wide, widths, 0), dtype=widths.dtype)])
+
+
+def _wide_entries(indices, indptr, *, rows, size):
+    """The positions of the entries of the rows of more than :data:`MAX_KEY_WIDTH` entries,
+    in order, padded with the number of entries to ``size`` (at least theirs)."""
+    nnz = indices.shape[0]
+    entries = jnp.arange(nnz, dtype=jnp.int32)
+    entry_rows = (jnp.searchsorted(indptr, entries, side="right") - 1).astype(jnp.int32)
+    widths = jnp.diff(indptr)
+    wide = (entries < indptr[-1]) & (_take(widths, entry_rows) > MAX_KEY_WIDTH)
+    slot = jnp.where(wide, jnp.cumsum(wide, dtype=jnp.int32) - 1, size)
+    return jnp.full(size, nnz, jnp.int32).at[slot].set(entries, mode="drop")
 
 
 def _mirrored_pairs(indptr, indices, *, rows):
     """The distinct ``(i, j)`` of the pattern's entries and of their mirrors ``(j, i)``,
     sorted (:func:`_summed_triplets`; rows past ``rows - 1`` past their count), where each
-    entry lands among them, and ``[count, widest]``: their number, and the most in a row."""
+    entry lands among them, and their number."""
     entry_rows, cols, _ = _finest_triplets(indptr, indices, jnp.zeros(indices.shape[0]),
                                            rows=rows)
     inside = entry_rows < rows
@@ -708,9 +717,7 @@ def _mirrored_pairs(indptr, indices, *, rows):
         jnp.concatenate([entry_rows, jnp.where(inside, cols, rows)]),
         jnp.concatenate([cols, jnp.where(inside, entry_rows, 0)]),
         jnp.zeros(2 * indices.shape[0], jnp.int32), rows)
-    widths = jnp.zeros(rows, jnp.int32).at[pairs_rows].add(1, mode="drop")
-    return (pairs_rows, pairs_cols, position[:indices.shape[0]],
-            jnp.stack([count, jnp.max(widths)]))
+    return pairs_rows, pairs_cols, position[:indices.shape[0]], count
 
 
 def _view_arrays(pairs_rows, pairs_cols, position, *, rows, size):
@@ -723,10 +730,11 @@ def _view_arrays(pairs_rows, pairs_cols, position, *, rows, size):
                    position)
 
 
-def _coupling_order_in_view(view, values, *, width, rows):
-    """:func:`_coupling_order`'s digest, bit for bit where no entry is stored twice, of a
-    pattern that is not mirrored, by its :class:`KeyView` ``view`` (rows of at most
-    ``width`` entries), without a sort: the values' magnitudes scattered into the view,
+def _coupling_order_in_view(view, values, wide=None, *, width, rows):
+    """:func:`_coupling_order_in_rows`'s digest of a pattern that is not mirrored, by its
+    :class:`KeyView` ``view`` (``wide``: its :attr:`~DeviceStructure.wide_entries`, rows of
+    at most ``width`` entries else), bit for bit the digest of the three sorts where no
+    entry is stored twice, without a sort: the values' magnitudes scattered into the view,
     each mirror of an unstored entry 0, then :func:`_coupling_order_in_rows` (a coupling's
     weight there ``m_ij + m_ji``, the sum of the same numbers as the edges', ``+ 0`` alone
     exact). Entries stored twice are summed at their place in the view first, and their
@@ -735,22 +743,31 @@ def _coupling_order_in_view(view, values, *, width, rows):
     magnitudes = jnp.zeros(view.indices.shape[0], magnitudes.dtype).at[view.position].add(
         magnitudes, mode="drop")
     return _coupling_order_in_rows(view.indptr, view.indices, view.entry_rows, magnitudes,
-                                   width=width, rows=rows)
+                                   wide, width=width, rows=rows)
 
 
-def _coupling_order_in_rows(indptr, indices, entry_rows, values, *, width, rows):
-    """:func:`_coupling_order`'s digest, bit for bit, of a *mirrored* pattern (every row's
-    columns strictly increasing, ``(j, i)`` stored with each ``(i, j)``:
-    :func:`_mirrored`) whose rows hold at most ``width`` entries, without a sort;
-    ``entry_rows``: the row of each true entry (any on padding entries).
+def _coupling_order_in_rows(indptr, indices, entry_rows, values, wide=None, *, width, rows):
+    """``(2,)`` uint32: a digest of the order of each node's couplings on the finest level
+    (:func:`values_key`) of a *mirrored* pattern (every row's columns strictly increasing,
+    ``(j, i)`` stored with each ``(i, j)``: :func:`_mirrored`): the neighbours of every
+    node sorted by the weight of their coupling (stably: ties in the order of the edges
+    ``(low, high)``, which the pattern alone sets), each hashed with whether its weight is
+    positive and whether it is larger than the one before. Reads the true rows and entries
+    alone, so equal for every padding of them. ``entry_rows``: the row of each true entry
+    (any on padding entries); ``wide``: the :attr:`~DeviceStructure.wide_entries`, rows of
+    at most ``width`` entries else.
+
+    That order is the one three sorts give (the edges, then the couplings by weight and by
+    node: ``sparse/tests/device_setup_test.py``'s reference, bit for bit), found without:
 
     Each off-diagonal entry ``(i, j)`` is the coupling of ``i`` to ``j``, its weight
     ``(m_ij + m_ji) / (2 √(m_ii m_jj))`` read at its mirror (:func:`_mirror_positions`), the
     same sum of the same two numbers as the edges' there. Its place among row ``i``'s
     couplings sorted stably by weight is the number of the row's couplings of smaller
-    weight, or of equal weight and earlier in :func:`_coupling_order`'s order of edges
+    weight, or of equal weight and earlier in the order of the edges
     (neighbours above ``i``, then those below, each ascending): ``width`` passes of
-    comparisons over the entries, a cost of ``nnz × width``, no sort."""
+    comparisons over the entries, a cost of ``nnz × width``, no sort; the entries of wider
+    rows by one sort of theirs alone (:func:`_ranks_in_wide_rows`)."""
     entry_rows, cols, magnitudes = _finest_triplets(indptr, indices, values, rows=rows,
                                                     entry_rows=entry_rows)
     inside = entry_rows < rows
@@ -758,7 +775,8 @@ def _coupling_order_in_rows(indptr, indices, entry_rows, values, *, width, rows)
     coupling = inside & ~on_diagonal
     d = jnp.zeros(rows, magnitudes.dtype).at[entry_rows].add(
         jnp.where(on_diagonal, magnitudes, 0), mode="drop")
-    mirror = _mirror_positions(indptr, indices, entry_rows, width=width, rows=rows)
+    mirror = _mirror_positions(indptr, indices, entry_rows, rows=rows,
+                               width=width if wide is None else indices.shape[0])
     summed = magnitudes + _take(magnitudes, mirror)
     scale = jnp.sqrt(_take(d, entry_rows) * _take(d, cols))
     weights = jnp.where(coupling & (scale > 0), summed / (2 * jnp.where(scale > 0, scale, 1)),
@@ -777,6 +795,8 @@ def _coupling_order_in_rows(indptr, indices, entry_rows, values, *, width, rows)
         return rank + before.astype(jnp.int32)
 
     rank = jax.lax.fori_loop(0, width, count_before, jnp.zeros_like(entry_rows))
+    if wide is not None:
+        rank = _ranks_in_wide_rows(rank, wide, entry_rows, bits, tie, rows)
     # The couplings of the rows before: the row's place in the digest's sequence.
     before_row = jnp.concatenate([jnp.zeros(1, jnp.int32), jnp.cumsum(coupling, dtype=jnp.int32)])
     size = entry_rows.shape[0]
@@ -785,6 +805,20 @@ def _coupling_order_in_rows(indptr, indices, entry_rows, values, *, width, rows)
     d = jnp.zeros(size, jnp.int32).at[place].set(cols, mode="drop")
     weights = jnp.zeros(size, weights.dtype).at[place].set(weights, mode="drop")
     return _order_digest(s, d, weights, jnp.sum(coupling, dtype=jnp.int32))
+
+
+def _ranks_in_wide_rows(rank, wide, entry_rows, bits, tie, rows):
+    """``rank`` with the entries at ``wide`` (the rows of more than :data:`MAX_KEY_WIDTH`
+    entries; past the end: padding) ranked in their rows by ``(bits, tie)``: one sort of
+    those entries alone by ``(row, bits, tie)``, each one's rank its place in its row's
+    run (entries that are no coupling, of the largest bits, last)."""
+    size = entry_rows.shape[0]
+    at = jnp.minimum(wide, size - 1)
+    row = jnp.where(wide < size, entry_rows[at], rows)
+    sorted_rows, _, _, order = jax.lax.sort((row, bits[at], tie[at], wide), num_keys=3)
+    place = jnp.arange(wide.shape[0], dtype=jnp.int32)
+    first = jnp.full(rows + 1, wide.shape[0], jnp.int32).at[sorted_rows].min(place)
+    return rank.at[order].set(place - first[sorted_rows], mode="drop")
 
 
 def _order_digest(s, d, weights, counted):
