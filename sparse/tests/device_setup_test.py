@@ -469,6 +469,17 @@ def test_the_values_key_sorts_the_entries_of_wide_rows_alone(mirrored):
         A[:, 0] = A[0, :].toarray().reshape(-1, 1)
     A = scipy.sparse.csr_array(A)
     assert_the_key_sorts_nothing(A, 8, view=not mirrored, wide=144)
+    # describe counts every array the setup keeps, those positions too (A's values aside)
+    A = sparse.as_csr(A)
+    sparse.clear_cache()
+    kept = sum(sparse.describe(A, config("DEVICE")).bytes_kept.values())
+    (entry,) = kept_entries().values()
+    structure = entry.structure
+    assert structure.wide_entries is not None
+    arrays = {id(x): x.nbytes for x in jax.tree.leaves((
+        structure.arrays, structure.solve_diagonal, structure.key_view,
+        structure.wide_entries, entry.numbers)) if x is not A.values}
+    assert kept == sum(arrays.values())
 
 
 def test_a_pair_hash_tells_pairs_apart():

@@ -218,8 +218,9 @@ def statistics(structure: HierarchyStructure | DeviceStructure, numbers: Hierarc
                       for level in structure.arrays.levels]
     if any(interpolation is not None for interpolation in interpolations):
         parts["interpolation plans"] = size(interpolations)
-    parts["product plans"] = size(  # and a device structure's solve's diagonal and key view
-        structure.arrays, (structure.solve_diagonal, structure.key_view) if device else None)
+    parts["product plans"] = size(  # and a device structure's solve's diagonal and key's arrays
+        structure.arrays, (structure.solve_diagonal, structure.key_view,
+                           structure.wide_entries) if device else None)
     if not parts["finest values"]:
         del parts["finest values"]
     return HierarchyStatistics(
