@@ -47,9 +47,9 @@ def as_on_a_gpu(monkeypatch):
 @pytest.fixture
 def key_reads(monkeypatch):
     """Counts the values' keys read back from the device before a setup (the wait saved)
-    and after a solve (a structure of another key)."""
+    and after a solve that found its structure another key's (`System.confirm` said no:
+    it reads the values' digest back once)."""
     reads = {"before": 0, "after": 0}
-    digest_key = getattr(_setup, "digest_key", None)
 
     def counted(values_key):
         def counted_values_key(structure, values):
@@ -57,13 +57,16 @@ def key_reads(monkeypatch):
             return values_key(structure, values)
         return counted_values_key
 
-    def counted_digest_key(digest):
-        reads["after"] += 1
-        return digest_key(digest)
+    confirm = _setup.System.confirm
+
+    def counted_confirm(system, matched):
+        confirmed = confirm(system, matched)
+        reads["after"] += not confirmed
+        return confirmed
 
     for module in (_setup, _device_setup):  # the host setup's key, the device setup's
         monkeypatch.setattr(module, "values_key", counted(module.values_key))
-    monkeypatch.setattr(_setup, "digest_key", counted_digest_key, raising=False)
+    monkeypatch.setattr(_setup.System, "confirm", counted_confirm)
     return reads
 
 

@@ -76,7 +76,7 @@ import collections
 import dataclasses
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import NamedTuple
 
 import jax
@@ -416,8 +416,13 @@ def values_key(structure: DeviceStructure, values: jax.Array) -> str:
     (:func:`values_digest`). The key names the values' devices too: values on another
     device get a structure there.
     """
-    return digest_key(values_digest(structure, values)) + "@" + ",".join(
-        sorted(str(device) for device in values.devices()))
+    return key_of_digest(values_digest(structure, values), values.devices())
+
+
+def key_of_digest(digest: jax.Array, devices: Iterable[jax.Device]) -> str:
+    """The key of :func:`values_key` for values on ``devices`` whose digest
+    (:func:`values_digest`) is ``digest``, read back from the device now."""
+    return digest_key(digest) + "@" + ",".join(sorted(str(device) for device in devices))
 
 
 def values_digest(structure: DeviceStructure, values: jax.Array) -> jax.Array:

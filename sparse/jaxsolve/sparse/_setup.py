@@ -300,7 +300,8 @@ class System:
                 (self.pattern_key, amg, 1), amg, lambda structure: structure.finest,
                 lambda structure, padded: _device_setup.concrete_numbers(
                     structure, concrete, lambda values, nnz: padded),
-                _device_setup.values_digest)
+                _device_setup.values_digest,
+                lambda digest: _device_setup.key_of_digest(digest, concrete.devices()))
             if taken is not None:
                 return taken
             return _device_setup.cached_setup(
@@ -341,7 +342,7 @@ class System:
             cache_key, amg, _finest_arrays,
             lambda structure, padded: numeric_setup_now(structure, concrete,
                                                         self.near_nullspace, padded=padded),
-            values_digest)
+            values_digest, digest_key)
         if taken is not None:
             return taken
         entry = _cache.setup_for(cache_key, build,
@@ -357,7 +358,8 @@ class System:
     def _take_latest(self, cache_key: Any, amg: AMGConfig,
                      finest: Callable[[Any], CsrArrays],
                      numbers_of: Callable[[Any, jax.Array], Hierarchy],
-                     digest_of: Callable[[Any, jax.Array], jax.Array]
+                     digest_of: Callable[[Any, jax.Array], jax.Array],
+                     key_of_digest: Callable[[jax.Array], str]
                      ) -> tuple[Any, Hierarchy] | None:
         """The structure of ``cache_key`` most recently used and the numbers of the concrete
         values on it, taken before their key is known (see :attr:`setup`), or None where
@@ -367,7 +369,9 @@ class System:
 
         ``finest(structure)``: its finest matrix (padded); ``numbers_of(structure,
         padded)`` and ``digest_of(structure, padded)``: the numbers and the values'
-        digest from the values padded to the finest matrix's nonzeros."""
+        digest from the values padded to the finest matrix's nonzeros;
+        ``key_of_digest(digest)``: the values' key (as the cache keys their structure)
+        from that digest, read back."""
         values = self.concrete_values
         if (not self.key_with_status or self._known_key is not None or self.reuse_setup
                 or amg.structure_reuse_levels != 0 or in_host_memory(values)):
@@ -380,7 +384,7 @@ class System:
         padded = self.padded(values, finest(structure).indices.shape[0])
         numbers = numbers_of(structure, padded)
         self._unconfirmed = _Unconfirmed(cache_key, latest, numbers, (
-            digest_of(structure, padded), _built_for_digest(latest, values)))
+            digest_of(structure, padded), _built_for_digest(latest, values)), key_of_digest)
         return structure, numbers
 
     def confirm(self, matched: Any) -> bool:
@@ -398,9 +402,9 @@ class System:
             _cache.confirm_entry(unconfirmed.cache_key, unconfirmed.entry)
             return True
         _cache.latest_missed(unconfirmed.cache_key)
-        digest = digest_key(unconfirmed.key_check[0])  # a wait, on this rare path
-        built_for = unconfirmed.entry.built_for  # the device setup's key names the devices
-        self._known_key = (unconfirmed.entry.structure, digest + built_for[len(digest):])
+        # a wait for the device, on this rare path
+        self._known_key = (unconfirmed.entry.structure,
+                           unconfirmed.key_of_digest(unconfirmed.key_check[0]))
         del self.__dict__["setup"]
         return False
 
@@ -624,12 +628,14 @@ class SetupState(NamedTuple):
 
 class _Unconfirmed(NamedTuple):
     """A cache entry taken for concrete values before their key was known, the numbers
-    set up on it, and its :attr:`SetupState.key_check`."""
+    set up on it, its :attr:`SetupState.key_check`, and how the values' key follows from
+    their digest (the check's first array)."""
 
     cache_key: Any
     entry: _cache.CacheEntry
     numbers: Hierarchy
     key_check: tuple[jax.Array, jax.Array]
+    key_of_digest: Callable[[jax.Array], str]
 
 
 def _finest_arrays(structure: HierarchyStructure) -> CsrArrays:
