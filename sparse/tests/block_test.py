@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import scipy.sparse
 import scipy.sparse.linalg
+from eliminated_boundary import boundary_nodes, eliminated
 
 from jaxsolve import sparse
 from jaxsolve.sparse import _blocks, _hierarchy, _relaxation, matrices
@@ -86,6 +87,30 @@ class TestElasticity:
         assert all(rows % 2 == 0 for rows in classical.rows)
         assert "unknowns/node" in str(classical)
         assert "unknowns/node" not in str(sparse.describe(A, {"preconditioner": CLASSICAL}))
+
+    def test_eliminated_boundary_nodes_form_one_aggregate(self, x64):
+        # The 18² grid's boundary nodes' rows and columns eliminated (identity) leave the
+        # 16² problem and 136 nodes that couple to nothing: one aggregate, of three coarse
+        # unknowns (the rigid-body modes) on every level, not 136 aggregates of three each
+        # (before: 648, 300, 216, 207 rows and 20 iterations; the 16² problem's 21).
+        A, modes = matrices.elasticity_matrix_2d(18, dtype=np.float64)
+        A = eliminated(A, boundary_nodes((18, 18)), block_dim=2)
+        interior, interior_modes = matrices.elasticity_matrix_2d(16, dtype=np.float64)
+        config = {"solver": "PCG", "tolerance": 1e-8, "max_iters": 200,
+                  "preconditioner": SMOOTHED}
+        rows, iterations = {}, {}
+        for name, matrix, near_nullspace in (("eliminated", A, modes),
+                                             ("interior", interior, interior_modes)):
+            rows[name] = sparse.describe(matrix, config, near_nullspace=near_nullspace,
+                                         block_dim=2).rows
+            b = np.random.default_rng(1).standard_normal(matrix.shape[0])
+            x, info = sparse.solve(matrix, b, config=config, near_nullspace=near_nullspace,
+                                   block_dim=2)
+            assert status(info) == "SUCCESS"
+            assert np.linalg.norm(matrix @ np.asarray(x) - b) <= 1e-8 * np.linalg.norm(b)
+            iterations[name] = int(info.iterations)
+        assert rows["eliminated"][1:] == tuple(n + 3 for n in rows["interior"][1:]), rows
+        assert iterations["eliminated"] <= iterations["interior"], iterations
 
     @pytest.mark.parametrize("selector", ["PMIS", "PMISC", "HMIS"])
     def test_aggressive_levels_coarsen_the_nodes_aggressively(self, x64, selector):

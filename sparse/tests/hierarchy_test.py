@@ -8,6 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 import scipy.sparse
+from eliminated_boundary import boundary_nodes, eliminated
 
 from jaxsolve import sparse
 from jaxsolve.sparse import _aggregation, _hierarchy, _products, _setup, matrices
@@ -89,6 +90,31 @@ def test_aggregation_rounds_give_pairs_quads_and_octets():
         aggregates, count = _aggregation.aggregate(graph, _aggregation.ROUNDS[selector])
         assert aggregates.shape == (256,) and set(np.unique(aggregates)) == set(range(count))
         assert 256 / count == pytest.approx(size, rel=0.3), selector
+
+
+@pytest.mark.parametrize(("location", "smoothed"), [("HOST", False), ("HOST", True)])
+def test_rows_that_couple_to_nothing_form_one_aggregate(x64, location, smoothed):
+    # 3D Poisson 16³ whose 1352 boundary rows and columns are the identity's (Dirichlet
+    # conditions eliminated): the levels shrink as those of the interior 14³ problem do,
+    # one row more each (the aggregate of the identity rows), and PCG takes its iterations.
+    # Kept as aggregates of one, the identity rows stayed on every level (4096, 1695, 1394,
+    # 1357, 1353 rows) and in the coarsest dense LU: 70 × the matrix's memory kept.
+    config = {"solver": "PCG", "tolerance": 1e-8, "max_iters": 200, "preconditioner": {
+        "solver": "AMG", "algorithm": "AGGREGATION", "selector": "SIZE_8",
+        "jaxsolve_smoothed_aggregation": int(smoothed), "jaxsolve_setup_location": location}}
+    interior = matrices.poisson3d_matrix(14, dtype=np.float64)
+    A = eliminated(matrices.poisson3d_matrix(16, dtype=np.float64), boundary_nodes((16, 16, 16)))
+    stats, interior_stats = sparse.describe(A, config), sparse.describe(interior, config)
+    assert stats.rows[1:] == tuple(rows + 1 for rows in interior_stats.rows[1:]), stats.rows
+    assert sum(stats.bytes_kept.values()) < 4 * stats.matrix_bytes, stats.bytes_kept
+    iterations = {}
+    for name, matrix in (("eliminated", A), ("interior", interior)):
+        b = np.random.default_rng(0).standard_normal(matrix.shape[0])
+        x, info = sparse.solve(matrix, b, config=config)
+        assert sparse.Status(int(info.status)).name == "SUCCESS"
+        assert np.linalg.norm(matrix @ np.asarray(x) - b) <= 1e-8 * np.linalg.norm(b)
+        iterations[name] = int(info.iterations)
+    assert iterations["eliminated"] <= iterations["interior"], iterations
 
 
 def test_couplings_follow_anisotropy():

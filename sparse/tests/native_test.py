@@ -291,14 +291,17 @@ def reference_aggregate_pairs(indptr, indices, weights):
                 aggregate[i] = aggregate[j] = count
                 count += 1
     phase_one = list(aggregate)
+    isolated = []
     for i in range(n):
         if aggregate[i] < 0:
             j = strongest(i, lambda j: True)
             if j >= 0:
                 aggregate[i] = aggregate[j]
             else:
-                aggregate[i], count = count, count + 1
-    return np.array(aggregate, np.int32), count, np.array(phase_one)
+                isolated.append(i)
+    for i in isolated:  # the nodes without a neighbour: one aggregate, the last
+        aggregate[i] = count
+    return np.array(aggregate, np.int32), count + bool(isolated), np.array(phase_one)
 
 
 def random_graph(n, density, seed, symmetric=False, diagonal=True):
@@ -348,9 +351,19 @@ class TestAggregatePairs:
         assert aggregate_pairs(one.indptr, one.indices, one.data)[1] == 1
         isolated = scipy.sparse.csr_matrix((3, 3))
         np.testing.assert_array_equal(
-            aggregate_pairs(isolated.indptr, isolated.indices, isolated.data)[0], [0, 1, 2])
+            aggregate_pairs(isolated.indptr, isolated.indices, isolated.data)[0], [0, 0, 0])
         negative = scipy.sparse.csr_matrix(-np.ones((3, 3)))
-        assert aggregate_pairs(negative.indptr, negative.indices, negative.data)[1] == 3
+        assert aggregate_pairs(negative.indptr, negative.indices, negative.data)[1] == 1
+
+    def test_aggregate_pairs_gathers_the_nodes_without_a_neighbour(self):
+        # 0 and 3 couple to nothing (eliminated Dirichlet rows; 3's zero weight ignored):
+        # one aggregate, numbered after the pair 1-2, not one each, which would stay
+        # apart on every coarser level.
+        rows, cols, weights = [1, 2, 3, 2], [2, 1, 2, 3], [1.0, 1.0, 0.0, 0.0]
+        graph = scipy.sparse.csr_matrix((weights, (rows, cols)), shape=(4, 4))
+        aggregate, count = aggregate_pairs(graph.indptr, graph.indices, graph.data)
+        np.testing.assert_array_equal(aggregate, [1, 0, 0, 1])
+        assert count == 2
 
     def test_aggregate_pairs_unsymmetric_late_pairing(self):
         """A node left over by phase one can still be taken by a later node's row."""

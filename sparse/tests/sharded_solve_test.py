@@ -17,10 +17,11 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 import scipy.sparse  # noqa: E402
 import scipy.sparse.linalg  # noqa: E402
+from eliminated_boundary import boundary_nodes, eliminated  # noqa: E402
 from jax.sharding import NamedSharding, PartitionSpec  # noqa: E402
 
 from jaxsolve import sharding, sparse  # noqa: E402
-from jaxsolve.sparse import _sharded, matrices  # noqa: E402
+from jaxsolve.sparse import _partitioned, _sharded, matrices  # noqa: E402
 
 pytestmark = pytest.mark.skipif(
     len(jax.devices("cpu")) < 8,
@@ -142,6 +143,23 @@ class TestSolveSharded:
         _, sharded = sparse.solve(sharding.shard_rows(A, _mesh(8)), b, config=config)
         assert sparse.Status(int(sharded.status)) == sparse.Status.SUCCESS
         assert int(sharded.iterations) <= 1.5 * int(single.iterations)
+
+    @pytest.mark.parametrize("algorithm", ["CLASSICAL", "AGGREGATION"])
+    def test_rows_that_couple_to_nothing_are_one_coarse_unknown(self, algorithm):
+        # 3D Poisson 16³ with its 1352 boundary rows and columns the identity's, over two
+        # devices: a block's identity rows make one unknown of the coarse space that couples
+        # the blocks, which keeps at most COARSE_PER_PART a device (as unknowns of their own
+        # they were 677 a device, and the coarse space's dense inverse 1354²).
+        A = eliminated(matrices.poisson3d_matrix(16), boundary_nodes((16, 16, 16)))
+        b = matrices.rhs_random(A.shape[0], seed=2)
+        config = {**PCG, "preconditioner": {"solver": "AMG", "algorithm": algorithm}}
+        A_sharded = sharding.shard_rows(A, _mesh(2))
+        setup = _sharded._block_setup(A_sharded.layout, np.asarray(A_sharded.values),
+                                      sparse.parse_amgx_config(config).preconditioner.amg)
+        assert setup.n_coarse <= _partitioned.COARSE_PER_PART
+        x, info = sparse.solve(A_sharded, b, config=config)
+        assert sparse.Status(int(info.status)) == sparse.Status.SUCCESS
+        assert float(jnp.linalg.norm(A @ x - b) / jnp.linalg.norm(b)) < 1e-5
 
     def test_solve_jit_traced_values_unequal_blocks(self):
         # 34² rows over 4 devices: 8.5 grid rows each, so the diagonal blocks differ (one

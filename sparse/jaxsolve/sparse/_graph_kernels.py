@@ -44,7 +44,9 @@ def aggregate_pairs(indptr: Any, indices: Any, weights: Any, *,
       pair is a new aggregate. A node with no unmatched neighbour waits for phase two (in an
       unsymmetric graph a later node may still pair with it).
     * Phase two: each node still unmatched joins the aggregate of its neighbour of largest
-      weight, matched by now, or becomes an aggregate of its own if it has no neighbour.
+      weight, matched by now. The nodes with no neighbour at all form one aggregate
+      together, the last: rows that couple to nothing (eliminated Dirichlet rows) would
+      otherwise stay aggregates of one on every coarser level.
 
     Aggregates are numbered in the order they are created, so the result is deterministic.
     The work is ``O(n + nnz)``, in native code: tens of milliseconds for two million nodes.

@@ -13,7 +13,11 @@
 //   phase two (a later node may still pair with it, in an unsymmetric graph).
 //   Phase two: for each node still unmatched, in order, its neighbours are all
 //   matched (they were when it was visited); it joins the aggregate of the one
-//   of largest weight, or, with none, becomes an aggregate of its own.
+//   of largest weight. The nodes with no neighbour at all (a Dirichlet row
+//   eliminated from its neighbours' equations: an identity row) form one
+//   aggregate together, numbered last: as aggregates of their own they would
+//   stay apart on every coarser level, down to the coarsest, whose dense LU
+//   would factor every one of them.
 //
 // Aggregates are numbered in the order they are created. O(n + nnz).
 #include <cstdint>
@@ -58,10 +62,18 @@ JAXSOLVE_SPARSE_EXPORT int32_t JaxsolveSparseAggregatePairs(
     const int32_t j = StrongestNeighbour(i, indptr, indices, weights, unmatched);
     if (j >= 0) aggregate[i] = aggregate[j] = count++;
   }
+  // A join's neighbour was matched in phase one, so the nodes still unmatched
+  // after this loop are exactly those without a neighbour.
   for (int32_t i = 0; i < n; ++i) {
     if (!unmatched(i)) continue;
     const int32_t j = StrongestNeighbour(i, indptr, indices, weights, any);
-    aggregate[i] = j >= 0 ? aggregate[j] : count++;
+    if (j >= 0) aggregate[i] = aggregate[j];
   }
-  return count;
+  bool isolated = false;
+  for (int32_t i = 0; i < n; ++i) {
+    if (!unmatched(i)) continue;
+    aggregate[i] = count;
+    isolated = true;
+  }
+  return count + (isolated ? 1 : 0);
 }
