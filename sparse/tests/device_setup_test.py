@@ -17,6 +17,7 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 import scipy.linalg  # noqa: E402
 import scipy.sparse  # noqa: E402
+from eliminated_boundary import boundary_nodes, eliminated  # noqa: E402
 
 from jaxsolve import sparse  # noqa: E402
 from jaxsolve.sparse import (_cache, _device_setup, _hierarchy, _setup,  # noqa: E402
@@ -36,6 +37,9 @@ PROBLEMS = {  # (matrix, selector): grids numbered line by line, of even sides t
     "poisson 2D": (lambda: matrices.poisson_matrix(24), "SIZE_4"),
     "poisson 3D": (lambda: matrices.poisson3d_matrix(8), "SIZE_8"),
     "anisotropic": (lambda: matrices.anisotropic_diffusion_matrix(24, 0.01, 0.0), "SIZE_4"),
+    # 8³ inside, its boundary's rows coupled to nothing: one aggregate, the last
+    "poisson 3D, boundary eliminated": (
+        lambda: eliminated(matrices.poisson3d_matrix(10), boundary_nodes((10, 10, 10))), "SIZE_8"),
 }
 
 

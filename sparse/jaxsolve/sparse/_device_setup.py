@@ -20,8 +20,11 @@ setup never leaves it — with one wait per level for a few counts:
    host's sequential matching does, where a tie-break by index alone would pair along
    one line one pair a handshake. A
    node left without an unmatched neighbour joins its strongest paired neighbour's pair,
-   as the host's second phase does, or stays alone.
-3. **Numbering** by a cumulative sum over each aggregate's smallest node.
+   as the host's second phase does, or stays alone; the nodes without any neighbour (a
+   Dirichlet row eliminated from its neighbours' equations) form one aggregate together,
+   numbered last, as on the host.
+3. **Numbering** by a cumulative sum over each aggregate's smallest node (the aggregate of
+   the nodes without a neighbour last).
 4. **Galerkin pattern**: the triplets ``(agg(i), agg(j), ·)`` of the level's entries,
    sorted by ``(row, column)`` as one integer key (:func:`_summed_triplets`,
    :func:`_pair_order`: XLA's radix sort on a GPU); where each entry lands among
@@ -897,7 +900,8 @@ def _match(low, high, weights, count, rows):
 
     Returns each node's pair, numbered ``0 .. pairs - 1`` (``rows`` past ``count``), and
     the number of pairs: a handshake, nodes left alone joined to their strongest paired
-    neighbour (see the module's docstring).
+    neighbour, the nodes without a neighbour one pair, the last (see the module's
+    docstring).
     """
     node = jnp.arange(rows, dtype=jnp.int32)
     edge = (low < rows) & (weights > 0)
@@ -933,15 +937,19 @@ def _match(low, high, weights, count, rows):
         lambda state: state[1] & (state[2] < MAX_HANDSHAKES), handshake,
         (jnp.full(rows, -1, jnp.int32), jnp.bool_(True), jnp.int32(0)))
     free = (partner < 0) & (node < count)
-    # A node left alone joins its strongest paired neighbour (ties: the smallest index).
+    # A node left alone joins its strongest paired neighbour (ties: the smallest index);
+    # the nodes without an edge make one pair, numbered after the others.
     target = strongest(edge & free[jnp.minimum(s, rows - 1)] & (partner[d] >= 0), (-d, True))
     joins = free & (target >= 0)
     target = jnp.maximum(target, 0)
+    isolated = (node < count) & (jnp.zeros(rows, jnp.int32).at[s].add(1, mode="drop") == 0)
     first = jnp.where(partner >= 0, jnp.minimum(node, partner), node)
-    root = (node < count) & (first == node) & ~joins
+    root = (node < count) & (first == node) & ~joins & ~isolated
     number = jnp.cumsum(root, dtype=jnp.int32) - 1
-    pairs = jnp.where(joins, number[jnp.minimum(target, partner[target])], number[first])
-    return jnp.where(node < count, pairs, rows), jnp.sum(root, dtype=jnp.int32)
+    roots = jnp.sum(root, dtype=jnp.int32)
+    pairs = jnp.where(joins, number[jnp.minimum(target, partner[target])],
+                      jnp.where(isolated, roots, number[first]))
+    return jnp.where(node < count, pairs, rows), roots + jnp.any(isolated).astype(jnp.int32)
 
 
 def _first_of_pair(low, high, edge):
