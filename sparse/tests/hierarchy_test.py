@@ -421,3 +421,25 @@ def test_aggregates_grow_with_the_near_null_space():
     assert with_modes.rows[0] / with_modes.rows[1] >= 4 * 0.8, with_modes.rows
     assert with_modes.operator_complexity < 1.7, with_modes.operator_complexity
     assert scalar.rows[0] / scalar.rows[1] == pytest.approx(4, rel=0.2)
+
+
+def test_a_coarsening_that_stalls_above_the_dense_lu_says_why_and_what_helps(x64):
+    """A level where no row depends strongly on another (every coupling positive, as on an
+    indefinite Helmholtz operator's coarse levels) chooses no coarse points: the error names
+    that cause and strength ALL, not max_levels or min_coarse_rows, which would not help."""
+    n = 91  # 8281 rows: more than the coarsest dense LU takes
+    grid = poisson(n)
+    positive = scipy.sparse.csr_array(-grid + 8.5 * scipy.sparse.eye_array(n * n))
+    with pytest.raises(ValueError, match=r"level 0, has 8281 rows.*coarsening chose no"
+                                         r" smaller next level.*strength ALL") as raised:
+        sparse.describe(positive, {"solver": "PCG"})
+    assert "max_levels" not in str(raised.value) and "min_coarse_rows" not in str(raised.value)
+    rows = sparse.describe(positive, {"solver": "PCG", "preconditioner": {
+        "solver": "AMG", "strength": "ALL"}}).rows
+    assert len(rows) > 1 and rows[-1] <= _hierarchy.MAX_DENSE_COARSE_ROWS
+
+
+def test_a_hierarchy_cut_short_by_max_levels_says_to_raise_it(x64):
+    with pytest.raises(ValueError, match=r"level 1, has \d+ rows.*max_levels \(2\)"):
+        sparse.describe(poisson(200), {"solver": "PCG", "preconditioner": {
+            "solver": "AMG", "max_levels": 2}})

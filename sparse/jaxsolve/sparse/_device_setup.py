@@ -308,7 +308,7 @@ def build_device_structure(pattern: CsrStructure, values: jax.Array | None,
         sizes.append(coarse_sizes)
         rows = coarse_sizes.coarse_rows
         true_sizes.append((count, coarse_nnz))
-    check_coarsest_rows(true_sizes[-1][0], config)
+    check_coarsest_rows(true_sizes[-1][0], len(levels), config)
     coarsest, coarsest_diagonal, coarsest_row_ids = _run(_coarsest_arrays, *triplets[:2],
                                                          rows=rows)
     if not levels:  # the finest level is the coarsest: its diagonal is found here

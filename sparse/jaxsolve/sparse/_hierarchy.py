@@ -403,7 +403,7 @@ def build_structure(
     else:
         pattern, coarsest_block_dim = _aggregation_levels(pattern, values, columns, config,
                                                           levels, phase)
-    check_coarsest_rows(pattern.n_rows, config)
+    check_coarsest_rows(pattern.n_rows, len(levels), config)
     coarsest_diagonal = pattern.diagonal_positions()
     coarsest_ordering = None
     if config.smoother.solver in MULTICOLOR_SMOOTHERS:  # depends on the patterns only
@@ -470,14 +470,28 @@ def check_stored_diagonal(missing: np.ndarray) -> None:
         )
 
 
-def check_coarsest_rows(rows: int, config: AMGConfig) -> None:
-    """Raises if a coarsest level of ``rows`` rows is too large for its dense LU."""
-    if config.coarse_solver == "DENSE_LU_SOLVER" and rows > MAX_DENSE_COARSE_ROWS:
-        raise ValueError(
-            f"the coarsest AMG level has {rows} rows, too many for its dense LU"
-            f" (at most {MAX_DENSE_COARSE_ROWS}): raise max_levels (now"
-            f" {config.max_levels}), lower min_coarse_rows, or use a coarser selector."
+def check_coarsest_rows(rows: int, levels: int, config: AMGConfig) -> None:
+    """Raises if a coarsest level of ``rows`` rows, below ``levels`` levels, is too large
+    for its dense LU, saying why coarsening stopped there."""
+    if config.coarse_solver != "DENSE_LU_SOLVER" or rows <= MAX_DENSE_COARSE_ROWS:
+        return
+    if levels + 1 >= config.max_levels:
+        why = f"max_levels ({config.max_levels}) levels were made: raise it"
+    elif rows <= config.min_coarse_rows:
+        why = f"it is within min_coarse_rows ({config.min_coarse_rows}): lower it"
+    else:  # the level's coarsening chose no smaller next level
+        why = (
+            "its coarsening chose no smaller next level. In classical AMG no row then"
+            " depends strongly on another: no coupling has the sign opposite to its"
+            " diagonal's, as on the coarse levels of an indefinite operator (Helmholtz's"
+            " at many wavelengths) or where every coupling is positive. strength ALL makes"
+            " every coupling strong; an indefinite operator may need a preconditioner"
+            " other than AMG"
         )
+    raise ValueError(
+        f"the coarsest AMG level, level {levels}, has {rows} rows, too many for its dense"
+        f" LU (at most {MAX_DENSE_COARSE_ROWS}): {why}."
+    )
 
 
 def _classical_levels(pattern: CsrStructure, values: np.ndarray | None, config: AMGConfig,
