@@ -117,6 +117,20 @@ def test_the_finite_difference_helmholtz_row_and_the_d1_configuration_run(tmp_pa
         "preconditioner"] == {"solver": "AMG", "interpolator": "D1", "interp_max_elements": -1}
 
 
+def test_first_is_a_fresh_process_first_call_also_after_a_row_of_the_same_shapes(tmp_path):
+    # Issue 29's "first call" compiles every program the solve needs: an earlier row of the
+    # run, whose programs share the shapes, must not make a later row's first call cheaper.
+    out = tmp_path / "rows.json"
+    done = subprocess.run(
+        [sys.executable, str(SCRIPT), "--size", "tiny", "--problems", "poisson2d", "poisson2d",
+         "--configs", "default", "--json", str(out)],
+        capture_output=True, text=True, timeout=600, env=dict(os.environ, JAX_PLATFORMS="cpu"))
+    assert done.returncode == 0, done.stderr
+    first, again = json.loads(out.read_text())
+    assert first["first_programs"] > 0 and again["first_programs"] == first["first_programs"]
+    assert again["first"] > 0.5 * first["first"], (first["first"], again["first"])
+
+
 def test_a_run_past_hang_seconds_ends_with_the_stacks_and_keeps_the_rows_before(tmp_path):
     out = tmp_path / "rows.json"
     done = subprocess.run(
