@@ -171,8 +171,9 @@ def amg_preconditioner(**changes):
 
 class TestParseAmgxConfig:
     def test_parse_amgx_config_defaults(self):
-        # No cycle key: the cycle is left to jaxsolve (for_dtype; default_cycle_test.py).
-        expected = solver("PBICGSTAB",
+        # No cycle key: the cycle is left to jaxsolve (for_dtype; default_cycle_test.py);
+        # no solver key: the solver too (solve's method_for; default_method_test.py).
+        expected = solver("PBICGSTAB", default_solver=True,
                           preconditioner=amg_preconditioner(amg=amg(default_cycle=True)))
         assert DEFAULT_SOLVER_CONFIG == expected
         assert parse_amgx_config() is DEFAULT_SOLVER_CONFIG

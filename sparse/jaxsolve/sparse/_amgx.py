@@ -231,6 +231,7 @@ def amgx_config_text(config: SolverConfig, given: Any = None) -> str:
         raise ValueError("solve: solver 'NOSOLVER' solves nothing; it is a preconditioner"
                          " choice (e.g. {'solver': 'PBICGSTAB', 'preconditioner': 'NOSOLVER'}).")
     document = config.to_amgx_dict()
+    document["solver"]["solver"] = config.solver  # a solver left to jaxsolve: AmgX reads ours
     used = [key for key in _JAXSOLVE_ONLY_KEYS if key in json.dumps(document)]
     if used:
         raise ValueError(f"solve: {', '.join(used)} is a jaxsolve extension that AmgX does not"

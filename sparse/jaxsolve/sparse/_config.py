@@ -705,6 +705,13 @@ class SolverConfig:
       amg: the hierarchy and cycle for AMG, else None.
       relaxation: the relaxation's parameters for the three relaxations
         (``relaxation.solver == solver``), else None.
+      default_solver: True when the configuration leaves the outer solver to jaxsolve,
+        naming no ``solver`` in its outer scope (no AmgX key; :func:`parse_amgx_config`
+        sets it).  ``solver`` is then ``"PBICGSTAB"``, which :func:`solve` turns into
+        ``"PCG"`` for a concrete Hermitian matrix with a positive diagonal and a
+        symmetric AMG cycle, falling back to BiCGSTAB where that PCG breaks down (see
+        :mod:`jaxsolve.sparse._default_method`).  Such a solver is written out without
+        the key.
 
     Raises:
       TypeError, ValueError: if a field has the wrong type or value, is set
@@ -734,6 +741,7 @@ class SolverConfig:
     store_res_history: bool
     obtain_timings: bool = False
     alt_rel_tolerance: float | None = None
+    default_solver: bool = False
     preconditioner: SolverConfig | None
     gmres_n_restart: int | None
     amg: AMGConfig | None
@@ -760,7 +768,7 @@ class SolverConfig:
                 f"norm {self.norm!r} is not supported by solver 'GMRES': AmgX's GMRES tests"
                 " convergence in the L2 norm only (it refuses the others); use 'FGMRES',"
                 " which takes L1 and LMAX too, or norm 'L2'.")
-        for flag in ("monitor_residual", *sorted(_REPORTING_KEYS)):
+        for flag in ("monitor_residual", "default_solver", *sorted(_REPORTING_KEYS)):
             _check_flag(flag, getattr(self, flag))
         _check_set_iff("preconditioner", self.preconditioner, solver in _PRECONDITIONED, context)
         if self.preconditioner is not None:
@@ -796,7 +804,8 @@ class SolverConfig:
         when set.  A BLOCK_JACOBI's
         estimated damping has no AmgX key: its ``relaxation_factor`` is left out, and
         AmgX takes its own default, 0.9; so are ``presweeps``, ``postsweeps`` and ``cycle``
-        of a cycle left to jaxsolve (:attr:`AMGConfig.default_cycle`; AmgX's V(1, 1)).
+        of a cycle left to jaxsolve (:attr:`AMGConfig.default_cycle`; AmgX's V(1, 1)), and
+        the ``solver`` of an outer solver left to jaxsolve (:attr:`default_solver`).
 
         Returns:
           A JSON-serializable dict.
@@ -816,6 +825,8 @@ class SolverConfig:
             "monitor_residual": int(self.monitor_residual),
             **{flag: int(getattr(self, flag)) for flag in sorted(_REPORTING_KEYS)},
         }
+        if self.default_solver:  # left to jaxsolve: parsing leaves it to jaxsolve again
+            del keys["solver"]
         if self.alt_rel_tolerance is not None:
             keys["alt_rel_tolerance"] = self.alt_rel_tolerance
         if self.preconditioner is not None:
@@ -1166,6 +1177,7 @@ def _solver_config(
         **{flag: _flag(flag, get(flag), path)
            for flag in ("monitor_residual", *sorted(_REPORTING_KEYS))},
         "preconditioner": None, "gmres_n_restart": None, "amg": None, "relaxation": None,
+        "default_solver": role == "solver" and "solver" not in keys,
     }
     if solver in _PRECONDITIONED:
         inner = _SYMMETRIC_PRECONDITIONED_GS if solver == "PCG" else symmetric_gs
@@ -1371,7 +1383,9 @@ DEFAULT_SOLVER_CONFIG: SolverConfig = _parse_document({})
 """jaxsolve's default: PBICGSTAB to 1e-6 relative, one classical AMG V-cycle as preconditioner
 (HMIS, D2 interpolation; JAX-AMG's selector is PMIS), which smooths twice after its
 coarse-grid correction when ``solve`` meets a real matrix (the cycle is left to jaxsolve:
-:attr:`AMGConfig.default_cycle`).
+:attr:`AMGConfig.default_cycle`).  The solver is left to jaxsolve too
+(:attr:`SolverConfig.default_solver`): ``solve`` runs PCG with a V(1, 1) cycle on a concrete
+Hermitian matrix with a positive diagonal.
 
 See :func:`parse_amgx_config` for every default value.
 """

@@ -41,6 +41,7 @@ from ._backend import current_backend
 from ._compiler_options import jit, staging
 from ._config import SolverConfig, for_dtype, krylov_options, parse_amgx_config, with_overrides
 from ._csr_arrays import CsrArrays
+from ._default_method import method_for, pcg_or_bicgstab
 from ._sharded import ShardedCsrMatrix, solve_sharded
 from ._hierarchy import Hierarchy
 from ._krylov import HERMITIAN_METHODS, KRYLOV_METHODS, check_max_iters, stationary
@@ -305,8 +306,9 @@ def solve(
     placement = given_placement(b)  # x goes back there; b may move to A's device
     matrix, b, x0, near_nullspace = checked_inputs("solve", A, b, x0, near_nullspace, check,
                                                    values_checked_by_solve=True)
-    config = _blocks.block_config("solve", for_dtype(config, matrix.values.dtype),
-                                  matrix.shape[0], block_dim)
+    config = _blocks.block_config(
+        "solve", for_dtype(method_for(config, matrix), matrix.values.dtype),
+        matrix.shape[0], block_dim)
     spaces = null_spaces("solve", matrix, nullspace, transpose_nullspace, check)
     if spaces is not None:  # singular: the coarsest AMG level gets a pseudo-inverse
         config = singular_config(config, spaces)
@@ -416,7 +418,8 @@ def _solve_columns(
     again; see :meth:`System.confirm`)."""
     invalid = _invalid_matrix(config, matrix, diagonal)
     if config.solver in KRYLOV_METHODS:
-        method = KRYLOV_METHODS[config.solver]
+        method = (pcg_or_bicgstab if config.default_solver and config.solver == "PCG"
+                  else KRYLOV_METHODS[config.solver])
         precondition = make_precondition(config.preconditioner, matrix, numbers)
     else:  # AMG or a relaxation, iterated: x ← x + M⁻¹ (b − A x), one cycle or sweep each
         method = stationary

@@ -1,0 +1,134 @@
+"""The Krylov method ``solve`` runs when the configuration names none (``_default_method.py``).
+
+A concrete Hermitian matrix with a positive diagonal is solved by PCG with a V(1, 1) cycle,
+falling back to PBICGSTAB from PCG's iterate where PCG breaks down; every other matrix, and
+traced values, by PBICGSTAB.  Which method ran shows in the iterations and the iterate: the
+default's are those of the method named explicitly.
+"""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from jaxsolve import sparse
+from jaxsolve.sparse import parse_amgx_config
+from jaxsolve.sparse._default_method import method_for
+
+PCG = {"solver": "PCG"}
+PBICGSTAB = {"solver": "PBICGSTAB"}
+
+
+def poisson(n=24, shift=0.0, dtype=np.float32):
+    """The 2D five-point Laplacian on an ``n × n`` grid, minus ``shift`` times I."""
+    one = sp.diags([-np.ones(n - 1), 2 * np.ones(n), -np.ones(n - 1)], [-1, 0, 1])
+    laplacian = sp.kron(one, sp.eye(n)) + sp.kron(sp.eye(n), one) - shift * sp.eye(n * n)
+    return sparse.as_csr(laplacian.tocsr().astype(dtype))
+
+
+def rhs(A):
+    return jnp.asarray(np.random.default_rng(0).standard_normal(A.shape[0]),
+                       A.values.dtype)
+
+
+def solved(A, config=None):
+    x, info = sparse.solve(A, rhs(A), config=config)
+    return np.asarray(x), int(info.iterations), sparse.Status(int(info.status))
+
+
+def test_an_spd_matrix_is_solved_by_pcg():
+    A = poisson()
+    x, iterations, status = solved(A)
+    pcg_x, pcg_iterations, _ = solved(A, PCG)
+    _, bicgstab_iterations, _ = solved(A, PBICGSTAB)
+    assert status == sparse.Status.SUCCESS
+    assert iterations == pcg_iterations != bicgstab_iterations
+    np.testing.assert_array_equal(x, pcg_x)
+    assert method_for(parse_amgx_config(None), A).solver == "PCG"
+
+
+def test_a_nonsymmetric_matrix_is_solved_by_pbicgstab():
+    A = poisson()
+    upwind = sp.diags([0.5 * np.ones(A.shape[0] - 1)], [-1], dtype=np.float32)
+    A = sparse.as_csr(sp.csr_matrix(A.todense()) + upwind)
+    x, iterations, status = solved(A)
+    bicgstab_x, bicgstab_iterations, _ = solved(A, PBICGSTAB)
+    assert status == sparse.Status.SUCCESS and iterations == bicgstab_iterations
+    np.testing.assert_array_equal(x, bicgstab_x)
+
+
+def test_only_a_positive_diagonal_and_near_exact_symmetry_choose_pcg():
+    config = parse_amgx_config(None)
+    dense = np.asarray(poisson(6).todense(), np.float32)
+    # A difference of a few units in the last place (an assembly's rounding) is Hermitian.
+    rounded = dense.copy()
+    rounded[0, 1] *= 1 + 2 * np.finfo(np.float32).eps
+    assert rounded[0, 1] != rounded[1, 0]
+    assert method_for(config, sparse.as_csr(rounded)).solver == "PCG"
+    skewed = dense.copy()
+    skewed[0, 1] *= 1 + 1e-4
+    negative = dense.copy()
+    negative[3, 3] = -1.0
+    for matrix in (skewed, negative):
+        assert method_for(config, sparse.as_csr(matrix)).solver == "PBICGSTAB"
+    # A named solver or a named cycle is the user's.
+    for named in (PBICGSTAB, {"preconditioner": {"cycle": "W"}}):
+        assert method_for(parse_amgx_config(named), sparse.as_csr(dense)).solver == "PBICGSTAB"
+
+
+def test_complex_symmetric_keeps_pbicgstab_and_hermitian_gets_pcg():
+    config = parse_amgx_config(None)
+    real = np.asarray(poisson(6).todense(), np.complex64)
+    coupling = np.triu(np.eye(36, k=1) * 0.3j)
+    symmetric = real + coupling + coupling.T  # Aᵀ = A, Aᴴ ≠ A
+    hermitian = real + coupling + coupling.conj().T
+    assert method_for(config, sparse.as_csr(symmetric)).solver == "PBICGSTAB"
+    assert method_for(config, sparse.as_csr(hermitian)).solver == "PCG"
+
+
+def test_an_indefinite_hermitian_matrix_converges_by_the_fallback():
+    # Positive diagonal (4 - 0.3), but the Laplacian's smallest eigenvalues lie below 0.3.
+    A = poisson(shift=0.3)
+    assert np.min(np.linalg.eigvalsh(np.asarray(A.todense(), np.float64))) < 0
+    x, iterations, status = solved(A)
+    _, _, pcg_status = solved(A, PCG)
+    assert pcg_status == sparse.Status.FAILED  # the named PCG stops at its breakdown
+    assert status == sparse.Status.SUCCESS
+    b = rhs(A)
+    residual = np.linalg.norm(np.asarray(b - A @ jnp.asarray(x))) / np.linalg.norm(b)
+    assert residual < 1e-4
+
+
+def test_traced_values_keep_pbicgstab():
+    A = poisson()
+    b = rhs(A)
+
+    @jax.jit
+    def iterations(values, config=None):
+        return sparse.solve(A.with_values(values), b, config=config)[1].iterations
+
+    traced = int(iterations(A.values))
+    assert traced == int(jax.jit(lambda v: sparse.solve(A.with_values(v), b,
+                                                        config=PBICGSTAB)[1].iterations)(A.values))
+    assert traced != solved(A, PCG)[1]
+
+
+@pytest.mark.usefixtures("x64")
+def test_the_gradient_through_the_default_solve_matches_finite_differences():
+    A = poisson(12, dtype=np.float64)
+    b = rhs(A)
+    weights = jnp.asarray(np.random.default_rng(1).standard_normal(A.shape[0]))
+    tight = {"tolerance": 1e-12}
+
+    def loss(b):
+        return jnp.vdot(weights, sparse.solve(A, b, config=tight)[0])
+
+    gradient = jax.grad(loss)(b)
+    direction = jnp.asarray(np.random.default_rng(2).standard_normal(A.shape[0]))
+    step = 1e-3
+    difference = (loss(b + step * direction) - loss(b - step * direction)) / (2 * step)
+    np.testing.assert_allclose(jnp.vdot(gradient, direction), difference, rtol=1e-7)
+    dense = np.asarray(A.todense())
+    np.testing.assert_allclose(gradient, np.linalg.solve(dense.T, weights), rtol=1e-8,
+                               atol=1e-10)
