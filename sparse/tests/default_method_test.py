@@ -100,6 +100,18 @@ def test_an_indefinite_hermitian_matrix_converges_by_the_fallback():
     assert residual < 1e-4
 
 
+def test_the_fallback_spends_what_pcg_left_of_max_iters():
+    A = poisson(shift=0.3)
+    b = rhs(A)
+    _, full = sparse.solve(A, b)
+    _, pcg = sparse.solve(A, b, config=PCG)
+    limit = int(full.iterations) - 1
+    _, info = sparse.solve(A, b, config={"max_iters": limit}, check=False)
+    assert int(pcg.iterations) < limit
+    assert int(info.iterations) == limit
+    assert sparse.FailureReason(int(info.failure_reason)) == sparse.FailureReason.MAX_ITERS
+
+
 def test_traced_values_keep_pbicgstab():
     A = poisson()
     b = rhs(A)

@@ -34,7 +34,7 @@ to the device once.
 still be indefinite (a shifted Laplacian), and then CG meets ``pᴴAp <= 0`` or ``rᴴM⁻¹r <= 0``
 and stops with ``NOT_POSITIVE_DEFINITE`` or ``PRECONDITIONER_NOT_POSITIVE_DEFINITE``.  The
 default PCG then continues by PBICGSTAB from its best iterate, to the same residual norm the
-configuration asked of PCG, so that the default never does worse than PBICGSTAB alone.  A PCG
+configuration asked of PCG in the iterations PCG left of ``max_iters``, so that the default never does worse than PBICGSTAB alone.  A PCG
 the user names stops at its breakdown, as AmgX's does.
 """
 
@@ -132,8 +132,8 @@ def pcg_or_bicgstab(matvec, b, *, precondition, tolerance, max_iters, convergenc
     The continuation stops at the residual norm the configured test asked of PCG, as an
     absolute tolerance: ``tolerance ‖r_0‖`` (``RELATIVE_INI``, and ``RELATIVE_MAX`` from its
     first residual), ``tolerance`` (``ABSOLUTE``), the larger of ``tolerance`` and
-    ``alt_rel_tolerance ‖r_0‖`` (``COMBINED_REL_INI_ABS``); it has ``max_iters`` iterations
-    of its own.  ``info`` counts both methods' iterations, its residuals relative to PCG's
+    ``alt_rel_tolerance ‖r_0‖`` (``COMBINED_REL_INI_ABS``), in the ``max_iters`` iterations
+    PCG left.  ``info`` counts both methods' iterations, its residuals relative to PCG's
     ``‖r_0‖``, its status BiCGSTAB's."""
     combined = {} if alt_rel_tolerance is None else {"alt_rel_tolerance": alt_rel_tolerance}
     x, info = cg(matvec, b, precondition=precondition, tolerance=tolerance,
@@ -149,7 +149,8 @@ def pcg_or_bicgstab(matvec, b, *, precondition, tolerance, max_iters, convergenc
                      }.get(convergence, tolerance * initial)
         y, more = bicgstab(matvec, b, x, precondition=precondition, tolerance=threshold,
                            max_iters=max_iters, convergence="ABSOLUTE", norm=norm,
-                           store_history=store_history, **options)
+                           store_history=store_history,
+                           iteration_limit=max_iters - info.iterations, **options)
         return y, _joined(info, more)
 
     return lax.cond(broke, continued, lambda x: (x, info), x)

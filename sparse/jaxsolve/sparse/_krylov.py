@@ -121,7 +121,8 @@ class _Problem(NamedTuple):
     max_tolerance: jax.Array | None  # RELATIVE_MAX's tolerance, else None
     r0_norm: jax.Array  # ‖b‖ (the test's norm)
     scale: jax.Array  # ‖b‖, or 1 when r_0 = 0: relative residual = ‖r‖ / scale
-    max_iters: int
+    max_iters: int  # sizes the history
+    iteration_limit: int | jax.Array  # stop after this many iterations; <= max_iters
     inner: Callable[[jax.Array, jax.Array], jax.Array]  # (u, v) ↦ uᴴ v
     test_norm: Callable[[jax.Array], jax.Array] | None  # the test's norm; None: the 2-norm
     store_history: bool
@@ -292,6 +293,7 @@ def bicgstab(
     alt_rel_tolerance: float | jax.Array = ALT_REL_TOLERANCE,
     inner_product: Callable[[jax.Array, jax.Array], jax.Array] | None = None,
     store_history: bool = False,
+    iteration_limit: jax.Array | None = None,
 ) -> tuple[jax.Array, SolveInfo]:
     r"""Solves a general square ``A x = b`` by right-preconditioned BiCGSTAB.
 
@@ -319,6 +321,10 @@ def bicgstab(
             ``jax.shard_map`` passes one that sums the local products over the
             devices (``lax.psum``), so that every device takes the same steps.
         store_history: as for :func:`cg`.
+        iteration_limit: the most iterations as a value, possibly traced, at most
+            ``max_iters`` (which still sizes the history): a solve that continues
+            another method's spends what is left of their budget.  ``max_iters`` by
+            default.
 
     Returns:
         ``(x, info)``: the ``(n,)`` solution and a :class:`SolveInfo`.
@@ -339,7 +345,7 @@ def bicgstab(
     """
     problem, r0 = _setup(
         "bicgstab", matvec, b, x0, precondition, tolerance, max_iters, convergence,
-        norm, alt_rel_tolerance, inner_product, store_history,
+        norm, alt_rel_tolerance, inner_product, store_history, iteration_limit,
     )
     one = jnp.ones((), r0.dtype)
     zeros = jnp.zeros_like(r0)
@@ -816,8 +822,10 @@ def _setup(
     alt_rel_tolerance: Any,
     inner_product: Any,
     store_history: Any,
+    iteration_limit: Any = None,
 ) -> tuple[_Problem, jax.Array]:
-    """Checks the arguments; returns the problem and its scaled ``r0 = (b - A x0) / 2^e``."""
+    """Checks the arguments; returns the problem and its scaled ``r0 = (b - A x0) / 2^e``
+    (``iteration_limit``: see :func:`bicgstab`)."""
     if inner_product is not None and not callable(inner_product):
         raise TypeError(f"{name}: inner_product must be a callable (u, v) ↦ uᴴ v, got"
                         f" {type(inner_product).__name__}.")
@@ -894,6 +902,8 @@ def _setup(
         r0_norm=scaled_norm,
         scale=jnp.where(scaled_norm > 0, scaled_norm, 1),
         max_iters=int(max_iters),
+        iteration_limit=int(max_iters) if iteration_limit is None
+        else jnp.minimum(jnp.asarray(iteration_limit, jnp.int32), int(max_iters)),
         inner=inner,
         test_norm=test_norm,
         store_history=bool(store_history),
@@ -1131,7 +1141,7 @@ def _recheck(progress: _Progress, true_norm: jax.Array, attained: jax.Array,
     claimed = progress.status == Status.SUCCESS
     finite = jnp.isfinite(true_norm)
     missed = claimed & ~attained
-    restart = missed & may_restart & (progress.iterations < problem.max_iters) & finite
+    restart = missed & may_restart & (progress.iterations < problem.iteration_limit) & finite
     failed = missed & ~restart
     history = progress.history
     if problem.store_history:  # the last entry becomes the true residual
@@ -1210,7 +1220,8 @@ def _classify(
     """Sets status and reason; rules later in the list take precedence."""
     norm = progress.residual_norm
     rules = [
-        (progress.iterations >= problem.max_iters, Status.NOT_CONVERGED, FailureReason.MAX_ITERS),
+        (progress.iterations >= problem.iteration_limit, Status.NOT_CONVERGED,
+         FailureReason.MAX_ITERS),
         (norm > DIVERGENCE_FACTOR * problem.scale, Status.DIVERGED, FailureReason.RESIDUAL_GROWTH),
         (breakdown != FailureReason.NONE, Status.FAILED, breakdown),
         (norm <= progress.threshold, Status.SUCCESS, FailureReason.NONE),

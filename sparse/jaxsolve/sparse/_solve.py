@@ -81,11 +81,20 @@ def solve(
     r"""Solves ``A x = b`` by an AMG-preconditioned Krylov method; differentiable.
 
     The method is configured in AmgX's vocabulary (:func:`parse_amgx_config`); by default
-    BiCGSTAB preconditioned by one V-cycle of classical AMG (HMIS coarsening, distance-two
-    interpolation; JAX-AMG's coarsening is PMIS), to a residual ``1e-6`` times the initial
-    one, in at most 1000 iterations.  The V-cycle smooths once before its coarse-grid
-    correction and, on a real matrix, twice after it (once on a complex one, and under
-    PCG; :attr:`AMGConfig.default_cycle`).  Aggregation AMG (``"algorithm": "AGGREGATION"``, jaxsolve's
+    a Krylov method preconditioned by one V-cycle of classical AMG (HMIS coarsening,
+    distance-two interpolation; JAX-AMG's coarsening is PMIS), to a residual ``1e-6`` times
+    the initial one, in at most 1000 iterations.  The Krylov method, where ``config`` names
+    no ``solver``, is PCG for a matrix whose values are concrete, Hermitian (to 16 units in
+    the last place of its largest entry) with a positive diagonal, and BiCGSTAB (PBICGSTAB)
+    for every other, and for traced values (under ``jit``): PCG applies the cycle and ``A``
+    once an iteration, BiCGSTAB twice, in about as many iterations on such a matrix.  A
+    Hermitian matrix with a positive diagonal may still be indefinite: where that PCG
+    breaks down (``NOT_POSITIVE_DEFINITE``), the solve continues by BiCGSTAB from PCG's best
+    iterate, to the same residual, in the iterations PCG left of ``max_iters``, and
+    ``info.iterations`` counts both (see ``_default_method.py``); a PCG named in ``config``
+    stops at its breakdown.  The V-cycle smooths once before its coarse-grid
+    correction and, on a real matrix under BiCGSTAB, twice after it (once on a complex one,
+    and under PCG; :attr:`AMGConfig.default_cycle`).  Aggregation AMG (``"algorithm": "AGGREGATION"``, jaxsolve's
     default before classical AMG arrived) sets up faster and cycles more cheaply, in more
     iterations.
 
