@@ -50,7 +50,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from ._config import SolverConfig
+from ._config import SolverConfig, for_dtype
 from ._krylov import bicgstab, cg
 from ._status import FailureReason, SolveInfo
 
@@ -64,6 +64,14 @@ _BREAKDOWNS = (FailureReason.NOT_POSITIVE_DEFINITE,
 
 # The latest values tested and the answer: a solve repeated on one matrix tests it once.
 _latest: tuple[weakref.ref, Any, bool] | None = None
+
+
+def as_solved(config: SolverConfig, matrix: Any) -> SolverConfig:
+    """``config`` as :func:`solve` runs it on ``matrix`` (a :class:`CsrMatrix`): its method
+    (:func:`method_for`), then its cycle (:func:`for_dtype`).  What reports on a solve
+    (``describe``, ``memory_traffic_per_iteration``) reads the configuration this way too,
+    and so finds the solve's hierarchy in the setup cache."""
+    return for_dtype(method_for(config, matrix), matrix.values.dtype)
 
 
 def method_for(config: SolverConfig, matrix: Any) -> SolverConfig:

@@ -22,8 +22,9 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from . import _blocks
-from ._config import AMGConfig, RelaxationConfig, SolverConfig, for_dtype, parse_amgx_config
+from ._config import AMGConfig, RelaxationConfig, SolverConfig, parse_amgx_config
 from ._csr_arrays import CsrStructure
+from ._default_method import as_solved
 from ._device_setup import DeviceStructure
 from ._hierarchy import HierarchyStructure
 from ._krylov import KRYLOV_METHODS
@@ -184,7 +185,7 @@ def memory_traffic_per_iteration(A: Any, config: Any = None, *,
     matrix, _, _, near_nullspace = checked_inputs(
         name, A, np.zeros(np.shape(A)[0], np.float32), None, near_nullspace, True)
     dtype = np.dtype(matrix.values.dtype)
-    config = _blocks.block_config(name, for_dtype(config, dtype), matrix.shape[0], block_dim)
+    config = _blocks.block_config(name, as_solved(config, matrix), matrix.shape[0], block_dim)
     structure = None
     if amg_config(config) is not None:
         system = System.for_matrix(matrix, config, near_nullspace, reuse_setup=False,

@@ -41,7 +41,7 @@ from ._backend import current_backend
 from ._compiler_options import jit, staging
 from ._config import SolverConfig, for_dtype, krylov_options, parse_amgx_config, with_overrides
 from ._csr_arrays import CsrArrays
-from ._default_method import method_for, pcg_or_bicgstab
+from ._default_method import as_solved, pcg_or_bicgstab
 from ._sharded import ShardedCsrMatrix, solve_sharded
 from ._hierarchy import Hierarchy
 from ._krylov import HERMITIAN_METHODS, KRYLOV_METHODS, check_max_iters, stationary
@@ -315,9 +315,8 @@ def solve(
     placement = given_placement(b)  # x goes back there; b may move to A's device
     matrix, b, x0, near_nullspace = checked_inputs("solve", A, b, x0, near_nullspace, check,
                                                    values_checked_by_solve=True)
-    config = _blocks.block_config(
-        "solve", for_dtype(method_for(config, matrix), matrix.values.dtype),
-        matrix.shape[0], block_dim)
+    config = _blocks.block_config("solve", as_solved(config, matrix), matrix.shape[0],
+                                  block_dim)
     spaces = null_spaces("solve", matrix, nullspace, transpose_nullspace, check)
     if spaces is not None:  # singular: the coarsest AMG level gets a pseudo-inverse
         config = singular_config(config, spaces)

@@ -18,7 +18,8 @@ import jax
 import numpy as np
 
 from . import _blocks, _device_setup
-from ._config import for_dtype, parse_amgx_config
+from ._config import parse_amgx_config
+from ._default_method import as_solved
 from ._device_setup import DeviceStructure
 from ._hierarchy import Hierarchy, HierarchyStructure
 from ._native_library import host_threads
@@ -130,8 +131,8 @@ def describe(A: Any, config: Any = None, *,
     matrix, _, _, near_nullspace = checked_inputs(
         "describe", A, np.zeros(np.shape(A)[0], np.float32), None, near_nullspace, True)
     # the configuration as solve runs it on this dtype, whose hierarchy the cache keeps
-    config = _blocks.block_config("describe", for_dtype(config, matrix.values.dtype),
-                                  matrix.shape[0], block_dim)
+    config = _blocks.block_config("describe", as_solved(config, matrix), matrix.shape[0],
+                                  block_dim)
     system = System.for_matrix(matrix, config, near_nullspace, reuse_setup=False, check=True)
     structure, numbers = system.setup
     if numbers is None:
