@@ -112,6 +112,13 @@ def test_the_fallback_spends_what_pcg_left_of_max_iters():
     assert sparse.FailureReason(int(info.failure_reason)) == sparse.FailureReason.MAX_ITERS
 
 
+def test_concrete_values_closed_over_by_jit_are_solved_by_pcg():
+    A = poisson()
+    b = rhs(A)
+    iterations = jax.jit(lambda b: sparse.solve(A, b)[1].iterations)(b)
+    assert int(iterations) == solved(A, PCG)[1]
+
+
 def test_traced_values_keep_pbicgstab():
     A = poisson()
     b = rhs(A)

@@ -107,7 +107,9 @@ def _hermitian_with_positive_diagonal(pattern: Any, values: jax.Array) -> bool:
     if (positions.size == pattern.shape[0] == pattern.shape[1]
             and _same_pattern(pattern, transposed)):
         device = next(iter(values.devices()))
-        answer = bool(_test(values, *_on_device(pattern, device)))
+        # Concrete values closed over by a caller's jit are tested now, not staged.
+        with jax.ensure_compile_time_eval():
+            answer = bool(_test(values, *_on_device(pattern, device)))
     _latest = (weakref.ref(values), pattern, answer)
     return answer
 
