@@ -102,10 +102,7 @@ def _hermitian_with_positive_diagonal(pattern: Any, values: jax.Array) -> bool:
     if _latest is not None and _latest[0]() is values and _latest[1] is pattern:
         return _latest[2]
     answer = False
-    transposed, permutation = pattern.transposed  # cached per pattern
-    positions = pattern.diagonal_positions  # cached per pattern
-    if (positions.size == pattern.shape[0] == pattern.shape[1]
-            and _same_pattern(pattern, transposed)):
+    if _symmetric_with_diagonal(pattern):
         device = next(iter(values.devices()))
         # Concrete values closed over by a caller's jit are tested now, not staged.
         with jax.ensure_compile_time_eval():
@@ -114,8 +111,13 @@ def _hermitian_with_positive_diagonal(pattern: Any, values: jax.Array) -> bool:
     return answer
 
 
-def _same_pattern(pattern: Any, transposed: Any) -> bool:
-    return (np.array_equal(pattern.indptr, transposed.indptr)
+@functools.lru_cache(maxsize=16)
+def _symmetric_with_diagonal(pattern: Any) -> bool:
+    """Whether ``pattern`` stores ``a_ji`` beside every ``a_ij`` and a diagonal entry in every
+    row (once per pattern)."""
+    transposed, _ = pattern.transposed  # cached per pattern
+    return (pattern.diagonal_positions.size == pattern.shape[0] == pattern.shape[1]
+            and np.array_equal(pattern.indptr, transposed.indptr)
             and np.array_equal(pattern.indices, transposed.indices))
 
 
