@@ -119,8 +119,8 @@ def test_concrete_values_closed_over_by_jit_are_solved_by_pcg():
     assert int(iterations) == solved(A, PCG)[1]
 
 
-def test_traced_values_keep_pbicgstab():
-    A = poisson()
+def test_traced_values_on_a_pattern_no_concrete_solve_chose_for_keep_pbicgstab():
+    A = poisson(23)  # a pattern of its own in this file
     b = rhs(A)
 
     @jax.jit
@@ -131,6 +131,36 @@ def test_traced_values_keep_pbicgstab():
     assert traced == int(jax.jit(lambda v: sparse.solve(A.with_values(v), b,
                                                         config=PBICGSTAB)[1].iterations)(A.values))
     assert traced != solved(A, PCG)[1]
+
+
+def test_traced_values_take_the_method_of_the_patterns_latest_concrete_values():
+    # As they take that setup's structure (and its cycle, the method's): one cache entry.
+    A = poisson()
+    b = rhs(A)
+    sparse.clear_cache()
+    _, eager = sparse.solve(A, b)
+    _, traced = jax.jit(lambda v: sparse.solve(A.with_values(v), b))(A.values)
+    assert int(traced.iterations) == int(eager.iterations) == solved(A, PCG)[1]
+    assert sparse.cache_info().currsize == 1
+
+
+@pytest.mark.usefixtures("x64")
+def test_the_gradient_to_the_values_after_a_default_pcg_is_not_symmetrized():
+    # Each stored value is its own variable: the derivative along a nonsymmetric direction.
+    A = poisson(8, dtype=np.float64)
+    b = rhs(A)
+    sparse.solve(A, b)  # the pattern's latest concrete values choose PCG
+    tight = {"tolerance": 1e-12}
+
+    def loss(values):
+        return jnp.sum(sparse.solve(A.with_values(values), b, config=tight)[0] ** 2)
+
+    gradient = jax.grad(loss)(A.values)
+    direction = jnp.asarray(np.random.default_rng(3).standard_normal(A.nnz))
+    step = 1e-6
+    difference = (loss(A.values + step * direction) - loss(A.values - step * direction)) / (
+        2 * step)
+    np.testing.assert_allclose(jnp.vdot(gradient, direction), difference, rtol=1e-5)
 
 
 @pytest.mark.usefixtures("x64")

@@ -11,8 +11,10 @@ on 3D Poisson, 2.3 on convection–diffusion, in 1.0 and 1.14 times its iteratio
 **The rule** (:func:`method_for`): the default solver becomes PCG, with the symmetric V(1, 1)
 cycle PCG needs, where
 
-* ``A``'s values are concrete (under ``jit`` traced values keep PBICGSTAB: reading them
-  would end the trace);
+* ``A``'s values are concrete; traced values (under ``jit``) cannot be read, and take the
+  method chosen for the latest concrete values on their pattern, as they take that setup's
+  AMG structure (whose cycle is the method's), PBICGSTAB where there were none.  Their
+  derivative is then not symmetrized, as a named PCG's is: reverse mode solves with ``Aᵀ``;
 * ``A`` is Hermitian: every stored ``a_ij`` has a stored ``a_ji`` with
   ``|a_ij − conj(a_ji)| <= 16 ε max|a|`` (:data:`HERMITIAN_TOLERANCE`; ``ε`` the dtype's).
   An assembly that computes ``a_ij`` and ``a_ji`` along different floating-point paths
@@ -26,9 +28,8 @@ cycle PCG needs, where
   no coarse solver.
 
 Every other matrix keeps PBICGSTAB.  The test is one pass over the values on their device,
-made once per values array (the latest one is remembered) and on a pattern whose transpose
-permutation and diagonal positions are computed once (cached on the CSR pattern) and sent
-to the device once.
+made once per values array (the latest one is remembered), on the pattern's transpose
+permutation and diagonal positions (cached on the CSR pattern).
 
 **The fallback** (:func:`pcg_or_bicgstab`): a Hermitian matrix with a positive diagonal can
 still be indefinite (a shifted Laplacian), and then CG meets ``pᴴAp <= 0`` or ``rᴴM⁻¹r <= 0``
@@ -64,6 +65,8 @@ _BREAKDOWNS = (FailureReason.NOT_POSITIVE_DEFINITE,
 
 # The latest values tested and the answer: a solve repeated on one matrix tests it once.
 _latest: tuple[weakref.ref, Any, bool] | None = None
+# Per CSR pattern, the answer for the latest concrete values on it (for traced values).
+_latest_on_pattern: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def as_solved(config: SolverConfig, matrix: Any) -> SolverConfig:
@@ -80,11 +83,13 @@ def method_for(config: SolverConfig, matrix: Any) -> SolverConfig:
     ``config`` itself."""
     if not config.default_solver or not _symmetric_preconditioner(config.preconditioner):
         return config
-    values = matrix.values
-    if isinstance(values, jax.core.Tracer) or not _hermitian_with_positive_diagonal(
-            matrix._pattern, values):
-        return config
-    return dataclasses.replace(config, solver="PCG")
+    values, pattern = matrix.values, matrix._pattern
+    if isinstance(values, jax.core.Tracer):
+        hermitian = _latest_on_pattern.get(pattern, False)
+    else:
+        hermitian = _latest_on_pattern[pattern] = _hermitian_with_positive_diagonal(
+            pattern, values)
+    return dataclasses.replace(config, solver="PCG") if hermitian else config
 
 
 def _symmetric_preconditioner(preconditioner: SolverConfig | None) -> bool:
@@ -103,10 +108,9 @@ def _hermitian_with_positive_diagonal(pattern: Any, values: jax.Array) -> bool:
         return _latest[2]
     answer = False
     if _symmetric_with_diagonal(pattern):
-        device = next(iter(values.devices()))
         # Concrete values closed over by a caller's jit are tested now, not staged.
         with jax.ensure_compile_time_eval():
-            answer = bool(_test(values, *_on_device(pattern, device)))
+            answer = bool(_test(values, pattern.transposed[1], pattern.diagonal_positions))
     _latest = (weakref.ref(values), pattern, answer)
     return answer
 
@@ -119,12 +123,6 @@ def _symmetric_with_diagonal(pattern: Any) -> bool:
     return (pattern.diagonal_positions.size == pattern.shape[0] == pattern.shape[1]
             and np.array_equal(pattern.indptr, transposed.indptr)
             and np.array_equal(pattern.indices, transposed.indices))
-
-
-@functools.lru_cache(maxsize=16)
-def _on_device(pattern: Any, device: jax.Device) -> tuple[jax.Array, jax.Array]:
-    """``pattern``'s transpose permutation and diagonal positions on ``device``, sent once."""
-    return tuple(jax.device_put((pattern.transposed[1], pattern.diagonal_positions), device))
 
 
 @jax.jit

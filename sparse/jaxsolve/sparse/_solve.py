@@ -334,8 +334,11 @@ def solve(
     setup_seconds = time.perf_counter() - setup_start
     _print_grid_stats(reports, system, matrix)
     # CG/PCG take A as Hermitian; so does every method for a real A declared symmetric by
-    # with_cache (JAX-AMG's is_symmetric): reverse mode needs no Aᵀ hierarchy then.
-    hermitian = config.solver in HERMITIAN_METHODS or (
+    # with_cache (JAX-AMG's is_symmetric): reverse mode needs no Aᵀ hierarchy then.  A PCG
+    # chosen by jaxsolve for traced values is not told (_default_method.py): their
+    # derivative is the unprojected one.
+    hermitian = (config.solver in HERMITIAN_METHODS and not (
+        config.default_solver and not is_concrete(matrix.values))) or (
         _matrix_free.declared_symmetric(A) and not jnp.iscomplexobj(matrix.values))
     pattern = _sparse_pattern(matrix._pattern)
     # An initial guess enters as the right-hand side of the correction, A δ = b − A x0,
