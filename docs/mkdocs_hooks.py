@@ -25,7 +25,8 @@ MEANINGS: dict[str, str | tuple[str, Any]] = {
               " GMRES, FGMRES), AMG iterated as a solver, or a relaxation. Where the outer"
               " scope names none, `solve` runs PCG on a concrete Hermitian matrix with a"
               " positive diagonal (continued by PBICGSTAB where PCG breaks down), PBICGSTAB"
-              " on any other and on traced values.",
+              " on any other; traced values take the method of their pattern's latest"
+              " concrete values.",
     "preconditioner": "The preconditioner of PCG, PBICGSTAB, GMRES and FGMRES: a solver"
                       " name or a scope of its own. Ignored by unpreconditioned methods, as"
                       " in AmgX.",

@@ -86,8 +86,10 @@ def solve(
     the initial one, in at most 1000 iterations.  The Krylov method, where ``config`` names
     no ``solver``, is PCG for a matrix whose values are concrete, Hermitian (to 16 units in
     the last place of its largest entry) with a positive diagonal, and BiCGSTAB (PBICGSTAB)
-    for every other, and for traced values (under ``jit``): PCG applies the cycle and ``A``
-    once an iteration, BiCGSTAB twice, in about as many iterations on such a matrix.  A
+    for every other; traced values (under ``jit``) take the method chosen for the latest
+    concrete values on their pattern, BiCGSTAB if there were none.  PCG applies the cycle
+    and ``A`` once an iteration, BiCGSTAB twice, in about twice as many iterations on such
+    a matrix: as many cycles, each cheaper (V(1, 1) for V(1, 2)).  A
     Hermitian matrix with a positive diagonal may still be indefinite: where that PCG
     breaks down (``NOT_POSITIVE_DEFINITE``), the solve continues by BiCGSTAB from PCG's best
     iterate, to the same residual, in the iterations PCG left of ``max_iters``, and
