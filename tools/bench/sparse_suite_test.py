@@ -162,10 +162,14 @@ def small_rows(tmp_path, problem: str, configs: tuple[str, ...]) -> list[dict]:
 
 def test_lean_keeps_less_and_moves_less_per_iteration_than_the_default(tmp_path):
     """Issue 33's trade, as the suite measures it: on the 3D Poisson problem the lean
-    hierarchy (PMISC, one aggressive level, PCG) keeps and moves less than the default's."""
+    hierarchy (PMISC, one aggressive level, PCG) keeps and moves less than the default's.
+    Both run PCG's V(1, 1) cycle here (the default's method on an SPD matrix), so an
+    iteration's bytes compare the hierarchies alone: 1.96 against 3.07 MB (7 Dec; against
+    the default's PBICGSTAB, two V(1, 2) cycles an iteration, the lean one moved under half)."""
     default, lean = small_rows(tmp_path, "poisson3d", ("default", "lean"))
     assert lean["kept"] < 0.6 * default["kept"], (default["kept"], lean["kept"])
-    assert lean["mb_per_iteration"] < 0.5 * default["mb_per_iteration"]
+    assert lean["mb_per_iteration"] < 0.7 * default["mb_per_iteration"], (
+        default["mb_per_iteration"], lean["mb_per_iteration"])
 
 
 def test_lean_two_stage_takes_fewer_iterations_than_lean_where_multipass_loses(tmp_path):
