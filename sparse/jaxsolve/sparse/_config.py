@@ -305,7 +305,7 @@ class RelaxationConfig:
     Examples:
       >>> from jaxsolve.sparse import RelaxationConfig
       >>> RelaxationConfig(solver="CHEBYSHEV_POLY", relaxation_factor=None,
-      ...                  chebyshev_polynomial_order=3)
+      ...                  chebyshev_polynomial_order=3)  # doctest: +NORMALIZE_WHITESPACE
       RelaxationConfig(solver='CHEBYSHEV_POLY', relaxation_factor=None, chebyshev_polynomial_order=3,
                        symmetric_gs=False, block_dim=1)
     """
@@ -996,7 +996,7 @@ def parse_amgx_config(
       ...     "solver": "PCG", "tolerance": 1e-8,
       ...     "preconditioner": {"solver": "AMG", "selector": "HMIS", "cycle": "W"}}}) == config
       True
-      >>> parse_amgx_config({"solver": "PCG", "tolerence": 1e-8})
+      >>> parse_amgx_config({"solver": "PCG", "tolerence": 1e-8})  # doctest: +NORMALIZE_WHITESPACE
       Traceback (most recent call last):
         ...
       ValueError: parse_amgx_config: in scope 'solver', 'tolerence' is not an AmgX parameter
