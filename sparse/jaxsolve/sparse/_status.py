@@ -388,7 +388,7 @@ def raise_on_failure(info: SolveInfo) -> None:
         >>> from jaxsolve import sparse
         >>> matvec = lambda v: jnp.array([4., 1.]) * v
         >>> x, info = sparse.cg(matvec, jnp.ones(2), max_iters=1)
-        >>> sparse.raise_on_failure(info)
+        >>> sparse.raise_on_failure(info)  # doctest: +NORMALIZE_WHITESPACE
         Traceback (most recent call last):
           ...
         jaxsolve.sparse._status.SolveError: jaxsolve.sparse: the solve ended
