@@ -6,6 +6,9 @@ traced values, by PBICGSTAB.  Which method ran shows in the iterations and the i
 default's are those of the method named explicitly.
 """
 
+import gc
+import weakref
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -181,3 +184,16 @@ def test_the_gradient_through_the_default_solve_matches_finite_differences():
     dense = np.asarray(A.todense())
     np.testing.assert_allclose(gradient, np.linalg.solve(dense.T, weights), rtol=1e-8,
                                atol=1e-10)
+
+
+def test_the_remembered_answer_does_not_keep_a_pattern_alive():
+    # The test's answer is remembered per pattern for the latest values; a matrix the caller
+    # and the setup cache have let go of must be freed with its pattern (O(nnz) arrays).
+    A = poisson(16, dtype=np.float64)
+    pattern = weakref.ref(A._pattern)
+    _, iterations, status = solved(A)
+    assert status == sparse.Status.SUCCESS
+    sparse.clear_cache()
+    del A
+    gc.collect()
+    assert pattern() is None

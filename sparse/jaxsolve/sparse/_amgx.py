@@ -280,7 +280,7 @@ def solve_amgx(A: Any, b: Any, x0: Any, config: SolverConfig, given: Any, *,
     services.append(None if hermitian else
                     _service(library, matrix._pattern, text, reuse_setup, history, config.norm,
                              device, True))
-    pattern = _sparse_pattern(matrix._pattern)
+    pattern = matrix._pattern.differentiable
     x0 = None if x0 is None else jax.lax.stop_gradient(x0)
     rhs = b if x0 is None else b - matrix.matvec(x0)
     if is_concrete(matrix.values) and is_concrete(rhs):  # nothing to differentiate
@@ -292,12 +292,6 @@ def solve_amgx(A: Any, b: Any, x0: Any, config: SolverConfig, given: Any, *,
             symmetrize=pattern.symmetrize if hermitian else None,
             mode="jvp" if derivative == "implicit" else "adjoint", has_aux=True)
     return placed_as_given(correction if x0 is None else x0 + correction, placement), info
-
-
-@functools.lru_cache(maxsize=16)
-def _sparse_pattern(pattern: Any) -> autodiff.SparsePattern:
-    """The autodiff view of a CSR pattern, once per pattern (``O(nnz)`` host work)."""
-    return autodiff.SparsePattern.from_csr(pattern.indptr, pattern.indices, pattern.shape)
 
 
 def _service(library: ctypes.CDLL, pattern: Any, text: str, reuse_setup: bool, history: int,

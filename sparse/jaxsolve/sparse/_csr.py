@@ -39,6 +39,8 @@ import numpy as np
 import scipy.sparse
 from jax.experimental import sparse as jsparse
 
+from jaxsolve import autodiff
+
 from . import _ffi_primitives
 from ._csr_arrays import CsrStructure
 
@@ -107,6 +109,22 @@ class _CsrPattern:
     def diagonal_positions(self) -> np.ndarray:
         """Positions ``k`` of the stored diagonal entries."""
         return _frozen_int32(np.flatnonzero(self.row_ids == self.indices))
+
+    @functools.cached_property
+    def differentiable(self) -> autodiff.SparsePattern:
+        """The pattern as :mod:`jaxsolve.autodiff` takes it (products with ``A`` and ``Aᵀ``,
+        the symmetrized values) in a solve's derivative rules; ``O(nnz)`` host work, once."""
+        return autodiff.SparsePattern.from_csr(self.indptr, self.indices, self.shape)
+
+    @functools.cached_property
+    def symmetric_with_diagonal(self) -> bool:
+        """Whether the pattern is square, stores ``a_ji`` beside every ``a_ij`` and a diagonal
+        entry in every row: what a Hermitian matrix's values need to be tested entry by
+        entry (``values == conj(values[transposed[1]])``)."""
+        transposed, _ = self.transposed
+        return (self.diagonal_positions.size == self.shape[0] == self.shape[1]
+                and np.array_equal(self.indptr, transposed.indptr)
+                and np.array_equal(self.indices, transposed.indices))
 
 
 @jax.tree_util.register_pytree_node_class

@@ -30,8 +30,9 @@ cycle PCG needs, where
   no coarse solver.
 
 Every other matrix keeps PBICGSTAB.  The test is one pass over the values on their device,
-made once per values array (the latest one is remembered), on the pattern's transpose
-permutation and diagonal positions (cached on the CSR pattern).
+made once per values array (the latest one on each pattern is remembered, without keeping
+the pattern alive), on the pattern's transpose permutation and diagonal positions (cached
+on the CSR pattern).
 
 **The fallback** (:func:`pcg_or_bicgstab`): a Hermitian matrix with a positive diagonal can
 still be indefinite (a shifted Laplacian), and then CG meets ``pᴴAp <= 0`` or ``rᴴM⁻¹r <= 0``
@@ -50,7 +51,6 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 from jax import lax
 
 from ._config import SolverConfig, for_dtype
@@ -65,9 +65,9 @@ _SYMMETRIC_COARSE_SOLVERS = ("DENSE_LU_SOLVER", "NOSOLVER")
 _BREAKDOWNS = (FailureReason.NOT_POSITIVE_DEFINITE,
                FailureReason.PRECONDITIONER_NOT_POSITIVE_DEFINITE)
 
-# The latest values tested and the answer: a solve repeated on one matrix tests it once.
-_latest: tuple[weakref.ref, Any, bool] | None = None
-# Per CSR pattern, the answer for the latest concrete values on it (for traced values).
+# Per CSR pattern, the latest concrete values tested on it and the answer: a solve repeated on
+# one matrix tests it once, and traced values on the pattern take the answer.  Weak keys: a
+# pattern nobody holds any more (after clear_cache) is not kept alive here.
 _latest_on_pattern: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
@@ -86,11 +86,10 @@ def method_for(config: SolverConfig, matrix: Any) -> SolverConfig:
     if not config.default_solver or not _symmetric_preconditioner(config.preconditioner):
         return config
     values, pattern = matrix.values, matrix._pattern
-    if isinstance(values, jax.core.Tracer):
-        hermitian = _latest_on_pattern.get(pattern, False)
-    else:
-        hermitian = _latest_on_pattern[pattern] = _hermitian_with_positive_diagonal(
-            pattern, values)
+    tested, hermitian = _latest_on_pattern.get(pattern, (None, False))
+    if not isinstance(values, jax.core.Tracer) and (tested is None or tested() is not values):
+        hermitian = _hermitian_with_positive_diagonal(pattern, values)
+        _latest_on_pattern[pattern] = (weakref.ref(values), hermitian)
     return dataclasses.replace(config, solver="PCG") if hermitian else config
 
 
@@ -104,27 +103,12 @@ def _symmetric_preconditioner(preconditioner: SolverConfig | None) -> bool:
 
 def _hermitian_with_positive_diagonal(pattern: Any, values: jax.Array) -> bool:
     """Whether ``A`` (``pattern``, ``values``) passes the module's Hermitian test and has a
-    real positive diagonal stored in every row; remembered for the latest ``values``."""
-    global _latest
-    if _latest is not None and _latest[0]() is values and _latest[1] is pattern:
-        return _latest[2]
-    answer = False
-    if _symmetric_with_diagonal(pattern):
-        # Concrete values closed over by a caller's jit are tested now, not staged.
-        with jax.ensure_compile_time_eval():
-            answer = bool(_test(values, pattern.transposed[1], pattern.diagonal_positions))
-    _latest = (weakref.ref(values), pattern, answer)
-    return answer
-
-
-@functools.lru_cache(maxsize=16)
-def _symmetric_with_diagonal(pattern: Any) -> bool:
-    """Whether ``pattern`` stores ``a_ji`` beside every ``a_ij`` and a diagonal entry in every
-    row (once per pattern)."""
-    transposed, _ = pattern.transposed  # cached per pattern
-    return (pattern.diagonal_positions.size == pattern.shape[0] == pattern.shape[1]
-            and np.array_equal(pattern.indptr, transposed.indptr)
-            and np.array_equal(pattern.indices, transposed.indices))
+    real positive diagonal stored in every row."""
+    if not pattern.symmetric_with_diagonal:
+        return False
+    # Concrete values closed over by a caller's jit are tested now, not staged.
+    with jax.ensure_compile_time_eval():
+        return bool(_test(values, pattern.transposed[1], pattern.diagonal_positions))
 
 
 @jax.jit

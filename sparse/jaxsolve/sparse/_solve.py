@@ -342,7 +342,7 @@ def solve(
     hermitian = (config.solver in HERMITIAN_METHODS and not (
         config.default_solver and not is_concrete(matrix.values))) or (
         _matrix_free.declared_symmetric(A) and not jnp.iscomplexobj(matrix.values))
-    pattern = _sparse_pattern(matrix._pattern)
+    pattern = matrix._pattern.differentiable
     # An initial guess enters as the right-hand side of the correction, A δ = b − A x0,
     # δ from zero: the Krylov iterates are those from x0, and x0 gets no derivative.
     x0 = jax.lax.stop_gradient(x0)
@@ -400,12 +400,6 @@ def _print_grid_stats(reports: Reports, system: System, matrix) -> None:
     if numbers is not None:
         log(f"{reports.solver}: print_grid_stats\n"
             f"{statistics(structure, numbers, matrix.values)}")
-
-
-@functools.lru_cache(maxsize=16)
-def _sparse_pattern(pattern) -> autodiff.SparsePattern:
-    """The autodiff view of a CSR pattern, built once per pattern (``O(nnz)`` host work)."""
-    return autodiff.SparsePattern.from_csr(pattern.indptr, pattern.indices, pattern.shape)
 
 
 def _reject(path: str, **given: Any) -> None:
