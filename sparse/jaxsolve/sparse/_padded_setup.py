@@ -76,6 +76,11 @@ from ._relaxation import stored_diagonal
 from ._size_classes import PADDING_DIAGONAL, LevelShape
 
 
+# A multipass plan's list of dropped weights is padded to one per this many rows at least
+# (:func:`_plan_sizes`).
+DROPPED_ROWS = 16
+
+
 class LevelLayout(NamedTuple):
     """What the shapes of a classical level's setup arrays depend on besides their sizes.
 
@@ -173,7 +178,10 @@ def _plan_sizes(structure: _classical.InterpolationStructure, arrays: Interpolat
     varies from pattern to pattern by far more than any size class's room, and a pattern
     of a size already seen would compile a numeric setup of its own. Padded to a row
     each, they fit every such pattern, for two narrow entries (a byte each on most levels)
-    a pair or triple, less than the level's int32 row pointers."""
+    a pair or triple, less than the level's int32 row pointers. A multipass plan's
+    dropped weights, as few, vary alike (an aggressive level of 3D Poisson 13³ with extra
+    couplings, six weights a row: 4, 12 or 28 dropped of 5120): their list holds at least
+    one per ``DROPPED_ROWS`` rows, a quarter of a byte a row."""
     layout = level_layout(arrays)
     sizes = [structure.full.nnz] if layout.truncated else []
     if isinstance(layout, TwoStageLayout):
@@ -184,7 +192,9 @@ def _plan_sizes(structure: _classical.InterpolationStructure, arrays: Interpolat
                                                                          arrays.second)]
     elif layout.multipass:
         sizes += [entries.shape[0] for entries, _ in arrays.passes]
-        sizes += [arrays.dropped.shape[0]] if layout.dropped else []
+        if layout.dropped:  # at least one per DROPPED_ROWS rows: see the docstring
+            rows = arrays.full_indptr.shape[0] - 1
+            sizes += [max(arrays.dropped.shape[0], -(-rows // DROPPED_ROWS))]
     else:  # at least one a row: see the docstring
         rows = arrays.coarse.shape[0]
         sizes += [max(arrays.pair_offsets.shape[0], rows),
