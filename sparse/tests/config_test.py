@@ -144,7 +144,7 @@ def amg(**changes):
                   smoother=block_jacobi(), presweeps=1, postsweeps=1, cycle="V", max_levels=100,
                   min_coarse_rows=256, coarse_solver="DENSE_LU_SOLVER", coarsest_sweeps=None,
                   interpolator="D2", strength="AHAT", strength_threshold=0.25, max_row_sum=1.1,
-                  interp_max_elements=4, interp_truncation_factor=1.1, aggressive_levels=0)
+                  interp_max_elements=6, interp_truncation_factor=1.1, aggressive_levels=0)
     return AMGConfig(**{**fields, **changes})
 
 

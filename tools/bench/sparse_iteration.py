@@ -52,7 +52,7 @@ CONFIGS = {
     "PMISC + 1 aggressive": {
         "solver": "PCG", "tolerance": TOLERANCE, "max_iters": 200,
         "preconditioner": {"solver": "AMG", "algorithm": "CLASSICAL", "selector": "PMISC",
-                           "aggressive_levels": 1}},
+                           "aggressive_levels": 1, "interp_max_elements": 4}},
     "default": {"solver": "PCG", "tolerance": TOLERANCE, "max_iters": 200},
 }
 SPMV_TARGET = "jaxsolve_sparse_csr_matvec"

@@ -80,14 +80,15 @@ CONFIGS = {
         "tolerance": TOLERANCE,
         "max_iters": 200,
         "preconditioner": {"solver": "AMG", "algorithm": "CLASSICAL", "selector": "PMISC",
-                           "aggressive_levels": 1},
+                           "aggressive_levels": 1, "interp_max_elements": 4},
     },
     "PMISC + 1 aggressive, two D2 stages": {  # the aggressive level's P = P1 P2
         "solver": "PCG",
         "tolerance": TOLERANCE,
         "max_iters": 200,
         "preconditioner": {"solver": "AMG", "algorithm": "CLASSICAL", "selector": "PMISC",
-                           "aggressive_levels": 1, "aggressive_interpolator": "D2"},
+                           "aggressive_levels": 1, "interp_max_elements": 4,
+                           "aggressive_interpolator": "D2"},
     },
     "smoothed aggregation": {  # tools/bench/sparse_poisson3d.py's
         "solver": "PCG",
