@@ -8,6 +8,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+import scipy.sparse
 
 from jaxsolve import sparse
 from jaxsolve.sparse import matrices
@@ -95,6 +96,23 @@ class TestPeriodicPoisson:
         x, info = sparse.solve(A, b, config=config, nullspace=matrices.constant_nullspace(n * n))
         assert status(info) == "SUCCESS" and bool(jnp.all(jnp.isfinite(x)))
         assert float(jnp.linalg.norm(A @ x - b) / jnp.linalg.norm(b)) < 1e-5
+
+    @pytest.mark.parametrize("algorithm", ["CLASSICAL", "AGGREGATION"])
+    def test_disconnected_components_with_a_null_space_column_each(self, x64, algorithm):
+        # Two tori (36 and 25 rows) in one matrix: null(A) is two-dimensional, one constant
+        # per component, and the coarse levels must keep both (a component that coarsens to
+        # one node merges into the aggregate of nodes without a neighbour).
+        blocks = [scipy.sparse.csr_array(dense(matrices.periodic_poisson_matrix(n)))
+                  for n in (6, 5)]
+        A = sparse.as_csr(scipy.sparse.block_diag(blocks, format="csr"))
+        nullspace = np.zeros((61, 2))
+        nullspace[:36, 0] = nullspace[36:, 1] = 1
+        b = matrices.rhs_random(61, 3, dtype=jnp.float64) + 0.5  # inconsistent in both
+        config = {**TIGHT, "preconditioner": {"solver": "AMG", "algorithm": algorithm,
+                                              "min_coarse_rows": 4}}
+        x, info = sparse.solve(A, b, config=config, nullspace=nullspace)
+        assert status(info) == "SUCCESS"
+        np.testing.assert_allclose(x, np.linalg.pinv(dense(A)) @ np.asarray(b), atol=1e-9)
 
     def test_rhs_inconsistency_is_nan_without_a_null_space(self):
         _, info = sparse.solve(matrices.poisson_matrix(8), jnp.ones((64, 3)))
