@@ -16,7 +16,7 @@ import pytest
 import scipy.sparse as sp
 
 from jaxsolve import sparse
-from jaxsolve.sparse import parse_amgx_config
+from jaxsolve.sparse import _default_method, parse_amgx_config
 from jaxsolve.sparse._default_method import method_for
 
 PCG = {"solver": "PCG"}
@@ -113,6 +113,51 @@ def test_the_fallback_spends_what_pcg_left_of_max_iters():
     assert int(pcg.iterations) < limit
     assert int(info.iterations) == limit
     assert sparse.FailureReason(int(info.failure_reason)) == sparse.FailureReason.MAX_ITERS
+
+
+def test_a_checked_concrete_solve_traces_bicgstab_only_after_a_breakdown(monkeypatch):
+    # The fallback costs a solve that does not break down no compile time: its program
+    # holds PCG alone, and the continuation is a program of its own (_solve.py's _continued).
+    traced = []
+
+    def bicgstab(matvec, b, *args, **kwargs):
+        traced.append(b.shape)
+        return original(matvec, b, *args, **kwargs)
+
+    original = _default_method.bicgstab
+    monkeypatch.setattr(_default_method, "bicgstab", bicgstab)
+    jax.clear_caches()  # every program of the solves below is traced anew
+    _, _, status = solved(poisson())
+    assert status == sparse.Status.SUCCESS and not traced
+    _, _, status = solved(poisson(shift=0.3))
+    assert status == sparse.Status.SUCCESS and len(traced) == 1
+
+
+@pytest.mark.parametrize("columns", [1, 3])
+def test_the_checked_solve_continues_as_the_single_program_does(columns):
+    # The checked solve runs PCG, then BiCGSTAB from its iterate for the columns that broke
+    # down; the unchecked one both, in one program (lax.cond).  Their iterations, which
+    # count both methods, are the same (their iterates differ by rounding: the programs
+    # differ, and batch two columns or three).  On this matrix the AMG cycle is
+    # indefinite too, and every nonzero right-hand side breaks down within three
+    # iterations: the zero column (middle) is one that does not.
+    A = poisson(shift=0.3)
+    b = rhs(A)
+    if columns > 1:
+        other = jnp.asarray(np.random.default_rng(1).standard_normal(A.shape[0]), b.dtype)
+        b = jnp.stack([b, jnp.zeros_like(b), other], axis=1)
+    x, info = sparse.solve(A, b)
+    _, single = sparse.solve(A, b, check=False)
+    _, pcg = sparse.solve(A, b, config=PCG)
+    broke = np.asarray(pcg.failure_reason) != sparse.FailureReason.NONE
+    np.testing.assert_array_equal(broke, [True, False, True] if columns > 1 else True)
+    np.testing.assert_array_equal(info.status, sparse.Status.SUCCESS)
+    np.testing.assert_array_equal(info.iterations, single.iterations)
+    assert np.all(np.where(broke, info.iterations > pcg.iterations,
+                           info.iterations == pcg.iterations))
+    b, x = np.asarray(b), np.asarray(x)
+    residual = np.linalg.norm(b - np.asarray(A.todense()) @ x, axis=0)
+    assert np.all(residual <= 1e-4 * np.linalg.norm(b, axis=0))
 
 
 def test_concrete_values_closed_over_by_jit_are_solved_by_pcg():

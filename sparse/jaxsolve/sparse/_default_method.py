@@ -40,12 +40,26 @@ and stops with ``NOT_POSITIVE_DEFINITE`` or ``PRECONDITIONER_NOT_POSITIVE_DEFINI
 default PCG then continues by PBICGSTAB from its best iterate, to the same residual norm the
 configuration asked of PCG in the iterations PCG left of ``max_iters``, so that the default never does worse than PBICGSTAB alone.  A PCG
 the user names stops at its breakdown, as AmgX's does.
+
+**Where the continuation is compiled.**  Breakdowns are rare, but a continuation in the
+solve's program is compiled on every first call: its BiCGSTAB loop and the AMG cycles in it
+took 0.45 s of the 1.9 s a fresh process spent compiling its first solve of 3D Poisson
+(40³, float64, on two CPU cores; the call: 2.9 s).  So where the solve reads its failure
+reasons on the host anyway (``solve``'s checked path, on concrete inputs) it runs PCG
+alone, and compiles and runs a second program only where a column broke down: it continues
+those columns by :func:`continued_by_bicgstab` and keeps PCG's result for the others
+(``_solve.py``'s ``_continued``).  That first call now takes 2.4 s (1.4 s compiling); an
+indefinite 3D Poisson (shifted by 0.1) compiles the two programs in as much time as the
+one took (4.3 s a first call, both).  A solve whose reasons stay in its program (under
+``jit``, ``grad`` or ``vmap``, unchecked, with a null space) holds PCG and the
+continuation in one program (:func:`pcg_or_bicgstab`: a ``lax.cond``).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
+import operator
 import weakref
 from typing import Any
 
@@ -120,36 +134,53 @@ def _test(values: jax.Array, permutation: jax.Array, positions: jax.Array) -> ja
     return hermitian & jnp.all(values[positions].real > 0)
 
 
-def pcg_or_bicgstab(matvec, b, *, precondition, tolerance, max_iters, convergence, norm,
-                    store_history, alt_rel_tolerance=None, **options) -> tuple[jax.Array, SolveInfo]:
-    """PCG (:func:`cg`), continued by BiCGSTAB (:func:`bicgstab`) from its iterate where it
-    breaks down on an indefinite matrix or preconditioner (see the module).
+def falls_back(config: SolverConfig) -> bool:
+    """Whether :func:`solve` runs ``config``'s solver as the default's PCG, continued by
+    BiCGSTAB where it breaks down (:func:`pcg_or_bicgstab`), rather than as named."""
+    return config.default_solver and config.solver == "PCG"
 
-    The continuation stops at the residual norm the configured test asked of PCG, as an
-    absolute tolerance: ``tolerance ‖r_0‖`` (``RELATIVE_INI``, and ``RELATIVE_MAX`` from its
-    first residual), ``tolerance`` (``ABSOLUTE``), the larger of ``tolerance`` and
-    ``alt_rel_tolerance ‖r_0‖`` (``COMBINED_REL_INI_ABS``), in the ``max_iters`` iterations
-    PCG left.  ``info`` counts both methods' iterations, its residuals relative to PCG's
-    ``‖r_0‖``, its status BiCGSTAB's."""
-    combined = {} if alt_rel_tolerance is None else {"alt_rel_tolerance": alt_rel_tolerance}
-    x, info = cg(matvec, b, precondition=precondition, tolerance=tolerance,
-                 max_iters=max_iters, convergence=convergence, norm=norm,
-                 store_history=store_history, **combined, **options)
-    broke = functools.reduce(jnp.logical_or, [info.failure_reason == reason
-                                              for reason in _BREAKDOWNS])
 
-    def continued(x):
-        initial = info.initial_residual
-        threshold = {"ABSOLUTE": tolerance,
-                     "COMBINED_REL_INI_ABS": jnp.fmax(tolerance, (alt_rel_tolerance or 0) * initial)
-                     }.get(convergence, tolerance * initial)
-        y, more = bicgstab(matvec, b, x, precondition=precondition, tolerance=threshold,
-                           max_iters=max_iters, convergence="ABSOLUTE", norm=norm,
-                           store_history=store_history,
-                           iteration_limit=max_iters - info.iterations, **options)
-        return y, _joined(info, more)
+def broke_down(failure_reason: Any) -> Any:
+    """Where ``failure_reason`` (a NumPy or JAX array of :class:`FailureReason` codes) is
+    a breakdown of PCG that the default continues by BiCGSTAB."""
+    return functools.reduce(operator.or_, [failure_reason == reason for reason in _BREAKDOWNS])
 
-    return lax.cond(broke, continued, lambda x: (x, info), x)
+
+def pcg_or_bicgstab(matvec, b, *, precondition, **options) -> tuple[jax.Array, SolveInfo]:
+    """PCG (:func:`cg`), continued by BiCGSTAB (:func:`continued_by_bicgstab`) from its
+    iterate where it breaks down on an indefinite matrix or preconditioner (see the
+    module), in one program: the continuation is compiled with PCG, and runs only after a
+    breakdown (``lax.cond``).  A traced solve's; the concrete checked solve runs PCG alone
+    and compiles the continuation after a breakdown."""
+    x, info = cg(matvec, b, precondition=precondition, **options)
+    return lax.cond(broke_down(info.failure_reason),
+                    lambda x: continued_by_bicgstab(matvec, b, x, info,
+                                                    precondition=precondition, **options),
+                    lambda x: (x, info), x)
+
+
+def continued_by_bicgstab(matvec, b, x, info, *, precondition, tolerance, max_iters,
+                          convergence, norm, store_history, alt_rel_tolerance=None,
+                          **options) -> tuple[jax.Array, SolveInfo]:
+    """BiCGSTAB (:func:`bicgstab`) from ``x``, the iterate at which PCG broke down
+    (``info`` its), for ``A x = b`` and the configured stopping test (``options`` are
+    :func:`~._config.krylov_options`).
+
+    It stops at the residual norm the configured test asked of PCG, as an absolute
+    tolerance: ``tolerance ‖r_0‖`` (``RELATIVE_INI``, and ``RELATIVE_MAX`` from its first
+    residual), ``tolerance`` (``ABSOLUTE``), the larger of ``tolerance`` and
+    ``alt_rel_tolerance ‖r_0‖`` (``COMBINED_REL_INI_ABS``), in the ``max_iters``
+    iterations PCG left.  ``info`` counts both methods' iterations, its residuals relative
+    to PCG's ``‖r_0‖``, its status BiCGSTAB's."""
+    initial = info.initial_residual
+    threshold = {"ABSOLUTE": tolerance,
+                 "COMBINED_REL_INI_ABS": jnp.fmax(tolerance, (alt_rel_tolerance or 0) * initial)
+                 }.get(convergence, tolerance * initial)
+    y, more = bicgstab(matvec, b, x, precondition=precondition, tolerance=threshold,
+                       max_iters=max_iters, convergence="ABSOLUTE", norm=norm,
+                       store_history=store_history,
+                       iteration_limit=max_iters - info.iterations, **options)
+    return y, _joined(info, more)
 
 
 def _joined(first: SolveInfo, second: SolveInfo) -> SolveInfo:

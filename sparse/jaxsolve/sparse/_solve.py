@@ -32,6 +32,7 @@ from typing import Any, Literal
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from jaxsolve import autodiff
 
@@ -41,7 +42,8 @@ from ._backend import current_backend
 from ._compiler_options import jit, staging
 from ._config import SolverConfig, for_dtype, krylov_options, parse_amgx_config, with_overrides
 from ._csr_arrays import CsrArrays
-from ._default_method import as_solved, pcg_or_bicgstab
+from ._default_method import (as_solved, broke_down, continued_by_bicgstab, falls_back,
+                              pcg_or_bicgstab)
 from ._sharded import ShardedCsrMatrix, solve_sharded
 from ._hierarchy import Hierarchy
 from ._krylov import HERMITIAN_METHODS, KRYLOV_METHODS, check_max_iters, stationary
@@ -54,7 +56,7 @@ from ._size_classes import PADDING_DIAGONAL
 from ._report import (Reports, log, log_timings, logged_solve_stats, report_solve,
                       reports_to_file, setup_progress, split_reports)
 from ._setup import (System, checked_inputs, divides_by_diagonal, given_placement, is_concrete,
-                     padded_solve, placed_as_given, raise_on_invalid_inputs)
+                     padded_solve, placed_as_given, raise_on_invalid_inputs, resized_rows)
 from ._statistics import statistics
 from ._status import FailureReason, SolveInfo, Status
 
@@ -367,6 +369,10 @@ def solve(
             if not system.confirm(matched):  # the structure was another key's: the values'
                 operator = (matrix.values, system.state())
                 correction, info, reasons, _ = _service(system, report=True)(operator, rhs)
+            # The default's PCG ran alone (_solve_columns_reporting): its breakdowns go on here.
+            broke = broke_down(np.asarray(reasons))
+            if falls_back(system.config) and broke.any():
+                correction, info = _continued(system, operator, rhs, correction, info, broke)
         else:
             correction, info = services[0](operator, rhs)
             reasons = info.failure_reason
@@ -409,10 +415,11 @@ def _reject(path: str, **given: Any) -> None:
             raise ValueError(f"solve: {name}= is not supported {path}.")
 
 
-@functools.partial(jax.jit, static_argnums=0)
+@functools.partial(jax.jit, static_argnums=0, static_argnames="fallback")
 def _solve_columns(
     config: SolverConfig, matrix: CsrArrays, numbers: Hierarchy | RelaxationData | None,
-    diagonal: jax.Array, rhs: jax.Array, key_check: tuple[jax.Array, jax.Array] | None = None
+    diagonal: jax.Array, rhs: jax.Array, key_check: tuple[jax.Array, jax.Array] | None = None,
+    *, fallback: bool = True
 ) -> tuple[jax.Array, SolveInfo]:
     """Solves the columns of ``rhs`` (``(n, k)``) as one batched loop; returns ``x`` and
     per-column info. A vector ``rhs`` (``(n,)``) gives ``x`` ``(n,)`` and one info, with
@@ -422,10 +429,12 @@ def _solve_columns(
     ``numbers``: the preconditioner's (or stationary solver's) setup, from
     :meth:`System.operators`; ``key_check``: :attr:`SetupState.key_check`, two digests
     that must be equal for the solve to iterate (else ``x`` is NaN, and the solve is run
-    again; see :meth:`System.confirm`)."""
+    again; see :meth:`System.confirm`).  ``fallback``: whether the default's PCG holds
+    its BiCGSTAB continuation (:func:`pcg_or_bicgstab`); without, it stops at a breakdown,
+    which the caller continues (:func:`_continued`)."""
     invalid = _invalid_matrix(config, matrix, diagonal)
     if config.solver in KRYLOV_METHODS:
-        method = (pcg_or_bicgstab if config.default_solver and config.solver == "PCG"
+        method = (pcg_or_bicgstab if fallback and falls_back(config)
                   else KRYLOV_METHODS[config.solver])
         precondition = make_precondition(config.preconditioner, matrix, numbers)
     else:  # AMG or a relaxation, iterated: x ← x + M⁻¹ (b − A x), one cycle or sweep each
@@ -460,10 +469,52 @@ def _solve_columns_reporting(
     matched (``key_check``; True without one) copied to host memory by the program itself,
     for a checked solve to read at once.  Read from the device after the program instead,
     each scalar costs a transfer of its own: 0.4 ms on an H200, where the whole solve of
-    128³ unknowns takes 10 ms."""
-    x, info = _solve_columns(config, matrix, numbers, diagonal, rhs, key_check)
+    128³ unknowns takes 10 ms.
+
+    The default's PCG stops at a breakdown here: the checked solve reads the reasons, and
+    compiles and runs the BiCGSTAB continuation only after one (:func:`_continued`; see
+    ``_default_method.py``), so that a solve that meets none compiles no BiCGSTAB."""
+    x, info = _solve_columns(config, matrix, numbers, diagonal, rhs, key_check, fallback=False)
     return x, info, *jax.device_put((info.failure_reason, _keys_match(key_check)),
                                     jax.memory.Space.Host)
+
+
+def _continued(system: System, operator: tuple, rhs: jax.Array, x: jax.Array,
+               info: SolveInfo, broke: np.ndarray) -> tuple[jax.Array, SolveInfo]:
+    """``x`` and ``info`` of the checked solve of ``rhs`` by the default's PCG alone, with
+    the columns where it broke down (``broke``, on the host) continued by BiCGSTAB from
+    its iterate (:func:`_continued_columns`), as :func:`pcg_or_bicgstab` continues them in
+    the program of a traced solve."""
+    values, state = operator
+    matrix, numbers = system.operators(values, state)
+    columns = None if rhs.ndim == 1 else np.flatnonzero(broke)
+    y, info = _continued_columns(system.config, matrix, numbers,
+                                 resized_rows(rhs, matrix.n_rows), resized_rows(x, matrix.n_rows),
+                                 info, columns)
+    return resized_rows(y, rhs.shape[0]), info
+
+
+@jit(static_argnums=0)  # called on concrete arrays only (solve's checked path)
+def _continued_columns(
+    config: SolverConfig, matrix: CsrArrays, numbers: Hierarchy | RelaxationData | None,
+    rhs: jax.Array, x: jax.Array, info: SolveInfo, columns: jax.Array | None
+) -> tuple[jax.Array, SolveInfo]:
+    """``x`` and ``info`` (:func:`_solve_columns`'s, of PCG alone) with columns
+    ``columns`` of ``rhs`` (``(n, k)``; all of a vector ``rhs``) continued by BiCGSTAB
+    from ``x`` (:func:`continued_by_bicgstab`) as one batched loop; the other columns
+    keep PCG's ``x`` and ``info``."""
+    precondition = make_precondition(config.preconditioner, matrix, numbers)
+
+    def one(b, x, info):
+        return continued_by_bicgstab(matrix.matvec, b, x, info, precondition=precondition,
+                                     **krylov_options(config))
+
+    if rhs.ndim == 1:
+        return one(rhs, x, info)
+    y, more = jax.vmap(one, in_axes=(1, 1, 0), out_axes=(1, 0))(
+        rhs[:, columns], x[:, columns], jax.tree.map(lambda leaf: leaf[columns], info))
+    return x.at[:, columns].set(y), jax.tree.map(
+        lambda leaf, continued: leaf.at[columns].set(continued), info, more)
 
 
 def _keys_match(key_check: tuple[jax.Array, jax.Array] | None) -> jax.Array:
