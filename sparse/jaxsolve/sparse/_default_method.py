@@ -42,17 +42,18 @@ configuration asked of PCG in the iterations PCG left of ``max_iters``, so that 
 the user names stops at its breakdown, as AmgX's does.
 
 **Where the continuation is compiled.**  Breakdowns are rare, but a continuation in the
-solve's program is compiled on every first call: its BiCGSTAB loop and the AMG cycles in it
-took 0.45 s of the 1.9 s a fresh process spent compiling its first solve of 3D Poisson
-(40³, float64, on two CPU cores; the call: 2.9 s).  So where the solve reads its failure
+solve's program is compiled on every first call: its BiCGSTAB loop, with the AMG cycles in
+it, took 0.35 s of the 1.17 s a fresh process spent compiling its first solve of 3D Poisson
+(40³, float64, two idle CPU cores; the call: 1.79 s).  So where the solve reads its failure
 reasons on the host anyway (``solve``'s checked path, on concrete inputs) it runs PCG
 alone, and compiles and runs a second program only where a column broke down: it continues
 those columns by :func:`continued_by_bicgstab` and keeps PCG's result for the others
-(``_solve.py``'s ``_continued``).  That first call now takes 2.4 s (1.4 s compiling); an
-indefinite 3D Poisson (shifted by 0.1) compiles the two programs in as much time as the
-one took (4.3 s a first call, both).  A solve whose reasons stay in its program (under
-``jit``, ``grad`` or ``vmap``, unchecked, with a null space) holds PCG and the
-continuation in one program (:func:`pcg_or_bicgstab`: a ``lax.cond``).
+(``_solve.py``'s ``_continued``).  That first call now takes 1.41 s (0.82 s compiling;
+2.4 s against 2.9 while another process shared the cores); an indefinite 3D Poisson
+(shifted by 0.1) compiles the two programs in the time the one took (3.1 s a first call,
+both).  A solve whose reasons stay in its program (under ``jit``, ``grad`` or ``vmap``,
+unchecked, with a null space) holds PCG and the continuation in one program
+(:func:`pcg_or_bicgstab`: a ``lax.cond``).
 """
 
 from __future__ import annotations
@@ -150,8 +151,9 @@ def pcg_or_bicgstab(matvec, b, *, precondition, **options) -> tuple[jax.Array, S
     """PCG (:func:`cg`), continued by BiCGSTAB (:func:`continued_by_bicgstab`) from its
     iterate where it breaks down on an indefinite matrix or preconditioner (see the
     module), in one program: the continuation is compiled with PCG, and runs only after a
-    breakdown (``lax.cond``).  A traced solve's; the concrete checked solve runs PCG alone
-    and compiles the continuation after a breakdown."""
+    breakdown (``lax.cond``).  The program of a solve whose failure reasons stay in it; a
+    checked solve of concrete inputs runs PCG alone and continues its breakdowns in a
+    second program."""
     x, info = cg(matvec, b, precondition=precondition, **options)
     return lax.cond(broke_down(info.failure_reason),
                     lambda x: continued_by_bicgstab(matvec, b, x, info,
