@@ -43,17 +43,17 @@ the user names stops at its breakdown, as AmgX's does.
 
 **Where the continuation is compiled.**  Breakdowns are rare, but a continuation in the
 solve's program is compiled on every first call: its BiCGSTAB loop, with the AMG cycles in
-it, took 0.35 s of the 1.17 s a fresh process spent compiling its first solve of 3D Poisson
-(40³, float64, two idle CPU cores; the call: 1.79 s).  So where the solve reads its failure
+it, took 0.36 s of the 1.26 s a fresh process spent compiling its first solve of 3D Poisson
+(40³, float64, two CPU cores; the call: 1.98 s).  So where the solve reads its failure
 reasons on the host anyway (``solve``'s checked path, on concrete inputs) it runs PCG
 alone, and compiles and runs a second program only where a column broke down: it continues
 those columns by :func:`continued_by_bicgstab` and keeps PCG's result for the others
-(``_solve.py``'s ``_continued``).  That first call now takes 1.41 s (0.82 s compiling;
-2.4 s against 2.9 while another process shared the cores); an indefinite 3D Poisson
-(shifted by 0.1) compiles the two programs in the time the one took (3.1 s a first call,
-both).  A solve whose reasons stay in its program (under ``jit``, ``grad`` or ``vmap``,
-unchecked, with a null space) holds PCG and the continuation in one program
-(:func:`pcg_or_bicgstab`: a ``lax.cond``).
+(``_solve.py``'s ``_continued``).  That first call now takes 1.52 s (0.90 s compiling);
+an indefinite 3D Poisson (shifted by 0.1, 160 iterations) compiles the two programs in
+the time the one took (a first call of 4.3 s against 4.6, within the noise).  A solve
+whose reasons stay in its program (under ``jit``, ``grad`` or ``vmap``, unchecked, with a
+null space) holds PCG and the continuation in one program (:func:`pcg_or_bicgstab`: a
+``lax.cond``).
 """
 
 from __future__ import annotations
