@@ -68,6 +68,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
+from ._blocks import block_config
 from ._config import SolverConfig, for_dtype
 from ._krylov import bicgstab, cg
 from ._status import FailureReason, SolveInfo
@@ -86,12 +87,15 @@ _BREAKDOWNS = (FailureReason.NOT_POSITIVE_DEFINITE,
 _latest_on_pattern: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-def as_solved(config: SolverConfig, matrix: Any) -> SolverConfig:
-    """``config`` as :func:`solve` runs it on ``matrix`` (a :class:`CsrMatrix`): its method
-    (:func:`method_for`), then its cycle (:func:`for_dtype`).  What reports on a solve
+def as_solved(caller: str, config: SolverConfig, matrix: Any, block_dim: int) -> SolverConfig:
+    """``config`` as :func:`solve` runs it on ``matrix`` (a :class:`CsrMatrix`) of
+    ``block_dim`` unknowns to a node: its method (:func:`method_for`), its cycle
+    (:func:`for_dtype`), ``block_dim`` on its AMG and relaxations
+    (:func:`._blocks.block_config`, whose error names ``caller``).  What reports on a solve
     (``describe``, ``memory_traffic_per_iteration``) reads the configuration this way too,
     and so finds the solve's hierarchy in the setup cache."""
-    return for_dtype(method_for(config, matrix), matrix.values.dtype)
+    config = for_dtype(method_for(config, matrix), matrix.values.dtype)
+    return block_config(caller, config, matrix.shape[0], block_dim)
 
 
 def method_for(config: SolverConfig, matrix: Any) -> SolverConfig:

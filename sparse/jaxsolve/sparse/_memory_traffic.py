@@ -185,7 +185,7 @@ def memory_traffic_per_iteration(A: Any, config: Any = None, *,
     matrix, _, _, near_nullspace = checked_inputs(
         name, A, np.zeros(np.shape(A)[0], np.float32), None, near_nullspace, True)
     dtype = np.dtype(matrix.values.dtype)
-    config = _blocks.block_config(name, as_solved(config, matrix), matrix.shape[0], block_dim)
+    config = as_solved(name, config, matrix, block_dim)
     structure = None
     if amg_config(config) is not None:
         system = System.for_matrix(matrix, config, near_nullspace, reuse_setup=False,

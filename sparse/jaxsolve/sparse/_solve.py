@@ -319,8 +319,7 @@ def solve(
     placement = given_placement(b)  # x goes back there; b may move to A's device
     matrix, b, x0, near_nullspace = checked_inputs("solve", A, b, x0, near_nullspace, check,
                                                    values_checked_by_solve=True)
-    config = _blocks.block_config("solve", as_solved(config, matrix), matrix.shape[0],
-                                  block_dim)
+    config = as_solved("solve", config, matrix, block_dim)
     spaces = null_spaces("solve", matrix, nullspace, transpose_nullspace, check)
     if spaces is not None:  # singular: the coarsest AMG level gets a pseudo-inverse
         config = singular_config(config, spaces)

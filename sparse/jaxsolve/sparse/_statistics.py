@@ -131,8 +131,7 @@ def describe(A: Any, config: Any = None, *,
     matrix, _, _, near_nullspace = checked_inputs(
         "describe", A, np.zeros(np.shape(A)[0], np.float32), None, near_nullspace, True)
     # the configuration as solve runs it on this dtype, whose hierarchy the cache keeps
-    config = _blocks.block_config("describe", as_solved(config, matrix), matrix.shape[0],
-                                  block_dim)
+    config = as_solved("describe", config, matrix, block_dim)
     system = System.for_matrix(matrix, config, near_nullspace, reuse_setup=False, check=True)
     structure, numbers = system.setup
     if numbers is None:
