@@ -84,7 +84,7 @@ def test_tiny_run_prints_every_column_for_every_configuration(tmp_path):
     assert [(row["problem"], row["config"]) for row in rows] == [
         (row[0], row[2]) for row in cells]
     for row in rows:
-        if row["config"] in ("default", "best"):  # jaxsolve solves both at this size
+        if row["config"] in ("default", "l1"):  # jaxsolve solves both at this size
             assert row["status"] == "SUCCESS" and row["converged"], row
             assert row["true_residual"] <= 1e-7 and row["its"] >= 1
             # a hierarchy keeps something; an iteration reads A at least once
