@@ -38,8 +38,9 @@ on the CSR pattern).
 still be indefinite (a shifted Laplacian), and then CG meets ``pᴴAp <= 0`` or ``rᴴM⁻¹r <= 0``
 and stops with ``NOT_POSITIVE_DEFINITE`` or ``PRECONDITIONER_NOT_POSITIVE_DEFINITE``.  The
 default PCG then continues by PBICGSTAB from its best iterate, to the same residual norm the
-configuration asked of PCG in the iterations PCG left of ``max_iters``, so that the default never does worse than PBICGSTAB alone.  A PCG
-the user names stops at its breakdown, as AmgX's does.
+configuration asked of PCG in the iterations PCG left of ``max_iters``, so that the default
+never does worse than PBICGSTAB alone.  A PCG the user names stops at its breakdown, as
+AmgX's does.
 
 **Where the continuation is compiled.**  Breakdowns are rare, but a continuation in the
 solve's program is compiled on every first call: its BiCGSTAB loop, with the AMG cycles in
