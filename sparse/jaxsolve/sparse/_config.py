@@ -901,7 +901,9 @@ def parse_amgx_config(
     iterations; four weights kept 7.9 × A but took 10 iterations, 3D elasticity 20
     against 17 and a 10⁶ coefficient jump 14 against 12; on none of
     ``tools/bench/sparse_suite.py``'s fifteen problems did six take more iterations
-    than four, and the bytes the solve moved, summed over them, were the same.  With
+    than four, and the bytes the solve moved, summed over them, were the same; the host
+    setup takes 30–55 % longer than four's on 3D Poisson 128³, where the solve moves 10 %
+    fewer bytes, 9 iterations against 11.  With
     an aggressive first level, four serve as well: on 3D Poisson 128³, PMISC with one
     aggressive level takes 14 iterations either way, 1310 MB an iteration against
     six's 1339), ``interp_truncation_factor: 1.1``
