@@ -270,9 +270,10 @@ class RelaxationConfig:
     * ``JACOBI_L1``: ℓ1-Jacobi, ``M = D_ℓ1 / ω`` with ``D_ℓ1[i] = Σ_j |A[i, j]|``,
       convergent for every SPD matrix without a damping estimate (AmgX itself
       applies ``ω`` only to a first sweep from ``x = 0``).
-    * ``CHEBYSHEV_POLY``: AmgX's Chebyshev polynomial of degree
-      ``chebyshev_polynomial_order`` in ``A``, scaled by the Gershgorin bound
-      ``max_i Σ_j |A[i, j]|`` of its largest eigenvalue.
+    * ``CHEBYSHEV_POLY``: a Chebyshev polynomial of degree ``chebyshev_polynomial_order``
+      in ``D⁻¹A`` (AmgX's name) damping ``[λ/10, λ]``, ``λ`` 1.1 times the power
+      iteration's estimate of ``ρ(D⁻¹A)`` from the numeric setup (see
+      :mod:`._relaxation`).
     * ``MULTICOLOR_GS``: Gauss-Seidel over the colors of a distance-1 coloring of
       ``A``'s graph, ``x_c ← x_c + ω D_c⁻¹ (b - A x)_c`` for each color ``c`` in turn (the
       unknowns of one color are updated at once); with ``symmetric_gs`` the colors are
