@@ -130,6 +130,7 @@ def relaxation_data(
                 RelaxationData(inverses, interval), a.matvec(v)), rows, start)
             inverses = inverses * _damping(rho, a.values.dtype)
         return RelaxationData(scale=inverses, interval=interval)
+
     def jacobi_radius(scale: jax.Array) -> jax.Array:  # ρ(D⁻¹A), D⁻¹ = diag(scale)
         if jacobi_spectral_radius is not None:
             return jacobi_spectral_radius
