@@ -44,7 +44,6 @@ from __future__ import annotations
 
 import atexit
 import ctypes
-import functools
 import itertools
 import json
 import os

@@ -34,8 +34,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxsolve import autodiff
-
 from . import _blocks, _matrix_free
 from ._amgx import solve_amgx
 from ._backend import current_backend
@@ -369,8 +367,7 @@ def solve(
                 operator = (matrix.values, system.state())
                 correction, info, reasons, _ = _service(system, report=True)(operator, rhs)
             # The default's PCG ran alone (_solve_columns_reporting): its breakdowns go on here.
-            broke = broke_down(np.asarray(reasons))
-            if falls_back(system.config) and broke.any():
+            if falls_back(system.config) and (broke := broke_down(np.asarray(reasons))).any():
                 correction, info = _continued(system, operator, rhs, correction, info, broke)
         else:
             correction, info = services[0](operator, rhs)
