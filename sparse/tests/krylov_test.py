@@ -144,6 +144,23 @@ class TestKrylov:
         with pytest.raises(_status.SolveError, match="Increase max_iters"):
             _status.raise_on_failure(info)
 
+    @pytest.mark.parametrize("name", ["cg", "bicgstab"])
+    def test_a_traced_iteration_limit_stops_the_loop(self, name):
+        # A program that chooses its method at run time gives one of them no iterations.
+        A = csr(poisson(8), np.float32)
+        b = rhs(64, np.float32)
+        solve = jax.jit(lambda limit: SOLVERS[name](A.matvec, b, max_iters=20,
+                                                    iteration_limit=limit))
+        x, info = solve(0)
+        assert outcome(info) == (Status.NOT_CONVERGED, FailureReason.MAX_ITERS)
+        assert int(info.iterations) == 0 and not np.any(np.asarray(x))
+        _, info = solve(2)
+        assert int(info.iterations) == 2
+        _, info = solve(100)  # at most max_iters, as without a limit
+        _, unlimited = SOLVERS[name](A.matvec, b, max_iters=20)
+        assert outcome(info) == outcome(unlimited)
+        assert int(info.iterations) == int(unlimited.iterations)
+
     @pytest.mark.parametrize(
         "name, reason",
         [("cg", FailureReason.NOT_POSITIVE_DEFINITE),

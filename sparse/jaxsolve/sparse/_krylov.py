@@ -170,6 +170,7 @@ def cg(
     alt_rel_tolerance: float | jax.Array = ALT_REL_TOLERANCE,
     inner_product: Callable[[jax.Array, jax.Array], jax.Array] | None = None,
     store_history: bool = False,
+    iteration_limit: jax.Array | None = None,
 ) -> tuple[jax.Array, SolveInfo]:
     r"""Solves ``A x = b`` for a Hermitian positive definite ``A`` by (P)CG.
 
@@ -217,6 +218,10 @@ def cg(
             relative residual norms (static; AmgX's ``store_res_history``).
             Off, the history is an empty ``(0,)`` array and the loop carries
             no array whose size grows with ``max_iters``.
+        iteration_limit: the most iterations as a value, possibly traced, at most
+            ``max_iters`` (which still sizes the history): ``max_iters`` by default;
+            0 starts no iteration (a program that chooses its method at run time
+            skips CG so).
 
     Returns:
         ``(x, info)``: the ``(n,)`` solution and a :class:`SolveInfo`.
@@ -241,7 +246,7 @@ def cg(
         Array(True, dtype=bool)
     """
     problem, r0 = _setup("cg", matvec, b, x0, precondition, tolerance, max_iters, convergence,
-                         norm, alt_rel_tolerance, inner_product, store_history)
+                         norm, alt_rel_tolerance, inner_product, store_history, iteration_limit)
 
     # The step preconditions the residual it starts from: the loop holds the
     # preconditioner's one copy (which a first z = M⁻¹ r_0 before the loop would double in
