@@ -23,10 +23,10 @@ MARKER = "<!-- amgx-config-reference -->"
 MEANINGS: dict[str, str | tuple[str, Any]] = {
     "solver": "The method of this scope: a Krylov method (CG, PCG, BICGSTAB, PBICGSTAB,"
               " GMRES, FGMRES), AMG iterated as a solver, or a relaxation. Where the outer"
-              " scope names none, `solve` runs PCG on a concrete Hermitian matrix with a"
-              " positive diagonal (continued by PBICGSTAB where PCG breaks down), PBICGSTAB"
-              " on any other; traced values take the method of their pattern's latest"
-              " concrete values.",
+              " scope names none, `solve` runs PCG on a Hermitian matrix with a positive"
+              " diagonal (continued by PBICGSTAB where PCG breaks down), PBICGSTAB on any"
+              " other; traced values take the method of their pattern's latest concrete"
+              " values, or are tested in the solve's program.",
     "preconditioner": "The preconditioner of PCG, PBICGSTAB, GMRES and FGMRES: a solver"
                       " name or a scope of its own. Ignored by unpreconditioned methods, as"
                       " in AmgX.",

@@ -1,8 +1,8 @@
 """The Krylov method ``solve`` runs when the configuration names none (``_default_method.py``).
 
-A concrete Hermitian matrix with a positive diagonal is solved by PCG with a V(1, 1) cycle,
-falling back to PBICGSTAB from PCG's iterate where PCG breaks down; every other matrix, and
-traced values, by PBICGSTAB.  Which method ran shows in the iterations and the iterate: the
+A Hermitian matrix with a positive diagonal is solved by PCG with a V(1, 1) cycle, falling
+back to PBICGSTAB from PCG's iterate where PCG breaks down; every other matrix by PBICGSTAB.
+Traced values are tested in the solve's program.  Which method ran shows in the iterations and the iterate: the
 default's are those of the method named explicitly.
 """
 
@@ -167,18 +167,59 @@ def test_concrete_values_closed_over_by_jit_are_solved_by_pcg():
     assert int(iterations) == solved(A, PCG)[1]
 
 
-def test_traced_values_on_a_pattern_no_concrete_solve_chose_for_keep_pbicgstab():
-    A = poisson(23)  # a pattern of its own in this file
+def jitted_iterations(A, b, config=None):
+    """The iterations of the solve of ``A``'s values traced by ``jit`` (no concrete call)."""
+    return int(jax.jit(lambda values: sparse.solve(A.with_values(values), b, config=config)[1]
+                       .iterations)(A.values))
+
+
+def test_traced_values_no_concrete_solve_chose_for_are_tested_in_the_program():
+    # jit-only callers get PCG too: a structurally symmetric pattern's program tests the
+    # values.  Hermitian ones run PCG; others BiCGSTAB from the start, with the V(1, 2)
+    # cycle of the default's PBICGSTAB (a V(1, 1) one takes other iterations).
+    spd = poisson(23)  # patterns of their own in this file
+    b = rhs(spd)
+    assert jitted_iterations(spd, b) == jitted_iterations(spd, b, PCG) != jitted_iterations(
+        spd, b, PBICGSTAB)
+    dense = np.asarray(poisson(22).todense())
+    convection = sparse.as_csr(sp.csr_matrix(dense + np.diag(np.full(483, -0.9), -1)
+                                             + np.diag(np.full(483, 0.9), 1)))
+    b = rhs(convection)
+    v11 = parse_amgx_config({"solver": "PBICGSTAB", "preconditioner": {"cycle": "V"}})
+    assert jitted_iterations(convection, b) == jitted_iterations(convection, b, PBICGSTAB)
+    assert jitted_iterations(convection, b) != jitted_iterations(convection, b, v11)
+
+
+def test_traced_indefinite_hermitian_values_converge_by_the_fallback():
+    A = poisson(21, shift=0.3)
     b = rhs(A)
+    x, info = jax.jit(lambda values: sparse.solve(A.with_values(values), b))(A.values)
+    assert sparse.Status(int(info.status)) == sparse.Status.SUCCESS
+    residual = np.linalg.norm(np.asarray(b - A @ x)) / np.linalg.norm(np.asarray(b))
+    assert residual < 1e-4
 
-    @jax.jit
-    def iterations(values, config=None):
-        return sparse.solve(A.with_values(values), b, config=config)[1].iterations
 
-    traced = int(iterations(A.values))
-    assert traced == int(jax.jit(lambda v: sparse.solve(A.with_values(v), b,
-                                                        config=PBICGSTAB)[1].iterations)(A.values))
-    assert traced != solved(A, PCG)[1]
+def test_the_program_tests_the_values_of_a_pattern_concrete_ones_chose_pcg_for():
+    # The method follows the pattern's latest concrete values, but its program still tests
+    # the traced ones: nonsymmetric values on the pattern are not solved by CG.
+    A = poisson(19)
+    b = rhs(A)
+    sparse.solve(A, b)  # chooses PCG for the pattern
+    dense = np.asarray(A.todense())
+    upper = np.triu(dense != 0, k=1)
+    skewed = sparse.as_csr(sp.csr_matrix(dense + 0.9 * upper - 0.9 * upper.T))
+    assert np.array_equal(skewed.indices, A.indices)
+    _, info = jax.jit(lambda values: sparse.solve(A.with_values(values), b))(skewed.values)
+    assert sparse.Status(int(info.status)) == sparse.Status.SUCCESS
+    assert int(info.iterations) == jitted_iterations(skewed, b, PBICGSTAB)
+
+
+def test_traced_values_on_a_nonsymmetric_pattern_keep_pbicgstab():
+    A = poisson(18)
+    dense = np.asarray(A.todense())
+    A = sparse.as_csr(sp.csr_matrix(dense + np.diag(np.full(323, 0.5), -1)))
+    b = rhs(A)
+    assert jitted_iterations(A, b) == jitted_iterations(A, b, PBICGSTAB)
 
 
 def test_traced_values_take_the_method_of_the_patterns_latest_concrete_values():
@@ -205,6 +246,24 @@ def test_the_gradient_to_the_values_after_a_default_pcg_is_not_symmetrized():
 
     gradient = jax.grad(loss)(A.values)
     direction = jnp.asarray(np.random.default_rng(3).standard_normal(A.nnz))
+    step = 1e-6
+    difference = (loss(A.values + step * direction) - loss(A.values - step * direction)) / (
+        2 * step)
+    np.testing.assert_allclose(jnp.vdot(gradient, direction), difference, rtol=1e-5)
+
+
+@pytest.mark.usefixtures("x64")
+def test_the_gradient_of_a_jit_only_default_solve_matches_finite_differences():
+    # Neither A's solve nor Aᵀ's (reverse mode) had concrete values: both programs test.
+    A = poisson(9, dtype=np.float64)
+    b = rhs(A)
+    tight = {"tolerance": 1e-12}
+
+    def loss(values):
+        return jnp.sum(sparse.solve(A.with_values(values), b, config=tight)[0] ** 2)
+
+    gradient = jax.jit(jax.grad(loss))(A.values)
+    direction = jnp.asarray(np.random.default_rng(4).standard_normal(A.nnz))
     step = 1e-6
     difference = (loss(A.values + step * direction) - loss(A.values - step * direction)) / (
         2 * step)

@@ -709,10 +709,10 @@ class SolverConfig:
       default_solver: True when the configuration leaves the outer solver to jaxsolve,
         naming no ``solver`` in its outer scope (no AmgX key; :func:`parse_amgx_config`
         sets it).  ``solver`` is then ``"PBICGSTAB"``, which :func:`solve` turns into
-        ``"PCG"`` for a concrete Hermitian matrix with a positive diagonal and a
-        symmetric AMG cycle, falling back to BiCGSTAB where that PCG breaks down (see
-        :mod:`jaxsolve.sparse._default_method`).  Such a solver is written out without
-        the key.
+        ``"PCG"`` for a Hermitian matrix with a positive diagonal and a symmetric AMG
+        cycle (traced values tested in the solve's program), falling back to BiCGSTAB
+        where that PCG breaks down (see :mod:`jaxsolve.sparse._default_method`).  Such a
+        solver is written out without the key.
 
     Raises:
       TypeError, ValueError: if a field has the wrong type or value, is set

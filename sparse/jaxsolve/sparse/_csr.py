@@ -99,6 +99,15 @@ class _CsrPattern:
         return pattern, _frozen_int32(permutation)
 
     @functools.cached_property
+    def transposed_on_device(self) -> jax.Array:
+        """The permutation of :attr:`transposed` on the default device: the position of each
+        ``a_ji`` among the values, which the program of a default solve of traced values
+        reads to test them for symmetry (``_default_method.py``).  Sent once per pattern,
+        and freed with it."""
+        with jax.ensure_compile_time_eval():  # also while a caller's jit traces
+            return jax.device_put(self.transposed[1])
+
+    @functools.cached_property
     def native_operands(self) -> tuple[np.ndarray, np.ndarray]:
         """``(indices, indptr)`` as operands of the native CSR product, checked entry by
         entry once per pattern (also one built with ``check=False``), not at every product."""

@@ -40,8 +40,8 @@ from ._backend import current_backend
 from ._compiler_options import jit, staging
 from ._config import SolverConfig, for_dtype, krylov_options, parse_amgx_config, with_overrides
 from ._csr_arrays import CsrArrays
-from ._default_method import (as_solved, broke_down, continued_by_bicgstab, falls_back,
-                              pcg_or_bicgstab)
+from ._default_method import (as_solved, broke_down, continuation_cycle, continued_by_bicgstab,
+                              falls_back, hermitian_with_positive_diagonal, pcg_or_bicgstab)
 from ._sharded import ShardedCsrMatrix, solve_sharded
 from ._hierarchy import Hierarchy
 from ._krylov import HERMITIAN_METHODS, KRYLOV_METHODS, check_max_iters, stationary
@@ -415,7 +415,7 @@ def _reject(path: str, **given: Any) -> None:
 def _solve_columns(
     config: SolverConfig, matrix: CsrArrays, numbers: Hierarchy | RelaxationData | None,
     diagonal: jax.Array, rhs: jax.Array, key_check: tuple[jax.Array, jax.Array] | None = None,
-    *, fallback: bool = True
+    transposed: jax.Array | None = None, *, fallback: bool = True
 ) -> tuple[jax.Array, SolveInfo]:
     """Solves the columns of ``rhs`` (``(n, k)``) as one batched loop; returns ``x`` and
     per-column info. A vector ``rhs`` (``(n,)``) gives ``x`` ``(n,)`` and one info, with
@@ -427,11 +427,16 @@ def _solve_columns(
     that must be equal for the solve to iterate (else ``x`` is NaN, and the solve is run
     again; see :meth:`System.confirm`).  ``fallback``: whether the default's PCG holds
     its BiCGSTAB continuation (:func:`pcg_or_bicgstab`); without, it stops at a breakdown,
-    which the caller continues (:func:`_continued`)."""
+    which the caller continues (:func:`_continued`).  ``transposed``:
+    :attr:`SetupState.transposed`, for the default's PCG to test traced values."""
     invalid = _invalid_matrix(config, matrix, diagonal)
     if config.solver in KRYLOV_METHODS:
-        method = (pcg_or_bicgstab if fallback and falls_back(config)
-                  else KRYLOV_METHODS[config.solver])
+        method = KRYLOV_METHODS[config.solver]
+        if fallback and falls_back(config):
+            method = functools.partial(
+                pcg_or_bicgstab, continuation=_continuation(config, matrix, numbers),
+                hermitian=None if transposed is None
+                else hermitian_with_positive_diagonal(matrix.values, transposed, diagonal))
         precondition = make_precondition(config.preconditioner, matrix, numbers)
     else:  # AMG or a relaxation, iterated: x ← x + M⁻¹ (b − A x), one cycle or sweep each
         method = stationary
@@ -499,7 +504,7 @@ def _continued_columns(
     ``columns`` of ``rhs`` (``(n, k)``; all of a vector ``rhs``) continued by BiCGSTAB
     from ``x`` (:func:`continued_by_bicgstab`) as one batched loop; the other columns
     keep PCG's ``x`` and ``info``."""
-    precondition = make_precondition(config.preconditioner, matrix, numbers)
+    precondition = _continuation(config, matrix, numbers)
 
     def one(b, x, info):
         return continued_by_bicgstab(matrix.matvec, b, x, info, precondition=precondition,
@@ -511,6 +516,14 @@ def _continued_columns(
         rhs[:, columns], x[:, columns], jax.tree.map(lambda leaf: leaf[columns], info))
     return x.at[:, columns].set(y), jax.tree.map(
         lambda leaf, continued: leaf.at[columns].set(continued), info, more)
+
+
+def _continuation(config: SolverConfig, matrix: CsrArrays, numbers: Hierarchy
+                  ) -> Callable[[jax.Array], jax.Array]:
+    """The preconditioner of the BiCGSTAB that continues the default's PCG
+    (:func:`continuation_cycle`)."""
+    return make_precondition(config.preconditioner, matrix,
+                             continuation_cycle(config, numbers, matrix.values.dtype))
 
 
 def _keys_match(key_check: tuple[jax.Array, jax.Array] | None) -> jax.Array:
@@ -561,7 +574,7 @@ def _service(system: System, *, transposed: bool = False, report: bool = False,
             transpose = system.transposed
             return padded_solve(_solve_columns, transpose.config,
                                 transpose.operators(values[transpose.values_from], state),
-                                state.diagonal, rhs)
+                                state.diagonal, rhs, None, state.transposed)
 
         return service(run_transposed, own_numbers=lambda: system.transposed.state())
     solve_columns = _solve_columns_reporting if report else _solve_columns
@@ -569,7 +582,9 @@ def _service(system: System, *, transposed: bool = False, report: bool = False,
               else system.config)
 
     def run(values: jax.Array, state, rhs: jax.Array) -> tuple:
+        # A reporting solve's values are concrete, tested on the host: no `transposed`.
+        rest = (state.key_check,) if report else (state.key_check, state.transposed)
         return padded_solve(solve_columns, config, system.operators(values, state),
-                            state.diagonal, rhs, state.key_check)
+                            state.diagonal, rhs, *rest)
 
     return service(run)
