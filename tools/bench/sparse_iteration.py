@@ -45,14 +45,13 @@ import numpy as np
 
 import jaxsolve.sparse as jsp
 from jaxsolve.sparse import matrices
+from amg_configs import LEAN
 from timing import smallest_time
 
 TOLERANCE = 1e-8
 CONFIGS = {
-    "PMISC + 1 aggressive": {
-        "solver": "PCG", "tolerance": TOLERANCE, "max_iters": 200,
-        "preconditioner": {"solver": "AMG", "algorithm": "CLASSICAL", "selector": "PMISC",
-                           "aggressive_levels": 1, "interp_max_elements": 4}},
+    "PMISC + 1 aggressive": {"solver": "PCG", "tolerance": TOLERANCE, "max_iters": 200,
+                             "preconditioner": LEAN},
     "default": {"solver": "PCG", "tolerance": TOLERANCE, "max_iters": 200},
 }
 SPMV_TARGET = "jaxsolve_sparse_csr_matvec"

@@ -70,6 +70,7 @@ import numpy as np
 import scipy.sparse
 
 import jaxsolve.sparse as jsp
+from amg_configs import LEAN
 from jaxsolve.sparse import matrices
 
 TOLERANCE = 1e-8
@@ -79,16 +80,13 @@ CONFIGS = {
         "solver": "PCG",
         "tolerance": TOLERANCE,
         "max_iters": 200,
-        "preconditioner": {"solver": "AMG", "algorithm": "CLASSICAL", "selector": "PMISC",
-                           "aggressive_levels": 1, "interp_max_elements": 4},
+        "preconditioner": LEAN,
     },
     "PMISC + 1 aggressive, two D2 stages": {  # the aggressive level's P = P1 P2
         "solver": "PCG",
         "tolerance": TOLERANCE,
         "max_iters": 200,
-        "preconditioner": {"solver": "AMG", "algorithm": "CLASSICAL", "selector": "PMISC",
-                           "aggressive_levels": 1, "interp_max_elements": 4,
-                           "aggressive_interpolator": "D2"},
+        "preconditioner": {**LEAN, "aggressive_interpolator": "D2"},
     },
     "smoothed aggregation": {  # tools/bench/sparse_poisson3d.py's
         "solver": "PCG",

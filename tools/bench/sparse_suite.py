@@ -118,6 +118,8 @@ import pyamg
 import scipy.sparse
 import scipy.spatial
 
+import amg_configs
+
 SPD, SINGULAR, NONSYMMETRIC, COMPLEX = "SPD", "singular", "nonsymmetric", "complex"
 CONFIGS = ("default", "l1", "pyamg_rs", "pyamg_sa")
 # Configurations run only when --configs names them.
@@ -141,11 +143,8 @@ SIZES: dict[str, dict[str, int]] = {
                "convection": 256, "recirculating": 256, "helmholtz": 54, "helmholtz_fd": 96,
                "graph": 50000, "unstructured2d": 50000, "unstructured3d": 40},
 }
-# Issue 33's leanest classical hierarchy ("lean"): on the 128³ Poisson matrix it keeps 2.9 × A
-# and its PCG is the fastest solve (7.9 ms, 14 iterations, on an H200).  Four interpolation
-# weights a row (the default's six take the same 14 iterations there, 2 % more bytes each).
-LEAN = {"preconditioner": {"solver": "AMG", "selector": "PMISC", "aggressive_levels": 1,
-                           "interp_max_elements": 4}}
+# Issue 33's leanest classical hierarchy ("lean", amg_configs.LEAN).
+LEAN = {"preconditioner": amg_configs.LEAN}
 # "lean_two_stage": its aggressive level's P in two D2 stages (hypre's two-stage extended+i).
 LEAN_TWO_STAGE = {"preconditioner": {**LEAN["preconditioner"], "aggressive_interpolator": "D2"}}
 # "d1": D1 interpolation, unlimited weights a row (issue 29's candidate complex default).
