@@ -8,7 +8,6 @@ Every test is marked ``gpu`` and skipped where JAX has no GPU.
 import functools
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 import pytest
 from hypothesis import given, settings

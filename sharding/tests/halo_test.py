@@ -13,7 +13,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-import scipy.sparse as sp
 
 import jaxsolve.sharding as js
 from helpers import poisson, random_matrix

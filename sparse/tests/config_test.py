@@ -10,7 +10,6 @@ import re
 import jax
 import pytest
 
-from jaxsolve.sparse import _config
 from jaxsolve.sparse._config import (
     DEFAULT_SOLVER_CONFIG,
     AMGConfig,

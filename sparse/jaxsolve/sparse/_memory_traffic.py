@@ -23,7 +23,6 @@ import numpy as np
 
 from . import _blocks
 from ._config import AMGConfig, RelaxationConfig, SolverConfig, parse_amgx_config
-from ._csr_arrays import CsrStructure
 from ._default_method import as_solved
 from ._device_setup import DeviceStructure
 from ._hierarchy import HierarchyStructure

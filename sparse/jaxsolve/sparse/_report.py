@@ -53,7 +53,6 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from ._config import SolverConfig
