@@ -143,8 +143,9 @@ def test_a_run_past_hang_seconds_ends_with_the_stacks_and_keeps_the_rows_before(
     assert done.returncode != 0
     assert "[poisson2d default: more than 1e-09 s ends the run]" in done.stderr
     # Where it was: faulthandler reads the running thread's frames without stopping it, so
-    # past the innermost frame the stack may be garbled ("File ???"); the innermost is there.
-    assert "Timeout" in done.stderr and re.search(r'File "[^"]+\.py", line \d+ in \w+',
+    # the stack may be cut or garbled past its innermost frame ("File ???"), which may be
+    # an import's (a fresh clone's CI run once ended at `File "<frozen importlib...>"`).
+    assert "Timeout" in done.stderr and re.search(r'Thread 0x[0-9a-f]+ .*\n  File "',
                                                   done.stderr)
     assert not out.exists()  # it ended within the first problem
 
