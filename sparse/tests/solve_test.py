@@ -549,12 +549,27 @@ class TestCache:
         assert status(info) == "SUCCESS"
         assert sparse.cache_info() == sparse.CacheInfo(hits=2, misses=1, maxsize=8, currsize=1)
 
-    def test_a_gradient_keeps_a_and_its_transpose(self, x64):
+    @pytest.mark.parametrize("upwind, structures", [(False, 1), (True, 2)])
+    def test_a_gradient_keeps_the_transposes_structure_where_its_pattern_differs(
+            self, upwind, structures, x64):
+        # Traced Aᵀ takes the structure latest used on its pattern: on a structurally
+        # symmetric one (central differences) A's, on another (an upwind term only below
+        # the diagonal) one of its own, kept beside A's.
         sparse.clear_cache()
-        A = sparse.as_csr(matrices.convection_diffusion_matrix_2d(6, peclet=5.0, dtype=np.float64))
+        A = matrices.convection_diffusion_matrix_2d(6, peclet=5.0, dtype=np.float64)
+        A = scipy.sparse.csr_matrix(A.todense())
+        if upwind:
+            A = A + scipy.sparse.diags(np.full(35, -0.5), -1)
+        A = sparse.as_csr(A)
         b = matrices.rhs_ones(36, dtype=np.float64)
-        jax.grad(lambda v: sparse.solve(A.with_values(v), b)[0].sum())(A.values)
-        assert sparse.cache_info().currsize == 2
+        gradient = jax.grad(lambda v: sparse.solve(A.with_values(v), b)[0].sum())(A.values)
+        assert sparse.cache_info().currsize == structures
+        dense = np.asarray(A.todense())
+        x = np.linalg.solve(dense, np.asarray(b))
+        # d(Σx)/dA_ij = −λ_i x_j with Aᵀλ = 1
+        lam = np.linalg.solve(dense.T, np.ones(36))
+        rows = np.repeat(np.arange(36), np.diff(A.indptr))
+        np.testing.assert_allclose(gradient, -lam[rows] * x[A.indices], rtol=1e-4, atol=1e-8)
 
     def test_a_resetup_reruns_the_compiled_numeric_setup(self, monkeypatch, x64):
         """New values of the same kind on a cached structure run the numeric setup's

@@ -126,14 +126,20 @@ class _CsrPattern:
         return autodiff.SparsePattern.from_csr(self.indptr, self.indices, self.shape)
 
     @functools.cached_property
-    def symmetric_with_diagonal(self) -> bool:
-        """Whether the pattern is square, stores ``a_ji`` beside every ``a_ij`` and a diagonal
-        entry in every row: what a Hermitian matrix's values need to be tested entry by
-        entry (``values == conj(values[transposed[1]])``)."""
+    def structurally_symmetric(self) -> bool:
+        """Whether the pattern is square and stores ``a_ji`` beside every ``a_ij``: ``Aᵀ``
+        has ``A``'s pattern."""
         transposed, _ = self.transposed
-        return (self.diagonal_positions.size == self.shape[0] == self.shape[1]
+        return (self.shape[0] == self.shape[1]
                 and np.array_equal(self.indptr, transposed.indptr)
                 and np.array_equal(self.indices, transposed.indices))
+
+    @functools.cached_property
+    def symmetric_with_diagonal(self) -> bool:
+        """Whether the pattern is structurally symmetric with a diagonal entry in every row:
+        what a Hermitian matrix's values need to be tested entry by entry (``values ==
+        conj(values[transposed[1]])``)."""
+        return self.structurally_symmetric and self.diagonal_positions.size == self.shape[0]
 
 
 @jax.tree_util.register_pytree_node_class
