@@ -190,6 +190,21 @@ def test_traced_values_no_concrete_solve_chose_for_are_tested_in_the_program():
     assert jitted_iterations(convection, b) != jitted_iterations(convection, b, v11)
 
 
+def test_values_batched_by_vmap_are_tested_one_by_one():
+    # Under vmap the program's test is batched too: each matrix gets its method.
+    A = poisson(20)
+    b = rhs(A)
+    dense = np.asarray(A.todense())
+    upper = np.triu(dense != 0, k=1)
+    skewed = sparse.as_csr(sp.csr_matrix(dense + 0.9 * upper - 0.9 * upper.T))
+    batch = jnp.stack([A.values, skewed.values, 1.5 * A.values])
+    x, info = jax.vmap(lambda values: sparse.solve(A.with_values(values), b))(batch)
+    expected = [jitted_iterations(A.with_values(values), b, method)
+                for values, method in zip(batch, (PCG, PBICGSTAB, PCG))]
+    np.testing.assert_array_equal(info.iterations, expected)
+    np.testing.assert_array_equal(info.status, sparse.Status.SUCCESS)
+
+
 def test_traced_indefinite_hermitian_values_converge_by_the_fallback():
     A = poisson(21, shift=0.3)
     b = rhs(A)
