@@ -26,12 +26,22 @@ selectors, aggregation, the multicolor and ℓ1-Jacobi smoothers). Columns:
 * ``solve``: the smallest of ``--repeats`` warm calls with ``reuse_setup=True``;
 * ``its`` and ``res``: iterations and the true relative residual.
 
+With ``--traced``, each row's values are traced: the call is ``jax.jit(lambda values:
+solve(A.with_values(values), b, config))`` and nothing was solved with concrete values
+before, as in a program that only ever calls ``solve`` under ``jit``.  The first call then
+builds the structure from the pattern alone, the numeric setup runs inside the program,
+and ``solve`` is the smallest warm call of that program (numeric setup included; no
+``setup`` column).  Its default rows stand beside PCG's and PBICGSTAB's, the methods the
+default's program chooses between at run time (``_default_method.py``; PBICGSTAB was
+the default of such values before).
+
 With ``--baseline PATH`` (the ``--json`` of an earlier run) each row also shows the ratio
 of its ``cpu``, ``compile`` and ``solve`` to the baseline's.
 
     python3 tools/bench/sparse_first_call.py                       # every row: minutes
     python3 tools/bench/sparse_first_call.py --rows poisson2d:default poisson3d:JACOBI_L1
     python3 tools/bench/sparse_first_call.py --json after.json --baseline before.json
+    python3 tools/bench/sparse_first_call.py --traced              # under jit alone
 """
 
 from __future__ import annotations
@@ -57,6 +67,7 @@ def _amg(**keys: Any) -> dict[str, Any]:
 
 CONFIGS: dict[str, dict[str, Any]] = {
     "default": {},
+    "PCG": {"solver": "PCG"},
     "PBICGSTAB": {"solver": "PBICGSTAB"},
     "GMRES": {"solver": "GMRES"},
     "FGMRES": {"solver": "FGMRES"},
@@ -67,11 +78,15 @@ CONFIGS: dict[str, dict[str, Any]] = {
     "MULTICOLOR_GS": {"solver": "PCG", "preconditioner": _amg(smoother="MULTICOLOR_GS")},
     "JACOBI_L1": {"solver": "PCG", "preconditioner": _amg(smoother="JACOBI_L1")},
 }
-ROWS = ([f"poisson2d:{name}" for name in CONFIGS]
+ROWS = ([f"poisson2d:{name}" for name in CONFIGS if name != "PCG"]
         + [f"poisson3d:{name}" for name in ("default", "PMIS", "AGGREGATION", "MULTICOLOR_GS",
                                             "JACOBI_L1")]
         + ["elasticity2d:default", "elasticity2d:JACOBI_L1"]
         + [f"convection:{name}" for name in ("default", "GMRES", "FGMRES")])
+# --traced: the default and the two methods it chooses between, per problem.
+TRACED_ROWS = [f"{problem}:{name}" for problem in ("poisson2d", "poisson3d", "elasticity2d",
+                                                   "convection")
+               for name in ("default", "PCG", "PBICGSTAB")]
 
 
 def problem(name: str) -> tuple[Any, int]:
@@ -96,8 +111,9 @@ def _cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def measure(row: str, repeats: int) -> dict[str, Any]:
-    """Runs row ``problem:config`` in this process (a fresh one); its measurements."""
+def measure(row: str, repeats: int, traced: bool = False) -> dict[str, Any]:
+    """Runs row ``problem:config`` in this process (a fresh one), its values traced under
+    ``jit`` with ``traced``; its measurements."""
     import jax
     jax.config.update("jax_enable_x64", True)
     import jaxsolve.sparse as jsp
@@ -125,21 +141,32 @@ def measure(row: str, repeats: int) -> dict[str, Any]:
             counts["trace"] += duration
             counts["lowered_at"] = _cpu()
 
+    if traced:
+        program = jax.jit(lambda values: jsp.solve(matrix.with_values(values), b,
+                                                   config=config, **kwargs))
+
+        def call(**_: Any) -> Any:
+            return program(matrix.values)
+    else:
+        def call(**reuse: Any) -> Any:
+            return jsp.solve(matrix, b, config=config, **kwargs, **reuse)
+
     jax.monitoring.register_event_duration_secs_listener(on_duration)
     cpu, wall = _cpu(), time.perf_counter()
-    x, info = jsp.solve(matrix, b, config=config, **kwargs)
+    x, info = call()
     jax.block_until_ready(x)
     wall, cpu = time.perf_counter() - wall, _cpu() - cpu
     first = dict(counts)
-    # The setup alone: a second first setup of this pattern (its programs now compiled).
-    jsp.clear_cache()
-    setup = time.perf_counter()
-    jsp.describe(matrix, config, **kwargs)
-    setup = time.perf_counter() - setup
+    setup = None
+    if not traced:  # the setup alone: a second first setup of the pattern, compiled
+        jsp.clear_cache()
+        setup = time.perf_counter()
+        jsp.describe(matrix, config, **kwargs)
+        setup = time.perf_counter() - setup
     solves = []
     for _ in range(repeats):
         start = time.perf_counter()
-        jax.block_until_ready(jsp.solve(matrix, b, config=config, reuse_setup=True, **kwargs))
+        jax.block_until_ready(call(reuse_setup=True))
         solves.append(time.perf_counter() - start)
     residual = float(np.linalg.norm(b - A @ np.asarray(x)) / np.linalg.norm(b))
     return {"row": row, "rows": A.shape[0], "first": wall, "cpu": cpu,
@@ -164,32 +191,39 @@ def _cells(result: dict[str, Any], baseline: dict[str, Any] | None) -> list[str]
 
     return [result["row"], str(result["rows"]), f"{result['first']:.2f}",
             f"{result['cpu']:.2f}{ratio('cpu')}", f"{result['compile']:.2f}{ratio('compile')}",
-            str(result["programs"]), f"{result['trace']:.2f}", f"{result['setup_compiled']:.2f}",
+            str(result["programs"]), f"{result['trace']:.2f}",
+            "-" if result["setup_compiled"] is None else f"{result['setup_compiled']:.2f}",
             f"{result['solve'] * 1e3:.0f} ms{ratio('solve')}", str(result["its"]),
             f"{result['res']:.1e}"]
 
 
 def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rows", nargs="+", default=ROWS, metavar="PROBLEM:CONFIG")
+    parser.add_argument("--rows", nargs="+", metavar="PROBLEM:CONFIG",
+                        help="rows to run (default: every row of the mode)")
+    parser.add_argument("--traced", action="store_true",
+                        help="trace the values under jit, with no concrete solve first")
     parser.add_argument("--repeats", type=int, default=5, help="warm solves (the smallest)")
     parser.add_argument("--json", help="write the results here")
     parser.add_argument("--baseline", help="an earlier --json, for ratios")
     parser.add_argument("--one", help=argparse.SUPPRESS)  # the child process's row
     args = parser.parse_args(argv)
     if args.one:
-        print(json.dumps(measure(args.one, args.repeats)))
+        print(json.dumps(measure(args.one, args.repeats, args.traced)))
         return []
+    rows = args.rows or (TRACED_ROWS if args.traced else ROWS)
     baseline = {}
     if args.baseline:
         with open(args.baseline) as file:
             baseline = {result["row"]: result for result in json.load(file)}
-    print(f"first call of jaxsolve.sparse.solve, one process per row, {os.cpu_count()} cores")
+    print(f"first call of jaxsolve.sparse.solve, one process per row, {os.cpu_count()} cores"
+          + (", values traced under jit" if args.traced else ""))
     print(" | ".join(COLUMNS), flush=True)
     results = []
-    for row in args.rows:
+    for row in rows:
         child = subprocess.run([sys.executable, __file__, "--one", row, "--repeats",
-                                str(args.repeats)], capture_output=True, text=True)
+                                str(args.repeats)] + ["--traced"] * args.traced,
+                               capture_output=True, text=True)
         if child.returncode:
             result = {"row": row, "error": child.stderr.strip().splitlines()[-1]}
         else:
