@@ -37,10 +37,12 @@ AMG structure; where there were none, PCG if the pattern stores ``a_ji`` beside 
 its program (:func:`hermitian_with_positive_diagonal`, on the permutation sent once per
 pattern): values that fail are solved by BiCGSTAB from the start, with the cycle the
 default's PBICGSTAB applies (:func:`pcg_or_bicgstab`).  So a caller who never solves with
-concrete values gets PCG on a Hermitian matrix too: 3D Poisson 56³ under ``jit`` (float64,
-1e-8, two CPU cores, numeric setup in the program) ran in 272 ms, where PBICGSTAB took 321;
-the price is compiling both methods, 4.1 → 5.2 s on the first call, and on a nonsymmetric
-matrix of a symmetric pattern no gain for it.  The derivative of a traced solve by the
+concrete values gets PCG on a Hermitian matrix too: Q1 plane elasticity at 100 k rows under
+``jit`` (float64, 1e-8, two CPU cores, numeric setup in the program) ran in 1515 ms a call,
+where PBICGSTAB took 2263 (``tools/bench/sparse_first_call.py --traced``; on Poisson the
+numeric setup dominates there).  The price is compiling both methods (0.5–1.7 s more XLA
+CPU time on the first call), and on a nonsymmetric matrix of a symmetric pattern no gain
+for it.  The derivative of a traced solve by the
 default is not symmetrized, as a named PCG's is: reverse mode solves with ``Aᵀ``.
 
 **The fallback** (:func:`pcg_or_bicgstab`): a Hermitian matrix with a positive diagonal can
