@@ -99,7 +99,7 @@ class _CsrPattern:
         return pattern, _frozen_int32(permutation)
 
     @functools.cached_property
-    def transposed_on_device(self) -> jax.Array:
+    def transpose_permutation_on_device(self) -> jax.Array:
         """The permutation of :attr:`transposed` on the default device: the position of each
         ``a_ji`` among the values, which the program of a default solve of traced values
         reads to test them for symmetry (``_default_method.py``).  Sent once per pattern,

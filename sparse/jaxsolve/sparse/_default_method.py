@@ -42,8 +42,8 @@ concrete values gets PCG on a Hermitian matrix too: Q1 plane elasticity at 100 k
 where PBICGSTAB took 2263 (``tools/bench/sparse_first_call.py --traced``; on Poisson the
 numeric setup dominates there).  The price is compiling both methods (0.5–1.7 s more XLA
 CPU time on the first call), and on a nonsymmetric matrix of a symmetric pattern no gain
-for it.  The derivative of a traced solve by the
-default is not symmetrized, as a named PCG's is: reverse mode solves with ``Aᵀ``.
+for it.  The derivative of a traced solve by the default is not symmetrized, as a named
+PCG's is: reverse mode solves with ``Aᵀ``.
 
 **The fallback** (:func:`pcg_or_bicgstab`): a Hermitian matrix with a positive diagonal can
 still be indefinite (a shifted Laplacian), and then CG meets ``pᴴAp <= 0`` or ``rᴴM⁻¹r <= 0``
@@ -122,7 +122,7 @@ def method_for(config: SolverConfig, matrix: Any) -> SolverConfig:
     tested, hermitian = _latest_on_pattern.get(pattern, (None, None))
     if not isinstance(values, jax.core.Tracer):
         if tested is None or tested() is not values:
-            hermitian = _hermitian_with_positive_diagonal(pattern, values)
+            hermitian = _concrete_test(pattern, values)
             _latest_on_pattern[pattern] = (weakref.ref(values), hermitian)
     elif hermitian is None:  # no concrete values tested on the pattern: the program tests
         hermitian = pattern.symmetric_with_diagonal
@@ -137,37 +137,37 @@ def _symmetric_preconditioner(preconditioner: SolverConfig | None) -> bool:
             and amg.coarse_solver in _SYMMETRIC_COARSE_SOLVERS)
 
 
-def _hermitian_with_positive_diagonal(pattern: Any, values: jax.Array) -> bool:
+def _concrete_test(pattern: Any, values: jax.Array) -> bool:
     """Whether ``A`` (``pattern``, ``values``) passes the module's Hermitian test and has a
     real positive diagonal stored in every row."""
     if not pattern.symmetric_with_diagonal:
         return False
     # Concrete values closed over by a caller's jit are tested now, not staged.
     with jax.ensure_compile_time_eval():
-        return bool(_tested(values, pattern.transposed[1], pattern.diagonal_positions))
+        return bool(_jitted_test(values, pattern.transposed[1], pattern.diagonal_positions))
 
 
-def hermitian_with_positive_diagonal(values: jax.Array, transposed: jax.Array,
+def hermitian_with_positive_diagonal(values: jax.Array, transpose_permutation: jax.Array,
                                      diagonal: jax.Array) -> jax.Array:
     """Whether values on a pattern that stores ``a_ji`` beside every ``a_ij`` and a diagonal
     entry in every row pass the module's Hermitian test and have a real positive diagonal
     (jit-able; a traced solve's program runs it on its values).
 
-    ``transposed``: the position of each ``a_ji`` among the values, the pattern's transpose
-    permutation; ``diagonal``: each row's diagonal position (a padding row's
+    ``transpose_permutation``: the position of each ``a_ji`` among the values;
+    ``diagonal``: each row's diagonal position (a padding row's
     :data:`~._size_classes.PADDING_DIAGONAL` is passed over).  ``values`` may be longer,
-    padded: the test reads their first ``transposed.size``."""
-    values = values[:transposed.shape[0]]
+    padded: the test reads their first ``transpose_permutation.size``."""
+    values = values[:transpose_permutation.shape[0]]
     eps = jnp.finfo(values.dtype).eps
     scale = jnp.max(jnp.abs(values))
-    hermitian = jnp.all(jnp.abs(values - jnp.conj(values[transposed]))
+    hermitian = jnp.all(jnp.abs(values - jnp.conj(values[transpose_permutation]))
                         <= HERMITIAN_TOLERANCE * eps * scale)
     positive = jnp.where(diagonal == PADDING_DIAGONAL, True,
                          (diagonal >= 0) & (values[jnp.maximum(diagonal, 0)].real > 0))
     return hermitian & jnp.all(positive)
 
 
-_tested = jax.jit(hermitian_with_positive_diagonal)
+_jitted_test = jax.jit(hermitian_with_positive_diagonal)
 
 
 def falls_back(config: SolverConfig) -> bool:

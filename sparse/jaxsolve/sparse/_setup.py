@@ -478,19 +478,21 @@ class System:
                               near_nullspace=None, ordering=self.ordering)
         key_check = None if self._unconfirmed is None else self._unconfirmed.key_check
         # Concrete values were tested on the host (_default_method.method_for).
-        transposed = (self.csr_pattern.transposed_on_device
-                      if falls_back(self.config) and self.concrete_values is None else None)
+        transpose_permutation = (self.csr_pattern.transpose_permutation_on_device
+                                 if falls_back(self.config) and self.concrete_values is None
+                                 else None)
         if isinstance(structure, DeviceStructure):
             return SetupState(matrix=structure.finest, diagonal=structure.solve_diagonal,
                               numbers=numbers, arrays=None if numbers is not None
                               else structure.arrays, near_nullspace=None, key_check=key_check,
-                              transposed=transposed)
+                              transpose_permutation=transpose_permutation)
         arrays = structure.arrays
         return SetupState(
             matrix=_finest_arrays(structure),
             diagonal=arrays.levels[0].diagonal if arrays.levels else arrays.coarsest_diagonal,
             numbers=numbers, arrays=None if numbers is not None else arrays,
-            near_nullspace=self.near_nullspace, key_check=key_check, transposed=transposed)
+            near_nullspace=self.near_nullspace, key_check=key_check,
+            transpose_permutation=transpose_permutation)
 
     def operators(self, values: jax.Array, state: SetupState
                   ) -> tuple[CsrArrays, Hierarchy | RelaxationData | None]:
@@ -628,9 +630,9 @@ class SetupState(NamedTuple):
     (:attr:`System.setup`), the digests on the device of the values and of the values the
     structure was built for, ``(2,)`` uint32 each: the solve runs only if they are equal.
 
-    ``transposed``: for traced values solved by the default's PCG, the position of each
-    ``a_ji`` among the values (the CSR pattern's ``transposed_on_device``), which its
-    program's Hermitian test reads (:mod:`._default_method`)."""
+    ``transpose_permutation``: for traced values solved by the default's PCG, the position
+    of each ``a_ji`` among the values (the CSR pattern's ``transpose_permutation_on_device``),
+    which its program's Hermitian test reads (:mod:`._default_method`)."""
 
     matrix: CsrArrays
     diagonal: jax.Array
@@ -639,7 +641,7 @@ class SetupState(NamedTuple):
     near_nullspace: jax.Array | None
     ordering: MulticolorArrays | None = None
     key_check: tuple[jax.Array, jax.Array] | None = None
-    transposed: jax.Array | None = None
+    transpose_permutation: jax.Array | None = None
 
 
 class _Unconfirmed(NamedTuple):

@@ -419,7 +419,7 @@ def _reject(path: str, **given: Any) -> None:
 def _solve_columns(
     config: SolverConfig, matrix: CsrArrays, numbers: Hierarchy | RelaxationData | None,
     diagonal: jax.Array, rhs: jax.Array, key_check: tuple[jax.Array, jax.Array] | None = None,
-    transposed: jax.Array | None = None, *, fallback: bool = True
+    transpose_permutation: jax.Array | None = None, *, fallback: bool = True
 ) -> tuple[jax.Array, SolveInfo]:
     """Solves the columns of ``rhs`` (``(n, k)``) as one batched loop; returns ``x`` and
     per-column info. A vector ``rhs`` (``(n,)``) gives ``x`` ``(n,)`` and one info, with
@@ -431,16 +431,17 @@ def _solve_columns(
     that must be equal for the solve to iterate (else ``x`` is NaN, and the solve is run
     again; see :meth:`System.confirm`).  ``fallback``: whether the default's PCG holds
     its BiCGSTAB continuation (:func:`pcg_or_bicgstab`); without, it stops at a breakdown,
-    which the caller continues (:func:`_continued`).  ``transposed``:
-    :attr:`SetupState.transposed`, for the default's PCG to test traced values."""
+    which the caller continues (:func:`_continued`).  ``transpose_permutation``:
+    :attr:`SetupState.transpose_permutation`, for the default's PCG to test traced values."""
     invalid = _invalid_matrix(config, matrix, diagonal)
     if config.solver in KRYLOV_METHODS:
         method = KRYLOV_METHODS[config.solver]
         if fallback and falls_back(config):
             method = functools.partial(
                 pcg_or_bicgstab, continuation=_continuation(config, matrix, numbers),
-                hermitian=None if transposed is None
-                else hermitian_with_positive_diagonal(matrix.values, transposed, diagonal))
+                hermitian=None if transpose_permutation is None
+                else hermitian_with_positive_diagonal(matrix.values, transpose_permutation,
+                                                      diagonal))
         precondition = make_precondition(config.preconditioner, matrix, numbers)
     else:  # AMG or a relaxation, iterated: x ← x + M⁻¹ (b − A x), one cycle or sweep each
         method = stationary
@@ -578,7 +579,7 @@ def _service(system: System, *, transposed: bool = False, report: bool = False,
             transpose = system.transposed
             return padded_solve(_solve_columns, transpose.config,
                                 transpose.operators(values[transpose.values_from], state),
-                                state.diagonal, rhs, None, state.transposed)
+                                state.diagonal, rhs, None, state.transpose_permutation)
 
         return service(run_transposed, own_numbers=lambda: system.transposed.state())
     solve_columns = _solve_columns_reporting if report else _solve_columns
@@ -586,8 +587,9 @@ def _service(system: System, *, transposed: bool = False, report: bool = False,
               else system.config)
 
     def run(values: jax.Array, state, rhs: jax.Array) -> tuple:
-        # A reporting solve's values are concrete, tested on the host: no `transposed`.
-        rest = (state.key_check,) if report else (state.key_check, state.transposed)
+        # A reporting solve's values are concrete, tested on the host: no permutation.
+        rest = ((state.key_check,) if report
+                else (state.key_check, state.transpose_permutation))
         return padded_solve(solve_columns, config, system.operators(values, state),
                             state.diagonal, rhs, *rest)
 
