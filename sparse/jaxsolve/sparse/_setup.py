@@ -245,14 +245,18 @@ class System:
         with jax.ensure_compile_time_eval():  # concrete, even while reverse mode traces
             values = (None if self.concrete_values is None
                       else self.concrete_values[permutation])
-        # Traced values take the structure most recently used on their pattern (`setup`);
-        # on a structurally symmetric one that is A's: no second host setup, no second
-        # structure kept.  Concrete values of Aᵀ get one of their own, under a key of its
-        # own, so that A's `reuse_setup` never takes Aᵀ's numbers.
-        shared = values is None and self.csr_pattern.structurally_symmetric
+        symmetric = self.csr_pattern.structurally_symmetric
+        # Aᵀ of a structurally symmetric pattern has A's: A's pattern objects serve it, with
+        # what they cache (the transpose permutation on the device).  Traced values take the
+        # structure most recently used on their pattern (`setup`), there A's: no second host
+        # setup, no second structure kept.  Concrete values of Aᵀ get one of their own,
+        # under a key of its own, so that A's `reuse_setup` never takes Aᵀ's numbers.
+        shared = values is None and symmetric
         return dataclasses.replace(
-            self, pattern=CsrStructure(pattern.indptr, pattern.indices, pattern.shape[1]),
-            csr_pattern=pattern, values_from=permutation, concrete_values=values,
+            self, pattern=self.pattern if symmetric
+            else CsrStructure(pattern.indptr, pattern.indices, pattern.shape[1]),
+            csr_pattern=self.csr_pattern if symmetric else pattern, values_from=permutation,
+            concrete_values=values,
             # The near-null space of Aᵀ is not known; the constant serves.
             near_nullspace=None, pattern_key=self.pattern_key if shared
             else f"{self.pattern_key}ᵀ", _padded=None,
