@@ -47,6 +47,7 @@ of its ``cpu``, ``compile`` and ``solve`` to the baseline's.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import resource
@@ -141,19 +142,17 @@ def measure(row: str, repeats: int, traced: bool = False) -> dict[str, Any]:
             counts["trace"] += duration
             counts["lowered_at"] = _cpu()
 
-    if traced:
+    if traced:  # one program, first and warm: its numeric setup runs at every call
         program = jax.jit(lambda values: jsp.solve(matrix.with_values(values), b,
                                                    config=config, **kwargs))
-
-        def call(**_: Any) -> Any:
-            return program(matrix.values)
+        first_call = warm_call = functools.partial(program, matrix.values)
     else:
-        def call(**reuse: Any) -> Any:
-            return jsp.solve(matrix, b, config=config, **kwargs, **reuse)
+        first_call = functools.partial(jsp.solve, matrix, b, config=config, **kwargs)
+        warm_call = functools.partial(first_call, reuse_setup=True)
 
     jax.monitoring.register_event_duration_secs_listener(on_duration)
     cpu, wall = _cpu(), time.perf_counter()
-    x, info = call()
+    x, info = first_call()
     jax.block_until_ready(x)
     wall, cpu = time.perf_counter() - wall, _cpu() - cpu
     first = dict(counts)
@@ -166,7 +165,7 @@ def measure(row: str, repeats: int, traced: bool = False) -> dict[str, Any]:
     solves = []
     for _ in range(repeats):
         start = time.perf_counter()
-        jax.block_until_ready(call(reuse_setup=True))
+        jax.block_until_ready(warm_call())
         solves.append(time.perf_counter() - start)
     residual = float(np.linalg.norm(b - A @ np.asarray(x)) / np.linalg.norm(b))
     return {"row": row, "rows": A.shape[0], "first": wall, "cpu": cpu,
