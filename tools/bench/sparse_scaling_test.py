@@ -38,4 +38,7 @@ def test_strong_scaling_on_one_and_two_devices(capsys):
     assert one[:2] == ["1", "64"] and two[:2] == ["2", "64"] and len(lines) == 6
     assert len(one) == len(two) == 12  # every column, no failed status
     assert one[7] == one[9] == "1.00" and one[-2:] == ["0.0", "0.0"]  # nothing exchanged
-    assert float(two[9]) > 0 and float(two[-2]) > float(two[-1]) > 0  # halo of 2 blocks
+    # Efficiencies are timing ratios printed to two decimals: on a loaded machine a 4³ solve's
+    # can read 0.00, so only their form is asserted, never their size.
+    assert all(0 <= float(two[i]) < float("inf") for i in (7, 9))
+    assert float(two[-2]) > float(two[-1]) > 0  # halo of 2 blocks
