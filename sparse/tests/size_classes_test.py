@@ -15,6 +15,7 @@ from jaxsolve import sparse
 from jaxsolve.sparse import (_cycle, _hierarchy, _padded_setup, _setup, _size_classes, _solve,
                              _structure_key, matrices)
 from jaxsolve.sparse._csr_arrays import CsrStructure
+from jaxsolve.sparse._default_method import method_for
 
 
 def poisson3d(n: int) -> scipy.sparse.csr_array:
@@ -217,6 +218,25 @@ def test_a_pattern_with_other_finest_nonzeros_reuses_the_compiled_solve(x64, amg
                                                     config=config))(second.values)
     assert int(info.iterations) == int(traced.iterations) > 3
     np.testing.assert_allclose(x, y, rtol=1e-9, atol=1e-12)
+
+
+def test_the_default_method_chooses_for_a_new_pattern_without_compiling(x64):
+    # The configuration leaves the Krylov method to jaxsolve, which tests the values for
+    # symmetry (PCG or PBICGSTAB): by NumPy where they are in host memory, so that a
+    # pattern with other nonzeros compiles nothing for the test either.
+    n = 12
+    first, second = (sparse.as_csr(with_extra_couplings(poisson3d(n), n, k, seed))
+                     for k, seed in ((8, 1), (12, 2)))
+    b = jnp.ones(n**3, jnp.float64)
+    config = {"tolerance": 1e-8, "max_iters": 100}
+    sparse.clear_cache()
+    jax.block_until_ready(sparse.solve(first, b, config=config))
+    with counted_compilations() as count:
+        x, info = sparse.solve(second, b, config=config)
+        jax.block_until_ready(x)
+    assert count[0] == 0
+    assert info.status == sparse.Status.SUCCESS
+    assert method_for(sparse.parse_amgx_config(config), second).solver == "PCG"
 
 
 def poisson2d(nx: int, ny: int) -> scipy.sparse.csr_array:

@@ -26,7 +26,8 @@ cycle PCG needs, where
   no coarse solver.
 
 Every other matrix keeps PBICGSTAB.  The test is one pass over the values on their device,
-made once per values array (the latest one on each pattern is remembered, without keeping
+made once per values array (by NumPy where they are in host memory: no program compiled
+for a new pattern; the latest array on each pattern is remembered, without keeping
 the pattern alive), on the pattern's transpose permutation and diagonal positions (cached
 on the CSR pattern).
 
@@ -79,10 +80,12 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax import lax
 
 from ._blocks import block_config
 from ._config import SolverConfig, for_dtype
+from ._hierarchy import in_host_memory
 from ._krylov import bicgstab, cg
 from ._size_classes import PADDING_DIAGONAL
 from ._status import FailureReason, SolveInfo
@@ -139,16 +142,23 @@ def _symmetric_preconditioner(preconditioner: SolverConfig | None) -> bool:
 
 def _concrete_test(pattern: Any, values: jax.Array) -> bool:
     """Whether ``A`` (``pattern``, ``values``) passes the module's Hermitian test and has a
-    real positive diagonal stored in every row."""
+    real positive diagonal stored in every row.
+
+    Values in host memory (NumPy's, or a JAX array on the CPU, which NumPy reads where it
+    is) are tested by NumPy: a program compiled for the pattern's size would cost more
+    than the test (0.15 s for 3 k values on two CPU cores), on every new pattern."""
     if not pattern.symmetric_with_diagonal:
         return False
+    if in_host_memory(values):
+        return bool(hermitian_with_positive_diagonal(
+            np.asarray(values), pattern.transposed[1], pattern.diagonal_positions, xp=np))
     # Concrete values closed over by a caller's jit are tested now, not staged.
     with jax.ensure_compile_time_eval():
         return bool(_jitted_test(values, pattern.transposed[1], pattern.diagonal_positions))
 
 
 def hermitian_with_positive_diagonal(values: jax.Array, transpose_permutation: jax.Array,
-                                     diagonal: jax.Array) -> jax.Array:
+                                     diagonal: jax.Array, *, xp: Any = jnp) -> jax.Array:
     """Whether values on a pattern that stores ``a_ji`` beside every ``a_ij`` and a diagonal
     entry in every row pass the module's Hermitian test and have a real positive diagonal
     (jit-able; a traced solve's program runs it on its values).
@@ -156,15 +166,16 @@ def hermitian_with_positive_diagonal(values: jax.Array, transpose_permutation: j
     ``transpose_permutation``: the position of each ``a_ji`` among the values;
     ``diagonal``: each row's diagonal position (a padding row's
     :data:`~._size_classes.PADDING_DIAGONAL` is passed over).  ``values`` may be longer,
-    padded: the test reads their first ``transpose_permutation.size``."""
+    padded: the test reads their first ``transpose_permutation.size``.  ``xp``: the array
+    module, ``jax.numpy`` or ``numpy`` (on the host)."""
     values = values[:transpose_permutation.shape[0]]
-    eps = jnp.finfo(values.dtype).eps
-    scale = jnp.max(jnp.abs(values))
-    hermitian = jnp.all(jnp.abs(values - jnp.conj(values[transpose_permutation]))
-                        <= HERMITIAN_TOLERANCE * eps * scale)
-    positive = jnp.where(diagonal == PADDING_DIAGONAL, True,
-                         (diagonal >= 0) & (values[jnp.maximum(diagonal, 0)].real > 0))
-    return hermitian & jnp.all(positive)
+    eps = xp.finfo(values.dtype).eps
+    scale = xp.max(xp.abs(values))
+    hermitian = xp.all(xp.abs(values - xp.conj(values[transpose_permutation]))
+                       <= HERMITIAN_TOLERANCE * eps * scale)
+    positive = xp.where(diagonal == PADDING_DIAGONAL, True,
+                        (diagonal >= 0) & (values[xp.maximum(diagonal, 0)].real > 0))
+    return hermitian & xp.all(positive)
 
 
 _jitted_test = jax.jit(hermitian_with_positive_diagonal)
