@@ -220,6 +220,25 @@ def test_a_pattern_with_other_finest_nonzeros_reuses_the_compiled_solve(x64, amg
     np.testing.assert_allclose(x, y, rtol=1e-9, atol=1e-12)
 
 
+def test_a_small_patterns_setup_arrays_are_padded_to_few_setup_entries(x64):
+    # At 8³ the numeric setup's index arrays of two patterns with eight couplings more
+    # differ by up to 1.25 × (367 and 458 entries), past the 17 / 16 room a new size
+    # class gives; padded to FEW_SETUP_ENTRIES, the second compiles no numeric setup.
+    n = 8
+    first, second = (sparse.as_csr(with_extra_couplings(poisson3d(n), n, 8, seed))
+                     for seed in (1, 2))
+    b = jnp.ones(n**3, jnp.float64)
+    config = {"solver": "PCG", "tolerance": 1e-8, "max_iters": 100,
+              **NEW_PATTERN_CONFIGS["PMISC + 1 aggressive"]}
+    sparse.clear_cache()
+    jax.block_until_ready(sparse.solve(first, b, config=config))
+    with counted_compilations() as count:
+        x, info = sparse.solve(second, b, config=config)
+        jax.block_until_ready(x)
+    assert count[0] == 0
+    assert info.status == sparse.Status.SUCCESS
+
+
 def test_the_default_method_chooses_for_a_new_pattern_without_compiling(x64):
     # The configuration leaves the Krylov method to jaxsolve, which tests the values for
     # symmetry (PCG or PBICGSTAB): by NumPy where they are in host memory, so that a

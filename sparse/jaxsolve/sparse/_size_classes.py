@@ -10,7 +10,8 @@ operator and of every ``P`` and ``R``, are rounded up (:func:`class_shape`). A s
 already handed out for the same finest size is taken when it fits (every size at least
 the true one, less than ``1.5 ×`` it ``+ 4``, or ``2 ×`` where it is *small*: at most an
 eighth of the finest rows, or of a level of so few rows, or ``4 ×`` where it counts the
-entries of a *tiny* level, of at most 1/64 of the finest rows); else each size becomes the
+entries of a *tiny* level, of at most 1/64 of the finest rows; the numeric setup's index
+arrays of at most 1024 entries are given 1024); else each size becomes the
 **size class** of ``17 / 16`` of it, or of ``6 / 5`` of a small one (:func:`grown_size`),
 a number ``q · 2ᵉ`` with ``q`` one of 4, 5, 6 or 7 (:func:`size_class`: 4, 5, 6, 7, 8,
 10, 12, 14, 16, 20, …), so that a similar pattern a little larger fits too. The coarsest
@@ -50,7 +51,7 @@ tests and of ``tools/bench/sparse_new_pattern.py`` are the unpadded hierarchy's)
 **Memory.** Every padded array holds less than ``1.5 ×`` its true entries ``+ 4`` (a new
 shape's ``size_class(6 n / 5) < 1.5 n`` for ``n > 4``), or a small one less than ``2 ×``
 them ``+ 4``, a tiny level's entries less than ``4 ×`` (a smaller pattern's hierarchy that
-takes a shape already in use): the
+takes a shape already in use), a numeric setup's index array at most 1024 entries: the
 coarse operators, transfer operators, smoother data and the structure's copies of their
 patterns. The finest pattern's copy in the structure and the kept hierarchy's finest
 values (a padded copy of ``A``'s, where they shared ``A``'s own before) hold less than
@@ -174,25 +175,31 @@ def class_shape(levels: Sequence, coarsest: CsrStructure, coarsest_block_dim: in
                 return TINY_LIMIT
             return SMALL_LIMIT if small(n, level) else LIMIT
 
+        def setup_room(n: int, level: int) -> float:  # at most FEW_SETUP_ENTRIES: any
+            return max(room(n, level), FEW_SETUP_ENTRIES / max(n, 1))
+
+        def grown_setup_size(n: int, level: int) -> int:
+            return FEW_SETUP_ENTRIES if n <= FEW_SETUP_ENTRIES else grown_size(n, small(n, level))
+
         solve_room = tuple(room(n, level, counts_rows) for n, level, counts_rows in zip(
             _solve_sizes(true), _solve_levels(len(levels)), _solve_rows(len(levels)),
             strict=True))
-        setup_room = tuple(room(n, i) for i, sizes in enumerate(setup) for n in sizes)
+        setup_rooms = tuple(setup_room(n, i) for i, sizes in enumerate(setup) for n in sizes)
         # A shape whose solve fits (levels and coarsest) is taken even where the setup's
         # sizes do not: then only those grow, and the solve compiled for it still serves.
         solve_fits = [shape for key in keys for shape in _SHAPES.get(key, ())
                       if _fit_finest(finest, shape, pad_finest, multiples[0])
                       and _fit(_solve_sizes(true), _solve_sizes(shape), solve_room)]
         fitting = [shape for shape in solve_fits
-                   if _fit(_setup_sizes(true), _setup_sizes(shape), setup_room)]
+                   if _fit(_setup_sizes(true), _setup_sizes(shape), setup_rooms)]
         if fitting:
             return min(fitting, key=lambda shape: sum(_sizes(shape)))
 
         if solve_fits:
             base = min(solve_fits, key=lambda shape: sum(_solve_sizes(shape)))
             shape = base._replace(setup=tuple(
-                tuple(padded if _fit((n,), (padded,), (room(n, i),))
-                      else grown_size(n, small(n, i))
+                tuple(padded if _fit((n,), (padded,), (setup_room(n, i),))
+                      else grown_setup_size(n, i)
                       for n, padded in zip(sizes, base_sizes, strict=True))
                 for i, (sizes, base_sizes) in enumerate(zip(setup, base.setup, strict=True))))
         else:
@@ -211,7 +218,7 @@ def class_shape(levels: Sequence, coarsest: CsrStructure, coarsest_block_dim: in
                              for i, level in enumerate(true.levels)),
                 coarsest=(padded_rows[-1], grown_size(true.coarsest[1],
                                                       small(true.coarsest[1], len(levels)))),
-                setup=tuple(tuple(grown_size(n, small(n, i)) for n in sizes)
+                setup=tuple(tuple(grown_setup_size(n, i) for n in sizes)
                             for i, sizes in enumerate(setup)))
         _SHAPES.setdefault(keys[0], collections.deque(maxlen=_SHAPES_PER_SIZE)).appendleft(shape)
         _SHAPES.move_to_end(keys[0])
@@ -349,6 +356,10 @@ SMALL = 8
 SMALL_LIMIT = 2.0
 TINY = 64
 TINY_LIMIT = 4.0
+# The numeric setup's index arrays of at most FEW_SETUP_ENTRIES entries are padded to as
+# many: on small patterns they vary by 1.5 × from one pattern to a similar one (an
+# aggressive level's at 8³), and so few entries weigh nothing.
+FEW_SETUP_ENTRIES = 1024
 
 
 def grown_size(n: int, small: bool, multiple: int = 1) -> int:
