@@ -321,3 +321,17 @@ def test_the_remembered_answer_does_not_keep_a_pattern_alive():
     del A
     gc.collect()
     assert pattern() is None
+
+
+@pytest.mark.parametrize("in_host_memory", [True, False], ids=["numpy", "device"])
+def test_new_values_are_tested_without_sending_the_pattern_again(monkeypatch, in_host_memory):
+    # Values in host memory are tested by NumPy; values on a GPU by a program on their
+    # device, which reads the pattern's permutation and diagonal positions sent there once
+    # (nnz + n integers, not again with each new values of a Newton or time step).
+    monkeypatch.setattr(_default_method, "in_host_memory", lambda values: in_host_memory)
+    A = poisson(16, dtype=np.float64)
+    assert _default_method._concrete_test(A._pattern, A.values)
+    for scale, hermitian in ((2.0, True), (-1.0, False)):
+        values = scale * A.values
+        with jax.transfer_guard_host_to_device("disallow"):
+            assert _default_method._concrete_test(A._pattern, values) is hermitian

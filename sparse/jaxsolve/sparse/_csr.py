@@ -101,11 +101,19 @@ class _CsrPattern:
     @functools.cached_property
     def transpose_permutation_on_device(self) -> jax.Array:
         """The permutation of :attr:`transposed` on the default device: the position of each
-        ``a_ji`` among the values, which the program of a default solve of traced values
-        reads to test them for symmetry (``_default_method.py``).  Sent once per pattern,
-        and freed with it."""
+        ``a_ji`` among the values, which a default solve reads to test them for symmetry
+        (``_default_method.py``: in the program of traced values, on their device for
+        concrete ones there).  Sent once per pattern, and freed with it."""
         with jax.ensure_compile_time_eval():  # also while a caller's jit traces
             return jax.device_put(self.transposed[1])
+
+    @functools.cached_property
+    def diagonal_positions_on_device(self) -> jax.Array:
+        """:attr:`diagonal_positions` on the default device, for the same test of concrete
+        values on a device (``_default_method.py``): sent once per pattern, not with every
+        new values."""
+        with jax.ensure_compile_time_eval():
+            return jax.device_put(self.diagonal_positions)
 
     @functools.cached_property
     def native_operands(self) -> tuple[np.ndarray, np.ndarray]:

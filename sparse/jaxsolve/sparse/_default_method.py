@@ -152,9 +152,11 @@ def _concrete_test(pattern: Any, values: jax.Array) -> bool:
     if in_host_memory(values):
         return bool(hermitian_with_positive_diagonal(
             np.asarray(values), pattern.transposed[1], pattern.diagonal_positions, xp=np))
-    # Concrete values closed over by a caller's jit are tested now, not staged.
+    # Concrete values closed over by a caller's jit are tested now, not staged; the
+    # pattern's arrays were sent to the device once.
     with jax.ensure_compile_time_eval():
-        return bool(_jitted_test(values, pattern.transposed[1], pattern.diagonal_positions))
+        return bool(_jitted_test(values, pattern.transpose_permutation_on_device,
+                                 pattern.diagonal_positions_on_device))
 
 
 def hermitian_with_positive_diagonal(values: jax.Array, transpose_permutation: jax.Array,
