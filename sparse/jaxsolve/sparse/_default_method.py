@@ -38,12 +38,12 @@ AMG structure; where there were none, PCG if the pattern stores ``a_ji`` beside 
 its program (:func:`hermitian_with_positive_diagonal`, on the permutation sent once per
 pattern): values that fail are solved by BiCGSTAB from the start, with the cycle the
 default's PBICGSTAB applies (:func:`pcg_or_bicgstab`).  So a caller who never solves with
-concrete values gets PCG on a Hermitian matrix too: Q1 plane elasticity at 100 k rows under
-``jit`` (float64, 1e-8, two CPU cores, numeric setup in the program) ran in 1515 ms a call,
-where PBICGSTAB took 2263 (``tools/bench/sparse_first_call.py --traced``; on Poisson the
-numeric setup dominates there).  The price is compiling both methods (0.5–1.7 s more XLA
-CPU time on the first call), and on a nonsymmetric matrix of a symmetric pattern no gain
-for it.  The derivative of a traced solve by the default is not symmetrized, as a named
+concrete values gets PCG on a Hermitian matrix too, and its cheaper iterations.  On two CPU
+cores under ``jit`` the numeric setup in the program weighs as much as the solve, and the
+call takes about PBICGSTAB's time (Q1 plane elasticity at 100 k rows, float64, 1e-8: 295 ms,
+PCG 268, PBICGSTAB 301; ``tools/bench/sparse_first_call.py --traced``).  The price is
+compiling both methods (0.5–1.7 s more XLA CPU time on the first call), and on a
+nonsymmetric matrix of a symmetric pattern no gain for it.  The derivative of a traced solve by the default is not symmetrized, as a named
 PCG's is: reverse mode solves with ``Aᵀ``.
 
 **The fallback** (:func:`pcg_or_bicgstab`): a Hermitian matrix with a positive diagonal can

@@ -368,7 +368,8 @@ def build_structure(
       values: its concrete values, from which the first level's coupling strengths come
         (the coarser levels' from the aggregated magnitudes, or for classical AMG from the
         Galerkin products of these values); None to use the pattern only (classical AMG:
-        its graph Laplacian).
+        its graph Laplacian, between unknowns of one kind in a block system:
+        :func:`._classical.surrogate_values`).
       columns: ``k``, the near-null-space vectors (coarse unknowns per aggregate; 1 for
         classical AMG).  With ``k > 1`` the levels below the first of a scalar system
         couple by pattern; those of a block system (``config.block_dim > 1``) are block
@@ -507,7 +508,8 @@ def _classical_levels(pattern: CsrStructure, values: np.ndarray | None, config: 
     resolves the wave too coarsely) have rows no smoother can damp, so that level is
     solved exactly instead of cycled on.
     """
-    values = _classical.surrogate_values(pattern) if values is None else values
+    values = (_classical.surrogate_values(pattern, config.block_dim) if values is None
+              else values)
     positive = _positive_diagonal(pattern, values)
     while len(levels) + 1 < config.max_levels and pattern.n_rows > config.min_coarse_rows:
         interpolation = _classical.level_structure(

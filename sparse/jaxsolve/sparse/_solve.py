@@ -107,12 +107,15 @@ def solve(
     most recently used on the pattern, built from concrete values by an earlier call, or
     else one built from the pattern alone, with every stored
     entry counted as an equally strong coupling (classical AMG: the pattern's graph
-    Laplacian) — and the numeric setup (coarse operators, smoothers) runs
+    Laplacian; with ``block_dim``, only an unknown's couplings with unknowns of its own
+    kind, as classical AMG's "unknown approach" for systems) — and the numeric setup
+    (coarse operators, smoothers) runs
     inside the compiled program: new values on a fixed pattern never leave the device.
-    Where couplings differ in strength, a structure from the pattern alone costs
-    iterations (Q1 plane elasticity at 100 k rows: 173 PCG iterations against 14 from
-    concrete values; Poisson: the same), so solve once with concrete values on the
-    pattern before tracing (``tools/bench/sparse_first_call.py --traced`` shows both).
+    Where couplings differ in strength within a kind, a structure from the pattern alone
+    costs iterations, so solve once with concrete values on the pattern before tracing
+    (``tools/bench/sparse_first_call.py --traced`` compares; Poisson and Q1 plane
+    elasticity with ``block_dim=2`` at 100 k rows take the iterations of concrete values,
+    the latter 14, where counting its couplings between components took 173).
     ``reuse_setup=True`` skips the numeric setup and reuses the numbers of the latest
     setup done with concrete values on this pattern (AmgX's "no resetup"), if there is
     one.
