@@ -43,8 +43,9 @@ cores under ``jit`` the numeric setup in the program weighs as much as the solve
 call takes about PBICGSTAB's time (Q1 plane elasticity at 100 k rows, float64, 1e-8: 295 ms,
 PCG 268, PBICGSTAB 301; ``tools/bench/sparse_first_call.py --traced``).  The price is
 compiling both methods (0.5–1.7 s more XLA CPU time on the first call), and on a
-nonsymmetric matrix of a symmetric pattern no gain for it.  The derivative of a traced solve by the default is not symmetrized, as a named
-PCG's is: reverse mode solves with ``Aᵀ``.
+nonsymmetric matrix of a symmetric pattern no gain for it.  The derivative of a traced
+solve by the default is not symmetrized, as a named PCG's is: reverse mode solves with
+``Aᵀ``.
 
 **The fallback** (:func:`pcg_or_bicgstab`): a Hermitian matrix with a positive diagonal can
 still be indefinite (a shifted Laplacian), and then CG meets ``pᴴAp <= 0`` or ``rᴴM⁻¹r <= 0``

@@ -175,7 +175,9 @@ def class_shape(levels: Sequence, coarsest: CsrStructure, coarsest_block_dim: in
                 return TINY_LIMIT
             return SMALL_LIMIT if small(n, level) else LIMIT
 
-        def setup_room(n: int, level: int) -> float:  # at most FEW_SETUP_ENTRIES: any
+        def setup_room(n: int, level: int) -> float:
+            """:func:`room` for a numeric setup's index array, which a size of at most
+            FEW_SETUP_ENTRIES holds whatever its true one."""
             return max(room(n, level), FEW_SETUP_ENTRIES / max(n, 1))
 
         def grown_setup_size(n: int, level: int) -> int:
