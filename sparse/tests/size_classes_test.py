@@ -220,6 +220,17 @@ def test_a_pattern_with_other_finest_nonzeros_reuses_the_compiled_solve(x64, amg
     np.testing.assert_allclose(x, y, rtol=1e-9, atol=1e-12)
 
 
+def programs_of_the_second_solve(first, second, b, config):
+    """The programs XLA compiles for ``second``'s solve after ``first``'s, from an empty
+    setup cache, and the second solve's info."""
+    sparse.clear_cache()
+    jax.block_until_ready(sparse.solve(first, b, config=config))
+    with counted_compilations() as count:
+        x, info = sparse.solve(second, b, config=config)
+        jax.block_until_ready(x)
+    return count[0], info
+
+
 def test_a_small_patterns_setup_arrays_are_padded_to_few_setup_entries(x64):
     # At 8³ the numeric setup's index arrays of two patterns with eight couplings more
     # differ by up to 1.25 × (367 and 458 entries), past the 17 / 16 room a new size
@@ -230,13 +241,8 @@ def test_a_small_patterns_setup_arrays_are_padded_to_few_setup_entries(x64):
     b = jnp.ones(n**3, jnp.float64)
     config = {"solver": "PCG", "tolerance": 1e-8, "max_iters": 100,
               **NEW_PATTERN_CONFIGS["PMISC + 1 aggressive"]}
-    sparse.clear_cache()
-    jax.block_until_ready(sparse.solve(first, b, config=config))
-    with counted_compilations() as count:
-        x, info = sparse.solve(second, b, config=config)
-        jax.block_until_ready(x)
-    assert count[0] == 0
-    assert info.status == sparse.Status.SUCCESS
+    compiled, info = programs_of_the_second_solve(first, second, b, config)
+    assert compiled == 0 and info.status == sparse.Status.SUCCESS
 
 
 def test_the_default_method_chooses_for_a_new_pattern_without_compiling(x64):
@@ -248,13 +254,8 @@ def test_the_default_method_chooses_for_a_new_pattern_without_compiling(x64):
                      for k, seed in ((8, 1), (12, 2)))
     b = jnp.ones(n**3, jnp.float64)
     config = {"tolerance": 1e-8, "max_iters": 100}
-    sparse.clear_cache()
-    jax.block_until_ready(sparse.solve(first, b, config=config))
-    with counted_compilations() as count:
-        x, info = sparse.solve(second, b, config=config)
-        jax.block_until_ready(x)
-    assert count[0] == 0
-    assert info.status == sparse.Status.SUCCESS
+    compiled, info = programs_of_the_second_solve(first, second, b, config)
+    assert compiled == 0 and info.status == sparse.Status.SUCCESS
     assert method_for(sparse.parse_amgx_config(config), second).solver == "PCG"
 
 
