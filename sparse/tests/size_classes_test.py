@@ -245,6 +245,23 @@ def test_a_small_patterns_setup_arrays_are_padded_to_few_setup_entries(x64):
     assert compiled == 0 and info.status == sparse.Status.SUCCESS
 
 
+@pytest.mark.parametrize("amg", list(NEW_PATTERN_CONFIGS.values())[:2],
+                         ids=list(NEW_PATTERN_CONFIGS)[:2])
+def test_a_one_level_hierarchys_nonzeros_are_padded(x64, amg):
+    # 6³ = 216 rows, no more than the default's min_coarse_rows (256): the hierarchy is
+    # the finest level alone, solved by the coarsest solver. Its nonzeros are padded as a
+    # finest level's, so a pattern with more of them compiles nothing.
+    n = 6
+    first, second = (sparse.as_csr(with_extra_couplings(poisson3d(n), n, k, seed))
+                     for k, seed in ((4, 1), (8, 2)))
+    assert first.nnz < second.nnz
+    b = jnp.ones(n**3, jnp.float64)
+    config = {"solver": "PCG", "tolerance": 1e-8, "max_iters": 100, **amg}
+    assert len(sparse.describe(first, config).rows) == 1
+    compiled, info = programs_of_the_second_solve(first, second, b, config)
+    assert compiled == 0 and info.status == sparse.Status.SUCCESS
+
+
 def test_the_default_method_chooses_for_a_new_pattern_without_compiling(x64):
     # The configuration leaves the Krylov method to jaxsolve, which tests the values for
     # symmetry (PCG or PBICGSTAB): by NumPy where they are in host memory, so that a

@@ -33,8 +33,10 @@ them (:func:`finest_rows`: ``n / 32`` more, to a step of at most ``n / 32``; a s
 fits with at most ``n / 16 + 16`` more), its nonzeros by more, as no product reads the
 padding entries (:func:`finest_nonzeros`; a shape fits with less than ``1.25 ×``). The
 solve then pads the values and ``b`` with zeros and cuts ``x`` back
-(:func:`._setup.padded_solve`). The sharded and MPI solves keep their blocks' finest
-sizes.
+(:func:`._setup.padded_solve`). A hierarchy of one level (a matrix of at most
+``min_coarse_rows`` rows, solved by the coarsest level's solver) pads its nonzeros alike
+and keeps its rows (:func:`_single_level_shape`). The sharded and MPI solves keep their
+blocks' finest sizes.
 
 **The padding changes no iteration.** Padding rows are empty (their row pointers repeat
 the last), padding entries hold zeros past the last row's end (read by no row), the
@@ -151,8 +153,8 @@ def class_shape(levels: Sequence, coarsest: CsrStructure, coarsest_block_dim: in
     between hierarchies of one layout).
     """
     true = true_shape(levels, coarsest)._replace(setup=setup)
-    if not levels:  # the coarsest level is the finest: nothing to pad
-        return true
+    if not levels:  # the coarsest level is the finest
+        return _single_level_shape(true) if pad_finest else true
     multiples = _row_multiples(levels, coarsest_block_dim)
     rows = _rows(true)
     finest = (rows[0], true.levels[0].a_nnz)
@@ -224,6 +226,28 @@ def class_shape(levels: Sequence, coarsest: CsrStructure, coarsest_block_dim: in
                             for i, sizes in enumerate(setup)))
         _SHAPES.setdefault(keys[0], collections.deque(maxlen=_SHAPES_PER_SIZE)).appendleft(shape)
         _SHAPES.move_to_end(keys[0])
+        while len(_SHAPES) > _SIZES_KEPT:
+            _SHAPES.popitem(last=False)
+        return shape
+
+
+def _single_level_shape(true: HierarchyShape) -> HierarchyShape:
+    """The padded shape of a hierarchy of one level (a matrix no coarser than the
+    coarsest, solved by the coarsest level's solver): its rows its own (a dense inverse
+    grows with their square), its nonzeros those of a shape already in use for its rows
+    that holds them (less than ``1.25 ×`` ``+ 16``, as a finest level's), else
+    :func:`finest_nonzeros` of them."""
+    rows, nnz = true.coarsest
+    key = (("single level", rows),)
+    with _LOCK:
+        if key in _SHAPES:
+            _SHAPES.move_to_end(key)
+        fitting = [shape for shape in _SHAPES.get(key, ())
+                   if nnz <= shape.coarsest[1] < 1.25 * nnz + 16]
+        if fitting:
+            return min(fitting, key=lambda shape: shape.coarsest[1])
+        shape = true._replace(coarsest=(rows, finest_nonzeros(nnz)))
+        _SHAPES.setdefault(key, collections.deque(maxlen=_SHAPES_PER_SIZE)).appendleft(shape)
         while len(_SHAPES) > _SIZES_KEPT:
             _SHAPES.popitem(last=False)
         return shape
