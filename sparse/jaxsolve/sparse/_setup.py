@@ -153,16 +153,16 @@ def check_finite(caller: str, arrays: dict[str, jax.Array | np.ndarray | None]) 
     one compiled call whose counts come back in one transfer: each eager operation and each
     wait for the device is host time that every solve would pay (on a GPU, a launch and a
     round trip each).  Eagerly, also while a caller's jit traces (the arrays are then
-    constants of it).  Arrays on different devices are counted device by device; NumPy
-    arrays (a setup's copy on the host) on the host, where no program is compiled for
-    their size.
+    constants of it).  Arrays on different devices are counted device by device; arrays in
+    host memory (a setup's NumPy copy, a JAX array on the CPU) by NumPy, where no program
+    is compiled for their size (a new pattern's).
     """
     concrete = {name: a for name, a in arrays.items() if is_concrete(a)}
     groups: dict[Any, list[str]] = {}
     counts: dict[str, int] = {}
     for name, array in concrete.items():
-        if isinstance(array, np.ndarray):
-            counts[name] = int(np.count_nonzero(~np.isfinite(array)))
+        if in_host_memory(array):
+            counts[name] = int(np.count_nonzero(~np.isfinite(np.asarray(array))))
         else:
             groups.setdefault(array.sharding, []).append(name)
     for names in groups.values():
@@ -808,7 +808,7 @@ def check_diagonal(caller: str, pattern: Any, values: jax.Array | np.ndarray,
                    config: SolverConfig) -> None:
     """Raises if ``config``'s preconditioner divides by the diagonal and a row of the
     CSR ``pattern`` (a CsrMatrix's) has no stored or a zero diagonal entry among
-    ``values`` (checked on the device, or on the host for NumPy ``values``)."""
+    ``values`` (checked on their device, or by NumPy for ``values`` in host memory)."""
     if not divides_by_diagonal(config):
         return
     positions = pattern.diagonal_positions  # cached per pattern
@@ -830,8 +830,8 @@ def check_diagonal(caller: str, pattern: Any, values: jax.Array | np.ndarray,
 
 def _stored_diagonal_nonzero(pattern: Any, values: jax.Array | np.ndarray) -> bool:
     """Whether every stored diagonal entry of ``pattern`` is nonzero among ``values``."""
-    if isinstance(values, np.ndarray):
-        return bool(np.all(values[pattern.diagonal_positions] != 0))
+    if in_host_memory(values):  # by NumPy: no program compiled for a new pattern's size
+        return bool(np.all(np.asarray(values)[pattern.diagonal_positions] != 0))
     # The positions go to the device with the call and no copy stays there: the callers
     # (describe, make_preconditioner, a new setup's check) check once per setup; the
     # solve checks inside its program.
