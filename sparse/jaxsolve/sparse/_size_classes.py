@@ -224,10 +224,7 @@ def class_shape(levels: Sequence, coarsest: CsrStructure, coarsest_block_dim: in
                                                       small(true.coarsest[1], len(levels)))),
                 setup=tuple(tuple(grown_setup_size(n, i) for n in sizes)
                             for i, sizes in enumerate(setup)))
-        _SHAPES.setdefault(keys[0], collections.deque(maxlen=_SHAPES_PER_SIZE)).appendleft(shape)
-        _SHAPES.move_to_end(keys[0])
-        while len(_SHAPES) > _SIZES_KEPT:
-            _SHAPES.popitem(last=False)
+        _remember(_SHAPES, keys[0], shape)
         return shape
 
 
@@ -243,13 +240,11 @@ def _single_level_shape(true: HierarchyShape) -> HierarchyShape:
         if key in _SHAPES:
             _SHAPES.move_to_end(key)
         fitting = [shape for shape in _SHAPES.get(key, ())
-                   if nnz <= shape.coarsest[1] < 1.25 * nnz + 16]
+                   if fit_finest_nonzeros(nnz, shape.coarsest[1])]
         if fitting:
             return min(fitting, key=lambda shape: shape.coarsest[1])
         shape = true._replace(coarsest=(rows, finest_nonzeros(nnz)))
-        _SHAPES.setdefault(key, collections.deque(maxlen=_SHAPES_PER_SIZE)).appendleft(shape)
-        while len(_SHAPES) > _SIZES_KEPT:
-            _SHAPES.popitem(last=False)
+        _remember(_SHAPES, key, shape)
         return shape
 
 
@@ -288,9 +283,7 @@ def with_colors(shape: HierarchyShape, orderings: Sequence[MulticolorOrdering | 
                 colors.append(min(fitting, key=_sweep_cost))
                 continue
             padded = _grown_colors(ordering)
-            _COLORS.setdefault(key, collections.deque(maxlen=_SHAPES_PER_SIZE)).appendleft(padded)
-            while len(_COLORS) > _SIZES_KEPT:
-                _COLORS.popitem(last=False)
+            _remember(_COLORS, key, padded)
             colors.append(padded)
     return shape._replace(colors=tuple(colors))
 
@@ -369,7 +362,13 @@ def _fit_finest(finest: tuple[int, int], shape: HierarchyShape, padded: bool,
     if not padded:
         return (level.rows, level.a_nnz) == finest
     return (n <= level.rows <= n + n // 16 + 16 * multiple
-            and nnz <= level.a_nnz < 1.25 * nnz + 16)
+            and fit_finest_nonzeros(nnz, level.a_nnz))
+
+
+def fit_finest_nonzeros(nnz: int, padded: int) -> bool:
+    """Whether a finest level padded to ``padded`` nonzeros holds ``nnz``: at least them,
+    less than ``1.25 ×`` them ``+ 16`` (the room :func:`finest_nonzeros` gives)."""
+    return nnz <= padded < 1.25 * nnz + 16
 
 
 # A padded array holds less than LIMIT × its true entries + 4; a small one, of at most
@@ -439,6 +438,17 @@ _LOCK = threading.Lock()
 # The multicolor data shapes handed out, per (colorless) hierarchy shape and level.
 _COLORS: collections.OrderedDict[tuple, collections.deque[ColorShape]] = (
     collections.OrderedDict())
+
+
+def _remember(kept: collections.OrderedDict, key: Hashable,
+              shape: HierarchyShape | ColorShape) -> None:
+    """Keeps ``shape`` first among the shapes handed out for ``key`` in ``kept`` (one of
+    :data:`_SHAPES`, :data:`_COLORS`; under :data:`_LOCK`), ``key`` the most recently used,
+    and drops the least recently used keys past :data:`_SIZES_KEPT`."""
+    kept.setdefault(key, collections.deque(maxlen=_SHAPES_PER_SIZE)).appendleft(shape)
+    kept.move_to_end(key)
+    while len(kept) > _SIZES_KEPT:
+        kept.popitem(last=False)
 
 
 def _rows(shape: HierarchyShape) -> list[int]:
