@@ -98,8 +98,8 @@ from ._hierarchy import (Hierarchy, LevelNumbers, _coarsest_numbers, annihilates
 from ._index_hash import pair_hash
 from ._relaxation import power_iteration_start, relaxation_data, stored_diagonal
 from ._structure_key import digest_key, summed_digest
-from ._size_classes import (coarsest_rows, finest_nonzeros, finest_rows,
-                            fit_finest_nonzeros, grown_size, pad_pattern, size_class)
+from ._size_classes import (coarsest_rows, finest_nonzeros, finest_rows, fit_finest_nonzeros,
+                            fit_finest_rows, grown_size, pad_pattern, size_class)
 
 __all__ = ["DeviceStructure", "build_device_structure", "cached_setup", "finest_sizes",
            "numbers_now", "numeric_setup"]
@@ -531,8 +531,7 @@ def finest_sizes(rows: int, nnz: int) -> tuple[int, int]:
     :func:`~._size_classes.finest_nonzeros` of them."""
     return _kept_or_new(
         ("finest", rows.bit_length()),
-        lambda sizes: (rows <= sizes[0] <= rows + rows // 16 + 16
-                       and fit_finest_nonzeros(nnz, sizes[1])),
+        lambda sizes: fit_finest_rows(rows, sizes[0]) and fit_finest_nonzeros(nnz, sizes[1]),
         lambda: (finest_rows(rows), finest_nonzeros(nnz)))
 
 

@@ -361,8 +361,14 @@ def _fit_finest(finest: tuple[int, int], shape: HierarchyShape, padded: bool,
     (n, nnz), level = finest, shape.levels[0]
     if not padded:
         return (level.rows, level.a_nnz) == finest
-    return (n <= level.rows <= n + n // 16 + 16 * multiple
-            and fit_finest_nonzeros(nnz, level.a_nnz))
+    return fit_finest_rows(n, level.rows, multiple) and fit_finest_nonzeros(nnz, level.a_nnz)
+
+
+def fit_finest_rows(n: int, padded: int, multiple: int = 1) -> bool:
+    """Whether a finest level padded to ``padded`` rows holds ``n`` (of ``multiple``
+    unknowns a node): at least them, at most ``n + n / 16 + 16 · multiple`` (the room
+    :func:`finest_rows` gives)."""
+    return n <= padded <= n + n // 16 + 16 * multiple
 
 
 def fit_finest_nonzeros(nnz: int, padded: int) -> bool:
