@@ -555,6 +555,37 @@ def test_a_similar_pattern_compiles_no_setup_program():
     assert count[0] == 0
 
 
+@pytest.mark.parametrize("rows", ["same rows", "fewer rows"])
+def test_a_similar_patterns_values_on_a_gpu_are_checked_by_programs_compiled_before(
+        monkeypatch, rows):
+    # Values on a GPU are checked (no NaN, no zero pivot) on the device before a structure
+    # is built. Checked as given, their checks compiled two programs per new pattern's
+    # nonzeros (and rows); checked once padded to their size class, none: only the padding
+    # is compiled per size (on the CPU, done on the host).
+    for module in (_setup, _hierarchy):
+        monkeypatch.setattr(module, "in_host_memory",
+                            lambda values: not isinstance(values, jax.Array))
+    A = sparse.as_csr(matrices.poisson_matrix(32))
+    b = jnp.ones(A.shape[0])
+    sparse.solve(A, b, config=config("DEVICE"))
+    grid = scipy.sparse.csr_array((np.asarray(A.values), A.indices, A.indptr), shape=A.shape)
+    n = grid.shape[0] - (1 if rows == "fewer rows" else 0)
+    similar = (grid[:n, :n] + scipy.sparse.csr_array(
+        ([-0.5, -0.5, 0.5, 0.5], ([3, 100, 3, 100], [100, 3, 3, 100])), shape=(n, n))).tocsr()
+    b = b[:n]
+    with counted_compilations() as count:
+        _, info = sparse.solve(sparse.as_csr(similar), b, config=config("DEVICE"))
+    assert sparse.Status(int(info.status)).name == "SUCCESS"
+    assert count[0] == 0
+    nan = sparse.as_csr(similar)
+    with pytest.raises(ValueError, match="A holds NaN or Inf"):
+        sparse.solve(nan.with_values(nan.values.at[7].set(jnp.nan)), b, config=config("DEVICE"))
+    zero_pivot = nan.with_values(jnp.where(jnp.asarray(nan.row_ids) == jnp.asarray(nan.indices),
+                                           0.0, nan.values))
+    with pytest.raises(ValueError, match=r"zero \(or unstored\) diagonal"):
+        sparse.solve(zero_pivot, b, config=config("DEVICE"))
+
+
 def test_similar_levels_take_the_padded_sizes_of_earlier_ones():
     sizes = _device_setup._padded_sizes
     key = ("test", 1)  # 3D Poisson 16³'s level 1, then with 8 couplings more

@@ -331,7 +331,7 @@ def build_device_structure(pattern: CsrStructure, values: jax.Array | None,
 def cached_setup(pattern: CsrStructure, pattern_key: str, values: jax.Array | None,
                  config: AMGConfig, reuse_setup: bool,
                  padded: Callable[[jax.Array, int], jax.Array],
-                 check: Callable[[], None] = lambda: None,
+                 check: Callable[[jax.Array], None] = lambda padded: None,
                  known: tuple[DeviceStructure, str] | None = None
                  ) -> tuple[DeviceStructure, Hierarchy | None]:
     """A solve's device setup: the structure, kept in the setup cache (:mod:`._cache`) per
@@ -351,9 +351,10 @@ def cached_setup(pattern: CsrStructure, pattern_key: str, values: jax.Array | No
       config: the AMG configuration (setup location ``"DEVICE"``).
       reuse_setup: ``solve``'s argument.
       padded: ``padded(values, nnz)``: ``values`` padded with zeros to ``nnz`` entries.
-      check: raises for concrete ``values`` that no structure may be built from (NaN, a
-        zero pivot), called before one is: a structure found in the cache sets up their
-        numbers unchecked, and the solve's program checks them.
+      check: ``check(padded)`` raises for concrete ``values`` (``padded``: padded to the
+        finest level's nonzeros) that no structure may be built from (NaN, a zero pivot),
+        called before one is: a structure found in the cache sets up their numbers
+        unchecked, and the solve's program checks them.
       known: a structure of the pattern and the key of ``values``, if already read
         (:meth:`._setup.System.confirm`).
     """
@@ -367,12 +368,12 @@ def cached_setup(pattern: CsrStructure, pattern_key: str, values: jax.Array | No
         return seen[0][1]
 
     def build() -> _cache.CacheEntry:
-        if values is not None:
-            check()
-        structure = build_device_structure(
-            pattern, None if values is None else padded(
-                values, finest_sizes(pattern.n_rows, pattern.nnz)[1]),
-            config, earlier=seen[0][0] if seen else None)  # the pattern not sent again
+        finest = None if values is None else padded(
+            values, finest_sizes(pattern.n_rows, pattern.nnz)[1])
+        if finest is not None:
+            check(finest)
+        structure = build_device_structure(  # an earlier one's: the pattern not sent again
+            pattern, finest, config, earlier=seen[0][0] if seen else None)
         return _cache.CacheEntry(structure, numbers=None, built_for=None if values is None
                                  else key_of_values(structure))
 

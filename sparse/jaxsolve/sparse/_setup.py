@@ -31,7 +31,7 @@ from ._hierarchy import (Hierarchy, HierarchyStructure, StructureArrays,
 from ._multicolor import (MULTICOLOR_SMOOTHERS, MulticolorArrays, multicolor_ordering,
                           multicolor_padding)
 from ._padded_setup import PROGRAMS as PADDED_SETUP_PROGRAMS
-from ._size_classes import pad_rows, true_csr
+from ._size_classes import pad_rows, size_class, true_csr
 from ._relaxation import RelaxationData, relaxation_data, stored_diagonal
 from ._status import FailureReason
 from ._structure_key import digest_key, key_digest, values_digest, values_key
@@ -302,10 +302,13 @@ class System:
                 raise ValueError("solve: near_nullspace is smoothed aggregation's, which"
                                  " setup_location 'DEVICE' does not set up; use 'HOST'.")
 
-            def check() -> None:  # before a structure is built, as the host's: no NaN or 0
-                if self.check_before_setup:  # pivots (on a cached one, the solve checks)
-                    check_finite("solve", {"A": concrete})
-                    check_diagonal("solve", self.csr_pattern, concrete, self.config)
+            def check(padded: jax.Array) -> None:
+                # Before a structure is built, as the host's: no NaN or 0 pivots (on a
+                # cached one, the solve checks). On the values padded to their size class:
+                # a new pattern's nonzeros compile no program to check them.
+                if self.check_before_setup:
+                    check_finite("solve", {"A": padded})
+                    check_diagonal("solve", self.csr_pattern, padded, self.config)
 
             taken = self._take_latest(
                 (self.pattern_key, amg, 1), amg, lambda structure: structure.finest,
@@ -834,8 +837,12 @@ def _stored_diagonal_nonzero(pattern: Any, values: jax.Array | np.ndarray) -> bo
         return bool(np.all(np.asarray(values)[pattern.diagonal_positions] != 0))
     # The positions go to the device with the call and no copy stays there: the callers
     # (describe, make_preconditioner, a new setup's check) check once per setup; the
-    # solve checks inside its program.
-    return bool(_all_nonzero(values, pattern.diagonal_positions))
+    # solve checks inside its program. Padded to a size class (repeating the first), so
+    # that values padded to theirs (a device setup's) are checked by a program compiled
+    # once for similar patterns, not once per pattern's rows.
+    positions = pattern.diagonal_positions
+    padding = np.resize(positions[:1], size_class(positions.size) - positions.size)
+    return bool(_all_nonzero(values, np.concatenate([positions, padding])))
 
 
 @jit  # eager: under jax.ensure_compile_time_eval
