@@ -276,6 +276,36 @@ def test_the_default_method_chooses_for_a_new_pattern_without_compiling(x64):
     assert method_for(sparse.parse_amgx_config(config), second).solver == "PCG"
 
 
+@pytest.mark.parametrize("preconditioner", [
+    "NOSOLVER", {"solver": "BLOCK_JACOBI"}, {"solver": "BLOCK_JACOBI", "relaxation_factor": 0.8},
+    {"solver": "JACOBI_L1"}, {"solver": "CHEBYSHEV_POLY", "max_iters": 1},
+], ids=["cg", "jacobi-estimated", "jacobi-given", "l1-jacobi", "chebyshev"])
+def test_a_solve_without_amg_reuses_its_program_for_a_pattern_of_the_same_rows(
+        x64, preconditioner):
+    # Without AMG the matrix's nonzeros are padded to a size class (its rows are not): a
+    # pattern of the same rows and a few more nonzeros runs the programs compiled for the
+    # first (before: the relaxation's setup and the solve, compiled again; 0.55 s on two
+    # CPU cores at 16³), and iterates as the unpadded matrix does (traced, at its sizes).
+    n = 12
+    first, second = (sparse.as_csr(with_extra_couplings(poisson3d(n), n, k, seed))
+                     for k, seed in ((8, 1), (12, 2)))
+    assert first.nnz < second.nnz
+    b = jnp.asarray(np.random.default_rng(0).standard_normal(n**3))
+    config = {"solver": "PCG", "tolerance": 1e-8, "max_iters": 300,
+              "preconditioner": preconditioner}
+    compiled, info = programs_of_the_second_solve(first, second, b, config)
+    assert compiled == 0 and info.status == sparse.Status.SUCCESS
+    x, _ = sparse.solve(second, b, config=config)
+    y, traced = jax.jit(lambda values: sparse.solve(second.with_values(values), b,
+                                                    config=config))(second.values)
+    assert int(info.iterations) == int(traced.iterations) > 3
+    np.testing.assert_allclose(x, y, rtol=1e-9, atol=1e-12)
+    # the preconditioner made for export holds A's own matrix
+    exported = sparse.make_preconditioner(second, preconditioner if isinstance(
+        preconditioner, dict) else {"solver": preconditioner})
+    assert exported.matrix.indices.shape == second.indices.shape
+
+
 def poisson2d(nx: int, ny: int) -> scipy.sparse.csr_array:
     """The 5-point Poisson matrix on an ``nx × ny`` grid."""
     def line(n):

@@ -26,7 +26,7 @@ from typing import Any, NamedTuple
 
 import jax
 
-from ._csr_arrays import CsrArrays
+from ._csr_arrays import PatternArrays
 from ._hierarchy import Hierarchy, HierarchyStructure
 from ._matrix_free import clear_coloring_cache
 from ._multicolor import MulticolorArrays
@@ -59,7 +59,7 @@ class CacheEntry:
     (:func:`._structure_key.values_key`), None for one that follows the pattern alone.
     """
 
-    structure: HierarchyStructure | MulticolorArrays | tuple[CsrArrays, jax.Array]
+    structure: HierarchyStructure | MulticolorArrays | PatternArrays
     numbers: Hierarchy | None
     built_for: str | None = None
     # ``built_for``'s digest on the device, for a solve's program to compare (see
@@ -265,7 +265,7 @@ def _entry_summary(key: tuple, entry: CacheEntry) -> dict[str, Any]:
     elif isinstance(structure, MulticolorArrays):
         n_rows, nnz, config = int(structure.inverse.shape[0]), None, component
     else:  # a solve without AMG: the pattern's device arrays
-        n_rows, nnz, config = structure[0].n_rows, int(structure[0].indices.shape[0]), None
+        n_rows, nnz, config = structure.matrix.n_rows, structure.nnz, None
     return {"n_rows": int(n_rows), "nnz": nnz if nnz is None else int(nnz),
             "structure_hash": int(pattern_key[:16], 16), "config": config}
 

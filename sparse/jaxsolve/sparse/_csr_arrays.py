@@ -70,6 +70,17 @@ class CsrStructure:
         )
 
 
+class PatternArrays(NamedTuple):
+    """A pattern on the device for a solve without AMG (whose hierarchy's structure holds
+    its own): ``matrix``, its index arrays with the nonzeros padded to a size class
+    (placeholder values), ``diagonal``, each row's diagonal position, and ``nnz``, the
+    pattern's own nonzeros."""
+
+    matrix: CsrArrays
+    diagonal: jax.Array
+    nnz: int
+
+
 class CsrArrays(NamedTuple):
     """A CSR matrix as device arrays: ``values``, int32 ``indices`` and ``indptr``."""
 

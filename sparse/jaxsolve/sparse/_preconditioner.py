@@ -199,10 +199,10 @@ def make_preconditioner(
     system = System.for_matrix(matrix, scope, near_nullspace, reuse_setup=False, check=check)
     # A relaxation's data is set up here once, not at every application inside a Krylov loop.
     state = system.state()
-    operator, numbers = system.operators(matrix.values, state)
+    _, numbers = system.operators(matrix.values, state)
     amg = preconditioner.solver == "AMG"
-    # A hierarchy padded to a size class holds its padded matrix; the attribute, A's own.
-    return Preconditioner(system.true_matrix(state, matrix.values) if amg else operator,
+    # The solve's matrix is padded to a size class; the attribute is A's own.
+    return Preconditioner(system.true_matrix(state, matrix.values),
                           numbers if amg else None, None if amg else numbers,
                           config=preconditioner)
 

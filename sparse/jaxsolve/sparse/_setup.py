@@ -21,7 +21,7 @@ from . import _blocks, _cache, _device_setup, _matrix_free
 from ._compiler_options import COMPILER_OPTIONS, jit, staging
 from ._config import AMGConfig, RelaxationConfig, SolverConfig
 from ._csr import CsrMatrix, as_csr
-from ._csr_arrays import CsrArrays, CsrStructure
+from ._csr_arrays import CsrArrays, CsrStructure, PatternArrays
 from ._default_method import falls_back
 from ._device_setup import DeviceStructure
 from ._hierarchy import (Hierarchy, HierarchyStructure, StructureArrays,
@@ -31,7 +31,7 @@ from ._hierarchy import (Hierarchy, HierarchyStructure, StructureArrays,
 from ._multicolor import (MULTICOLOR_SMOOTHERS, MulticolorArrays, multicolor_ordering,
                           multicolor_padding)
 from ._padded_setup import PROGRAMS as PADDED_SETUP_PROGRAMS
-from ._size_classes import pad_rows, size_class, true_csr
+from ._size_classes import pad_pattern, pad_rows, padded_nonzeros, size_class, true_csr
 from ._relaxation import RelaxationData, relaxation_data, stored_diagonal
 from ._status import FailureReason
 from ._structure_key import digest_key, key_digest, values_digest, values_key
@@ -454,8 +454,10 @@ class System:
             return _cache.setup_for((self.pattern_key, relaxation.solver), build).structure
 
     @functools.cached_property
-    def pattern_arrays(self) -> tuple[CsrArrays, jax.Array]:
-        """The pattern on the device and its diagonal entries' positions, for a solve
+    def pattern_arrays(self) -> PatternArrays:
+        """The pattern on the device, its nonzeros padded to a size class
+        (:func:`._size_classes.padded_nonzeros`: a pattern of the same rows runs the
+        solve compiled for another), and its diagonal entries' positions, for a solve
         without AMG (a hierarchy's structure holds its own).
 
         Kept in the setup cache, so that they are found and sent once per pattern, not at
@@ -463,10 +465,13 @@ class System:
         """
 
         def build() -> _cache.CacheEntry:
+            pattern = self.pattern
+            padded = pad_pattern(pattern, pattern.n_rows,
+                                 padded_nonzeros(pattern.n_rows, pattern.nnz))
             # The values are a placeholder, replaced in use.
-            return _cache.CacheEntry((self.pattern.on_device(jnp.zeros(0, jnp.int32)),
-                                      jax.device_put(self.pattern.diagonal_positions())),
-                                     numbers=None)
+            return _cache.CacheEntry(PatternArrays(
+                padded.on_device(jnp.zeros(0, jnp.int32)),
+                jax.device_put(pattern.diagonal_positions()), pattern.nnz), numbers=None)
 
         with jax.ensure_compile_time_eval():  # the index arrays go to the device now
             return _cache.setup_for((self.pattern_key, "pattern"), build).structure
@@ -480,7 +485,7 @@ class System:
         """
         structure, numbers = self.setup
         if structure is None:
-            matrix, diagonal = self.pattern_arrays
+            matrix, diagonal, _ = self.pattern_arrays
             return SetupState(matrix=matrix, diagonal=diagonal, numbers=None, arrays=None,
                               near_nullspace=None, ordering=self.ordering)
         key_check = None if self._unconfirmed is None else self._unconfirmed.key_check
@@ -511,15 +516,16 @@ class System:
         relaxation's always are.  Numbers of a setup with concrete values are padded to
         their structure's size classes, the finest level too (:mod:`._size_classes`):
         then so is the matrix, ``values`` padded with zeros here, and a solve with them
-        takes its vectors padded (:func:`padded_solve`).  Numbers computed here, and the
-        matrix with them, have the true sizes.
+        takes its vectors padded (:func:`padded_solve`).  A hierarchy's numbers computed
+        here, and the matrix with them, have the true sizes; without AMG the matrix has
+        its nonzeros padded (:attr:`pattern_arrays`) and its true rows.
         """
         structure, _ = self.setup
         relaxation = relaxation_config(self.config)
         if relaxation is not None:
-            matrix = state.matrix._replace(values=values)
-            return matrix, _relaxation_data(matrix, stored_diagonal(values, state.diagonal),
-                                            relaxation, state.ordering)
+            matrix = state.matrix._replace(
+                values=self.padded(values, state.matrix.indices.shape[0]))
+            return matrix, _relaxation_data(matrix, state.diagonal, relaxation, state.ordering)
         if structure is None or state.numbers is not None:
             nnz = state.matrix.indices.shape[0]
             numbers = state.numbers
@@ -681,10 +687,13 @@ def _built_for_digest(entry: _cache.CacheEntry, values: jax.Array) -> jax.Array:
 @functools.partial(jax.jit, static_argnums=2)
 def _relaxation_data(matrix: CsrArrays, diagonal: jax.Array, config: RelaxationConfig,
                      ordering: MulticolorArrays | None) -> RelaxationData:
-    """`relaxation_data` as one compiled program, cached per config: a solve called outside
-    ``jax.jit`` computes it eagerly, where the estimated damping's power iteration would
-    otherwise be traced and compiled again on every call."""
-    return relaxation_data(matrix, diagonal, config, ordering, block_dim=config.block_dim)
+    """`relaxation_data` of ``matrix`` (its nonzeros padded to a size class), whose
+    diagonal entries lie at ``diagonal`` among its values, as one compiled program, cached
+    per config: a solve called outside ``jax.jit`` computes it eagerly, where the estimated
+    damping's power iteration would otherwise be traced and compiled again on every call,
+    and the diagonal's gather once per pattern's nonzeros."""
+    return relaxation_data(matrix, stored_diagonal(matrix.values, diagonal), config, ordering,
+                           block_dim=config.block_dim)
 
 
 @functools.partial(jax.jit, static_argnums=(0, 4))

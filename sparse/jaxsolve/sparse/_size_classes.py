@@ -35,7 +35,9 @@ padding entries (:func:`finest_nonzeros`; a shape fits with less than ``1.25 ×`
 solve then pads the values and ``b`` with zeros and cuts ``x`` back
 (:func:`._setup.padded_solve`). A hierarchy of one level (a matrix of at most
 ``min_coarse_rows`` rows, solved by the coarsest level's solver) pads its nonzeros alike
-and keeps its rows (:func:`_single_level_shape`). The sharded and MPI solves keep their
+and keeps its rows (:func:`_single_level_shape`), as does a matrix solved without AMG
+(by a Krylov method with a relaxation or none; :func:`padded_nonzeros`): a pattern of
+the same rows runs the solve compiled for another. The sharded and MPI solves keep their
 blocks' finest sizes.
 
 **The padding changes no iteration.** Padding rows are empty (their row pointers repeat
@@ -371,6 +373,24 @@ def fit_finest_rows(n: int, padded: int, multiple: int = 1) -> bool:
     return n <= padded <= n + n // 16 + 16 * multiple
 
 
+def padded_nonzeros(rows: int, nnz: int) -> int:
+    """The nonzeros a matrix of ``rows`` rows and ``nnz`` entries is padded to where it is
+    solved without AMG: the fewest handed out before for its rows that hold them
+    (:func:`fit_finest_nonzeros`), else :func:`finest_nonzeros` of them, handed out.
+
+    Its rows stay its own: a Krylov method with a relaxation (or none) sweeps every vector
+    of the solve many times an iteration, where an AMG cycle's levels weigh more."""
+    with _LOCK:
+        fitting = [padded for padded in _NONZEROS.get(rows, ())
+                   if fit_finest_nonzeros(nnz, padded)]
+        if fitting:
+            _NONZEROS.move_to_end(rows)
+            return min(fitting)
+        padded = finest_nonzeros(nnz)
+        _remember(_NONZEROS, rows, padded)
+        return padded
+
+
 def fit_finest_nonzeros(nnz: int, padded: int) -> bool:
     """Whether a finest level padded to ``padded`` nonzeros holds ``nnz``: at least them,
     less than ``1.25 ×`` them ``+ 16`` (the room :func:`finest_nonzeros` gives)."""
@@ -444,13 +464,15 @@ _LOCK = threading.Lock()
 # The multicolor data shapes handed out, per (colorless) hierarchy shape and level.
 _COLORS: collections.OrderedDict[tuple, collections.deque[ColorShape]] = (
     collections.OrderedDict())
+# The nonzeros handed out to matrices solved without AMG, per rows.
+_NONZEROS: collections.OrderedDict[int, collections.deque[int]] = collections.OrderedDict()
 
 
 def _remember(kept: collections.OrderedDict, key: Hashable,
-              shape: HierarchyShape | ColorShape) -> None:
+              shape: HierarchyShape | ColorShape | int) -> None:
     """Keeps ``shape`` first among the shapes handed out for ``key`` in ``kept`` (one of
-    :data:`_SHAPES`, :data:`_COLORS`; under :data:`_LOCK`), ``key`` the most recently used,
-    and drops the least recently used keys past :data:`_SIZES_KEPT`."""
+    :data:`_SHAPES`, :data:`_COLORS`, :data:`_NONZEROS`; under :data:`_LOCK`), ``key`` the
+    most recently used, and drops the least recently used keys past :data:`_SIZES_KEPT`."""
     kept.setdefault(key, collections.deque(maxlen=_SHAPES_PER_SIZE)).appendleft(shape)
     kept.move_to_end(key)
     while len(kept) > _SIZES_KEPT:
