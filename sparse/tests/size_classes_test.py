@@ -294,7 +294,9 @@ def test_a_solve_without_amg_reuses_its_program_for_a_pattern_of_the_same_rows(
     config = {"solver": "PCG", "tolerance": 1e-8, "max_iters": 300,
               "preconditioner": preconditioner}
     compiled, info = programs_of_the_second_solve(first, second, b, config)
-    assert compiled == 0 and info.status == sparse.Status.SUCCESS
+    # (a GPU pads the values by a program compiled once per size)
+    assert compiled == 0 if jax.default_backend() == "cpu" else compiled <= 1
+    assert info.status == sparse.Status.SUCCESS
     x, _ = sparse.solve(second, b, config=config)
     y, traced = jax.jit(lambda values: sparse.solve(second.with_values(values), b,
                                                     config=config))(second.values)

@@ -121,3 +121,48 @@ def test_gpu_checked_solve_reads_its_verdict_without_a_transfer(x64):
     assert sparse.Status(int(info.status)) is sparse.Status.SUCCESS
     with pytest.raises(ValueError, match=re.escape("A holds NaN or Inf (1 entries)")):
         sparse.solve(A.with_values(values.at[5].set(jnp.nan)), b, reuse_setup=True)
+
+
+def _with_couplings(A: scipy.sparse.csr_array, pairs: list[tuple[int, int]]):
+    """``A`` plus a graph-Laplacian term of weight 0.5 per pair: other nonzeros, same rows."""
+    i, j = np.array(pairs).T
+    extra = scipy.sparse.csr_array((np.concatenate([np.full(2 * len(i), 0.5),
+                                                    np.full(2 * len(i), -0.5)]),
+                                    (np.concatenate([i, j, i, j]), np.concatenate([i, j, j, i]))),
+                                   shape=A.shape)
+    out = scipy.sparse.csr_array(A + extra)
+    out.sort_indices()
+    return out
+
+
+@pytest.mark.parametrize("config", [
+    None,
+    {"solver": "PCG", "preconditioner": {"solver": "AMG", "selector": "PMISC",
+                                         "aggressive_levels": 1}},
+    {"solver": "PCG", "preconditioner": {"solver": "AMG", "algorithm": "AGGREGATION",
+                                         "selector": "SIZE_8"}},  # set up on the GPU
+    {"solver": "PCG", "preconditioner": {"solver": "BLOCK_JACOBI", "max_iters": 1}},
+], ids=["default", "pmisc", "aggregation", "jacobi"])
+def test_gpu_a_similar_patterns_first_solve_compiles_at_most_one_small_program(x64, config):
+    """A pattern with other nonzeros and the same rows, on the GPU, runs the programs compiled
+    for one solved before: at most one small program is compiled for its values' size (their
+    padding, or the default's symmetry test), where the checks of a device setup's values
+    compiled two more."""
+    from jaxsolve_testing import counted_compilations
+
+    grid = sparse.as_csr(matrices.poisson3d_matrix(16, dtype=np.float64))
+    host = scipy.sparse.csr_array((np.asarray(grid.values), grid.indices, grid.indptr),
+                                  shape=grid.shape)
+    b = jax.device_put(matrices.rhs_random(grid.shape[0], seed=0, dtype=np.float64), GPU)
+    config = {**(config or {}), "tolerance": 1e-8}
+
+    def solved(matrix):
+        A = sparse.as_csr(matrix)
+        x, info = sparse.solve(A.with_values(jax.device_put(A.values, GPU)), b, config=config)
+        jax.block_until_ready(x)
+        assert sparse.Status(int(info.status)) is sparse.Status.SUCCESS
+
+    solved(_with_couplings(host, [(0, 273), (1000, 1273)]))
+    with counted_compilations() as count:
+        solved(_with_couplings(host, [(0, 273), (1000, 1273), (2000, 2273), (3000, 3273)]))
+    assert count[0] <= 1, f"{count[0]} programs compiled"
