@@ -279,7 +279,9 @@ def test_the_default_method_chooses_for_a_new_pattern_without_compiling(x64):
 @pytest.mark.parametrize("preconditioner", [
     "NOSOLVER", {"solver": "BLOCK_JACOBI"}, {"solver": "BLOCK_JACOBI", "relaxation_factor": 0.8},
     {"solver": "JACOBI_L1"}, {"solver": "CHEBYSHEV_POLY", "max_iters": 1},
-], ids=["cg", "jacobi-estimated", "jacobi-given", "l1-jacobi", "chebyshev"])
+    {"solver": "MULTICOLOR_GS", "max_iters": 1}, {"solver": "MULTICOLOR_DILU", "max_iters": 1},
+], ids=["cg", "jacobi-estimated", "jacobi-given", "l1-jacobi", "chebyshev", "multicolor-gs",
+        "multicolor-dilu"])
 def test_a_solve_without_amg_reuses_its_program_for_a_pattern_of_the_same_rows(
         x64, preconditioner):
     # Without AMG the matrix's nonzeros are padded to a size class (its rows are not): a

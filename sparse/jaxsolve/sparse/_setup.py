@@ -31,7 +31,8 @@ from ._hierarchy import (Hierarchy, HierarchyStructure, StructureArrays,
 from ._multicolor import (MULTICOLOR_SMOOTHERS, MulticolorArrays, multicolor_ordering,
                           multicolor_padding)
 from ._padded_setup import PROGRAMS as PADDED_SETUP_PROGRAMS
-from ._size_classes import pad_pattern, pad_rows, padded_nonzeros, size_class, true_csr
+from ._size_classes import (color_shape, pad_pattern, pad_rows, padded_nonzeros, size_class,
+                            true_csr)
 from ._relaxation import RelaxationData, relaxation_data, stored_diagonal
 from ._status import FailureReason
 from ._structure_key import digest_key, key_digest, values_digest, values_key
@@ -448,7 +449,9 @@ class System:
 
         def build() -> _cache.CacheEntry:
             ordering = multicolor_ordering(self.pattern, relaxation.solver == "MULTICOLOR_DILU")
-            return _cache.CacheEntry(ordering.on_device(), numbers=None)
+            # padded as the matrix's nonzeros are, for a pattern of the same rows
+            return _cache.CacheEntry(ordering.on_device(color_shape(
+                ("relaxation", self.pattern.n_rows), ordering)), numbers=None)
 
         with jax.ensure_compile_time_eval():  # the index arrays go to the device now
             return _cache.setup_for((self.pattern_key, relaxation.solver), build).structure

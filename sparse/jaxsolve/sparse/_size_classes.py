@@ -70,7 +70,9 @@ count with a small size's room (but kept where there are at most four: a padding
 costs a chunk's work, and the finest level of a 2-colored stencil has two), ``L``'s and
 ``U``'s entries too. Padding rows lie in no chunk, padding chunks are empty and padding
 entries lie past every row's, so a sweep computes what the pattern's own chunks would.
-A smoothed coarsest level's coloring (``NOSOLVER``) keeps its hierarchy's true sizes.
+A smoothed coarsest level's coloring (``NOSOLVER``) keeps its hierarchy's true sizes; a
+multicolor relaxation that is the solve's preconditioner, without AMG, takes a color shape
+handed out for its matrix's rows (:func:`color_shape`).
 The sharded solve pads its blocks' hierarchies to the largest block's sizes with the same
 functions.
 """
@@ -270,24 +272,25 @@ def with_colors(shape: HierarchyShape, orderings: Sequence[MulticolorOrdering | 
     level of ``shape`` is taken when the ordering fits it (:func:`_fit_colors`): the
     cheapest; else a new one (:func:`_grown_colors`), remembered.
     """
-    colors = []
+    return shape._replace(colors=tuple(
+        None if ordering is None else color_shape((shape, level), ordering)
+        for level, ordering in enumerate(orderings)))
+
+
+def color_shape(key: Hashable, ordering: MulticolorOrdering) -> ColorShape:
+    """The shape ``ordering``'s multicolor data are padded to: of the shapes handed out
+    for ``key`` (a hierarchy's shape and level, or the rows of a matrix whose relaxation
+    is the preconditioner), the cheapest that it fits (:func:`_fit_colors`); else a new
+    one (:func:`_grown_colors`), handed out."""
     with _LOCK:
-        for level, ordering in enumerate(orderings):
-            if ordering is None:
-                colors.append(None)
-                continue
-            key = (shape, level)
-            if key in _COLORS:
-                _COLORS.move_to_end(key)
-            fitting = [padded for padded in _COLORS.get(key, ())
-                       if _fit_colors(ordering, padded)]
-            if fitting:
-                colors.append(min(fitting, key=_sweep_cost))
-                continue
-            padded = _grown_colors(ordering)
-            _remember(_COLORS, key, padded)
-            colors.append(padded)
-    return shape._replace(colors=tuple(colors))
+        if key in _COLORS:
+            _COLORS.move_to_end(key)
+        fitting = [padded for padded in _COLORS.get(key, ()) if _fit_colors(ordering, padded)]
+        if fitting:
+            return min(fitting, key=_sweep_cost)
+        padded = _grown_colors(ordering)
+        _remember(_COLORS, key, padded)
+        return padded
 
 
 # A chunk count a level keeps exactly when it has so few: a padding chunk costs a
@@ -461,7 +464,8 @@ _SHAPES: collections.OrderedDict[tuple, collections.deque[HierarchyShape]] = (
 _SHAPES_PER_SIZE = 64
 _SIZES_KEPT = 256
 _LOCK = threading.Lock()
-# The multicolor data shapes handed out, per (colorless) hierarchy shape and level.
+# The multicolor data shapes handed out, per (colorless) hierarchy shape and level, or per
+# rows of a matrix whose preconditioner is a multicolor relaxation.
 _COLORS: collections.OrderedDict[tuple, collections.deque[ColorShape]] = (
     collections.OrderedDict())
 # The nonzeros handed out to matrices solved without AMG, per rows.
