@@ -77,7 +77,6 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-import threading
 import time
 from collections.abc import Callable, Iterable
 from typing import NamedTuple
@@ -99,7 +98,7 @@ from ._index_hash import pair_hash
 from ._relaxation import power_iteration_start, relaxation_data, stored_diagonal
 from ._structure_key import digest_key, summed_digest
 from ._size_classes import (coarsest_rows, finest_nonzeros, finest_rows, fit_finest_nonzeros,
-                            fit_finest_rows, grown_size, pad_pattern, size_class)
+                            fit_finest_rows, grown_size, handed_out, pad_pattern, size_class)
 
 __all__ = ["DeviceStructure", "build_device_structure", "cached_setup", "finest_sizes",
            "numbers_now", "numeric_setup"]
@@ -518,10 +517,9 @@ def _run(function, *args, **static):
 
 
 # The padded sizes handed out, per padded finest rows and level, or for the finest level
-# per octave of rows (the last ones kept).
-_PADDED_SIZES: dict[tuple, collections.deque[tuple[int, int]]] = {}
-_PADDED_SIZES_KEPT = 16
-_LOCK = threading.Lock()
+# per octave of rows (:func:`._size_classes.handed_out`'s registry).
+_PADDED_SIZES: collections.OrderedDict[tuple, collections.deque[tuple[int, int]]] = (
+    collections.OrderedDict())
 
 
 def finest_sizes(rows: int, nnz: int) -> tuple[int, int]:
@@ -530,8 +528,8 @@ def finest_sizes(rows: int, nnz: int) -> tuple[int, int]:
     and under ``1.25 ×`` the nonzeros ``+ 16`` more, as the host path's shapes fit
     (:func:`._size_classes.class_shape`), else :func:`~._size_classes.finest_rows` and
     :func:`~._size_classes.finest_nonzeros` of them."""
-    return _kept_or_new(
-        ("finest", rows.bit_length()),
+    return handed_out(
+        _PADDED_SIZES, ("finest", rows.bit_length()),
         lambda sizes: fit_finest_rows(rows, sizes[0]) and fit_finest_nonzeros(nnz, sizes[1]),
         lambda: (finest_rows(rows), finest_nonzeros(nnz)))
 
@@ -565,19 +563,7 @@ def _padded_sizes(key: tuple[int, int], rows: int, nnz: int, *, tiny_rows: int,
         return (rows <= sizes[0] < (1.5 if coarsest else room) * rows + 4
                 and nnz <= sizes[1] < room * nnz + 4)
 
-    return _kept_or_new(key, fits, lambda: (new(rows, True), new(nnz, False)))
-
-
-def _kept_or_new(key, fits, new) -> tuple[int, int]:
-    """The smallest sizes kept for ``key`` that ``fits``, else ``new()``'s, kept."""
-    with _LOCK:
-        kept = _PADDED_SIZES.setdefault(key, collections.deque(maxlen=_PADDED_SIZES_KEPT))
-        fitting = [sizes for sizes in kept if fits(sizes)]
-        if fitting:
-            return min(fitting)
-        sizes = new()
-        kept.appendleft(sizes)
-        return sizes
+    return handed_out(_PADDED_SIZES, key, fits, lambda: (new(rows, True), new(nnz, False)))
 
 
 class _Coarsening(NamedTuple):

@@ -82,8 +82,8 @@ from __future__ import annotations
 import collections
 import math
 import threading
-from collections.abc import Hashable, Sequence
-from typing import NamedTuple
+from collections.abc import Callable, Hashable, Sequence
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -239,17 +239,10 @@ def _single_level_shape(true: HierarchyShape) -> HierarchyShape:
     that holds them (less than ``1.25 ×`` ``+ 16``, as a finest level's), else
     :func:`finest_nonzeros` of them."""
     rows, nnz = true.coarsest
-    key = (("single level", rows),)
-    with _LOCK:
-        if key in _SHAPES:
-            _SHAPES.move_to_end(key)
-        fitting = [shape for shape in _SHAPES.get(key, ())
-                   if fit_finest_nonzeros(nnz, shape.coarsest[1])]
-        if fitting:
-            return min(fitting, key=lambda shape: shape.coarsest[1])
-        shape = true._replace(coarsest=(rows, finest_nonzeros(nnz)))
-        _remember(_SHAPES, key, shape)
-        return shape
+    return handed_out(_SHAPES, (("single level", rows),),
+                      lambda shape: fit_finest_nonzeros(nnz, shape.coarsest[1]),
+                      lambda: true._replace(coarsest=(rows, finest_nonzeros(nnz))),
+                      cost=lambda shape: shape.coarsest[1])
 
 
 def _row_multiples(levels: Sequence, coarsest_block_dim: int) -> tuple[int, ...]:
@@ -282,15 +275,8 @@ def color_shape(key: Hashable, ordering: MulticolorOrdering) -> ColorShape:
     for ``key`` (a hierarchy's shape and level, or the rows of a matrix whose relaxation
     is the preconditioner), the cheapest that it fits (:func:`_fit_colors`); else a new
     one (:func:`_grown_colors`), handed out."""
-    with _LOCK:
-        if key in _COLORS:
-            _COLORS.move_to_end(key)
-        fitting = [padded for padded in _COLORS.get(key, ()) if _fit_colors(ordering, padded)]
-        if fitting:
-            return min(fitting, key=_sweep_cost)
-        padded = _grown_colors(ordering)
-        _remember(_COLORS, key, padded)
-        return padded
+    return handed_out(_COLORS, key, lambda padded: _fit_colors(ordering, padded),
+                      lambda: _grown_colors(ordering), cost=_sweep_cost)
 
 
 # A chunk count a level keeps exactly when it has so few: a padding chunk costs a
@@ -383,15 +369,8 @@ def padded_nonzeros(rows: int, nnz: int) -> int:
 
     Its rows stay its own: a Krylov method with a relaxation (or none) sweeps every vector
     of the solve many times an iteration, where an AMG cycle's levels weigh more."""
-    with _LOCK:
-        fitting = [padded for padded in _NONZEROS.get(rows, ())
-                   if fit_finest_nonzeros(nnz, padded)]
-        if fitting:
-            _NONZEROS.move_to_end(rows)
-            return min(fitting)
-        padded = finest_nonzeros(nnz)
-        _remember(_NONZEROS, rows, padded)
-        return padded
+    return handed_out(_NONZEROS, rows, lambda padded: fit_finest_nonzeros(nnz, padded),
+                      lambda: finest_nonzeros(nnz))
 
 
 def fit_finest_nonzeros(nnz: int, padded: int) -> bool:
@@ -472,11 +451,28 @@ _COLORS: collections.OrderedDict[tuple, collections.deque[ColorShape]] = (
 _NONZEROS: collections.OrderedDict[int, collections.deque[int]] = collections.OrderedDict()
 
 
+def handed_out(kept: collections.OrderedDict, key: Hashable, fits: Callable[[Any], bool],
+               new: Callable[[], Any], *, cost: Callable[[Any], Any] | None = None) -> Any:
+    """Of the sizes (or shapes) handed out for ``key`` in ``kept`` (a registry such as
+    :data:`_SHAPES`), the cheapest by ``cost`` (by their own order without one) that
+    ``fits``; else ``new()``, handed out: programs are compiled for what was handed out,
+    so a similar pattern's sizes that fit one run them."""
+    with _LOCK:
+        if key in kept:
+            kept.move_to_end(key)
+        fitting = [size for size in kept.get(key, ()) if fits(size)]
+        if fitting:
+            return min(fitting, key=cost)
+        size = new()
+        _remember(kept, key, size)
+        return size
+
+
 def _remember(kept: collections.OrderedDict, key: Hashable,
-              shape: HierarchyShape | ColorShape | int) -> None:
-    """Keeps ``shape`` first among the shapes handed out for ``key`` in ``kept`` (one of
-    :data:`_SHAPES`, :data:`_COLORS`, :data:`_NONZEROS`; under :data:`_LOCK`), ``key`` the
-    most recently used, and drops the least recently used keys past :data:`_SIZES_KEPT`."""
+              shape: Any) -> None:
+    """Keeps ``shape`` first among the shapes handed out for ``key`` in ``kept`` (a
+    registry such as :data:`_SHAPES`; under :data:`_LOCK`), ``key`` the most recently used,
+    and drops the least recently used keys past :data:`_SIZES_KEPT`."""
     kept.setdefault(key, collections.deque(maxlen=_SHAPES_PER_SIZE)).appendleft(shape)
     kept.move_to_end(key)
     while len(kept) > _SIZES_KEPT:
