@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 import scipy.sparse
 import scipy.sparse.linalg
+from jaxsolve_testing import counted_compilations
 
 from jaxsolve import sparse
 from jaxsolve.sparse import matrices
@@ -148,8 +149,6 @@ def test_gpu_a_similar_patterns_first_solve_compiles_at_most_one_small_program(x
     for one solved before: at most one small program is compiled for its values' size (their
     padding, or the default's symmetry test), where the checks of a device setup's values
     compiled two more."""
-    from jaxsolve_testing import counted_compilations
-
     grid = sparse.as_csr(matrices.poisson3d_matrix(16, dtype=np.float64))
     host = scipy.sparse.csr_array((np.asarray(grid.values), grid.indices, grid.indptr),
                                   shape=grid.shape)

@@ -103,15 +103,11 @@ class MulticolorOrdering:
         """The mean color's rows: at most twice as many chunks as colors."""
         return max(1, -(-self.n_rows // max(self.n_colors, 1)))
 
-    def on_device(self, shape: ColorShape | None = None) -> MulticolorArrays:
-        """The index arrays, cut into chunks of the mean color's rows, or padded to
-        ``shape`` (:meth:`host_arrays`), sent to the device (held by the caller, not by the
-        ordering: a structure is kept as a static argument of compiled setups)."""
-        if shape is None:
-            return jax.device_put(self.host_arrays())
-        return jax.device_put(self.host_arrays(
-            shape.chunk_rows, n_chunks=shape.n_chunks, lower_nnz=shape.lower_nnz,
-            upper_nnz=shape.upper_nnz))
+    def on_device(self, chunk_rows: int | None = None) -> MulticolorArrays:
+        """The index arrays, cut into chunks of at most ``chunk_rows`` rows (the mean
+        color's by default), sent to the device (held by the caller, not by the ordering:
+        a structure is kept as a static argument of compiled setups)."""
+        return jax.device_put(self.host_arrays(chunk_rows))
 
     def host_arrays(self, chunk_rows: int | None = None, *, rows: int | None = None,
                     n_chunks: int | None = None, lower_nnz: int | None = None,

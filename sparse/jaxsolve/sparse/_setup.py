@@ -30,7 +30,7 @@ from ._hierarchy import (Hierarchy, HierarchyStructure, StructureArrays,
                          with_padded_finest)
 from ._multicolor import (MULTICOLOR_SMOOTHERS, MulticolorArrays, multicolor_ordering,
                           multicolor_padding)
-from ._padded_setup import PROGRAMS as PADDED_SETUP_PROGRAMS
+from ._padded_setup import PROGRAMS as PADDED_SETUP_PROGRAMS, padded_ordering
 from ._size_classes import (color_shape, pad_pattern, pad_rows, padded_nonzeros, size_class,
                             true_csr)
 from ._relaxation import RelaxationData, relaxation_data, stored_diagonal
@@ -450,8 +450,9 @@ class System:
         def build() -> _cache.CacheEntry:
             ordering = multicolor_ordering(self.pattern, relaxation.solver == "MULTICOLOR_DILU")
             # padded as the matrix's nonzeros are, for a pattern of the same rows
-            return _cache.CacheEntry(ordering.on_device(color_shape(
-                ("relaxation", self.pattern.n_rows), ordering)), numbers=None)
+            shape = color_shape(("relaxation", ordering.n_rows), ordering)
+            return _cache.CacheEntry(
+                jax.device_put(padded_ordering(ordering, shape, ordering.n_rows)), numbers=None)
 
         with jax.ensure_compile_time_eval():  # the index arrays go to the device now
             return _cache.setup_for((self.pattern_key, relaxation.solver), build).structure
