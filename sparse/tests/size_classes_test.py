@@ -10,32 +10,13 @@ import numpy as np
 import pytest
 import scipy.sparse
 from jaxsolve_testing import counted_compilations
+from similar_patterns import poisson3d, with_extra_couplings
 
 from jaxsolve import sparse
 from jaxsolve.sparse import (_cycle, _hierarchy, _padded_setup, _setup, _size_classes, _solve,
                              _structure_key, matrices)
 from jaxsolve.sparse._csr_arrays import CsrStructure
 from jaxsolve.sparse._default_method import method_for
-
-
-def poisson3d(n: int) -> scipy.sparse.csr_array:
-    a = sparse.as_csr(matrices.poisson3d_matrix(n, dtype=jnp.float64))
-    return scipy.sparse.csr_array((np.asarray(a.values), a.indices, a.indptr), shape=a.shape)
-
-
-def with_extra_couplings(a: scipy.sparse.csr_array, n: int, k: int, seed: int):
-    """``a`` plus ``k`` graph-Laplacian couplings between cells one step apart along
-    ``(1, 1, 1)`` (as ``tools/bench/sparse_new_pattern.py``): same rows, other pattern."""
-    cells = np.random.default_rng(seed).choice((n - 1) ** 3, size=k, replace=False)
-    x, y, z = np.unravel_index(cells, (n - 1,) * 3)
-    i = np.ravel_multi_index((x, y, z), (n,) * 3)
-    j = np.ravel_multi_index((x + 1, y + 1, z + 1), (n,) * 3)
-    extra = scipy.sparse.csr_array(
-        (np.concatenate([np.full(2 * k, 0.5), np.full(2 * k, -0.5)]),
-         (np.concatenate([i, j, i, j]), np.concatenate([i, j, j, i]))), shape=a.shape)
-    out = scipy.sparse.csr_array(a + extra)
-    out.sort_indices()
-    return out
 
 
 def test_size_classes_round_up_by_less_than_a_quarter():

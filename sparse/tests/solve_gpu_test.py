@@ -12,6 +12,7 @@ import pytest
 import scipy.sparse
 import scipy.sparse.linalg
 from jaxsolve_testing import counted_compilations
+from similar_patterns import with_couplings
 
 from jaxsolve import sparse
 from jaxsolve.sparse import matrices
@@ -124,18 +125,6 @@ def test_gpu_checked_solve_reads_its_verdict_without_a_transfer(x64):
         sparse.solve(A.with_values(values.at[5].set(jnp.nan)), b, reuse_setup=True)
 
 
-def _with_couplings(A: scipy.sparse.csr_array, pairs: list[tuple[int, int]]):
-    """``A`` plus a graph-Laplacian term of weight 0.5 per pair: other nonzeros, same rows."""
-    i, j = np.array(pairs).T
-    extra = scipy.sparse.csr_array((np.concatenate([np.full(2 * len(i), 0.5),
-                                                    np.full(2 * len(i), -0.5)]),
-                                    (np.concatenate([i, j, i, j]), np.concatenate([i, j, j, i]))),
-                                   shape=A.shape)
-    out = scipy.sparse.csr_array(A + extra)
-    out.sort_indices()
-    return out
-
-
 @pytest.mark.parametrize("config", [
     None,
     {"solver": "PCG", "preconditioner": {"solver": "AMG", "selector": "PMISC",
@@ -161,7 +150,7 @@ def test_gpu_a_similar_patterns_first_solve_compiles_at_most_one_small_program(x
         jax.block_until_ready(x)
         assert sparse.Status(int(info.status)) is sparse.Status.SUCCESS
 
-    solved(_with_couplings(host, [(0, 273), (1000, 1273)]))
+    solved(with_couplings(host, [(0, 273), (1000, 1273)]))
     with counted_compilations() as count:
-        solved(_with_couplings(host, [(0, 273), (1000, 1273), (2000, 2273), (3000, 3273)]))
+        solved(with_couplings(host, [(0, 273), (1000, 1273), (2000, 2273), (3000, 3273)]))
     assert count[0] <= 1, f"{count[0]} programs compiled"

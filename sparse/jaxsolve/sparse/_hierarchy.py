@@ -52,7 +52,8 @@ from ._classical import (InterpolationArrays, InterpolationStructure, MultipassA
 from ._config import AMGConfig
 from ._csr_arrays import CsrArrays, CsrStructure
 from ._multicolor import (MULTICOLOR_SMOOTHERS, ColorShape, MulticolorArrays,
-                          MulticolorOrdering, multicolor_ordering, safe_inverse)
+                          MulticolorOrdering, multicolor_ordering, padded_ordering,
+                          safe_inverse)
 from ._products import (ProductPlan, galerkin_products, plan_product, transpose_offsets,
                         transposed_values)
 from ._relaxation import (RelaxationData, power_iteration_start, relaxation_data,
@@ -60,8 +61,8 @@ from ._relaxation import (RelaxationData, power_iteration_start, relaxation_data
 from . import _padded_setup
 from ._padded_setup import (AggregationLayout, LevelLayout, TwoStageLayout,
                             aggregation_setup_sizes, level_layout, padded_aggregation,
-                            padded_interpolation, padded_ordering, resized, setup_sizes,
-                            true_interpolation, true_ordering, within)
+                            padded_interpolation, resized, setup_sizes, true_interpolation,
+                            true_ordering, within)
 from ._size_classes import (PADDING_DIAGONAL, HierarchyShape, LevelShape, class_shape, pad_csr,
                             pad_pattern, pad_relaxation, true_csr, true_shape, with_colors)
 

@@ -370,13 +370,22 @@ class MulticolorPadding:
     chunk_rows: int
 
 
+def padded_ordering(ordering: MulticolorOrdering, shape: ColorShape,
+                    rows: int) -> MulticolorArrays:
+    """``ordering``'s arrays (host) padded to ``shape`` for a level of ``rows`` rows (at
+    least the ordering's): padding rows in no chunk and padding chunks empty, so the
+    multicolor data computed from them (:func:`multicolor_data`) leave the padding at
+    zero."""
+    return ordering.host_arrays(shape.chunk_rows, rows=rows, n_chunks=shape.n_chunks,
+                                lower_nnz=shape.lower_nnz, upper_nnz=shape.upper_nnz)
+
+
 def multicolor_padding(ordering: MulticolorOrdering, shape: ColorShape,
                        rows: int) -> MulticolorPadding:
     """The host arrays padding ``ordering``'s data to ``shape`` for a level of ``rows``
-    rows (``rows`` at least the ordering's; the extra ones are the level's padding rows)."""
-    arrays = ordering.host_arrays(
-        shape.chunk_rows, rows=rows, n_chunks=shape.n_chunks, lower_nnz=shape.lower_nnz,
-        upper_nnz=shape.upper_nnz)
+    rows (``rows`` at least the ordering's; the extra ones are the level's padding rows):
+    :func:`padded_ordering`'s, ``L``'s and ``U``'s values the positions of their entries."""
+    arrays = padded_ordering(ordering, shape, rows)
 
     def own(block, nnz):  # the padded entry k holds the ordering's entry k
         index = np.arange(block.values.size, dtype=np.int32)

@@ -52,7 +52,7 @@ rows whole nodes): a padding aggregate's Gram matrix is zero, so its ``T`` colum
 coarse basis are too. So ``T``, the aggregates' norms (or Gram matrices' eigenvectors)
 and the Galerkin products are the unpadded setup's, ``ω`` and what follows from it to
 rounding. The multicolor smoothers' orderings are padded to their level's color shape
-(:func:`padded_ordering`: padding rows in no chunk, padding chunks empty, padding entries
+(:func:`._multicolor.padded_ordering`: padding rows in no chunk, padding chunks empty, padding entries
 of ``L`` and ``U`` zero and past every row's), so their data are the unpadded setup's,
 padded; only a smoothed coarsest level's coloring (``NOSOLVER``) keeps a setup per
 pattern.
@@ -70,7 +70,7 @@ from . import _classical, _classical_kernels, _ffi_primitives
 from ._classical import InterpolationArrays, MultipassArrays, TwoStageArrays
 from ._compiled_programs import CompiledPrograms
 from ._csr_arrays import CsrArrays
-from ._multicolor import ColorShape, MulticolorArrays, MulticolorOrdering
+from ._multicolor import MulticolorArrays, MulticolorOrdering
 from ._products import transposed_values
 from ._relaxation import stored_diagonal
 from ._size_classes import PADDING_DIAGONAL, LevelShape
@@ -120,17 +120,8 @@ class AggregationLayout(NamedTuple):
     columns: int = 1
 
 
-def padded_ordering(ordering: MulticolorOrdering, shape: ColorShape,
-                    rows: int) -> MulticolorArrays:
-    """``ordering``'s arrays (host) padded to ``shape`` for a level of ``rows`` rows: padding
-    rows in no chunk and padding chunks empty, so the multicolor data computed from them
-    (:func:`._multicolor.multicolor_data`) leave the padding at zero."""
-    return ordering.host_arrays(shape.chunk_rows, rows=rows, n_chunks=shape.n_chunks,
-                                lower_nnz=shape.lower_nnz, upper_nnz=shape.upper_nnz)
-
-
 def true_ordering(ordering: MulticolorOrdering, arrays: MulticolorArrays) -> MulticolorArrays:
-    """The part of :func:`padded_ordering`'s arrays (on the device) that holds ``ordering``'s
+    """The part of :func:`._multicolor.padded_ordering`'s arrays (on the device) that holds ``ordering``'s
     own, in the same chunks (jit-able): what a numeric setup of that pattern alone reads."""
     own = ordering.host_arrays(arrays.chunk_rows)
     return jax.tree.unflatten(jax.tree.structure(own), [

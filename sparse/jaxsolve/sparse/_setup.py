@@ -29,8 +29,8 @@ from ._hierarchy import (Hierarchy, HierarchyStructure, StructureArrays,
                          numeric_setup, padded_hierarchy, padded_numeric_setup, sharing_arrays,
                          with_padded_finest)
 from ._multicolor import (MULTICOLOR_SMOOTHERS, MulticolorArrays, multicolor_ordering,
-                          multicolor_padding)
-from ._padded_setup import PROGRAMS as PADDED_SETUP_PROGRAMS, padded_ordering
+                          multicolor_padding, padded_ordering)
+from ._padded_setup import PROGRAMS as PADDED_SETUP_PROGRAMS
 from ._size_classes import (color_shape, pad_pattern, pad_rows, padded_nonzeros, size_class,
                             true_csr)
 from ._relaxation import RelaxationData, relaxation_data, stored_diagonal
