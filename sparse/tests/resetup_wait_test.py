@@ -21,6 +21,7 @@ import pytest
 
 from jaxsolve import sparse
 from jaxsolve.sparse import _device_setup, _hierarchy, _setup, _structure_key, matrices
+from jaxsolve_testing import counted_compilations
 
 N = 24
 PCG = {"solver": "PCG", "tolerance": 1e-8}
@@ -103,6 +104,29 @@ def test_the_same_values_again_read_no_key(x64, as_on_a_gpu, key_reads, config):
                                   config=config, reuse_setup=True)
     assert int(info.iterations) == iterations
     np.testing.assert_allclose(np.asarray(x_reused), x / scale, rtol=1e-6)
+
+
+@pytest.mark.parametrize("config, committed", [*((config, False) for config in CONFIGS),
+                                               (PCG, True)],
+                         ids=[*IDS, "default-committed"])
+def test_the_next_solve_on_a_pattern_runs_the_first_ones_program(x64, as_on_a_gpu, config,
+                                                                 committed):
+    """The solve that sets a pattern up and the next one on it, whose structure is taken
+    before its values' key is known, run one compiled solve.  Before, the first passed no
+    key check and its values, padded on the host, committed to the device: the next, with
+    a check and values padded on the device, compiled the whole solve again (at 128³ on a
+    GPU, seconds)."""
+    A = poisson()
+    values = np.asarray(A.values)
+    A = A.with_values(jax.device_put(values, jax.devices()[0]) if committed
+                      else jnp.asarray(values))
+    again = A.with_values(A.values + 0)
+    sparse.clear_cache()
+    jax.clear_caches()  # no program of another test's
+    first = solved(A, config)
+    with counted_compilations("_solve_columns_reporting") as count:
+        assert solved(again, config)[1] == first[1]
+    assert count[0] == 0
 
 
 @pytest.mark.parametrize("config", [PCG, DEVICE], ids=["default", "device"])

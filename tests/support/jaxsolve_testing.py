@@ -78,14 +78,16 @@ def x64(strict_config):
 
 
 @contextlib.contextmanager
-def counted_compilations():
+def counted_compilations(named: str | None = None):
     """Counts the programs XLA compiles inside the block (``jax.monitoring``'s backend-compile
-    events): yields a one-element list whose entry grows with each."""
+    events), or with ``named`` those of the functions of that name only: yields a
+    one-element list whose entry grows with each."""
     count = [0]
 
     def listener(event, duration, **kwargs):
-        del duration, kwargs
-        if event == "/jax/core/compile/backend_compile_duration":
+        del duration
+        if event == "/jax/core/compile/backend_compile_duration" and (
+                named is None or kwargs.get("fun_name") == f"jit({named})"):
             count[0] += 1
 
     jax.monitoring.register_event_duration_secs_listener(listener)

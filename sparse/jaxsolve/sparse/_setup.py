@@ -398,8 +398,11 @@ class System:
         structure = latest.structure
         padded = self.padded(values, finest(structure).indices.shape[0])
         numbers = numbers_of(structure, padded)
+        # Both digests committed to the device, as a passing check's are (a program's
+        # arguments committed and uncommitted compile apart).
+        digest = jax.device_put(digest_of(structure, padded), values.sharding)
         self._unconfirmed = _Unconfirmed(cache_key, latest, numbers, (
-            digest_of(structure, padded), _built_for_digest(latest, values)), key_of_digest)
+            digest, _built_for_digest(latest, values)), key_of_digest)
         return structure, numbers
 
     def confirm(self, matched: Any) -> bool:
@@ -492,7 +495,9 @@ class System:
             matrix, diagonal, _ = self.pattern_arrays
             return SetupState(matrix=matrix, diagonal=diagonal, numbers=None, arrays=None,
                               near_nullspace=None, ordering=self.ordering)
-        key_check = None if self._unconfirmed is None else self._unconfirmed.key_check
+        key_check = (self._unconfirmed.key_check if self._unconfirmed is not None
+                     else _passing_key_check(self.concrete_values)
+                     if self.key_with_status else None)
         # Concrete values were tested on the host (_default_method.method_for).
         transpose_permutation = (self.csr_pattern.transpose_permutation_on_device
                                  if falls_back(self.config) and self.concrete_values is None
@@ -565,7 +570,7 @@ class System:
         if host.shape[0] == nnz or not isinstance(values, jax.Array) or len(
                 values.devices()) != 1:
             return
-        self._padded = (values, _resized_on_host(host, nnz, next(iter(values.devices()))))
+        self._padded = (values, _resized_on_host(host, nnz, values))
 
     def true_matrix(self, state: SetupState, values: jax.Array) -> CsrArrays:
         """``state``'s matrix with ``values``, cut to the pattern's own sizes."""
@@ -612,7 +617,7 @@ def resized_rows(x: jax.Array, rows: int) -> jax.Array:
         return x
     if isinstance(x, jax.Array) and is_concrete(x) and not staging():
         if len(x.devices()) == 1 and next(iter(x.devices())).platform == "cpu":
-            return _resized_on_host(np.asarray(x), rows, next(iter(x.devices())))
+            return _resized_on_host(np.asarray(x), rows, x)
         return _resized(x, rows)
     return pad_rows(x, rows) if rows > x.shape[0] else x[:rows]
 
@@ -622,13 +627,22 @@ def _resized(x: jax.Array, rows: int) -> jax.Array:
     return pad_rows(x, rows) if rows > x.shape[0] else x[:rows]
 
 
-def _resized_on_host(host: np.ndarray, rows: int, device: jax.Device) -> jax.Array:
-    """``host`` padded with zero rows, or cut, to ``rows`` rows, on ``device``."""
+def _resized_on_host(host: np.ndarray, rows: int, like: jax.Array) -> jax.Array:
+    """``host`` (the copy of ``like``, on one device) padded with zero rows, or cut, to
+    ``rows`` rows, placed as ``like`` is, as :func:`_resized` would give it: on its device,
+    committed to it only if ``like`` is.  JAX compiles a program apart for arguments
+    committed to a device and for those left uncommitted: placed otherwise, the values
+    padded here by a pattern's first setup and those padded on the device by its next
+    would compile the whole solve twice."""
     resized = np.zeros((rows, *host.shape[1:]), host.dtype)
     kept = min(rows, host.shape[0])
     resized[:kept] = host[:kept]
+    device = next(iter(like.devices()))
     with jax.ensure_compile_time_eval():  # a concrete array, also while a trace runs
-        return jax.device_put(resized, device)
+        if like.committed:
+            return jax.device_put(resized, device)
+        with jax.default_device(device):
+            return jax.device_put(resized)
 
 
 def _finest_nonzeros(structure: HierarchyStructure) -> int:
@@ -646,6 +660,10 @@ class SetupState(NamedTuple):
     ``key_check``: for a structure taken before the values' key was known
     (:attr:`System.setup`), the digests on the device of the values and of the values the
     structure was built for, ``(2,)`` uint32 each: the solve runs only if they are equal.
+    A solve that reads its status back gets two equal digests otherwise, so that its
+    program is the same either way: the first solve on a pattern (set up for its values'
+    key) and the next ones (on a GPU, taken before theirs is known) run one compiled
+    program, where a missing check made them two, the whole solve compiled twice.
 
     ``transpose_permutation``: for traced values solved by the default's PCG, the position
     of each ``a_ji`` among the values (the CSR pattern's ``transpose_permutation_on_device``),
@@ -677,6 +695,21 @@ def _finest_arrays(structure: HierarchyStructure) -> CsrArrays:
     """``structure``'s finest matrix on the device (padded to its size class)."""
     arrays = structure.arrays
     return arrays.levels[0].a if arrays.levels else arrays.coarsest
+
+
+def _passing_key_check(values: Any) -> tuple[jax.Array, jax.Array] | None:
+    """A :attr:`SetupState.key_check` that passes, on the device of concrete ``values``
+    (None for values on no single device, whose structure is never taken unkeyed)."""
+    if not isinstance(values, jax.Array) or len(values.devices()) != 1:
+        return None
+    return _equal_digests(next(iter(values.devices())))
+
+
+@functools.cache
+def _equal_digests(device: jax.Device) -> tuple[jax.Array, jax.Array]:
+    with jax.ensure_compile_time_eval():  # concrete, also while a caller's jit traces
+        digest = jax.device_put(np.zeros(2, np.uint32), device)
+    return digest, digest
 
 
 def _built_for_digest(entry: _cache.CacheEntry, values: jax.Array) -> jax.Array:
