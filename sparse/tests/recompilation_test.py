@@ -39,3 +39,36 @@ def test_a_repeated_solve_compiles_nothing(preconditioner):
             jax.block_until_ready(y)
     assert count[0] == 0
     np.testing.assert_array_equal(np.asarray(y), np.asarray(x))
+
+
+@pytest.mark.parametrize("amg", [
+    {},  # classical, set up on the host
+    {"algorithm": "AGGREGATION", "selector": "SIZE_8", "jaxsolve_setup_location": "DEVICE"},
+], ids=["classical", "device-setup"])
+@pytest.mark.parametrize("transform", ["grad", "vmap"])
+def test_a_repeated_transformed_solve_compiles_nothing(amg, transform):
+    """``jax.grad`` and ``jax.vmap`` of a solve, called without ``jax.jit``, compile on their
+    first call only. A gradient's AMG numeric setup of traced values ran operation by
+    operation, and its loops and conditionals compiled again on every call (4 programs,
+    about a second at 1728 rows)."""
+    A = sparse.as_csr(poisson_2d(12).astype(np.float32))
+    b = jnp.ones(A.shape[0], jnp.float32)
+    config = {"solver": "PCG", "tolerance": 1e-5,
+              "preconditioner": {"solver": "AMG", **amg}}
+
+    def solution(values):
+        return sparse.solve(A.with_values(values), b, config=config)[0]
+
+    if transform == "grad":
+        run = jax.grad(lambda values: solution(values).sum())
+        arguments = [A.values * scale for scale in (1.0, 1.5, 2.0)]
+    else:
+        run = jax.vmap(solution)
+        arguments = [jnp.stack([A.values, scale * A.values]) for scale in (1.5, 2.0, 3.0)]
+    jax.block_until_ready(arguments)
+    first = run(arguments[0])
+    assert bool(jnp.all(jnp.isfinite(first)))
+    with counted_compilations() as count:
+        for argument in arguments[1:]:
+            jax.block_until_ready(run(argument))
+    assert count[0] == 0
