@@ -130,6 +130,25 @@ def test_the_next_solve_on_a_pattern_runs_the_first_ones_program(x64, as_on_a_gp
 
 
 @pytest.mark.parametrize("config", [PCG, DEVICE], ids=["default", "device"])
+def test_a_solve_from_an_initial_guess_runs_the_same_program(x64, as_on_a_gpu, config):
+    """The right-hand side ``b − A x0`` of a solve from ``x0`` is placed as ``b`` is: a
+    device setup's index arrays, committed to the device where the user's values were not,
+    made it committed, and the solve's program compiled again for it."""
+    A = poisson()
+    A = A.with_values(jnp.asarray(np.asarray(A.values)))
+    b = jnp.ones(A.shape[0])
+    x0 = 0.5 * b
+    again = A.with_values(A.values + 0)
+    sparse.clear_cache()
+    jax.clear_caches()  # no program of another test's
+    first = solved(A, config)
+    with counted_compilations("_solve_columns_reporting") as count:
+        x, info = sparse.solve(again, b, x0, config=config)
+    assert count[0] == 0 and sparse.Status(int(info.status)) == sparse.Status.SUCCESS
+    np.testing.assert_allclose(np.asarray(x), first[0], rtol=1e-6)
+
+
+@pytest.mark.parametrize("config", [PCG, DEVICE], ids=["default", "device"])
 def test_values_of_another_key_are_solved_again_on_their_structure(x64, as_on_a_gpu,
                                                                    key_reads, config):
     A = poisson()

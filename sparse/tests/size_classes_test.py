@@ -201,15 +201,38 @@ def test_a_pattern_with_other_finest_nonzeros_reuses_the_compiled_solve(x64, amg
     np.testing.assert_allclose(x, y, rtol=1e-9, atol=1e-12)
 
 
-def programs_of_the_second_solve(first, second, b, config):
-    """The programs XLA compiles for ``second``'s solve after ``first``'s, from an empty
-    setup cache, and the second solve's info."""
+def programs_of_the_second_solve(first, second, b, config, x0=None):
+    """The programs XLA compiles for ``second``'s solve after ``first``'s (from ``x0``),
+    from an empty setup cache, and the second solve's info."""
     sparse.clear_cache()
-    jax.block_until_ready(sparse.solve(first, b, config=config))
+    jax.block_until_ready(sparse.solve(first, b, x0, config=config))
     with counted_compilations() as count:
-        x, info = sparse.solve(second, b, config=config)
+        x, info = sparse.solve(second, b, x0, config=config)
         jax.block_until_ready(x)
     return count[0], info
+
+
+@pytest.mark.parametrize("preconditioner", [
+    {"solver": "AMG"}, {"solver": "BLOCK_JACOBI"},
+], ids=["amg", "jacobi"])
+def test_a_new_patterns_solve_from_an_initial_guess_compiles_nothing(x64, preconditioner):
+    # The initial residual b − A x0 is formed by the matrix padded to its size classes, as
+    # the solve takes it: cut to the pattern's own nonzeros, it compiled five small programs
+    # for each new pattern's.
+    n = 10
+    first, second = (sparse.as_csr(with_extra_couplings(poisson3d(n), n, k, seed))
+                     for k, seed in ((6, 1), (8, 2)))
+    assert first.nnz < second.nnz
+    b = jnp.ones(n**3, jnp.float64)
+    x0 = jnp.linspace(0.0, 1.0, n**3)
+    config = {"solver": "PCG", "tolerance": 1e-8, "max_iters": 200,
+              "preconditioner": preconditioner}
+    compiled, info = programs_of_the_second_solve(first, second, b, config, x0)
+    assert compiled == 0 and info.status == sparse.Status.SUCCESS
+    x = sparse.solve(second, b, x0, config=config)[0]
+    residual = b - scipy.sparse.csr_array((np.asarray(second.values), second.indices,
+                                           second.indptr), shape=second.shape) @ np.asarray(x)
+    assert np.linalg.norm(residual) <= 1e-7 * np.linalg.norm(b)
 
 
 def test_a_small_patterns_setup_arrays_are_padded_to_few_setup_entries(x64):

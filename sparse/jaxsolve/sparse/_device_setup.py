@@ -95,6 +95,7 @@ from ._hierarchy import (Hierarchy, LevelNumbers, _coarsest_numbers, annihilates
                          check_coarsest_rows, check_stored_diagonal, hierarchy_dtype,
                          sharing_arrays)
 from ._index_hash import pair_hash
+from ._placement import placed_like
 from ._relaxation import power_iteration_start, relaxation_data, stored_diagonal
 from ._structure_key import digest_key, summed_digest
 from ._size_classes import (coarsest_rows, finest_nonzeros, finest_rows, fit_finest_nonzeros,
@@ -263,9 +264,10 @@ def build_device_structure(pattern: CsrStructure, values: jax.Array | None,
             indptr, indices = finest.indptr, finest.indices
         else:
             padded = pad_pattern(pattern, rows, nnz)
-            indptr, indices = jax.device_put(  # where the values are
-                (padded.indptr, padded.indices),
-                None if values is None or len(values.devices()) > 1 else values.sharding)
+            indptr, indices = (  # where the values are, placed as they are
+                jax.device_put((padded.indptr, padded.indices))
+                if values is None or len(values.devices()) > 1
+                else placed_like((padded.indptr, padded.indices), values))
         if values is None:
             values = jax.device_put(np.ones(nnz, np.float32))
     if values.shape != (nnz,):

@@ -32,6 +32,7 @@ from ._hierarchy import (Hierarchy, HierarchyStructure, StructureArrays,
 from ._multicolor import (MULTICOLOR_SMOOTHERS, MulticolorArrays, multicolor_ordering,
                           multicolor_padding, padded_ordering)
 from ._padded_setup import PROGRAMS as PADDED_SETUP_PROGRAMS
+from ._placement import placed_like
 from ._size_classes import (color_shape, pad_pattern, pad_rows, padded_nonzeros, size_class,
                             true_csr)
 from ._relaxation import RelaxationData, relaxation_data, stored_diagonal
@@ -573,12 +574,27 @@ class System:
             return
         self._padded = (values, _resized_on_host(host, nnz, values))
 
+    def initial_residual(self, state: SetupState, values: jax.Array, b: jax.Array,
+                         x0: jax.Array) -> jax.Array:
+        """``b − A x0`` (``values``: ``A``'s), by ``state``'s matrix padded to its size
+        classes, with the values padded as the solve takes them (:meth:`padded`): one
+        program for every pattern of a size class and rows, where the true matrix's cut
+        and product compiled five small ones for each new pattern's nonzeros."""
+        matrix = state.matrix._replace(values=self.padded(values, state.matrix.indices.shape[0]))
+        return _initial_residual(matrix, b, x0)
+
     def true_matrix(self, state: SetupState, values: jax.Array) -> CsrArrays:
         """``state``'s matrix with ``values``, cut to the pattern's own sizes."""
         matrix = state.matrix._replace(values=values)
         if matrix.indices.shape[0] == self.pattern.nnz and matrix.n_rows == self.pattern.n_rows:
             return matrix
         return true_csr(matrix, self.pattern)
+
+
+@jit
+def _initial_residual(matrix: CsrArrays, b: jax.Array, x0: jax.Array) -> jax.Array:
+    """``b − A x0`` for ``A`` padded with empty rows (``x0`` padded with zero rows to them)."""
+    return b - matrix.matvec(pad_rows(x0, matrix.n_rows))[:b.shape[0]]
 
 
 def padded_solve(solve_columns: Any, config: SolverConfig, operators: tuple, diagonal: jax.Array,
@@ -630,20 +646,13 @@ def _resized(x: jax.Array, rows: int) -> jax.Array:
 
 def _resized_on_host(host: np.ndarray, rows: int, like: jax.Array) -> jax.Array:
     """``host`` (the copy of ``like``, on one device) padded with zero rows, or cut, to
-    ``rows`` rows, placed as ``like`` is, as :func:`_resized` would give it: on its device,
-    committed to it only if ``like`` is.  JAX compiles a program apart for arguments
-    committed to a device and for those left uncommitted: placed otherwise, the values
-    padded here by a pattern's first setup and those padded on the device by its next
-    would compile the whole solve twice."""
+    ``rows`` rows, placed as ``like`` is (:mod:`._placement`), as :func:`_resized` would
+    give it: placed otherwise, the values padded here by a pattern's first setup and those
+    padded on the device by its next would compile the whole solve twice."""
     resized = np.zeros((rows, *host.shape[1:]), host.dtype)
     kept = min(rows, host.shape[0])
     resized[:kept] = host[:kept]
-    device = next(iter(like.devices()))
-    with jax.ensure_compile_time_eval():  # a concrete array, also while a trace runs
-        if like.committed:
-            return jax.device_put(resized, device)
-        with jax.default_device(device):
-            return jax.device_put(resized)
+    return placed_like(resized, like)
 
 
 def _finest_nonzeros(structure: HierarchyStructure) -> int:

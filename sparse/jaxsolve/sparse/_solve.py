@@ -352,7 +352,7 @@ def solve(
     # An initial guess enters as the right-hand side of the correction, A δ = b − A x0,
     # δ from zero: the Krylov iterates are those from x0, and x0 gets no derivative.
     x0 = jax.lax.stop_gradient(x0)
-    rhs = b if x0 is None else b - system.true_matrix(state, matrix.values).matvec(x0)
+    rhs = b if x0 is None else system.initial_residual(state, matrix.values, b, x0)
     # The setup's arrays travel with the values as the operator (arguments of the compiled
     # solve, not constants); only the values are differentiated.
     operator = (matrix.values, state)
