@@ -38,3 +38,10 @@ def with_extra_couplings(a: scipy.sparse.csr_array, n: int, k: int, seed: int
     return with_couplings(a, np.stack([np.ravel_multi_index((x, y, z), (n,) * 3),
                                        np.ravel_multi_index((x + 1, y + 1, z + 1), (n,) * 3)],
                                       axis=1))
+
+
+def similar_matrices(n: int, *variants: tuple[int, int]) -> list[sparse.CsrMatrix]:
+    """:func:`poisson3d` of ``n`` plus ``k`` couplings chosen by ``seed``
+    (:func:`with_extra_couplings`), one matrix per ``(k, seed)`` of ``variants``."""
+    grid = poisson3d(n)
+    return [sparse.as_csr(with_extra_couplings(grid, n, k, seed)) for k, seed in variants]

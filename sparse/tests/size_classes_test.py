@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import scipy.sparse
 from jaxsolve_testing import counted_compilations
-from similar_patterns import poisson3d, with_extra_couplings
+from similar_patterns import poisson3d, similar_matrices, with_extra_couplings
 
 from jaxsolve import sparse
 from jaxsolve.sparse import (_cycle, _hierarchy, _padded_setup, _setup, _size_classes, _solve,
@@ -220,8 +220,7 @@ def test_a_new_patterns_solve_from_an_initial_guess_compiles_nothing(x64, precon
     # the solve takes it: cut to the pattern's own nonzeros, it compiled five small programs
     # for each new pattern's.
     n = 10
-    first, second = (sparse.as_csr(with_extra_couplings(poisson3d(n), n, k, seed))
-                     for k, seed in ((6, 1), (8, 2)))
+    first, second = similar_matrices(n, (6, 1), (8, 2))
     assert first.nnz < second.nnz
     b = jnp.ones(n**3, jnp.float64)
     x0 = jnp.linspace(0.0, 1.0, n**3)
@@ -240,8 +239,7 @@ def test_a_small_patterns_setup_arrays_are_padded_to_few_setup_entries(x64):
     # differ by up to 1.25 × (367 and 458 entries), past the 17 / 16 room a new size
     # class gives; padded to FEW_SETUP_ENTRIES, the second compiles no numeric setup.
     n = 8
-    first, second = (sparse.as_csr(with_extra_couplings(poisson3d(n), n, 8, seed))
-                     for seed in (1, 2))
+    first, second = similar_matrices(n, (8, 1), (8, 2))
     b = jnp.ones(n**3, jnp.float64)
     config = {"solver": "PCG", "tolerance": 1e-8, "max_iters": 100,
               **NEW_PATTERN_CONFIGS["PMISC + 1 aggressive"]}
@@ -256,8 +254,7 @@ def test_a_one_level_hierarchys_nonzeros_are_padded(x64, amg):
     # the finest level alone, solved by the coarsest solver. Its nonzeros are padded as a
     # finest level's, so a pattern with more of them compiles nothing.
     n = 6
-    first, second = (sparse.as_csr(with_extra_couplings(poisson3d(n), n, k, seed))
-                     for k, seed in ((4, 1), (8, 2)))
+    first, second = similar_matrices(n, (4, 1), (8, 2))
     assert first.nnz < second.nnz
     b = jnp.ones(n**3, jnp.float64)
     config = {"solver": "PCG", "tolerance": 1e-8, "max_iters": 100, **amg}
@@ -271,8 +268,7 @@ def test_the_default_method_chooses_for_a_new_pattern_without_compiling(x64):
     # symmetry (PCG or PBICGSTAB): by NumPy where they are in host memory, so that a
     # pattern with other nonzeros compiles nothing for the test either.
     n = 12
-    first, second = (sparse.as_csr(with_extra_couplings(poisson3d(n), n, k, seed))
-                     for k, seed in ((8, 1), (12, 2)))
+    first, second = similar_matrices(n, (8, 1), (12, 2))
     b = jnp.ones(n**3, jnp.float64)
     config = {"tolerance": 1e-8, "max_iters": 100}
     compiled, info = programs_of_the_second_solve(first, second, b, config)
@@ -293,8 +289,7 @@ def test_a_solve_without_amg_reuses_its_program_for_a_pattern_of_the_same_rows(
     # first (before: the relaxation's setup and the solve, compiled again; 0.55 s on two
     # CPU cores at 16³), and iterates as the unpadded matrix does (traced, at its sizes).
     n = 12
-    first, second = (sparse.as_csr(with_extra_couplings(poisson3d(n), n, k, seed))
-                     for k, seed in ((8, 1), (12, 2)))
+    first, second = similar_matrices(n, (8, 1), (12, 2))
     assert first.nnz < second.nnz
     b = jnp.asarray(np.random.default_rng(0).standard_normal(n**3))
     config = {"solver": "PCG", "tolerance": 1e-8, "max_iters": 300,
@@ -620,8 +615,7 @@ def test_a_new_pattern_with_a_multicolor_smoother_compiles_nothing(x64, fresh_sh
     # L has other nonzeros) runs the first's programs; it iterates as its own unpadded
     # hierarchy does (set up inside a caller's jit).
     n = 12
-    first, second = (sparse.as_csr(with_extra_couplings(poisson3d(n), n, 8, seed))
-                     for seed in (1, 3))
+    first, second = similar_matrices(n, (8, 1), (8, 3))
     config = {"solver": "PCG", "tolerance": 1e-8, "max_iters": 100,
               "preconditioner": {"solver": "AMG", "smoother": smoother}}
     b = jnp.asarray(np.random.default_rng(0).standard_normal(n**3))
