@@ -669,11 +669,12 @@ class SetupState(NamedTuple):
 
     ``key_check``: for a structure taken before the values' key was known
     (:attr:`System.setup`), the digests on the device of the values and of the values the
-    structure was built for, ``(2,)`` uint32 each: the solve runs only if they are equal.
-    A solve that reads its status back gets two equal digests otherwise, so that its
-    program is the same either way: the first solve on a pattern (set up for its values'
-    key) and the next ones (on a GPU, taken before theirs is known) run one compiled
-    program, where a missing check made them two, the whole solve compiled twice.
+    structure was built for, ``(2,)`` uint32 each, committed to the device: the solve runs
+    only if they are equal. A solve that reads its status back gets two equal digests
+    otherwise, so that its program is the same either way: the first solve on a pattern
+    (set up for its values' key) and the next ones (on a GPU, taken before theirs is
+    known) run one compiled program, where a missing check made them two, the whole solve
+    compiled twice.
 
     ``transpose_permutation``: for traced values solved by the default's PCG, the position
     of each ``a_ji`` among the values (the CSR pattern's ``transpose_permutation_on_device``),
@@ -735,7 +736,7 @@ def _traced_numeric_setup(structure: HierarchyStructure) -> Callable[..., Hierar
     """``numeric_setup(structure, arrays, values, near_nullspace)`` for traced values, as
     one jitted function kept on ``structure``.
 
-    Called eagerly under ``jax.grad``, ``jax.jvp`` or ``jax.vmap`` without ``jax.jit``, the
+    Called eagerly under ``jax.grad`` or ``jax.jvp`` without ``jax.jit``, the
     setup's operations ran one by one, and the loops and conditionals among them (the
     power iteration's, the coarsest inverse's) were traced and compiled anew at every
     call: at 12³ a gradient of a solve took 1.0-1.3 s, 4 programs compiled, on every call
