@@ -52,10 +52,10 @@ rows whole nodes): a padding aggregate's Gram matrix is zero, so its ``T`` colum
 coarse basis are too. So ``T``, the aggregates' norms (or Gram matrices' eigenvectors)
 and the Galerkin products are the unpadded setup's, ``ω`` and what follows from it to
 rounding. The multicolor smoothers' orderings are padded to their level's color shape
-(:func:`._multicolor.padded_ordering`: padding rows in no chunk, padding chunks empty, padding entries
-of ``L`` and ``U`` zero and past every row's), so their data are the unpadded setup's,
-padded; only a smoothed coarsest level's coloring (``NOSOLVER``) keeps a setup per
-pattern.
+(:func:`._multicolor.padded_ordering`: padding rows in no chunk, padding chunks empty,
+padding entries of ``L`` and ``U`` zero and past every row's), so their data are the
+unpadded setup's, padded; only a smoothed coarsest level's coloring (``NOSOLVER``) keeps
+a setup per pattern.
 """
 
 from __future__ import annotations
@@ -121,8 +121,9 @@ class AggregationLayout(NamedTuple):
 
 
 def true_ordering(ordering: MulticolorOrdering, arrays: MulticolorArrays) -> MulticolorArrays:
-    """The part of :func:`._multicolor.padded_ordering`'s arrays (on the device) that holds ``ordering``'s
-    own, in the same chunks (jit-able): what a numeric setup of that pattern alone reads."""
+    """The part of :func:`._multicolor.padded_ordering`'s arrays (on the device) that
+    holds ``ordering``'s own, in the same chunks (jit-able): what a numeric setup of that
+    pattern alone reads."""
     own = ordering.host_arrays(arrays.chunk_rows)
     return jax.tree.unflatten(jax.tree.structure(own), [
         padded[:true.shape[0]] for padded, true in zip(
